@@ -1,0 +1,1 @@
+"""The broker: a partitioned, segmented append-only log served over the Kafka wire protocol."""

@@ -1,0 +1,1 @@
+"""Storage: one partition's log of segment files with sparse offset and time indexes."""

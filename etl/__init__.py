@@ -1,0 +1,1 @@
+"""Placeholder for the etl component of the pipeline; filled in by its own issue."""
