@@ -1,0 +1,626 @@
+"""The RecordBatch v2 record codec: encode a batch of records, decode batches back into records.
+
+The fixed 61-byte header and its CRC live in :mod:`pipeline.protocol.batch`; this module handles
+what follows it. Each record is
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint | key | valueLength varint | value | headerCount varint | headers
+
+with every varint zigzag-encoded and -1 meaning null. This codec is the hot loop of the producer,
+the consumers, the mirror and the ETL, so the common case (values only or keys for every record,
+no headers, one timestamp per batch) is encoded without a Python-level loop: record prefixes are
+memoised per (offset delta, key length, value length) and the batch is assembled by slice
+assignment into one list and a single ``bytes.join``. Decoding is one tight loop with the one- and
+two-byte varint cases inlined.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Sequence
+from itertools import repeat
+from typing import NamedTuple
+
+import crc32c
+
+from . import compression as _compression
+from .batch import (
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    CorruptBatchError,
+    iter_batches,
+    parse_header,
+)
+from .compression import CompressionError
+
+__all__ = [
+    "Record",
+    "BatchBuilder",
+    "encode_batch",
+    "decode_batch",
+    "decode_records",
+    "record_size",
+    "CorruptBatchError",
+]
+
+Header = tuple[str, "bytes | None"]
+Buffer = bytes | bytearray | memoryview
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc -- the part outside the CRC.
+_HEAD = struct.Struct(">qiibI")
+# attributes .. recordCount -- the part of the header covered by the CRC.
+_TAIL = struct.Struct(">hiqqqhii")
+
+_MAX_CACHE_ENTRIES = 1 << 18
+
+
+class Record(NamedTuple):
+    """One decoded record: its absolute offset and timestamp, key, value and headers."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+def _zigzag_varint(n: int) -> bytes:
+    """Encode a signed 64-bit integer as a zigzag varint."""
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+class _VarintTable(dict):
+    """int -> zigzag varint bytes, filled on first use (bounded, then computed without storing)."""
+
+    def __missing__(self, n: int) -> bytes:
+        encoded = _zigzag_varint(n)
+        if len(self) < _MAX_CACHE_ENTRIES:
+            self[n] = encoded
+        return encoded
+
+
+_VARINT = _VarintTable((n, _zigzag_varint(n)) for n in range(-64, 1 << 14))
+_varint = _VARINT.__getitem__
+
+
+def _varint_size(n: int) -> int:
+    z = (n << 1) ^ (n >> 63)
+    size = 1
+    while z > 0x7F:
+        z >>= 7
+        size += 1
+    return size
+
+
+class _ValuePrefixes(dict):
+    """(offsetDelta, valueLength) -> the bytes before a keyless, headerless record's value.
+
+    The prefix also carries the previous record's trailing headerCount (0) unless offsetDelta is
+    0, so a batch is ``prefix, value, prefix, value, ..., b"\\x00"``. Timestamp delta is 0.
+    """
+
+    def __missing__(self, key: tuple[int, int]) -> bytes:
+        delta, vlen = key
+        od = _VARINT[delta]
+        vl = _VARINT[vlen]
+        body = 4 + len(od) + len(vl) + vlen
+        prefix = b"".join((b"\x00" if delta else b"", _VARINT[body], b"\x00\x00", od, b"\x01", vl))
+        if len(self) < _MAX_CACHE_ENTRIES:
+            self[key] = prefix
+        return prefix
+
+
+class _KeyPrefixes(dict):
+    """(offsetDelta, keyLength, valueLength) -> the bytes before a headerless record's key."""
+
+    def __missing__(self, key: tuple[int, int, int]) -> bytes:
+        delta, klen, vlen = key
+        od = _VARINT[delta]
+        kl = _VARINT[klen]
+        body = 3 + len(od) + len(kl) + klen + len(_VARINT[vlen]) + vlen
+        prefix = b"".join((b"\x00" if delta else b"", _VARINT[body], b"\x00\x00", od, kl))
+        if len(self) < _MAX_CACHE_ENTRIES:
+            self[key] = prefix
+        return prefix
+
+
+_VALUE_PREFIXES = _ValuePrefixes()
+_KEY_PREFIXES = _KeyPrefixes()
+# Runs of prefixes for offset deltas 0..n-1 when every value (and key) has the same length.
+_VALUE_RUNS: dict[int, list[bytes]] = {}
+_KEY_RUNS: dict[tuple[int, int], list[bytes]] = {}
+_MAX_RUNS = 256
+
+
+def _value_run(vlen: int, n: int) -> list[bytes]:
+    run = _VALUE_RUNS.get(vlen)
+    if run is None or len(run) < n:
+        prefixes = _VALUE_PREFIXES
+        run = [prefixes[(delta, vlen)] for delta in range(max(n, 64))]
+        if len(_VALUE_RUNS) >= _MAX_RUNS:
+            _VALUE_RUNS.clear()
+        _VALUE_RUNS[vlen] = run
+    return run
+
+
+def _key_run(klen: int, vlen: int, n: int) -> list[bytes]:
+    run = _KEY_RUNS.get((klen, vlen))
+    if run is None or len(run) < n:
+        prefixes = _KEY_PREFIXES
+        run = [prefixes[(delta, klen, vlen)] for delta in range(max(n, 64))]
+        if len(_KEY_RUNS) >= _MAX_RUNS:
+            _KEY_RUNS.clear()
+        _KEY_RUNS[(klen, vlen)] = run
+    return run
+
+
+def _join_values_only(values: Sequence[bytes]) -> bytes:
+    n = len(values)
+    lens = list(map(len, values))
+    parts = [b"\x00"] * (2 * n + 1)
+    if lens.count(lens[0]) == n:
+        parts[0 : 2 * n : 2] = _value_run(lens[0], n)[:n]
+    else:
+        parts[0 : 2 * n : 2] = map(_VALUE_PREFIXES.__getitem__, zip(range(n), lens))
+    parts[1 : 2 * n : 2] = values
+    return b"".join(parts)
+
+
+def _join_keys_and_values(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
+    n = len(values)
+    klens = list(map(len, keys))
+    vlens = list(map(len, values))
+    parts = [b"\x00"] * (4 * n + 1)
+    if klens.count(klens[0]) == n and vlens.count(vlens[0]) == n:
+        parts[0 : 4 * n : 4] = _key_run(klens[0], vlens[0], n)[:n]
+        parts[2 : 4 * n : 4] = repeat(_VARINT[vlens[0]], n)
+    else:
+        parts[0 : 4 * n : 4] = map(_KEY_PREFIXES.__getitem__, zip(range(n), klens, vlens))
+        parts[2 : 4 * n : 4] = map(_varint, vlens)
+    parts[1 : 4 * n : 4] = keys
+    parts[3 : 4 * n : 4] = values
+    return b"".join(parts)
+
+
+def _encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] | None,
+) -> bytes:
+    """One record in full generality (nulls, headers, any timestamp delta), with its length prefix."""
+    varint = _varint
+    parts = [b"\x00", varint(timestamp_delta), varint(offset_delta)]
+    if key is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(varint(len(key)))
+        parts.append(key)
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(varint(len(value)))
+        parts.append(value)
+    if not headers:
+        parts.append(b"\x00")
+    else:
+        parts.append(varint(len(headers)))
+        for hkey, hvalue in headers:
+            hk = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
+            parts.append(varint(len(hk)))
+            parts.append(hk)
+            if hvalue is None:
+                parts.append(b"\x01")
+            else:
+                parts.append(varint(len(hvalue)))
+                parts.append(hvalue)
+    body = b"".join(parts)
+    return varint(len(body)) + body
+
+
+def record_size(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] | None = None,
+) -> int:
+    """Exact encoded size in bytes of one record, including its length prefix."""
+    size = 1 + _varint_size(timestamp_delta) + _varint_size(offset_delta)
+    size += 1 if key is None else _varint_size(len(key)) + len(key)
+    size += 1 if value is None else _varint_size(len(value)) + len(value)
+    if not headers:
+        size += 1
+    else:
+        size += _varint_size(len(headers))
+        for hkey, hvalue in headers:
+            hlen = len(hkey.encode()) if isinstance(hkey, str) else len(hkey)
+            size += _varint_size(hlen) + hlen
+            size += 1 if hvalue is None else _varint_size(len(hvalue)) + len(hvalue)
+    return _varint_size(size) + size
+
+
+def now_ms() -> int:
+    """The current wall-clock time in milliseconds, Kafka's timestamp unit."""
+    return time.time_ns() // 1_000_000
+
+
+def encode_batch(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    *,
+    timestamps: Sequence[int] | None = None,
+    timestamp: int | None = None,
+    headers: Sequence[Sequence[Header] | None] | None = None,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = -1,
+    transactional: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """Encode one RecordBatch v2 holding ``values`` (with optional per-record keys and headers).
+
+    Record i gets offset ``base_offset + i``. Timestamps come from ``timestamps`` (one per record),
+    else ``timestamp`` for all records, else the current time. The records are compressed with
+    ``compression`` (a codec id from :mod:`pipeline.protocol.compression`) and the CRC-32C is set.
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("a record batch needs at least one record")
+    if keys is not None and len(keys) != n:
+        raise ValueError(f"{len(keys)} keys for {n} values")
+    if headers is not None and len(headers) != n:
+        raise ValueError(f"{len(headers)} header lists for {n} values")
+    if timestamps is not None:
+        if len(timestamps) != n:
+            raise ValueError(f"{len(timestamps)} timestamps for {n} values")
+        base_timestamp = timestamps[0]
+        max_timestamp = max(timestamps)
+        if timestamps.count(base_timestamp) == n:
+            timestamps = None
+    else:
+        base_timestamp = max_timestamp = now_ms() if timestamp is None else timestamp
+    if headers is not None and not any(headers):
+        headers = None
+    if keys is not None and keys.count(None) == n:
+        keys = None
+
+    if timestamps is None and headers is None and None not in values and (keys is None or None not in keys):
+        records = _join_values_only(values) if keys is None else _join_keys_and_values(keys, values)
+    else:
+        records = b"".join(
+            map(
+                _encode_record,
+                range(n),
+                repeat(0, n) if timestamps is None else [t - base_timestamp for t in timestamps],
+                repeat(None, n) if keys is None else keys,
+                values,
+                repeat(None, n) if headers is None else headers,
+            )
+        )
+
+    codec = compression & COMPRESSION_MASK
+    if codec != compression:
+        raise ValueError(f"compression must be a codec id 0-4, got {compression}")
+    if codec:
+        records = _compression.compress(codec, records, compression_level)
+    attributes = codec | (TRANSACTIONAL_FLAG if transactional else 0)
+    tail = _TAIL.pack(
+        attributes,
+        n - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
+    )
+    crc = crc32c.crc32c(records, crc32c.crc32c(tail))
+    head = _HEAD.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(records), partition_leader_epoch, 2, crc)
+    return b"".join((head, tail, records))
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Decode the zigzag varint at ``pos``; return (value, position after it)."""
+    shift = 0
+    z = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptBatchError(f"varint longer than 10 bytes at byte {pos}")
+
+
+_ZZ1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
+_new_record = tuple.__new__
+
+
+def _decode_record_area(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+) -> list[Record]:
+    """Decode ``count`` records from ``data[pos:end]``; the area must end exactly after the last one."""
+    zz1 = _ZZ1
+    read_varint = _read_varint
+    out = []
+    append = out.append
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    length = (z >> 1) ^ -(z & 1)
+                    pos += 2
+                else:
+                    length, pos = read_varint(data, pos)
+            record_end = pos + length
+            # pos is at the attributes byte, which carries nothing yet; the timestamp delta follows.
+            b = data[pos + 1]
+            if b < 0x80:
+                timestamp_delta = zz1[b]
+                pos += 2
+            else:
+                timestamp_delta, pos = read_varint(data, pos + 1)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zz1[b]
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    offset_delta = (z >> 1) ^ -(z & 1)
+                    pos += 2
+                else:
+                    offset_delta, pos = read_varint(data, pos)
+            b = data[pos]
+            if b == 1:
+                key = None
+                pos += 1
+            else:
+                if b < 0x80:
+                    klen = zz1[b]
+                    pos += 1
+                else:
+                    klen, pos = read_varint(data, pos)
+                if klen < 0:
+                    raise CorruptBatchError(f"negative key length {klen}")
+                key = data[pos : pos + klen]
+                pos += klen
+            b = data[pos]
+            if b < 0x80:
+                if b == 1:
+                    value = None
+                    pos += 1
+                else:
+                    vlen = zz1[b]
+                    pos += 1
+                    value = data[pos : pos + vlen]
+                    pos += vlen
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    vlen = (z >> 1) ^ -(z & 1)
+                    pos += 2
+                else:
+                    vlen, pos = read_varint(data, pos)
+                if vlen < 0:
+                    raise CorruptBatchError(f"negative value length {vlen}")
+                value = data[pos : pos + vlen]
+                pos += vlen
+            if data[pos] == 0:
+                headers = ()
+                pos += 1
+            else:
+                headers, pos = _read_headers(data, pos)
+            if pos != record_end:
+                raise CorruptBatchError(f"record ends at byte {pos}, its length says {record_end}")
+            append(
+                (
+                    base_offset + offset_delta,
+                    base_timestamp + timestamp_delta if log_append_time is None else log_append_time,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+    except IndexError:
+        raise CorruptBatchError("record area ends inside a record") from None
+    if pos != end:
+        raise CorruptBatchError(f"{end - pos} bytes left after the batch's {count} records")
+    return list(map(_new_record, repeat(Record, count), out))
+
+
+def _read_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
+    count, pos = _read_varint(data, pos)
+    if count < 0:
+        raise CorruptBatchError(f"negative header count {count}")
+    headers = []
+    for _ in range(count):
+        klen, pos = _read_varint(data, pos)
+        if klen < 0 or pos + klen > len(data):
+            raise CorruptBatchError(f"bad header key length {klen}")
+        try:
+            hkey = data[pos : pos + klen].decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptBatchError(f"header key is not UTF-8: {exc}") from None
+        pos += klen
+        vlen, pos = _read_varint(data, pos)
+        if vlen < 0:
+            hvalue = None
+        else:
+            hvalue = data[pos : pos + vlen]
+            pos += vlen
+        headers.append((hkey, hvalue))
+    return tuple(headers), pos
+
+
+def _decode_body(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
+    """The records of a batch whose header (at ``pos``) has been parsed and whose bytes are in ``buf``."""
+    codec = header.attributes & COMPRESSION_MASK
+    start = pos + HEADER_SIZE
+    end = pos + header.batch_length + LOG_OVERHEAD
+    if codec:
+        try:
+            data = _compression.decompress(codec, memoryview(buf)[start:end])
+        except (CompressionError, _compression.UnknownCodecError) as exc:
+            raise CorruptBatchError(f"batch at byte {pos}: {exc}") from None
+        start, end = 0, len(data)
+    elif type(buf) is bytes:
+        data = buf
+    else:
+        data = bytes(memoryview(buf)[start:end])
+        start, end = 0, len(data)
+    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    if header.record_count < 0:
+        raise CorruptBatchError(f"batch at byte {pos} declares {header.record_count} records")
+    return _decode_record_area(
+        data, start, end, header.record_count, header.base_offset, header.base_timestamp, log_append_time
+    )
+
+
+def decode_batch(buf: Buffer, pos: int = 0, *, check_crc: bool = True) -> tuple[BatchHeader, list[Record]]:
+    """Decode the one whole batch at ``pos`` in ``buf``: its header and its (decompressed) records.
+
+    Raises CorruptBatchError if the batch is truncated, is not magic 2, fails its CRC (with
+    ``check_crc``) or its records do not match its framing.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptBatchError(f"{len(buf) - pos} bytes at byte {pos} cannot hold a batch header")
+    header = parse_header(buf, pos)
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > len(buf):
+        raise CorruptBatchError(f"batch at byte {pos} declares length {header.batch_length}, {len(buf) - pos} bytes present")
+    if header.magic != 2:
+        raise CorruptBatchError(f"batch at byte {pos} has magic {header.magic}, only v2 (magic 2) is supported")
+    if check_crc and crc32c.crc32c(memoryview(buf)[pos + 21 : pos + header.size]) != header.crc:
+        raise CorruptBatchError(f"batch at byte {pos} fails its CRC-32C check")
+    return header, _decode_body(buf, pos, header)
+
+
+def decode_records(
+    buf: Buffer, *, check_crc: bool = True, skip_control: bool = True, min_offset: int = 0
+) -> tuple[list[Record], int]:
+    """Decode every whole batch in ``buf`` (e.g. a Fetch response's records field).
+
+    Returns the records with offset >= ``min_offset`` and the position where parsing stopped: the
+    end of the last whole batch, which is ``len(buf)`` unless ``buf`` ends in a partial batch (which
+    is ignored, as fetch responses may cut the last batch short). Control batches (transaction
+    markers) are left out when ``skip_control``. Raises CorruptBatchError on bad framing or CRC.
+    """
+    records: list[Record] = []
+    stop = 0
+    for pos, header in iter_batches(buf, check_crc):
+        stop = pos + header.size
+        if header.base_offset + header.last_offset_delta < min_offset:
+            continue
+        if skip_control and header.attributes & CONTROL_FLAG:
+            continue
+        batch_records = _decode_body(buf, pos, header)
+        if header.base_offset < min_offset:
+            batch_records = [r for r in batch_records if r.offset >= min_offset]
+        if records:
+            records.extend(batch_records)
+        else:
+            records = batch_records
+    return records, stop
+
+
+class BatchBuilder:
+    """Accumulates records for one partition until the batch would exceed ``max_bytes``, then builds it.
+
+    The size kept is the exact uncompressed size of the batch; with compression the built batch is
+    usually smaller. The first record is always accepted, however large, so that an oversized
+    record still travels in a batch of its own (the broker then decides whether it is too large).
+    """
+
+    def __init__(self, max_bytes: int = 16384, compression: int = 0, compression_level: int | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.compression = compression
+        self.compression_level = compression_level
+        self._values: list[bytes | None] = []
+        self._keys: list[bytes | None] = []
+        self._timestamps: list[int] = []
+        self._headers: list[Sequence[Header] | None] = []
+        self._size = HEADER_SIZE
+
+    def append(
+        self,
+        value: bytes | None,
+        key: bytes | None = None,
+        timestamp: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> bool:
+        """Add a record; False (and nothing added) when it would push the batch over ``max_bytes``."""
+        if timestamp is None:
+            timestamp = now_ms()
+        n = len(self._values)
+        delta = timestamp - self._timestamps[0] if n else 0
+        size = record_size(n, delta, key, value, headers)
+        if n and self._size + size > self.max_bytes:
+            return False
+        self._size += size
+        self._values.append(value)
+        self._keys.append(key)
+        self._timestamps.append(timestamp)
+        self._headers.append(headers)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def size(self) -> int:
+        """Bytes the batch takes uncompressed so far (header included)."""
+        return self._size
+
+    def is_empty(self) -> bool:
+        return not self._values
+
+    def build(self, **header_fields: object) -> bytes:
+        """Encode the records appended so far; ``header_fields`` are encode_batch's keyword arguments
+        (base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, transactional)."""
+        for name in ("values", "keys", "timestamps", "timestamp", "headers", "compression", "compression_level"):
+            if name in header_fields:
+                raise TypeError(f"build() does not take {name!r}: it is set by append() or the constructor")
+        return encode_batch(
+            self._values,
+            self._keys,
+            timestamps=self._timestamps,
+            headers=self._headers,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            **header_fields,  # type: ignore[arg-type]
+        )
