@@ -1,0 +1,52 @@
+# Developer entry points: install everything, run the tests, start/stop the demo, run the benchmarks.
+#
+#   make setup          .venv + `pip install -e '.[dev]'` + the Debian packages the tests need (idempotent)
+#   make test           setup, then the whole pytest suite (PYTEST_ARGS="-k kcat" to narrow it)
+#   make pipeline-up    start the demo (today: one standalone broker under ./var/) and prove it works
+#   make pipeline-down  stop it (SIGTERM by pid file, wait for exit)
+#   make bench          run the benchmark scripts in bench/
+#   make clean          stop the demo and remove generated files (keeps .venv; `make distclean` drops it)
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Written after a successful install; newer than pyproject.toml means nothing to do.
+SETUP_STAMP := $(VENV)/.setup-stamp
+# Debian packages needed by the tests and the demo. Later parts add `zookeeper prometheus` here.
+DEBIAN_PACKAGES ?= kcat
+PYTEST_ARGS ?=
+BENCH_SCRIPTS := bench/codec_bench.py bench/protocol_bench.py bench/broker_memory.py
+
+.PHONY: setup debian-packages test pipeline-up pipeline-down bench clean distclean
+
+setup: $(SETUP_STAMP) debian-packages
+
+$(SETUP_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+debian-packages:
+	@bash infra/install-debian-packages.sh $(DEBIAN_PACKAGES)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+pipeline-up: setup
+	$(PY) infra/demo.py up
+
+pipeline-down:
+	@if [ -x $(PY) ]; then $(PY) infra/demo.py down; else $(PYTHON) infra/demo.py down; fi
+
+bench: setup
+	@set -e; for script in $(BENCH_SCRIPTS); do \
+		if [ -f $$script ]; then echo "== $$script"; $(PY) $$script; else echo "== $$script (not written yet, skipped)"; fi; \
+	done
+
+clean: pipeline-down
+	rm -rf var build dist .pytest_cache *.egg-info bench/results/tmp
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
