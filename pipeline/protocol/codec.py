@@ -1,0 +1,486 @@
+"""The one encoder/decoder of the Kafka protocol, interpreting the declarations in messages.py.
+
+At import every (api, version, request|response) declaration is compiled once into a reader and a
+writer made of closures: runs of consecutive fixed-size fields become one precomputed
+``struct.Struct``, nested structs and arrays get their own compiled readers/writers, and flexible
+versions get compact lengths and a tagged-fields section. The public functions below frame and
+unframe whole requests and responses (headers included) for the broker and the clients.
+
+Bodies are dicts keyed by Kafka's field names in snake_case. Decoding yields every field of the
+version (bytes/records as zero-copy memoryview slices). Encoding ignores keys the version lacks and
+uses each field's default for keys the dict omits. A records value on encode may be a file region
+(any object with an int ``size``): it is not copied but returned as its own chunk.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, NamedTuple
+
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.messages import APIS
+from pipeline.protocol.schema import Field
+from pipeline.protocol.types import (
+    INT16_S,
+    INT32_S,
+    DecodeError,
+    EncodeError,
+    Frame,
+    Reader,
+    Writer,
+    encode_uvarint,
+    read_length,
+    read_uvarint,
+)
+
+__all__ = [
+    "ProtocolError",
+    "RequestHeader",
+    "SUPPORTED_VERSIONS",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "is_flexible",
+    "read_request_header",
+]
+
+
+class ProtocolError(ValueError):
+    """Malformed bytes, an unsupported api key/version, or a body that cannot be encoded."""
+
+
+class RequestHeader(NamedTuple):
+    """A decoded request header; ``size`` is the number of bytes it occupied."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int
+
+
+# ---------------------------------------------------------------- compiling declarations
+
+_StructReader = Callable[[Any, int], "tuple[dict, int]"]
+_StructWriter = Callable[[Frame, dict], None]
+_Step = Callable[[Any, int, dict], int]
+
+
+def _value_reader(field: Field, version: int, flexible: bool) -> Reader:
+    """Reader of one field's value (primitive, struct, or array of either) in classic/compact form."""
+    nullable = field.nullable_in(version)
+    if field.is_array:
+        if field.is_struct_like:
+            element = _compile_struct_reader(field.fields, version, flexible)
+        else:
+            element = field.primitive.reader(flexible, False)
+        fixed = None if field.is_struct_like else field.primitive.fmt
+        return _array_reader(field.key, element, fixed, flexible, nullable)
+    if field.is_struct_like:
+        return _compile_struct_reader(field.fields, version, flexible)
+    return field.primitive.reader(flexible, nullable)
+
+
+def _array_reader(name: str, element: Reader, fixed: str | None, compact: bool, nullable: bool) -> Reader:
+    fixed_size = struct.calcsize(">" + fixed) if fixed else 0
+
+    def read(buf: Any, pos: int) -> tuple[list | None, int]:
+        n, pos = read_length(buf, pos, compact)
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(f"invalid array length {n} for {name}")
+        if n > len(buf) - pos:
+            raise DecodeError(f"array {name} of {n} elements exceeds the frame")
+        if fixed:
+            end = pos + n * fixed_size
+            return list(struct.unpack_from(">%d%s" % (n, fixed), buf, pos)), end
+        items = []
+        append = items.append
+        for _ in range(n):
+            item, pos = element(buf, pos)
+            append(item)
+        return items, pos
+
+    return read
+
+
+def _fixed_run_step(fields: list[Field]) -> _Step:
+    s = struct.Struct(">" + "".join(f.primitive.fmt for f in fields))
+    unpack_from = s.unpack_from
+    size = s.size
+    if len(fields) == 1:
+        key = fields[0].key
+
+        def read_one(buf: Any, pos: int, d: dict) -> int:
+            d[key] = unpack_from(buf, pos)[0]
+            return pos + size
+
+        return read_one
+    keys = tuple(f.key for f in fields)
+
+    def read_run(buf: Any, pos: int, d: dict) -> int:
+        d.update(zip(keys, unpack_from(buf, pos)))
+        return pos + size
+
+    return read_run
+
+
+def _field_step(key: str, read: Reader) -> _Step:
+    def step(buf: Any, pos: int, d: dict) -> int:
+        d[key], pos = read(buf, pos)
+        return pos
+
+    return step
+
+
+def _is_fixed(field: Field) -> bool:
+    return not field.is_array and not field.is_struct_like and field.primitive.fmt is not None
+
+
+def _compile_struct_reader(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructReader:
+    present = [f for f in fields if f.exists_in(version)]
+    regular = [f for f in present if not (flexible and f.tagged_in(version))]
+    tagged = [f for f in present if flexible and f.tagged_in(version)]
+
+    steps: list[_Step] = []
+    run: list[Field] = []
+    for f in regular:
+        if _is_fixed(f):
+            run.append(f)
+            continue
+        if run:
+            steps.append(_fixed_run_step(run))
+            run = []
+        steps.append(_field_step(f.key, _value_reader(f, version, flexible)))
+    if run:
+        steps.append(_fixed_run_step(run))
+    steps_t = tuple(steps)
+
+    if not flexible:
+        if len(steps_t) == 1:
+            only = steps_t[0]
+
+            def read_single(buf: Any, pos: int) -> tuple[dict, int]:
+                d: dict = {}
+                return d, only(buf, pos, d)
+
+            return read_single
+
+        def read(buf: Any, pos: int) -> tuple[dict, int]:
+            d: dict = {}
+            for step in steps_t:
+                pos = step(buf, pos, d)
+            return d, pos
+
+        return read
+
+    by_tag = {f.tag: (f.key, _value_reader(f, version, True)) for f in tagged}
+    tag_defaults = tuple((f.key, f.default_factory(version)) for f in tagged)
+
+    def read_flexible(buf: Any, pos: int) -> tuple[dict, int]:
+        d: dict = {}
+        for step in steps_t:
+            pos = step(buf, pos, d)
+        for key, make in tag_defaults:
+            d[key] = make()
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise DecodeError("truncated tagged field")
+            known = by_tag.get(tag)
+            if known is not None:
+                key, read_value = known
+                d[key], used = read_value(buf[:end], pos)
+                if used != end:
+                    raise DecodeError(f"tagged field {key} has {end - used} stray bytes")
+            pos = end
+        return d, pos
+
+    return read_flexible
+
+
+def _value_writer(field: Field, version: int, flexible: bool) -> Writer:
+    nullable = field.nullable_in(version)
+    if field.is_array:
+        if field.is_struct_like:
+            element = _compile_struct_writer(field.fields, version, flexible)
+            fixed = None
+        else:
+            element = field.primitive.writer(flexible, False)
+            fixed = field.primitive.fmt
+        return _array_writer(field.key, element, fixed, flexible, nullable)
+    if field.is_struct_like:
+        return _compile_struct_writer(field.fields, version, flexible)
+    return field.primitive.writer(flexible, nullable)
+
+
+def _array_writer(name: str, element: Writer, fixed: str | None, compact: bool, nullable: bool) -> Writer:
+    int32_pack = INT32_S.pack
+
+    def write(out: Frame, items: Any) -> None:
+        if items is None:
+            if not nullable:
+                raise EncodeError(f"null for the non-nullable array {name}")
+            out += b"\x00" if compact else b"\xff\xff\xff\xff"
+            return
+        n = len(items)
+        out += encode_uvarint(n + 1) if compact else int32_pack(n)
+        if fixed:
+            out += struct.pack(">%d%s" % (n, fixed), *items)
+        else:
+            for item in items:
+                element(out, item)
+
+    return write
+
+
+def _compile_struct_writer(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructWriter:
+    present = [f for f in fields if f.exists_in(version)]
+    regular = [f for f in present if not (flexible and f.tagged_in(version))]
+    tagged = sorted((f for f in present if flexible and f.tagged_in(version)), key=lambda f: f.tag)
+
+    # Each step: (struct pack or None, ((key, default), ...) or the field's (key, default), writer).
+    steps: list[tuple[Any, Any, Writer | None]] = []
+    run: list[Field] = []
+
+    def flush_run() -> None:
+        if run:
+            s = struct.Struct(">" + "".join(f.primitive.fmt for f in run))
+            pairs = tuple((f.key, f.default_factory(version)()) for f in run)
+            steps.append((s.pack, pairs, None))
+            run.clear()
+
+    for f in regular:
+        if _is_fixed(f):
+            run.append(f)
+            continue
+        flush_run()
+        steps.append((None, (f.key, f.default_factory(version)), _value_writer(f, version, flexible)))
+    flush_run()
+    steps_t = tuple(steps)
+
+    tagged_t = tuple(
+        (f.tag, f.key, f.default_factory(version)(), _value_writer(f, version, True)) for f in tagged
+    )
+
+    def write(out: Frame, d: dict) -> None:
+        get = d.get
+        for pack, spec, write_value in steps_t:
+            if pack is not None:
+                out += pack(*[get(key, default) for key, default in spec])
+            else:
+                key, make_default = spec
+                value = get(key, _MISSING)
+                write_value(out, make_default() if value is _MISSING else value)
+        if flexible:
+            _write_tagged(out, d, tagged_t)
+
+    return write
+
+
+_MISSING = object()
+
+
+def _write_tagged(out: Frame, d: dict, tagged: tuple) -> None:
+    """The tagged-fields section: fields whose value differs from the default, by ascending tag."""
+    chosen = []
+    for tag, key, default, write_value in tagged:
+        value = d.get(key, default)
+        if value != default:
+            chosen.append((tag, value, write_value))
+    out += encode_uvarint(len(chosen))
+    for tag, value, write_value in chosen:
+        body = Frame()
+        write_value(body, value)
+        if body.regions:
+            raise EncodeError("file regions cannot travel in tagged fields")
+        out += encode_uvarint(tag)
+        out += encode_uvarint(len(body))
+        out += body
+
+
+class _Codec(NamedTuple):
+    read: _StructReader
+    write: _StructWriter
+
+
+def _compile_all() -> tuple[dict, dict, dict[int, tuple[int, int]], dict[tuple[int, int], bool]]:
+    requests: dict[tuple[int, int], _Codec] = {}
+    responses: dict[tuple[int, int], _Codec] = {}
+    supported: dict[int, tuple[int, int]] = {}
+    flexible: dict[tuple[int, int], bool] = {}
+    for key, api in APIS.items():
+        versions = api.version_range
+        supported[key] = (versions.low, versions.high)
+        for v in versions:
+            flex = api.is_flexible(v)
+            flexible[(key, v)] = flex
+            requests[(key, v)] = _Codec(_compile_struct_reader(api.request, v, flex),
+                                        _compile_struct_writer(api.request, v, flex))
+            responses[(key, v)] = _Codec(_compile_struct_reader(api.response, v, flex),
+                                         _compile_struct_writer(api.response, v, flex))
+    return requests, responses, supported, flexible
+
+
+_REQUESTS, _RESPONSES, _SUPPORTED, _FLEXIBLE = _compile_all()
+
+#: api key -> (min version, max version) we support, derived from the declarations.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = _SUPPORTED
+
+_DECODE_ERRORS = (struct.error, IndexError, UnicodeDecodeError, DecodeError)
+_ENCODE_ERRORS = (struct.error, EncodeError, TypeError, AttributeError, OverflowError)
+_HEADER_S = struct.Struct(">hhi")
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether this (api, version) uses flexible encoding; False for unknown ones."""
+    return _FLEXIBLE.get((api_key, api_version), False)
+
+
+def _codec(table: dict, api_key: int, api_version: int) -> _Codec:
+    codec = table.get((api_key, api_version))
+    if codec is None:
+        if api_key in _SUPPORTED:
+            raise ProtocolError(f"unsupported version {api_version} of api {api_key}")
+        raise ProtocolError(f"unknown api key {api_key}")
+    return codec
+
+
+def _as_view(buf: Any) -> memoryview:
+    return buf if isinstance(buf, memoryview) else memoryview(buf)
+
+
+# ---------------------------------------------------------------- requests
+
+def read_request_header(buf: Any, pos: int = 0) -> RequestHeader:
+    """Read a request header (v1, or v2 with tagged fields when the api version is flexible).
+
+    Works for unknown api keys and versions (read as non-flexible) so the broker can answer them.
+    """
+    mv = _as_view(buf)
+    try:
+        api_key, api_version, correlation_id = _HEADER_S.unpack_from(mv, pos)
+        p = pos + 8
+        n = INT16_S.unpack_from(mv, p)[0]
+        p += 2
+        if n < 0:
+            if n != -1:
+                raise DecodeError(f"invalid client id length {n}")
+            client_id = None
+        else:
+            if p + n > len(mv):
+                raise DecodeError("truncated client id")
+            client_id = str(mv[p:p + n], "utf-8")
+            p += n
+        if _FLEXIBLE.get((api_key, api_version), False):
+            p = _skip_tagged(mv, p)
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed request header: {e}") from None
+    return RequestHeader(api_key, api_version, correlation_id, client_id, p - pos)
+
+
+def _skip_tagged(buf: Any, pos: int) -> int:
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise DecodeError("truncated tagged field")
+    return pos
+
+
+def decode_request(header: RequestHeader, buf: Any, pos: int) -> dict:
+    """Decode the request body that starts at ``pos`` (just after the header)."""
+    codec = _codec(_REQUESTS, header.api_key, header.api_version)
+    try:
+        body, _ = codec.read(_as_view(buf), pos)
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed request api={header.api_key} v{header.api_version}: {e}") from None
+    return body
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                   body: dict) -> bytes:
+    """A whole request frame: int32 length, header v1 (v2 when flexible), body."""
+    codec = _codec(_REQUESTS, api_key, api_version)
+    out = Frame(b"\x00\x00\x00\x00")
+    try:
+        out += _HEADER_S.pack(api_key, api_version, correlation_id)
+        if client_id is None:
+            out += b"\xff\xff"
+        else:
+            cid = client_id.encode("utf-8")
+            out += INT16_S.pack(len(cid))
+            out += cid
+        if _FLEXIBLE[(api_key, api_version)]:
+            out += b"\x00"
+        codec.write(out, body)
+    except _ENCODE_ERRORS as e:
+        raise ProtocolError(f"cannot encode request api={api_key} v{api_version}: {e}") from None
+    if out.regions:
+        raise ProtocolError("file regions are only supported in responses")
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+# ---------------------------------------------------------------- responses
+
+def _response_header_flexible(api_key: int, api_version: int) -> bool:
+    # ApiVersions responses keep header v0 even in flexible versions, so that a client can read
+    # the answer to a version the broker does not support.
+    return api_key != _API_VERSIONS and _FLEXIBLE.get((api_key, api_version), False)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict) -> list:
+    """A whole response frame as a list of chunks.
+
+    The first chunk starts with the int32 frame length. Chunks are bytes-like, except records
+    given as file regions (objects with an int ``size``), which appear as themselves in place.
+    """
+    codec = _codec(_RESPONSES, api_key, api_version)
+    out = Frame(b"\x00\x00\x00\x00")
+    try:
+        out += INT32_S.pack(correlation_id)
+        if _response_header_flexible(api_key, api_version):
+            out += b"\x00"
+        codec.write(out, body)
+    except _ENCODE_ERRORS as e:
+        raise ProtocolError(f"cannot encode response api={api_key} v{api_version}: {e}") from None
+    regions = out.regions
+    if not regions:
+        struct.pack_into(">i", out, 0, len(out) - 4)
+        return [out]
+    total = len(out) - 4 + sum(region.size for _, region in regions)
+    struct.pack_into(">i", out, 0, total)
+    chunks: list = []
+    start = 0
+    for position, region in regions:
+        if position > start:
+            chunks.append(out[start:position])
+        chunks.append(region)
+        start = position
+    if start < len(out):
+        chunks.append(out[start:])
+    return chunks
+
+
+def decode_response(api_key: int, api_version: int, buf: Any, pos: int = 0) -> tuple[int, dict]:
+    """Decode a response frame (without its length prefix): (correlation id, body)."""
+    codec = _codec(_RESPONSES, api_key, api_version)
+    mv = _as_view(buf)
+    try:
+        correlation_id = INT32_S.unpack_from(mv, pos)[0]
+        pos += 4
+        if _response_header_flexible(api_key, api_version):
+            pos = _skip_tagged(mv, pos)
+        body, _ = codec.read(mv, pos)
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed response api={api_key} v{api_version}: {e}") from None
+    return correlation_id, body

@@ -1,0 +1,316 @@
+"""Every Kafka API we speak, declared once as data (facts from Kafka's message specs).
+
+Each :class:`Api` lists the request and response fields with the versions they exist in; the codec
+interprets these declarations for every version in ``versions``. Fields of versions above our
+supported range are declared too where the spec has them, so raising a maximum is a one-word change
+(plus checking the new version's fields). Adding an API is adding an entry to ``APIS``.
+"""
+
+from __future__ import annotations
+
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.schema import Api, Field as F
+
+API_VERSIONS = Api(
+    ApiKey.API_VERSIONS, "ApiVersions", versions="0-3", flexible="3+",
+    request=(
+        F("ClientSoftwareName", "string", "3+"),
+        F("ClientSoftwareVersion", "string", "3+"),
+    ),
+    response=(
+        F("ErrorCode", "int16", "0+"),
+        F("ApiKeys", "[]ApiVersion", "0+", fields=(
+            F("ApiKey", "int16", "0+"),
+            F("MinVersion", "int16", "0+"),
+            F("MaxVersion", "int16", "0+"),
+        )),
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("SupportedFeatures", "[]SupportedFeatureKey", "3+", tag=0, tagged="3+", fields=(
+            F("Name", "string", "3+"),
+            F("MinVersion", "int16", "3+"),
+            F("MaxVersion", "int16", "3+"),
+        )),
+        F("FinalizedFeaturesEpoch", "int64", "3+", default=-1, tag=1, tagged="3+"),
+        F("FinalizedFeatures", "[]FinalizedFeatureKey", "3+", tag=2, tagged="3+", fields=(
+            F("Name", "string", "3+"),
+            F("MaxVersionLevel", "int16", "3+"),
+            F("MinVersionLevel", "int16", "3+"),
+        )),
+        F("ZkMigrationReady", "bool", "3+", default=False, tag=3, tagged="3+"),
+    ),
+)
+
+METADATA = Api(
+    ApiKey.METADATA, "Metadata", versions="0-8", flexible="9+",
+    request=(
+        F("Topics", "[]MetadataRequestTopic", "0+", nullable="1+", fields=(
+            F("TopicId", "uuid", "10+"),
+            F("Name", "string", "0+", nullable="10+"),
+        )),
+        F("AllowAutoTopicCreation", "bool", "4+", default=True),
+        F("IncludeClusterAuthorizedOperations", "bool", "8-10"),
+        F("IncludeTopicAuthorizedOperations", "bool", "8+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "3+"),
+        F("Brokers", "[]MetadataResponseBroker", "0+", fields=(
+            F("NodeId", "int32", "0+"),
+            F("Host", "string", "0+"),
+            F("Port", "int32", "0+"),
+            F("Rack", "string", "1+", nullable="1+", default=None),
+        )),
+        F("ClusterId", "string", "2+", nullable="2+", default=None),
+        F("ControllerId", "int32", "1+", default=-1),
+        F("Topics", "[]MetadataResponseTopic", "0+", fields=(
+            F("ErrorCode", "int16", "0+"),
+            F("Name", "string", "0+", nullable="12+"),
+            F("TopicId", "uuid", "10+"),
+            F("IsInternal", "bool", "1+", default=False),
+            F("Partitions", "[]MetadataResponsePartition", "0+", fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("PartitionIndex", "int32", "0+"),
+                F("LeaderId", "int32", "0+"),
+                F("LeaderEpoch", "int32", "7+", default=-1),
+                F("ReplicaNodes", "[]int32", "0+"),
+                F("IsrNodes", "[]int32", "0+"),
+                F("OfflineReplicas", "[]int32", "5+"),
+            )),
+            F("TopicAuthorizedOperations", "int32", "8+", default=-2147483648),
+        )),
+        F("ClusterAuthorizedOperations", "int32", "8-10", default=-2147483648),
+    ),
+)
+
+_NODE_ENDPOINTS = (
+    F("NodeId", "int32", "0+"),
+    F("Host", "string", "0+"),
+    F("Port", "int32", "0+"),
+    F("Rack", "string", "0+", nullable="0+", default=None),
+)
+
+PRODUCE = Api(
+    ApiKey.PRODUCE, "Produce", versions="3-8", flexible="9+",
+    request=(
+        F("TransactionalId", "string", "3+", nullable="3+", default=None),
+        F("Acks", "int16", "0+"),
+        F("TimeoutMs", "int32", "0+"),
+        F("TopicData", "[]TopicProduceData", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("PartitionData", "[]PartitionProduceData", "0+", fields=(
+                F("Index", "int32", "0+"),
+                F("Records", "records", "0+", nullable="0+"),
+            )),
+        )),
+    ),
+    response=(
+        F("Responses", "[]TopicProduceResponse", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("PartitionResponses", "[]PartitionProduceResponse", "0+", fields=(
+                F("Index", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("BaseOffset", "int64", "0+"),
+                F("LogAppendTimeMs", "int64", "2+", default=-1),
+                F("LogStartOffset", "int64", "5+", default=-1),
+                F("RecordErrors", "[]BatchIndexAndErrorMessage", "8+", fields=(
+                    F("BatchIndex", "int32", "8+"),
+                    F("BatchIndexErrorMessage", "string", "8+", nullable="8+", default=None),
+                )),
+                F("ErrorMessage", "string", "8+", nullable="8+", default=None),
+                F("CurrentLeader", "LeaderIdAndEpoch", "10+", tag=0, tagged="10+", fields=(
+                    F("LeaderId", "int32", "10+", default=-1),
+                    F("LeaderEpoch", "int32", "10+", default=-1),
+                )),
+            )),
+        )),
+        F("ThrottleTimeMs", "int32", "1+", default=0),
+        F("NodeEndpoints", "[]NodeEndpoint", "10+", tag=0, tagged="10+", fields=_NODE_ENDPOINTS),
+    ),
+)
+
+FETCH = Api(
+    ApiKey.FETCH, "Fetch", versions="4-11", flexible="12+",
+    request=(
+        F("ClusterId", "string", "12+", nullable="12+", default=None, tag=0, tagged="12+"),
+        F("ReplicaId", "int32", "0-14", default=-1),
+        F("ReplicaState", "ReplicaState", "15+", tag=1, tagged="15+", fields=(
+            F("ReplicaId", "int32", "15+", default=-1),
+            F("ReplicaEpoch", "int64", "15+", default=-1),
+        )),
+        F("MaxWaitMs", "int32", "0+"),
+        F("MinBytes", "int32", "0+"),
+        F("MaxBytes", "int32", "3+", default=0x7FFFFFFF),
+        F("IsolationLevel", "int8", "4+", default=0),
+        F("SessionId", "int32", "7+", default=0),
+        F("SessionEpoch", "int32", "7+", default=-1),
+        F("Topics", "[]FetchTopic", "0+", fields=(
+            F("Topic", "string", "0-12"),
+            F("TopicId", "uuid", "13+"),
+            F("Partitions", "[]FetchPartition", "0+", fields=(
+                F("Partition", "int32", "0+"),
+                F("CurrentLeaderEpoch", "int32", "9+", default=-1),
+                F("FetchOffset", "int64", "0+"),
+                F("LastFetchedEpoch", "int32", "12+", default=-1),
+                F("LogStartOffset", "int64", "5+", default=-1),
+                F("PartitionMaxBytes", "int32", "0+"),
+                F("ReplicaDirectoryId", "uuid", "17+", tag=0, tagged="17+"),
+            )),
+        )),
+        F("ForgottenTopicsData", "[]ForgottenTopic", "7+", fields=(
+            F("Topic", "string", "7-12"),
+            F("TopicId", "uuid", "13+"),
+            F("Partitions", "[]int32", "7+"),
+        )),
+        F("RackId", "string", "11+", default=""),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("ErrorCode", "int16", "7+"),
+        F("SessionId", "int32", "7+", default=0),
+        F("Responses", "[]FetchableTopicResponse", "0+", fields=(
+            F("Topic", "string", "0-12"),
+            F("TopicId", "uuid", "13+"),
+            F("Partitions", "[]PartitionData", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("HighWatermark", "int64", "0+"),
+                F("LastStableOffset", "int64", "4+", default=-1),
+                F("LogStartOffset", "int64", "5+", default=-1),
+                F("DivergingEpoch", "EpochEndOffset", "12+", tag=0, tagged="12+", fields=(
+                    F("Epoch", "int32", "12+", default=-1),
+                    F("EndOffset", "int64", "12+", default=-1),
+                )),
+                F("CurrentLeader", "LeaderIdAndEpoch", "12+", tag=1, tagged="12+", fields=(
+                    F("LeaderId", "int32", "12+", default=-1),
+                    F("LeaderEpoch", "int32", "12+", default=-1),
+                )),
+                F("SnapshotId", "SnapshotId", "12+", tag=2, tagged="12+", fields=(
+                    F("EndOffset", "int64", "0+", default=-1),
+                    F("Epoch", "int32", "0+", default=-1),
+                )),
+                F("AbortedTransactions", "[]AbortedTransaction", "4+", nullable="4+", fields=(
+                    F("ProducerId", "int64", "4+"),
+                    F("FirstOffset", "int64", "4+"),
+                )),
+                F("PreferredReadReplica", "int32", "11+", default=-1),
+                F("Records", "records", "0+", nullable="0+"),
+            )),
+        )),
+        F("NodeEndpoints", "[]NodeEndpoint", "16+", tag=0, tagged="16+", fields=_NODE_ENDPOINTS),
+    ),
+)
+
+LIST_OFFSETS = Api(
+    ApiKey.LIST_OFFSETS, "ListOffsets", versions="1-5", flexible="6+",
+    request=(
+        F("ReplicaId", "int32", "0+"),
+        F("IsolationLevel", "int8", "2+"),
+        F("Topics", "[]ListOffsetsTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]ListOffsetsPartition", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("CurrentLeaderEpoch", "int32", "4+", default=-1),
+                F("Timestamp", "int64", "0+"),
+                F("MaxNumOffsets", "int32", "0", default=1),
+            )),
+        )),
+        F("TimeoutMs", "int32", "10+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "2+"),
+        F("Topics", "[]ListOffsetsTopicResponse", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]ListOffsetsPartitionResponse", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("OldStyleOffsets", "[]int64", "0"),
+                F("Timestamp", "int64", "1+", default=-1),
+                F("Offset", "int64", "1+", default=-1),
+                F("LeaderEpoch", "int32", "4+", default=-1),
+            )),
+        )),
+    ),
+)
+
+CREATE_TOPICS = Api(
+    ApiKey.CREATE_TOPICS, "CreateTopics", versions="0-4", flexible="5+",
+    request=(
+        F("Topics", "[]CreatableTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("NumPartitions", "int32", "0+"),
+            F("ReplicationFactor", "int16", "0+"),
+            F("Assignments", "[]CreatableReplicaAssignment", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("BrokerIds", "[]int32", "0+"),
+            )),
+            F("Configs", "[]CreatableTopicConfig", "0+", fields=(
+                F("Name", "string", "0+"),
+                F("Value", "string", "0+", nullable="0+"),
+            )),
+        )),
+        F("timeoutMs", "int32", "0+", default=60000),
+        F("validateOnly", "bool", "1+", default=False),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "2+"),
+        F("Topics", "[]CreatableTopicResult", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("TopicId", "uuid", "7+"),
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "1+", nullable="0+"),
+            F("TopicConfigErrorCode", "int16", "5+", tag=0, tagged="5+"),
+            F("NumPartitions", "int32", "5+", default=-1),
+            F("ReplicationFactor", "int16", "5+", default=-1),
+            F("Configs", "[]CreatableTopicConfigs", "5+", nullable="5+", fields=(
+                F("Name", "string", "5+"),
+                F("Value", "string", "5+", nullable="5+"),
+                F("ReadOnly", "bool", "5+"),
+                F("ConfigSource", "int8", "5+", default=-1),
+                F("IsSensitive", "bool", "5+"),
+            )),
+        )),
+    ),
+)
+
+DELETE_TOPICS = Api(
+    ApiKey.DELETE_TOPICS, "DeleteTopics", versions="0-3", flexible="4+",
+    request=(
+        F("Topics", "[]DeleteTopicState", "6+", fields=(
+            F("Name", "string", "6+", nullable="6+", default=None),
+            F("TopicId", "uuid", "6+"),
+        )),
+        F("TopicNames", "[]string", "0-5"),
+        F("TimeoutMs", "int32", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("Responses", "[]DeletableTopicResult", "0+", fields=(
+            F("Name", "string", "0+", nullable="6+"),
+            F("TopicId", "uuid", "6+"),
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "5+", nullable="5+", default=None),
+        )),
+    ),
+)
+
+INIT_PRODUCER_ID = Api(
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", versions="0-1", flexible="2+",
+    request=(
+        F("TransactionalId", "string", "0+", nullable="0+"),
+        F("TransactionTimeoutMs", "int32", "0+"),
+        F("ProducerId", "int64", "3+", default=-1),
+        F("ProducerEpoch", "int16", "3+", default=-1),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ProducerId", "int64", "0+", default=-1),
+        F("ProducerEpoch", "int16", "0+"),
+    ),
+)
+
+#: Every declared API by key.
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
+                INIT_PRODUCER_ID)
+}
