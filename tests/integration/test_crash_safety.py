@@ -1,0 +1,112 @@
+"""Crash safety: SIGKILL during acks=1 produce loses no acknowledged message; recovery truncates a torn tail."""
+
+from __future__ import annotations
+
+import threading
+
+from kafka import KafkaProducer
+
+from tests.support import CLEAN_SHUTDOWN_MARKER
+from tests.support.clients import by_partition, create_topic, kafka_python_consume
+from tests.support.segments import scan_partition
+
+PARTITIONS = 2
+
+
+def assert_log_is_whole_batches(partition_dir) -> int:
+    """Every segment parses as whole CRC-valid batches with contiguous offsets; return the log end offset."""
+    scans = scan_partition(partition_dir)
+    assert scans, f"no segments in {partition_dir}"
+    next_offset = None
+    for scan in scans:
+        assert scan.ends_on_batch_boundary, f"{scan.path.name}: {scan.size - scan.whole_batches_end} bytes of partial batch at the end"
+        for batch in scan.batches:
+            if next_offset is not None:
+                assert batch.base_offset == next_offset, f"{scan.path.name}: batch at offset {batch.base_offset}, expected {next_offset}"
+            next_offset = batch.next_offset
+    return next_offset or 0
+
+
+def produce_values(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, enable_idempotence=False)
+    try:
+        return [producer.send(topic, value=value, partition=0).get(timeout=10).offset for value in values]
+    finally:
+        producer.close(timeout=10)
+
+
+def test_sigkill_while_producing_keeps_every_acknowledged_message(broker_factory):
+    broker = broker_factory(overrides={"log.flush.interval.messages": 1})
+    topic = "crash"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+
+    acknowledged: dict[tuple[int, int], bytes] = {}
+    lock = threading.Lock()
+    enough = threading.Event()
+
+    def on_ack(value: bytes):
+        def record(metadata) -> None:
+            with lock:
+                acknowledged[(metadata.partition, metadata.offset)] = value
+                if len(acknowledged) >= 3000:
+                    enough.set()
+        return record
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, enable_idempotence=False, linger_ms=1,
+                             retries=0, request_timeout_ms=3000, max_block_ms=3000)
+    killed_at = None
+    try:
+        for i in range(200_000):
+            value = f"message {i} ".encode() * 4
+            producer.send(topic, value=value, partition=i % PARTITIONS).add_callback(on_ack(value))
+            if enough.is_set():
+                broker.kill()
+                killed_at = i
+                break
+    finally:
+        producer.close(timeout=5)
+    assert killed_at is not None, "the producer never got 3000 acknowledgements"
+    with lock:
+        acked = dict(acknowledged)
+    assert len(acked) <= killed_at, "some sends must still have been in flight when the broker died"
+    assert not (broker.log_dir / CLEAN_SHUTDOWN_MARKER).exists(), "a killed broker must not leave a clean-shutdown marker"
+
+    broker.start()
+    end_offsets = {p: assert_log_is_whole_batches(broker.partition_dir(topic, p)) for p in range(PARTITIONS)}
+    records = by_partition(kafka_python_consume(broker.bootstrap, topic, range(PARTITIONS), sum(end_offsets.values())))
+    stored = {(p, r.offset): r.value for p, rs in records.items() for r in rs}
+    missing = [key for key in acked if stored.get(key) != acked[key]]
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages missing or different after restart, e.g. {missing[:5]}"
+
+
+def test_recovery_truncates_torn_tail_after_crash_following_clean_restart(broker_factory):
+    broker = broker_factory()
+    topic = "torn"
+    create_topic(broker.bootstrap, topic, 1)
+    first = [f"before clean stop {i}".encode() for i in range(100)]
+    assert produce_values(broker.bootstrap, topic, first) == list(range(100))
+
+    assert broker.stop() == 0
+    assert (broker.log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    broker.start()
+    second = [f"after restart {i}".encode() for i in range(100)]
+    assert produce_values(broker.bootstrap, topic, second) == list(range(100, 200))
+    broker.kill()
+    assert not (broker.log_dir / CLEAN_SHUTDOWN_MARKER).exists(), \
+        "the marker of the previous clean shutdown must be gone once the broker runs again, or a crash looks clean"
+
+    # A torn write: the first half of a copy of the last batch, as if the process died inside write().
+    active = broker.segment_files(topic, 0)[-1]
+    last_batch = scan_partition(broker.partition_dir(topic, 0))[-1].batches[-1]
+    data = active.read_bytes()
+    whole_size = len(data)
+    tail_start = whole_size - last_batch.size
+    with open(active, "ab") as segment:
+        segment.write(data[tail_start : tail_start + last_batch.size // 2])
+
+    broker.start()
+    assert active.stat().st_size == whole_size, "recovery must truncate the partial batch"
+    assert assert_log_is_whole_batches(broker.partition_dir(topic, 0)) == 200
+    assert produce_values(broker.bootstrap, topic, [b"after recovery"]) == [200]
+    records = kafka_python_consume(broker.bootstrap, topic, [0], 201)
+    assert [r.value for r in records] == first + second + [b"after recovery"]

@@ -1,0 +1,126 @@
+"""Real Kafka clients driven from tests: topic creation (kafka-python admin), kcat, and read-everything helpers.
+
+These helpers only use public client APIs; they exist so every integration test creates topics and
+drains partitions the same way, with deadlines.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+KCAT = shutil.which("kcat") or "kcat"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One consumed message: where it was and what it held."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None = None
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 15.0) -> None:
+    """Create ``topic`` with CreateTopics through kafka-python's KafkaAdminClient; raise on any error."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-admin", request_timeout_ms=int(timeout * 1000))
+    try:
+        admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1}}, timeout_ms=int(timeout * 1000))
+    finally:
+        admin.close()
+
+
+def run_kcat(args: Sequence[str], input_bytes: bytes | None = None, timeout: float = 120.0) -> bytes:
+    """Run kcat with ``args``; return its stdout; raise with its stderr if it fails."""
+    completed = subprocess.run(
+        [KCAT, *args],
+        input=input_bytes,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=timeout,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise AssertionError(f"kcat {' '.join(args)} exited {completed.returncode}: {completed.stderr.decode(errors='replace')[-2000:]}")
+    return completed.stdout
+
+
+def kafka_python_consume(
+    bootstrap: str,
+    topic: str,
+    partitions: Iterable[int],
+    expected: int,
+    timeout: float = 60.0,
+    **config: object,
+) -> list[Record]:
+    """Assign ``partitions`` (no group), seek to the beginning and poll until ``expected`` records arrived."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    assignment = [TopicPartition(topic, p) for p in partitions]
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **config)
+    records: list[Record] = []
+    try:
+        consumer.assign(assignment)
+        consumer.seek_to_beginning(*assignment)
+        deadline = time.monotonic() + timeout
+        while len(records) < expected and time.monotonic() < deadline:
+            for tp, messages in consumer.poll(timeout_ms=500).items():
+                records.extend(Record(tp.partition, m.offset, m.key, m.value, m.timestamp) for m in messages)
+    finally:
+        consumer.close()
+    if len(records) < expected:
+        raise AssertionError(f"kafka-python consumed {len(records)} of {expected} records from {topic} within {timeout}s")
+    return records
+
+
+def confluent_consume(
+    bootstrap: str,
+    topic: str,
+    partitions: Iterable[int],
+    expected: int,
+    timeout: float = 60.0,
+    **config: object,
+) -> list[Record]:
+    """confluent-kafka Consumer.assign from the beginning of ``partitions``; poll until ``expected`` arrived."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "test-assign-only",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        **config,
+    }
+    consumer = Consumer(settings)
+    records: list[Record] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout
+        while len(records) < expected and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10000, timeout=0.5):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise AssertionError(f"confluent-kafka consumer error: {error}")
+                records.append(Record(message.partition(), message.offset(), message.key(), message.value(), message.timestamp()[1]))
+    finally:
+        consumer.close()
+    if len(records) < expected:
+        raise AssertionError(f"confluent-kafka consumed {len(records)} of {expected} records from {topic} within {timeout}s")
+    return records
+
+
+def by_partition(records: Iterable[Record]) -> dict[int, list[Record]]:
+    """Group records by partition, keeping their order."""
+    grouped: dict[int, list[Record]] = {}
+    for record in records:
+        grouped.setdefault(record.partition, []).append(record)
+    return grouped
