@@ -1,0 +1,66 @@
+"""Bulk load over the raw protocol: one pre-encoded RecordBatch sent in many pipelined Produce requests."""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from . import wire
+
+
+def build_batch(target_bytes: int, record_bytes: int = 1024, seed: int = 0) -> bytes:
+    """An uncompressed RecordBatch v2 of about ``target_bytes`` holding ``record_bytes``-sized random values."""
+    rng = random.Random(seed)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=target_bytes * 2)
+    offset = 0
+    while builder.size() + record_bytes + 32 <= target_bytes:
+        builder.append(offset, timestamp=None, key=None, value=rng.randbytes(record_bytes), headers=[])
+        offset += 1
+    return bytes(builder.build())
+
+
+def record_count(batch: bytes) -> int:
+    """Records in a batch built by build_batch (the header's recordCount field)."""
+    return int.from_bytes(batch[57:61], "big", signed=True)
+
+
+def produce_bulk(
+    host: str,
+    port: int,
+    topic: str,
+    batch: bytes,
+    total_bytes: int,
+    partition: int = 0,
+    in_flight: int = 4,
+    on_progress: Callable[[int], None] | None = None,
+) -> int:
+    """Send ``batch`` repeatedly (acks=1, up to ``in_flight`` pipelined requests) until ``total_bytes`` are stored.
+
+    Checks every response (error 0, base offsets advancing by the batch's record count). ``on_progress``
+    gets the bytes acknowledged so far after each response. Returns the bytes stored.
+    """
+    requests = -(-total_bytes // len(batch))
+    per_batch = record_count(batch)
+    body = wire.produce_request_body(topic, [(partition, batch)], acks=1)
+    pending: list[int] = []
+    acknowledged = 0
+    expected_offset: int | None = None
+    with wire.KafkaConnection(host, port, timeout=60) as conn:
+        sent = 0
+        while acknowledged < requests:
+            while sent < requests and len(pending) < in_flight:
+                pending.append(conn.send(wire.API_PRODUCE, 3, body))
+                sent += 1
+            (result,) = wire.parse_produce_response(conn.receive(pending.pop(0)))
+            if result.error_code != 0:
+                raise AssertionError(f"Produce failed with error code {result.error_code} after {acknowledged} batches")
+            if expected_offset is not None and result.base_offset != expected_offset:
+                raise AssertionError(f"base offset {result.base_offset}, expected {expected_offset}")
+            expected_offset = result.base_offset + per_batch
+            acknowledged += 1
+            if on_progress is not None:
+                on_progress(acknowledged * len(batch))
+    return acknowledged * len(batch)
