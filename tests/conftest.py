@@ -21,6 +21,8 @@ BrokerFactory = Callable[..., BrokerProcess]
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few seconds (large data volumes)")
     config.addinivalue_line("markers", "integration: starts real processes on loopback ports")
+    # kafka-python 3.x loads its protocol schemas with the legacy importlib.resources API.
+    config.addinivalue_line("filterwarnings", r"ignore:(read_text|open_text) is deprecated:DeprecationWarning")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
