@@ -1,8 +1,9 @@
 """The one encoder/decoder of the Kafka protocol, interpreting the declarations in messages.py.
 
 At import every (api, version, request|response) declaration is compiled once into a reader and a
-writer made of closures: runs of consecutive fixed-size fields become one precomputed
-``struct.Struct``, nested structs and arrays get their own compiled readers/writers, and flexible
+writer: for each struct a small Python function is generated from the declaration (runs of
+consecutive fixed-size fields become one precomputed ``struct.Struct`` call, the decoded dict is
+one literal), nested structs and arrays get their own compiled readers/writers, and flexible
 versions get compact lengths and a tagged-fields section. The public functions below frame and
 unframe whole requests and responses (headers included) for the broker and the clients.
 
@@ -64,7 +65,6 @@ class RequestHeader(NamedTuple):
 
 _StructReader = Callable[[Any, int], "tuple[dict, int]"]
 _StructWriter = Callable[[Frame, dict], None]
-_Step = Callable[[Any, int, dict], int]
 
 
 def _value_reader(field: Field, version: int, flexible: bool) -> Reader:
@@ -106,102 +106,92 @@ def _array_reader(name: str, element: Reader, fixed: str | None, compact: bool, 
     return read
 
 
-def _fixed_run_step(fields: list[Field]) -> _Step:
-    s = struct.Struct(">" + "".join(f.primitive.fmt for f in fields))
-    unpack_from = s.unpack_from
-    size = s.size
-    if len(fields) == 1:
-        key = fields[0].key
-
-        def read_one(buf: Any, pos: int, d: dict) -> int:
-            d[key] = unpack_from(buf, pos)[0]
-            return pos + size
-
-        return read_one
-    keys = tuple(f.key for f in fields)
-
-    def read_run(buf: Any, pos: int, d: dict) -> int:
-        d.update(zip(keys, unpack_from(buf, pos)))
-        return pos + size
-
-    return read_run
-
-
-def _field_step(key: str, read: Reader) -> _Step:
-    def step(buf: Any, pos: int, d: dict) -> int:
-        d[key], pos = read(buf, pos)
-        return pos
-
-    return step
-
-
 def _is_fixed(field: Field) -> bool:
     return not field.is_array and not field.is_struct_like and field.primitive.fmt is not None
 
 
-def _compile_struct_reader(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructReader:
+class _Source:
+    """Python source of one compiled function, and the objects it refers to by name."""
+
+    def __init__(self, header: str) -> None:
+        self.lines = [header]
+        self.namespace: dict[str, Any] = {}
+
+    def ref(self, obj: Any) -> str:
+        """A name under which the generated code sees ``obj``."""
+        name = f"_{len(self.namespace)}"
+        self.namespace[name] = obj
+        return name
+
+    def add(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def build(self, name: str) -> Callable:
+        exec("\n".join(self.lines), self.namespace)  # noqa: S102 - source built from our declarations
+        return self.namespace[name]
+
+
+def _split_fields(fields: tuple[Field, ...], version: int, flexible: bool) -> tuple[list[list[Field]], list[Field]]:
+    """The version's regular fields grouped into runs (consecutive fixed-size fields share a run;
+    every other field is a run of one), and its tagged fields by ascending tag."""
     present = [f for f in fields if f.exists_in(version)]
-    regular = [f for f in present if not (flexible and f.tagged_in(version))]
-    tagged = [f for f in present if flexible and f.tagged_in(version)]
-
-    steps: list[_Step] = []
-    run: list[Field] = []
-    for f in regular:
-        if _is_fixed(f):
-            run.append(f)
+    tagged = sorted((f for f in present if flexible and f.tagged_in(version)), key=lambda f: f.tag)
+    runs: list[list[Field]] = []
+    for f in present:
+        if flexible and f.tagged_in(version):
             continue
-        if run:
-            steps.append(_fixed_run_step(run))
-            run = []
-        steps.append(_field_step(f.key, _value_reader(f, version, flexible)))
-    if run:
-        steps.append(_fixed_run_step(run))
-    steps_t = tuple(steps)
+        if _is_fixed(f) and runs and _is_fixed(runs[-1][0]):
+            runs[-1].append(f)
+        else:
+            runs.append([f])
+    return runs, tagged
 
-    if not flexible:
-        if len(steps_t) == 1:
-            only = steps_t[0]
 
-            def read_single(buf: Any, pos: int) -> tuple[dict, int]:
-                d: dict = {}
-                return d, only(buf, pos, d)
+def _compile_struct_reader(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructReader:
+    """Generate ``read(buf, pos) -> (dict, pos)`` for one struct at one version.
 
-            return read_single
+    Each run of fixed-size fields is one ``unpack_from``; the dict is built in one literal.
+    """
+    runs, tagged = _split_fields(fields, version, flexible)
+    src = _Source("def read(buf, pos):")
+    items: list[str] = []
+    for run in runs:
+        names = [f"v{len(items) + i}" for i in range(len(run))]
+        items.extend(f"{f.key!r}: {name}" for f, name in zip(run, names))
+        if _is_fixed(run[0]):
+            s = struct.Struct(">" + "".join(f.primitive.fmt for f in run))
+            src.add(f"{', '.join(names)}, = {src.ref(s.unpack_from)}(buf, pos)")
+            src.add(f"pos += {s.size}")
+        else:
+            src.add(f"{names[0]}, pos = {src.ref(_value_reader(run[0], version, flexible))}(buf, pos)")
+    src.add(f"d = {{{', '.join(items)}}}")
+    if flexible:
+        by_tag = {f.tag: (f.key, _value_reader(f, version, True)) for f in tagged}
+        defaults = tuple((f.key, f.default_factory(version)) for f in tagged)
+        src.add(f"pos = {src.ref(_read_tagged)}(buf, pos, d, {src.ref(by_tag)}, {src.ref(defaults)})")
+    src.add("return d, pos")
+    return src.build("read")
 
-        def read(buf: Any, pos: int) -> tuple[dict, int]:
-            d: dict = {}
-            for step in steps_t:
-                pos = step(buf, pos, d)
-            return d, pos
 
-        return read
-
-    by_tag = {f.tag: (f.key, _value_reader(f, version, True)) for f in tagged}
-    tag_defaults = tuple((f.key, f.default_factory(version)) for f in tagged)
-
-    def read_flexible(buf: Any, pos: int) -> tuple[dict, int]:
-        d: dict = {}
-        for step in steps_t:
-            pos = step(buf, pos, d)
-        for key, make in tag_defaults:
-            d[key] = make()
-        count, pos = read_uvarint(buf, pos)
-        for _ in range(count):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            end = pos + size
-            if end > len(buf):
-                raise DecodeError("truncated tagged field")
-            known = by_tag.get(tag)
-            if known is not None:
-                key, read_value = known
-                d[key], used = read_value(buf[:end], pos)
-                if used != end:
-                    raise DecodeError(f"tagged field {key} has {end - used} stray bytes")
-            pos = end
-        return d, pos
-
-    return read_flexible
+def _read_tagged(buf: Any, pos: int, d: dict, by_tag: dict, defaults: tuple) -> int:
+    """Read a tagged-fields section into ``d``; absent known fields get their default."""
+    for key, make in defaults:
+        d[key] = make()
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        end = pos + size
+        if end > len(buf):
+            raise DecodeError("truncated tagged field")
+        known = by_tag.get(tag)
+        if known is not None:
+            key, read_value = known
+            d[key], used = read_value(buf[:end], pos)
+            if used != end:
+                raise DecodeError(f"tagged field {key} has {end - used} stray bytes")
+        pos = end
+    return pos
 
 
 def _value_writer(field: Field, version: int, flexible: bool) -> Writer:
@@ -240,50 +230,26 @@ def _array_writer(name: str, element: Writer, fixed: str | None, compact: bool, 
 
 
 def _compile_struct_writer(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructWriter:
-    present = [f for f in fields if f.exists_in(version)]
-    regular = [f for f in present if not (flexible and f.tagged_in(version))]
-    tagged = sorted((f for f in present if flexible and f.tagged_in(version)), key=lambda f: f.tag)
+    """Generate ``write(out, d)`` for one struct at one version.
 
-    # Each step: (struct pack or None, ((key, default), ...) or the field's (key, default), writer).
-    steps: list[tuple[Any, Any, Writer | None]] = []
-    run: list[Field] = []
-
-    def flush_run() -> None:
-        if run:
+    Each run of fixed-size fields is one ``pack``; omitted keys take the field's default
+    (writers never mutate values, so one shared default object per field is enough).
+    """
+    runs, tagged = _split_fields(fields, version, flexible)
+    src = _Source("def write(out, d):")
+    src.add("get = d.get")
+    for run in runs:
+        args = ", ".join(f"get({f.key!r}, {src.ref(f.default_factory(version)())})" for f in run)
+        if _is_fixed(run[0]):
             s = struct.Struct(">" + "".join(f.primitive.fmt for f in run))
-            pairs = tuple((f.key, f.default_factory(version)()) for f in run)
-            steps.append((s.pack, pairs, None))
-            run.clear()
-
-    for f in regular:
-        if _is_fixed(f):
-            run.append(f)
-            continue
-        flush_run()
-        steps.append((None, (f.key, f.default_factory(version)), _value_writer(f, version, flexible)))
-    flush_run()
-    steps_t = tuple(steps)
-
-    tagged_t = tuple(
-        (f.tag, f.key, f.default_factory(version)(), _value_writer(f, version, True)) for f in tagged
-    )
-
-    def write(out: Frame, d: dict) -> None:
-        get = d.get
-        for pack, spec, write_value in steps_t:
-            if pack is not None:
-                out += pack(*[get(key, default) for key, default in spec])
-            else:
-                key, make_default = spec
-                value = get(key, _MISSING)
-                write_value(out, make_default() if value is _MISSING else value)
-        if flexible:
-            _write_tagged(out, d, tagged_t)
-
-    return write
-
-
-_MISSING = object()
+            src.add(f"out += {src.ref(s.pack)}({args})")
+        else:
+            src.add(f"{src.ref(_value_writer(run[0], version, flexible))}(out, {args})")
+    if flexible:
+        entries = tuple((f.tag, f.key, f.default_factory(version)(), _value_writer(f, version, True))
+                        for f in tagged)
+        src.add(f"{src.ref(_write_tagged)}(out, d, {src.ref(entries)})")
+    return src.build("write")
 
 
 def _write_tagged(out: Frame, d: dict, tagged: tuple) -> None:
