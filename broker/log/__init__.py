@@ -1,1 +1,40 @@
 """Storage: one partition's log of segment files with sparse offset and time indexes."""
+
+from broker.log.errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    KafkaStorageError,
+    LogError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+)
+from broker.log.fetch_slice import FetchSlice
+from broker.log.log import AppendInfo, Log
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
+from broker.log.log_segment import LogSegment
+from broker.log.offset_index import OffsetIndex
+from broker.log.producer_state import ProducerStateManager
+from broker.log.time_index import TimeIndex
+
+__all__ = [
+    "AppendInfo",
+    "CorruptRecordError",
+    "FetchSlice",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "KafkaStorageError",
+    "Log",
+    "LogConfig",
+    "LogError",
+    "LogManager",
+    "LogSegment",
+    "OffsetIndex",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerStateManager",
+    "RecordTooLargeError",
+    "TimeIndex",
+]

@@ -1,0 +1,51 @@
+"""Storage-layer errors, each carrying the Kafka error code the request handlers send back."""
+
+from __future__ import annotations
+
+
+class LogError(Exception):
+    """Base class of the errors the log raises towards the request layer."""
+
+    error_code: int = -1
+
+
+class OffsetOutOfRangeError(LogError):
+    """A fetch asked for an offset below the log start offset or above the log end offset."""
+
+    error_code = 1
+
+
+class CorruptRecordError(LogError):
+    """A batch with bad framing, a magic other than 2, or a CRC-32C mismatch (CORRUPT_MESSAGE)."""
+
+    error_code = 2
+
+
+class RecordTooLargeError(LogError):
+    """A batch larger than max_message_bytes (MESSAGE_TOO_LARGE)."""
+
+    error_code = 10
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent producer's batch whose sequence does not follow the last one appended."""
+
+    error_code = 45
+
+
+class InvalidProducerEpochError(LogError):
+    """An idempotent producer's batch carrying an epoch older than the one the log knows."""
+
+    error_code = 47
+
+
+class InvalidRecordError(LogError):
+    """A request that is not a sequence of whole, self-consistent batches (INVALID_RECORD)."""
+
+    error_code = 87
+
+
+class KafkaStorageError(LogError):
+    """The log is closed or its directory unusable (KAFKA_STORAGE_ERROR)."""
+
+    error_code = 56

@@ -1,0 +1,487 @@
+"""One partition's log: an ordered list of segments with append, read by offset, roll, retention,
+recovery and flush (Kafka's UnifiedLog / Log)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import threading
+import time
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import crc32c
+
+from broker.log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from broker.log.fetch_slice import FetchSlice
+from broker.log.log_config import LogConfig
+from broker.log.log_segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MIN_BATCH_LENGTH,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+from broker.log.producer_state import ProducerStateManager
+from pipeline.protocol.batch import (
+    ATTRIBUTES,
+    CONTROL_FLAG,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    patch_base_offset,
+    patch_leader_epoch,
+)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
+
+
+def now_ms() -> int:
+    """Wall-clock time in milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int] | None:
+    """(topic, partition) from a ``<topic>-<partition>`` directory name, or None."""
+    match = _TOPIC_PARTITION.match(dir_name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+class AppendInfo(NamedTuple):
+    """What an append did: the offsets it assigned (or, for a duplicate, the original ones)."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool
+
+
+class Log:
+    """The log of one topic partition: segments ``<base offset>.log`` in ``<log.dir>/<topic>-<partition>``.
+
+    Offsets are logical and contiguous. In memory the log keeps the sorted segment base offsets and
+    a few values per segment; batch positions are found through the on-disk indexes. Every public
+    method is safe to call from several threads.
+    """
+
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        last_shutdown_clean: bool = False,
+        time_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        parsed = parse_topic_partition(dir.name)
+        if parsed is None:
+            raise ValueError(f"log directory name {dir.name!r} is not <topic>-<partition>")
+        self.topic, self.partition = parsed
+        self.dir = dir
+        self.config = config
+        self._time_ms = time_ms
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.producer_state = ProducerStateManager(dir)
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = recovery_point
+        self.last_flush_ms = time_ms()
+        self._unflushed_messages = 0
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._dir_dirty = False
+        self._closed = False
+        dir.mkdir(parents=True, exist_ok=True)
+        self._load(recovery_point, last_shutdown_clean)
+
+    # ------------------------------------------------------------------------------------- load
+
+    def _load(self, recovery_point: int, last_shutdown_clean: bool) -> None:
+        names = os.listdir(self.dir)
+        bases: list[int] = []
+        index_files: list[tuple[int, str]] = []
+        for name in names:
+            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                (self.dir / name).unlink(missing_ok=True)
+                continue
+            match = _SEGMENT_FILE.match(name)
+            if match is None:
+                continue
+            if match.group(2) == LOG_SUFFIX:
+                bases.append(int(match.group(1)))
+            else:
+                index_files.append((int(match.group(1)), name))
+        base_set = set(bases)
+        for base, name in index_files:
+            if base not in base_set:
+                (self.dir / name).unlink(missing_ok=True)
+        bases.sort()
+        if not bases:
+            bases = [0]
+            self._dir_dirty = True
+        now = self._time_ms()
+        segments = [LogSegment(self.dir, base, self.config, now) for base in bases]
+        recover_from = len(segments) if last_shutdown_clean else max(0, bisect_right(bases, recovery_point) - 1)
+
+        i = 0
+        while i < len(segments):
+            segment = segments[i]
+            if i >= recover_from:
+                truncated = segment.recover()
+                overlaps_next = i + 1 < len(segments) and segment.next_offset > segments[i + 1].base_offset
+                if truncated or overlaps_next:
+                    for doomed in segments[i + 1 :]:
+                        doomed.close()
+                        for path in doomed.paths():
+                            path.unlink(missing_ok=True)
+                    del segments[i + 1 :]
+            elif segment.indexes_need_rebuild() or not segment.load_tail():
+                if not segment.rebuild_indexes():
+                    recover_from = i
+                    continue
+            i += 1
+
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        self.log_start_offset = segments[0].base_offset
+        self.log_end_offset = segments[-1].next_offset
+        if last_shutdown_clean:
+            self.recovery_point = self.log_end_offset
+        else:
+            self.recovery_point = max(self.log_start_offset, min(recovery_point, self.log_end_offset))
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        state = self.producer_state
+        snapshot = state.load_latest_snapshot(self.log_end_offset)
+        if snapshot is None or snapshot < self.log_start_offset:
+            state.clear()
+            snapshot = self.log_start_offset
+        for segment in self._segments:
+            if segment.next_offset <= snapshot:
+                continue
+            position = segment.index.lookup(snapshot)[1]
+            for _, h in segment.iter_headers(position):
+                if h.base_offset + h.last_offset_delta < snapshot:
+                    continue
+                if h.producer_id >= 0 and h.base_sequence >= 0 and not h.attributes & CONTROL_FLAG:
+                    state.replay(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset, h.last_offset)
+        state.truncate_head(self.log_start_offset)
+
+    # ----------------------------------------------------------------------------------- append
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1) -> AppendInfo:
+        """Validate, assign offsets to and append one or more whole RecordBatch v2 batches.
+
+        All or nothing: any bad batch raises before the log is touched. A retried duplicate from
+        an idempotent producer is not written; its original offsets come back with duplicate=True.
+        """
+        buf = bytearray(records)
+        n = len(buf)
+        if n == 0:
+            raise InvalidRecordError("the request holds no record batch")
+        max_batch = self.config.max_message_bytes
+        view = memoryview(buf)
+        batches = []
+        pos = 0
+        try:
+            while pos < n:
+                if pos + HEADER_SIZE > n:
+                    raise InvalidRecordError(f"{n - pos} trailing bytes are not a whole batch")
+                _, length, _, magic, crc, attributes, last_delta, _, max_ts, pid, epoch, seq, count = _HEADER.unpack_from(buf, pos)
+                if length < MIN_BATCH_LENGTH:
+                    raise CorruptRecordError(f"batch at byte {pos} declares length {length}, below the header size")
+                size = length + LOG_OVERHEAD
+                if pos + size > n:
+                    raise InvalidRecordError(f"batch at byte {pos} runs {pos + size - n} bytes past the request")
+                if magic != 2:
+                    raise CorruptRecordError(f"batch at byte {pos} has magic {magic}; only v2 is supported")
+                if size > max_batch:
+                    raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_batch}")
+                if crc32c.crc32c(view[pos + ATTRIBUTES : pos + size]) != crc:
+                    raise CorruptRecordError(f"batch at byte {pos} fails its CRC-32C check")
+                if count <= 0 or last_delta + 1 != count:
+                    raise InvalidRecordError(f"batch at byte {pos}: {count} records but lastOffsetDelta {last_delta}")
+                batches.append((pos, size, last_delta, max_ts, pid, epoch, seq, attributes))
+                pos += size
+        finally:
+            view.release()
+
+        flush_after = False
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.dir.name} is closed")
+            first_offset = offset = self.log_end_offset
+            staged = None
+            entries = []
+            append_max_ts = -1
+            for pos, size, last_delta, max_ts, pid, epoch, seq, attributes in batches:
+                next_offset = offset + last_delta + 1
+                if pid >= 0 and seq >= 0 and not attributes & CONTROL_FLAG:
+                    if staged is None:
+                        staged = {}
+                    last_seq = (seq + last_delta) & 0x7FFFFFFF
+                    duplicate = self.producer_state.check(pid, epoch, seq, last_seq, offset, next_offset - 1, staged)
+                    if duplicate is not None:
+                        return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset, True)
+                entries.append((pos, offset, next_offset, max_ts, size))
+                if max_ts > append_max_ts:
+                    append_max_ts = max_ts
+                offset = next_offset
+
+            segment = self._segments[-1]
+            if segment.should_roll(self.config, n, append_max_ts, offset - 1, self._time_ms()):
+                segment = self._roll_locked()
+            for pos, base, _, _, _ in entries:
+                patch_base_offset(buf, pos, base)
+                patch_leader_epoch(buf, pos, leader_epoch)
+            segment.append(buf, entries)
+            self.log_end_offset = offset
+            if staged:
+                self.producer_state.commit(staged)
+            interval = self.config.flush_interval_messages
+            if interval is not None:
+                self._unflushed_messages += offset - first_offset
+                flush_after = self._unflushed_messages >= interval
+            info = AppendInfo(first_offset, offset - 1, -1, self.log_start_offset, False)
+        if flush_after:
+            self.flush()
+        return info
+
+    # ------------------------------------------------------------------------------------- read
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FetchSlice:
+        """The file region holding the batches from the one containing ``offset`` on.
+
+        At most ``max_bytes`` (the region may end with a partial batch), except that with
+        ``min_one_batch`` a first batch larger than ``max_bytes`` is returned whole. The region never
+        crosses a segment end. Raises OffsetOutOfRangeError outside [log start, log end]; returns
+        an empty slice at the log end offset.
+        """
+        with self._lock:
+            if offset < self.log_start_offset or offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] of {self.dir.name}"
+                )
+            if offset == self.log_end_offset:
+                return FetchSlice(None, 0, 0)
+            segments = self._segments
+            i = bisect_right(self._bases, offset) - 1
+            while i < len(segments):
+                segment = segments[i]
+                end = segment.size
+                found = segment.locate(offset, end)
+                if found is not None:
+                    position, batch_size = found
+                    limit = batch_size if min_one_batch and batch_size > max_bytes else max_bytes
+                    size = min(end - position, limit)
+                    if size <= 0:
+                        return FetchSlice(None, 0, 0)
+                    return FetchSlice(os.dup(segment.fd), position, size)
+                i += 1
+            return FetchSlice(None, 0, 0)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch whose max timestamp is >= ``timestamp``, or None."""
+        with self._lock:
+            for segment in self._segments:
+                if segment.max_timestamp >= timestamp:
+                    found = segment.find_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    # ------------------------------------------------------------------------------ maintenance
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.dir.name} is closed")
+            self._roll_locked()
+
+    def _roll_locked(self) -> LogSegment:
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        base = self.log_end_offset
+        segment = LogSegment(self.dir, base, self.config, self._time_ms())
+        if segment.size:
+            raise KafkaStorageError(f"segment file {segment.log_path} already exists past the log end")
+        self._segments.append(segment)
+        self._bases.append(base)
+        self._dir_dirty = True
+        self.producer_state.take_snapshot(base)
+        return segment
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding offsets below ``up_to`` (default: the log end offset) and
+        move the recovery point there. The fsync runs without holding the log's lock."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+            if target <= self.recovery_point and not self._dir_dirty:
+                return
+            fds = []
+            segments = self._segments
+            for i, segment in enumerate(segments):
+                if segment.base_offset >= target:
+                    break
+                is_last = i + 1 == len(segments)
+                if is_last or segments[i + 1].base_offset > self.recovery_point:
+                    fds.extend(os.dup(fd) for fd in segment.fds())
+            sync_dir = self._dir_dirty
+            self._dir_dirty = False
+            if target == self.log_end_offset:
+                self._unflushed_messages = 0
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            if sync_dir:
+                dir_fd = os.open(self.dir, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if target > self.recovery_point:
+                self.recovery_point = target
+            self.last_flush_ms = self._time_ms()
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush segments rolled since the last flush, and everything when log.flush.interval.ms
+        passed since the last flush. Returns whether anything was flushed."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return False
+            interval = self.config.flush_interval_ms
+            if interval is not None and now - self.last_flush_ms >= interval and self.recovery_point < self.log_end_offset:
+                target = self.log_end_offset
+            elif self.recovery_point < self._bases[-1]:
+                target = self._bases[-1]
+            else:
+                return False
+        self.flush(target)
+        return True
+
+    def delete_retained_segments(self, now_ms: int | None = None) -> int:
+        """Delete the oldest segments that are past retention by time or by size (never the active
+        one); move the log start offset. Returns the number of segments deleted."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return 0
+            self._purge_pending_deletes(now)
+            segments = self._segments
+            deletable = len(segments) - 1
+            count = 0
+            retention_ms = self.config.retention_ms_limit
+            if retention_ms is not None:
+                while count < deletable and now - segments[count].largest_timestamp > retention_ms:
+                    count += 1
+            retention_bytes = self.config.retention_bytes_limit
+            if retention_bytes is not None:
+                excess = self.size_in_bytes() - retention_bytes
+                by_size = 0
+                while by_size < deletable and excess - segments[by_size].size >= 0:
+                    excess -= segments[by_size].size
+                    by_size += 1
+                count = max(count, by_size)
+            if count == 0:
+                return 0
+            doomed = segments[:count]
+            del segments[:count]
+            del self._bases[:count]
+            self.log_start_offset = max(self.log_start_offset, segments[0].base_offset)
+            self.recovery_point = max(self.recovery_point, self.log_start_offset)
+            for segment in doomed:
+                self._delete_segment_files(segment, now)
+            self._dir_dirty = True
+            self.producer_state.truncate_head(self.log_start_offset)
+            return count
+
+    def _delete_segment_files(self, segment: LogSegment, now: int) -> None:
+        delay = self.config.file_delete_delay_ms
+        if delay > 0:
+            paths = segment.rename_for_deletion()
+            segment.close()
+            self._pending_deletes.append((now + delay, paths))
+        else:
+            segment.close()
+            for path in segment.paths():
+                path.unlink(missing_ok=True)
+
+    def _purge_pending_deletes(self, now: int | None) -> None:
+        keep = []
+        for deadline, paths in self._pending_deletes:
+            if now is None or deadline <= now:
+                for path in paths:
+                    path.unlink(missing_ok=True)
+            else:
+                keep.append((deadline, paths))
+        self._pending_deletes = keep
+
+    def size_in_bytes(self) -> int:
+        """Total bytes of the .log files."""
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def segment_base_offsets(self) -> list[int]:
+        """Base offsets of the segments, oldest first (a copy)."""
+        with self._lock:
+            return list(self._bases)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close every file; write the producer-state snapshot. Does not flush."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            active = self._segments[-1]
+            active.on_become_inactive()
+            self.producer_state.take_snapshot(self.log_end_offset)
+            for offset, path in self.producer_state.list_snapshots():
+                if active.base_offset < offset < self.log_end_offset:
+                    path.unlink(missing_ok=True)
+            for segment in self._segments:
+                segment.close()
+            self._purge_pending_deletes(None)
+
+    def delete(self) -> None:
+        """Close the log and remove its directory."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )

@@ -1,0 +1,35 @@
+"""Per-log settings, named after Kafka's log.* / topic-level properties."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class LogConfig:
+    """The settings of one partition's log; the comments give the Kafka property each mirrors."""
+
+    segment_bytes: int = 1 << 30  # log.segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # log.roll.ms / log.roll.hours
+    index_interval_bytes: int = 4096  # log.index.interval.bytes
+    max_index_size: int = 10 * 1024 * 1024  # log.index.size.max.bytes (roll when an index is full)
+    flush_interval_messages: int | None = None  # log.flush.interval.messages (None: page cache decides)
+    flush_interval_ms: int | None = None  # log.flush.interval.ms
+    retention_ms: int | None = 168 * 3600 * 1000  # log.retention.ms/hours (None or -1: unlimited)
+    retention_bytes: int | None = None  # log.retention.bytes (None or -1: unlimited)
+    max_message_bytes: int = 1048588  # message.max.bytes (per batch, as Kafka)
+    file_delete_delay_ms: int = 60000  # file.delete.delay.ms (0: delete retained segments at once)
+
+    @property
+    def retention_ms_limit(self) -> int | None:
+        """retention_ms, or None when retention by time is disabled (None or a negative value)."""
+        if self.retention_ms is None or self.retention_ms < 0:
+            return None
+        return self.retention_ms
+
+    @property
+    def retention_bytes_limit(self) -> int | None:
+        """retention_bytes, or None when retention by size is disabled (None or a negative value)."""
+        if self.retention_bytes is None or self.retention_bytes < 0:
+            return None
+        return self.retention_bytes

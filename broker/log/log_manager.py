@@ -1,0 +1,140 @@
+"""All partition logs of one broker across its log directories (Kafka's LogManager).
+
+It loads every ``<topic>-<partition>`` directory at startup (recovering after an unclean
+shutdown), creates and deletes logs, and runs the periodic duties the broker schedules:
+retention, flushing, and the recovery-point checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable
+
+from broker.log.checkpoint import CheckpointFileError, OffsetCheckpointFile
+from broker.log.log import Log, now_ms, parse_topic_partition
+from broker.log.log_config import LogConfig
+
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+class LogManager:
+    """Owns every Log of a broker; one directory per partition under one of ``log_dirs``.
+
+    Logs loaded at startup get the default ``config``; the layer above applies per-topic
+    overrides by passing a config to :meth:`get_or_create_log`.
+    """
+
+    def __init__(self, log_dirs: list[Path], config: LogConfig, time_ms: Callable[[], int] = now_ms) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.config = config
+        self._time_ms = time_ms
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._lock = threading.RLock()
+
+    def startup(self) -> None:
+        """Load every partition directory; recover those of a directory without the clean-shutdown
+        marker from their checkpointed recovery point; then remove the marker."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            try:
+                recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).read()
+            except CheckpointFileError:
+                recovery_points = {}
+            for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+                if not entry.is_dir():
+                    continue
+                topic_partition = parse_topic_partition(entry.name)
+                if topic_partition is None:
+                    continue
+                with self._lock:
+                    if topic_partition in self._logs:
+                        raise ValueError(f"partition {entry.name} exists in two log directories")
+                    self._logs[topic_partition] = Log(
+                        log_dir / entry.name,
+                        self.config,
+                        recovery_point=recovery_points.get(topic_partition, 0),
+                        last_shutdown_clean=clean,
+                        time_ms=self._time_ms,
+                    )
+            marker.unlink(missing_ok=True)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created (in the directory holding the fewest logs) if missing.
+
+        A given ``config`` replaces the log's current one (topic-level overrides).
+        """
+        if not topic or topic in (".", "..") or "/" in topic or os.sep in topic:
+            raise ValueError(f"invalid topic name {topic!r}")
+        if partition < 0:
+            raise ValueError(f"invalid partition {partition}")
+        with self._lock:
+            log = self._logs.get((topic, partition))
+            if log is None:
+                log = Log(
+                    self._next_log_dir() / f"{topic}-{partition}",
+                    config or self.config,
+                    time_ms=self._time_ms,
+                )
+                self._logs[(topic, partition)] = log
+            elif config is not None:
+                log.config = config
+            return log
+
+    def _next_log_dir(self) -> Path:
+        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        for log in self._logs.values():
+            if log.dir.parent in counts:
+                counts[log.dir.parent] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close the partition's log and remove its directory (no-op when unknown)."""
+        with self._lock:
+            log = self._logs.pop((topic, partition), None)
+        if log is not None:
+            log.delete()
+
+    def all_logs(self) -> dict[tuple[str, int], Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def run_retention(self) -> int:
+        """Apply retention to every log; return the number of segments deleted."""
+        now = self._time_ms()
+        return sum(log.delete_retained_segments(now) for log in self.all_logs().values())
+
+    def flush_dirty_logs(self) -> None:
+        """Flush rolled segments everywhere and whole logs whose log.flush.interval.ms passed."""
+        now = self._time_ms()
+        for log in self.all_logs().values():
+            log.maybe_flush(now)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write each log directory's recovery-point-offset-checkpoint."""
+        logs = self.all_logs()
+        for log_dir in self.log_dirs:
+            points = {tp: log.recovery_point for tp, log in logs.items() if log.dir.parent == log_dir}
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).write(points)
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint the recovery points, write the clean-shutdown marker."""
+        logs = self.all_logs()
+        for log in logs.values():
+            log.flush()
+        self.checkpoint_recovery_points()
+        for log in logs.values():
+            log.close()
+        for log_dir in self.log_dirs:
+            (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+        with self._lock:
+            self._logs.clear()

@@ -1,0 +1,370 @@
+"""One segment of a partition's log: a .log file of whole batches with its .index and .timeindex.
+
+The segment knows its base offset, its size and a few running values (largest timestamp, bytes
+since the last index entry, next offset); everything per batch stays in the files.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import Iterator
+
+import crc32c
+
+from broker.log.errors import CorruptRecordError
+from broker.log.log_config import LogConfig
+from broker.log.offset_index import OffsetIndex
+from broker.log.time_index import TimeIndex
+from pipeline.protocol.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+INT32_MAX = 0x7FFFFFFF
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta: the
+# prefix of a header that locating an offset needs.
+_PREFIX = struct.Struct(">qiibIhi")
+_PREFIX_SIZE = _PREFIX.size
+_MAGIC_POS = 16
+_RECOVERY_CHUNK = 1 << 20
+_HEADER_SCAN_CHUNK = 64 * 1024
+
+
+def segment_file_prefix(base_offset: int) -> str:
+    """Kafka's file name stem for a segment: the base offset as 20 zero-padded digits."""
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    """A .log file of RecordBatch v2 batches plus its sparse offset and time indexes (Kafka's LogSegment)."""
+
+    __slots__ = (
+        "dir",
+        "base_offset",
+        "log_path",
+        "fd",
+        "size",
+        "index",
+        "time_index",
+        "index_interval_bytes",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "bytes_since_last_index_entry",
+        "next_offset",
+        "created_ms",
+        "indexes_were_missing",
+        "_first_batch_timestamp",
+    )
+
+    def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        stem = segment_file_prefix(base_offset)
+        self.dir = dir
+        self.base_offset = base_offset
+        self.log_path = dir / (stem + LOG_SUFFIX)
+        index_path = dir / (stem + INDEX_SUFFIX)
+        time_index_path = dir / (stem + TIME_INDEX_SUFFIX)
+        self.indexes_were_missing = not (index_path.exists() and time_index_path.exists())
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index = OffsetIndex(index_path, base_offset, config.max_index_size)
+        self.time_index = TimeIndex(time_index_path, base_offset, config.max_index_size)
+        self.index_interval_bytes = config.index_interval_bytes
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = base_offset
+        self.created_ms = now_ms
+        self._first_batch_timestamp: int | None = None
+
+    # ----------------------------------------------------------------------------------- append
+
+    def append(self, buf: bytearray, batches: list[tuple[int, int, int, int, int]]) -> None:
+        """Write ``buf`` (whole batches, offsets already assigned) at the end with one pwrite.
+
+        ``batches`` lists (position in buf, base offset, next offset, max timestamp, size) per
+        batch, in order. On a failed write the file is cut back to its previous size.
+        """
+        start = self.size
+        try:
+            written = os.pwrite(self.fd, buf, start)
+            while written < len(buf):
+                written += os.pwrite(self.fd, memoryview(buf)[written:], start + written)
+        except BaseException:
+            os.ftruncate(self.fd, start)
+            raise
+        if start == 0 and batches:
+            self._first_batch_timestamp = batches[0][3]
+        for pos, base, _, max_ts, size in batches:
+            self._index_batch(start + pos, base, max_ts, size)
+        self.next_offset = batches[-1][2]
+        self.size = start + len(buf)
+
+    def _index_batch(self, position: int, base_offset: int, max_timestamp: int, size: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def should_roll(self, config: LogConfig, append_size: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
+        """Whether an append of ``append_size`` bytes must go to a new segment (Kafka's shouldRoll)."""
+        if self.size == 0:
+            return False
+        if self.size + append_size > config.segment_bytes:
+            return True
+        if self.index.is_full or self.time_index.is_full:
+            return True
+        if last_offset - self.base_offset > INT32_MAX:
+            return True
+        first_ts = self.first_batch_timestamp()
+        waited = max_timestamp - first_ts if first_ts >= 0 else now_ms - self.created_ms
+        return waited > config.segment_ms
+
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the segment's first batch (-1 when empty), the base of time rolls."""
+        if self._first_batch_timestamp is None:
+            if self.size < HEADER_SIZE:
+                return -1
+            self._first_batch_timestamp = parse_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
+        return self._first_batch_timestamp
+
+    def on_become_inactive(self) -> None:
+        """Record the segment's final largest timestamp in the time index (at roll and close)."""
+        if self.size > 0 and self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # ------------------------------------------------------------------------------------- read
+
+    def locate(self, offset: int, end: int) -> tuple[int, int] | None:
+        """(position, size) of the first batch ending at or after ``offset`` within the first
+        ``end`` bytes of the file, or None when there is none."""
+        pos = self.index.lookup(offset)[1]
+        fd = self.fd
+        chunk = self.index_interval_bytes + 1024
+        if chunk > _HEADER_SCAN_CHUNK:
+            chunk = _HEADER_SCAN_CHUNK
+        while pos + _PREFIX_SIZE <= end:
+            buf = os.pread(fd, min(chunk, end - pos), pos)
+            n = len(buf)
+            off = 0
+            while off + _PREFIX_SIZE <= n:
+                base, length, _, magic, _, _, last_delta = _PREFIX.unpack_from(buf, off)
+                if length < MIN_BATCH_LENGTH or magic != 2:
+                    raise CorruptRecordError(f"{self.log_path}: bad batch header at byte {pos + off}")
+                if offset <= base + last_delta:
+                    return pos + off, length + LOG_OVERHEAD
+                off += length + LOG_OVERHEAD
+            if off == 0:
+                return None
+            pos += off
+        return None
+
+    def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every whole batch from byte ``start``, reading headers in chunks.
+
+        Raises CorruptRecordError on a header with bad framing or magic; stops silently at a
+        partial batch at the end.
+        """
+        if end is None:
+            end = self.size
+        fd = self.fd
+        pos = start
+        read_size = _HEADER_SCAN_CHUNK
+        while pos + HEADER_SIZE <= end:
+            buf = os.pread(fd, min(read_size, end - pos), pos)
+            n = len(buf)
+            off = 0
+            while off + HEADER_SIZE <= n:
+                header = parse_header(buf, off)
+                if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
+                    raise CorruptRecordError(f"{self.log_path}: bad batch header at byte {pos + off}")
+                if pos + off + header.size > end:
+                    return
+                yield pos + off, header
+                off += header.size
+            if off == 0:
+                return
+            # After a batch larger than the chunk, read just enough for the next few headers.
+            read_size = 4096 if off > n else _HEADER_SCAN_CHUNK
+            pos += off
+
+    def find_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch at or after ``start_offset`` whose max
+        timestamp is >= ``timestamp``, or None."""
+        entry_offset = self.time_index.lookup(timestamp)[1]
+        position = self.index.lookup(max(entry_offset, start_offset))[1]
+        for _, header in self.iter_headers(position):
+            if header.next_offset > start_offset and header.max_timestamp >= timestamp:
+                return header.base_offset, header.max_timestamp
+        return None
+
+    # ------------------------------------------------------------------------------------- load
+
+    def indexes_need_rebuild(self) -> bool:
+        """Whether the index files are missing, torn, out of order or pointing past the log."""
+        if self.size > 0 and self.indexes_were_missing:
+            return True
+        if self.index.entries and not self.time_index.entries:
+            return True
+        return not (self.index.is_consistent(self.size) and self.time_index.is_consistent())
+
+    def load_tail(self) -> bool:
+        """Set the running values from the indexes and a scan of the batches after the last index
+        entry. False when that scan does not end exactly at the file's end on a whole batch, or
+        the last index entry does not point at the batch it names (indexes or log damaged)."""
+        self.max_timestamp = self.time_index.last_timestamp
+        self.offset_of_max_timestamp = self.time_index.last_offset
+        expected = self.index.last_offset
+        start = self.index.last_position
+        end = start
+        try:
+            for pos, header in self.iter_headers(start):
+                if header.base_offset != expected or header.last_offset_delta < 0:
+                    return False
+                if header.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = header.max_timestamp
+                    self.offset_of_max_timestamp = header.base_offset
+                expected = header.next_offset
+                end = pos + header.size
+        except CorruptRecordError:
+            return False
+        if end != self.size:
+            return False
+        if self.time_index.entries and self.time_index.last_offset >= expected:
+            return False
+        self.next_offset = expected
+        self.bytes_since_last_index_entry = self.size - start
+        return True
+
+    def rebuild_indexes(self) -> bool:
+        """Rewrite both indexes from the batch headers (no CRC check). True if the whole file
+        is whole, well-framed batches with contiguous offsets."""
+        return self._scan_and_index(check_crc=False) == self.size
+
+    def recover(self) -> int:
+        """Check every batch (framing, magic, CRC, contiguous offsets), rebuild both indexes, and
+        cut the file at the first bad batch. Returns the number of bytes cut off."""
+        valid_end = self._scan_and_index(check_crc=True)
+        truncated = self.size - valid_end
+        if truncated:
+            self.truncate_to(valid_end)
+        return truncated
+
+    def _scan_and_index(self, check_crc: bool) -> int:
+        """Re-index the file from its start; return the end of the last valid batch."""
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self._first_batch_timestamp = None
+        self.size = os.fstat(self.fd).st_size
+        end = self.size
+        fd = self.fd
+        expected = self.base_offset
+        buf = b""
+        buf_start = 0
+        pos = 0
+        while pos + HEADER_SIZE <= end:
+            if pos + HEADER_SIZE > buf_start + len(buf):
+                buf = os.pread(fd, min(_RECOVERY_CHUNK, end - pos), pos)
+                buf_start = pos
+                if len(buf) < HEADER_SIZE:
+                    break
+            header = parse_header(buf, pos - buf_start)
+            size = header.batch_length + LOG_OVERHEAD
+            if (
+                header.batch_length < MIN_BATCH_LENGTH
+                or header.magic != 2
+                or pos + size > end
+                or header.base_offset != expected
+                or header.last_offset_delta < 0
+            ):
+                break
+            if check_crc:
+                if pos + size > buf_start + len(buf) and size <= _RECOVERY_CHUNK:
+                    buf = os.pread(fd, min(_RECOVERY_CHUNK, end - pos), pos)
+                    buf_start = pos
+                if pos + size <= buf_start + len(buf):
+                    off = pos - buf_start
+                    crc = crc32c.crc32c(memoryview(buf)[off + ATTRIBUTES : off + size])
+                else:
+                    crc = self._crc_of_region(pos + ATTRIBUTES, size - ATTRIBUTES)
+                if crc != header.crc:
+                    break
+            self._index_batch(pos, header.base_offset, header.max_timestamp, size)
+            if pos == 0:
+                self._first_batch_timestamp = header.max_timestamp
+            expected = header.next_offset
+            pos += size
+        self.next_offset = expected
+        return pos
+
+    def _crc_of_region(self, start: int, length: int) -> int:
+        crc = 0
+        done = 0
+        while done < length:
+            piece = os.pread(self.fd, min(_RECOVERY_CHUNK, length - done), start + done)
+            if not piece:
+                break
+            crc = crc32c.crc32c(piece, crc)
+            done += len(piece)
+        return crc
+
+    # ----------------------------------------------------------------------------- maintenance
+
+    def truncate_to(self, position: int) -> None:
+        """Cut the .log file at ``position`` (a batch boundary); the caller rebuilds the indexes."""
+        os.ftruncate(self.fd, position)
+        self.size = position
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest batch timestamp, or the file's mtime in ms when no batch carries one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    def fds(self) -> tuple[int, int, int]:
+        """The open descriptors of the .log, .index and .timeindex files."""
+        return self.fd, self.index.fd, self.time_index.fd
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.index.close()
+        self.time_index.close()
+
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.index.path, self.time_index.path]
+
+    def rename_for_deletion(self) -> list[Path]:
+        """Rename the three files with the .deleted suffix; return the new paths."""
+        renamed = []
+        new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        renamed.append(new_log)
+        for index in (self.index, self.time_index):
+            new_path = index.path.with_name(index.path.name + DELETED_SUFFIX)
+            index.rename(new_path)
+            renamed.append(new_path)
+        return renamed
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
