@@ -65,9 +65,7 @@ def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
     if codec == SNAPPY:
         return _xerial_compress(data)
     if codec == LZ4:
-        compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
-        compressor.compress(data)
-        return bytes(compressor.finish())
+        return _lz4_frame_compress(data, level)
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data, level=DEFAULT_ZSTD_LEVEL if level is None else level))
     raise UnknownCodecError(f"unknown compression codec id {codec}")
@@ -91,6 +89,60 @@ def decompress(codec: int, data: Buffer) -> bytes:
     except cramjam.DecompressionError as exc:
         raise CompressionError(f"cannot decompress {CODEC_NAMES[codec]} data: {exc}") from exc
     raise UnknownCodecError(f"unknown compression codec id {codec}")
+
+
+def _xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of a short input (under 16 bytes), as the LZ4 frame header checksum needs."""
+    prime1, prime2, prime3, prime4, prime5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    mask = 0xFFFFFFFF
+    if len(data) >= 16:
+        raise ValueError("_xxh32 handles inputs shorter than 16 bytes only")
+    h = (seed + prime5 + len(data)) & mask
+    pos = 0
+    while pos + 4 <= len(data):
+        h = (h + int.from_bytes(data[pos : pos + 4], "little") * prime3) & mask
+        h = (((h << 17) | (h >> 15)) & mask) * prime4 & mask
+        pos += 4
+    for byte in data[pos:]:
+        h = (h + byte * prime5) & mask
+        h = (((h << 11) | (h >> 21)) & mask) * prime1 & mask
+    h ^= h >> 15
+    h = h * prime2 & mask
+    h ^= h >> 13
+    h = h * prime3 & mask
+    h ^= h >> 16
+    return h
+
+
+# Frame descriptor as Kafka's own LZ4 writer sets it: version 01, independent blocks, no block
+# checksum, no content size, no content checksum; 64 KiB blocks; then the header checksum byte.
+LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_DESCRIPTOR = bytes((0x60, 0x40))
+LZ4_FRAME_HEADER = LZ4_FRAME_MAGIC + _LZ4_DESCRIPTOR + bytes(((_xxh32(_LZ4_DESCRIPTOR) >> 8) & 0xFF,))
+LZ4_BLOCK_SIZE = 64 * 1024
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_UINT32_LE = struct.Struct("<I")
+
+
+def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    if level is None or level < 3:
+        options = {"mode": "default"}
+    else:
+        options = {"mode": "high_compression", "compression": level}
+    parts = [LZ4_FRAME_HEADER]
+    pack = _UINT32_LE.pack
+    for start in range(0, len(view), LZ4_BLOCK_SIZE):
+        chunk = view[start : start + LZ4_BLOCK_SIZE]
+        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False, **options))
+        if len(block) < len(chunk):
+            parts.append(pack(len(block)))
+            parts.append(block)
+        else:
+            parts.append(pack(len(chunk) | _LZ4_UNCOMPRESSED_BLOCK))
+            parts.append(bytes(chunk))
+    parts.append(b"\x00\x00\x00\x00")  # end mark
+    return b"".join(parts)
 
 
 def _xerial_compress(data: Buffer) -> bytes:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import islice, repeat
 from typing import NamedTuple
 
 import crc32c
@@ -107,32 +107,34 @@ def _varint_size(n: int) -> int:
 
 
 class _ValuePrefixes(dict):
-    """(offsetDelta, valueLength) -> the bytes before a keyless, headerless record's value.
+    """(offsetDelta, timestampDelta, valueLength) -> the bytes before a keyless, headerless record's value.
 
     The prefix also carries the previous record's trailing headerCount (0) unless offsetDelta is
-    0, so a batch is ``prefix, value, prefix, value, ..., b"\\x00"``. Timestamp delta is 0.
+    0, so a batch is ``prefix, value, prefix, value, ..., b"\\x00"``.
     """
 
-    def __missing__(self, key: tuple[int, int]) -> bytes:
-        delta, vlen = key
+    def __missing__(self, key: tuple[int, int, int]) -> bytes:
+        delta, ts_delta, vlen = key
         od = _VARINT[delta]
+        td = _VARINT[ts_delta]
         vl = _VARINT[vlen]
-        body = 4 + len(od) + len(vl) + vlen
-        prefix = b"".join((b"\x00" if delta else b"", _VARINT[body], b"\x00\x00", od, b"\x01", vl))
+        body = 3 + len(td) + len(od) + len(vl) + vlen
+        prefix = b"".join((b"\x00" if delta else b"", _VARINT[body], b"\x00", td, od, b"\x01", vl))
         if len(self) < _MAX_CACHE_ENTRIES:
             self[key] = prefix
         return prefix
 
 
 class _KeyPrefixes(dict):
-    """(offsetDelta, keyLength, valueLength) -> the bytes before a headerless record's key."""
+    """(offsetDelta, timestampDelta, keyLength, valueLength) -> the bytes before a headerless record's key."""
 
-    def __missing__(self, key: tuple[int, int, int]) -> bytes:
-        delta, klen, vlen = key
+    def __missing__(self, key: tuple[int, int, int, int]) -> bytes:
+        delta, ts_delta, klen, vlen = key
         od = _VARINT[delta]
+        td = _VARINT[ts_delta]
         kl = _VARINT[klen]
-        body = 3 + len(od) + len(kl) + klen + len(_VARINT[vlen]) + vlen
-        prefix = b"".join((b"\x00" if delta else b"", _VARINT[body], b"\x00\x00", od, kl))
+        body = 2 + len(td) + len(od) + len(kl) + klen + len(_VARINT[vlen]) + vlen
+        prefix = b"".join((b"\x00" if delta else b"", _VARINT[body], b"\x00", td, od, kl))
         if len(self) < _MAX_CACHE_ENTRIES:
             self[key] = prefix
         return prefix
@@ -140,56 +142,84 @@ class _KeyPrefixes(dict):
 
 _VALUE_PREFIXES = _ValuePrefixes()
 _KEY_PREFIXES = _KeyPrefixes()
-# Runs of prefixes for offset deltas 0..n-1 when every value (and key) has the same length.
-_VALUE_RUNS: dict[int, list[bytes]] = {}
-_KEY_RUNS: dict[tuple[int, int], list[bytes]] = {}
-_MAX_RUNS = 256
 
 
-def _value_run(vlen: int, n: int) -> list[bytes]:
-    run = _VALUE_RUNS.get(vlen)
-    if run is None or len(run) < n:
-        prefixes = _VALUE_PREFIXES
-        run = [prefixes[(delta, vlen)] for delta in range(max(n, 64))]
-        if len(_VALUE_RUNS) >= _MAX_RUNS:
-            _VALUE_RUNS.clear()
-        _VALUE_RUNS[vlen] = run
-    return run
+class _Layout(NamedTuple):
+    """The shape shared by the records of a uniform batch: every key of one length (or every key
+    null), every value of one length, timestamp delta 0 and no headers. Entry i of each list is
+    for offset delta i; a layout built for n records serves every batch of up to n records.
+
+    ``prefixes`` are the bytes before each key (or value, for null keys), and the slices locate
+    the keys and values in the record area.
+    """
+
+    prefixes: list[bytes]
+    key_slices: list[slice] | None
+    value_slices: list[slice]
 
 
-def _key_run(klen: int, vlen: int, n: int) -> list[bytes]:
-    run = _KEY_RUNS.get((klen, vlen))
-    if run is None or len(run) < n:
-        prefixes = _KEY_PREFIXES
-        run = [prefixes[(delta, klen, vlen)] for delta in range(max(n, 64))]
-        if len(_KEY_RUNS) >= _MAX_RUNS:
-            _KEY_RUNS.clear()
-        _KEY_RUNS[(klen, vlen)] = run
-    return run
+def _build_layout(klen: int, vlen: int, n: int) -> _Layout:
+    pos = 0
+    value_slices = []
+    if klen < 0:
+        prefixes = [_VALUE_PREFIXES[(delta, 0, vlen)] for delta in range(n)]
+        for prefix in prefixes:
+            pos += len(prefix)
+            value_slices.append(slice(pos, pos + vlen))
+            pos += vlen
+        return _Layout(prefixes, None, value_slices)
+    prefixes = [_KEY_PREFIXES[(delta, 0, klen, vlen)] for delta in range(n)]
+    key_slices = []
+    vl = len(_VARINT[vlen])
+    for prefix in prefixes:
+        pos += len(prefix)
+        key_slices.append(slice(pos, pos + klen))
+        pos += klen + vl
+        value_slices.append(slice(pos, pos + vlen))
+        pos += vlen
+    return _Layout(prefixes, key_slices, value_slices)
 
 
-def _join_values_only(values: Sequence[bytes]) -> bytes:
+_LAYOUTS: dict[tuple[int, int], _Layout] = {}
+_MAX_LAYOUTS = 256
+
+
+def _layout(klen: int, vlen: int, n: int) -> _Layout:
+    """The layout for keys of length ``klen`` (-1: null keys) and values of ``vlen``, for >= n records."""
+    layout = _LAYOUTS.get((klen, vlen))
+    if layout is None or len(layout.prefixes) < n:
+        size = max(n, 64) if layout is None else max(n, 2 * len(layout.prefixes))
+        layout = _build_layout(klen, vlen, size)
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[(klen, vlen)] = layout
+    return layout
+
+
+def _join_values_only(values: Sequence[bytes], ts_deltas: Sequence[int] | None) -> bytes:
     n = len(values)
     lens = list(map(len, values))
     parts = [b"\x00"] * (2 * n + 1)
-    if lens.count(lens[0]) == n:
-        parts[0 : 2 * n : 2] = _value_run(lens[0], n)[:n]
+    if ts_deltas is None and lens.count(lens[0]) == n:
+        parts[0 : 2 * n : 2] = islice(_layout(-1, lens[0], n).prefixes, n)
     else:
-        parts[0 : 2 * n : 2] = map(_VALUE_PREFIXES.__getitem__, zip(range(n), lens))
+        deltas = repeat(0, n) if ts_deltas is None else ts_deltas
+        parts[0 : 2 * n : 2] = map(_VALUE_PREFIXES.__getitem__, zip(range(n), deltas, lens))
     parts[1 : 2 * n : 2] = values
     return b"".join(parts)
 
 
-def _join_keys_and_values(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
+def _join_keys_and_values(keys: Sequence[bytes], values: Sequence[bytes], ts_deltas: Sequence[int] | None) -> bytes:
     n = len(values)
     klens = list(map(len, keys))
     vlens = list(map(len, values))
     parts = [b"\x00"] * (4 * n + 1)
-    if klens.count(klens[0]) == n and vlens.count(vlens[0]) == n:
-        parts[0 : 4 * n : 4] = _key_run(klens[0], vlens[0], n)[:n]
+    if ts_deltas is None and klens.count(klens[0]) == n and vlens.count(vlens[0]) == n:
+        parts[0 : 4 * n : 4] = islice(_layout(klens[0], vlens[0], n).prefixes, n)
         parts[2 : 4 * n : 4] = repeat(_VARINT[vlens[0]], n)
     else:
-        parts[0 : 4 * n : 4] = map(_KEY_PREFIXES.__getitem__, zip(range(n), klens, vlens))
+        deltas = repeat(0, n) if ts_deltas is None else ts_deltas
+        parts[0 : 4 * n : 4] = map(_KEY_PREFIXES.__getitem__, zip(range(n), deltas, klens, vlens))
         parts[2 : 4 * n : 4] = map(_varint, vlens)
     parts[1 : 4 * n : 4] = keys
     parts[3 : 4 * n : 4] = values
@@ -300,17 +330,26 @@ def encode_batch(
         base_timestamp = max_timestamp = now_ms() if timestamp is None else timestamp
     if headers is not None and not any(headers):
         headers = None
-    if keys is not None and keys.count(None) == n:
+    if keys is not None and keys[0] is None and keys.count(None) == n:
         keys = None
 
-    if timestamps is None and headers is None and None not in values and (keys is None or None not in keys):
-        records = _join_values_only(values) if keys is None else _join_keys_and_values(keys, values)
-    else:
+    ts_deltas = None if timestamps is None else [t - base_timestamp for t in timestamps]
+    records = None
+    if headers is None:
+        try:
+            if keys is None:
+                records = _join_values_only(values, ts_deltas)
+            else:
+                records = _join_keys_and_values(keys, values, ts_deltas)
+        except TypeError:
+            # len(None): a null key or value, which only the general path below encodes.
+            records = None
+    if records is None:
         records = b"".join(
             map(
                 _encode_record,
                 range(n),
-                repeat(0, n) if timestamps is None else [t - base_timestamp for t in timestamps],
+                repeat(0, n) if ts_deltas is None else ts_deltas,
                 repeat(None, n) if keys is None else keys,
                 values,
                 repeat(None, n) if headers is None else headers,
@@ -351,6 +390,76 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptBatchError(f"varint longer than 10 bytes at byte {pos}")
+
+
+class _UniformSizes(dict):
+    """(keyLength or -1, valueLength, n) -> bytes taken by n records of a uniform batch (see _Layout)."""
+
+    def __missing__(self, shape: tuple[int, int, int]) -> int:
+        size = _uniform_size(*shape)
+        if len(self) >= _MAX_CACHE_ENTRIES:
+            self.clear()
+        self[shape] = size
+        return size
+
+
+def _uniform_size(klen: int, vlen: int, n: int) -> int:
+    """Bytes taken by n records of a uniform batch (see _Layout) with these key and value lengths."""
+    fixed = 3 + _varint_size(vlen) + vlen + (1 if klen < 0 else _varint_size(klen) + klen)
+    total = 0
+    low = 0
+    delta_size = 1
+    limit = 64
+    while low < n:
+        high = min(n, limit)
+        body = fixed + delta_size
+        total += (high - low) * (_varint_size(body) + body)
+        low = high
+        delta_size += 1
+        limit <<= 7
+    return total
+
+
+_UNIFORM_SIZES = _UniformSizes()
+
+
+def _decode_uniform(data: bytes, start: int, end: int, n: int, base_offset: int, timestamp: int) -> list[Record] | None:
+    """Decode a batch by checking that it is uniform (see _Layout), or return None if it is not.
+
+    The shape is guessed from the first record; the keys and values are sliced where that shape
+    puts them, and the guess is confirmed by re-encoding them and comparing with the record area,
+    so a batch is only decoded here when a full parse would give exactly the same records.
+    """
+    try:
+        _, pos = _read_varint(data, start)
+        if data[pos : pos + 3] != b"\x00\x00\x00":
+            return None
+        klen, pos = _read_varint(data, pos + 3)
+        if klen < -1:
+            return None
+        vlen, _ = _read_varint(data, pos + max(klen, 0))
+    except (IndexError, CorruptBatchError):
+        return None
+    if vlen < 0 or _UNIFORM_SIZES[(klen, vlen, n)] != end - start:
+        return None
+    layout = _layout(klen, vlen, n)
+    area = data if start == 0 and end == len(data) else data[start:end]
+    values = list(map(area.__getitem__, islice(layout.value_slices, n)))
+    if layout.key_slices is None:
+        if _join_values_only(values, None) != area:
+            return None
+        keys = repeat(None, n)
+    else:
+        keys = list(map(area.__getitem__, islice(layout.key_slices, n)))
+        if _join_keys_and_values(keys, values, None) != area:
+            return None
+    return list(
+        map(
+            _new_record,
+            repeat(Record, n),
+            zip(range(base_offset, base_offset + n), repeat(timestamp, n), keys, values, repeat((), n)),
+        )
+    )
 
 
 _ZZ1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
@@ -507,6 +616,17 @@ def _decode_body(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
     log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
     if header.record_count < 0:
         raise CorruptBatchError(f"batch at byte {pos} declares {header.record_count} records")
+    if header.record_count and end > start:
+        records = _decode_uniform(
+            data,
+            start,
+            end,
+            header.record_count,
+            header.base_offset,
+            header.base_timestamp if log_append_time is None else log_append_time,
+        )
+        if records is not None:
+            return records
     return _decode_record_area(
         data, start, end, header.record_count, header.base_offset, header.base_timestamp, log_append_time
     )
