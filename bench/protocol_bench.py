@@ -10,11 +10,15 @@ the broker sends them), and decoding that Fetch response as a client does.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
-from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.codec import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pipeline.protocol.api_keys import ApiKey  # noqa: E402
+from pipeline.protocol.codec import (  # noqa: E402
     decode_request,
     decode_response,
     encode_request,
