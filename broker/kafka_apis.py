@@ -1,0 +1,341 @@
+"""KafkaApis: decodes each request frame, calls the partition and admin layers, encodes the response.
+
+One handler per API key, found through a table; request and response bodies are the dicts of the
+shared protocol codec (Kafka's field names in snake_case), so one handler serves every version the
+codec declares. Malformed frames and unsupported APIs close the offending connection; errors that
+concern one partition or topic are answered with that entry's error code.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from broker.admin_manager import AdminManager, TopicError
+from broker.metadata import StandaloneMetadata
+from broker.replica_manager import FetchResult, ReplicaManager
+from broker.server.socket_server import CloseConnection
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.codec import (
+    SUPPORTED_VERSIONS,
+    ProtocolError,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    read_request_header,
+)
+from pipeline.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+# Kafka's "not requested" value for authorized-operations fields.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+ISOLATION_READ_COMMITTED = 1
+
+
+class KafkaApis:
+    """The request handlers of one broker, dispatched by API key."""
+
+    def __init__(self, broker_id: int, advertised_host: str, advertised_port: int, replica_manager: ReplicaManager,
+                 admin: AdminManager, metadata: StandaloneMetadata, auto_create_topics: bool,
+                 fetch_max_wait_cap_ms: int) -> None:
+        self.broker_id = broker_id
+        self.advertised_host = advertised_host
+        self.advertised_port = advertised_port
+        self.replica_manager = replica_manager
+        self.admin = admin
+        self.metadata = metadata
+        self.auto_create_topics = auto_create_topics
+        self.fetch_max_wait_cap_ms = fetch_max_wait_cap_ms
+        self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+        }
+        self._api_versions_body = {
+            "error_code": ErrorCode.NONE,
+            "api_keys": [
+                {"api_key": key, "min_version": low, "max_version": high}
+                for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+                if key in self._handlers
+            ],
+            "throttle_time_ms": 0,
+        }
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    def handle(self, frame: memoryview, peer: str) -> list | None | Awaitable[list | None]:
+        """Answer one request frame; the socket server calls this for every frame in order."""
+        try:
+            header = read_request_header(frame)
+        except ProtocolError as exc:
+            raise CloseConnection(f"unreadable request header: {exc}") from None
+        handler = self._handlers.get(header.api_key)
+        versions = SUPPORTED_VERSIONS.get(header.api_key)
+        if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
+            # A client newer than us: answer in the v0 layout with our list so it can retry lower.
+            body = dict(self._api_versions_body, error_code=ErrorCode.UNSUPPORTED_VERSION)
+            return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+        if handler is None or versions is None:
+            raise CloseConnection(f"unknown API key {header.api_key} (client {header.client_id!r})")
+        if not versions[0] <= header.api_version <= versions[1]:
+            raise CloseConnection(f"unsupported version {header.api_version} of {_api_name(header.api_key)} "
+                                  f"(supported {versions[0]}-{versions[1]}, client {header.client_id!r})")
+        try:
+            request = decode_request(header, frame, header.size)
+        except ProtocolError as exc:
+            if header.api_key == ApiKey.API_VERSIONS:
+                body = dict(self._api_versions_body, error_code=ErrorCode.INVALID_REQUEST)
+                return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+            raise CloseConnection(f"malformed {_api_name(header.api_key)} v{header.api_version} request "
+                                  f"(client {header.client_id!r}): {exc}") from None
+        result = handler(header, request)
+        if result is None:
+            return None
+        if isinstance(result, dict):
+            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+        return self._respond_later(header, result)
+
+    async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict]) -> list:
+        body = await pending
+        return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+    # -- ApiVersions, Metadata ------------------------------------------------------------------
+
+    def handle_api_versions(self, header: RequestHeader, request: dict) -> dict:
+        return self._api_versions_body
+
+    def handle_metadata(self, header: RequestHeader, request: dict) -> dict:
+        requested = request.get("topics")
+        allow_create = request.get("allow_auto_topic_creation", True) and self.auto_create_topics
+        topics = self.admin.topics()
+        if requested is None or (header.api_version == 0 and not requested):
+            names = sorted(topics)
+        else:
+            names = [t["name"] for t in requested]
+        entries = []
+        for name in names:
+            info = topics.get(name)
+            if info is None and allow_create:
+                info = self._auto_create(name)
+            if info is None:
+                entries.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
+                                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                continue
+            entries.append({
+                "error_code": ErrorCode.NONE,
+                "name": name,
+                "is_internal": False,
+                "partitions": [self._partition_metadata(name, index) for index in range(info.partitions)],
+                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            })
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": self.broker_id, "host": self.advertised_host, "port": self.advertised_port,
+                         "rack": None}],
+            "cluster_id": self.metadata.cluster_id,
+            "controller_id": self.broker_id,
+            "topics": entries,
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
+
+    def _partition_metadata(self, topic: str, index: int) -> dict:
+        partition = self.replica_manager.get_partition(topic, index)
+        if partition is None:
+            return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
+                    "leader_epoch": -1, "replica_nodes": [self.broker_id], "isr_nodes": [], "offline_replicas": []}
+        return {"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": self.broker_id,
+                "leader_epoch": partition.leader_epoch, "replica_nodes": [self.broker_id],
+                "isr_nodes": [self.broker_id], "offline_replicas": []}
+
+    def _auto_create(self, name: str):
+        try:
+            return self.admin.create_topic(name)
+        except TopicError as exc:
+            log.info("not auto-creating topic %r: %s", name, exc)
+            return None
+
+    # -- Produce --------------------------------------------------------------------------------
+
+    def handle_produce(self, header: RequestHeader, request: dict) -> dict | None:
+        acks = request["acks"]
+        topic_data = request["topic_data"]
+        if request.get("transactional_id") is not None:
+            error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported yet"
+        elif acks not in (0, 1, -1):
+            error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"
+        else:
+            error, message = None, None
+        append = self.replica_manager.append_records
+        responses = []
+        failed = False
+        for topic in topic_data:
+            name = topic["name"]
+            results = []
+            for part in topic["partition_data"]:
+                if error is None:
+                    result = append(name, part["index"], part["records"])
+                    code, base_offset, log_start, err_msg = result
+                else:
+                    code, base_offset, log_start, err_msg = error, -1, -1, message
+                if code:
+                    failed = True
+                results.append({"index": part["index"], "error_code": code, "base_offset": base_offset,
+                                "log_append_time_ms": -1, "log_start_offset": log_start, "record_errors": [],
+                                "error_message": err_msg})
+            responses.append({"name": name, "partition_responses": results})
+        if acks == 0:
+            if failed:
+                # With acks=0 the only way to tell the producer is to drop the connection (Kafka does too).
+                raise CloseConnection("an acks=0 produce request failed; see the rejection logged above")
+            return None
+        # acks=-1 equals acks=1 while every partition has exactly one replica.
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    # -- Fetch ----------------------------------------------------------------------------------
+
+    def handle_fetch(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        results = self._read_fetch(request)
+        total = sum(r.size for _, _, r in results)
+        errors = any(r.error_code for _, _, r in results)
+        max_wait_ms = min(request["max_wait_ms"], self.fetch_max_wait_cap_ms)
+        if max_wait_ms <= 0 or total >= request["min_bytes"] or errors or not results:
+            return self._fetch_response(request, results)
+        return self._delayed_fetch(request, results, max_wait_ms)
+
+    async def _delayed_fetch(self, request: dict, results: list, max_wait_ms: int) -> dict:
+        deadline = time.monotonic() + max_wait_ms / 1000
+        watched = [(topic, index) for topic, index, _ in results]
+        while True:
+            for _, _, result in results:
+                result.release()
+            remaining = deadline - time.monotonic()
+            woken = remaining > 0 and await self.replica_manager.wait_for_data(watched, remaining)
+            results = self._read_fetch(request)
+            total = sum(r.size for _, _, r in results)
+            if not woken or total >= request["min_bytes"] or any(r.error_code for _, _, r in results):
+                return self._fetch_response(request, results)
+
+    def _read_fetch(self, request: dict) -> list[tuple[str, int, FetchResult]]:
+        remaining = request.get("max_bytes", 0x7FFFFFFF)
+        read = self.replica_manager.read
+        results = []
+        for topic in request["topics"]:
+            name = topic["topic"]
+            for part in topic["partitions"]:
+                if remaining > 0:
+                    limit = min(part["partition_max_bytes"], remaining)
+                    result = read(name, part["partition"], part["fetch_offset"], limit,
+                                  min_one_batch=(remaining == request.get("max_bytes", 0x7FFFFFFF)))
+                    remaining -= result.size
+                else:
+                    result = read(name, part["partition"], part["fetch_offset"], 0, min_one_batch=False)
+                    result.release()
+                results.append((name, part["partition"], result))
+        return results
+
+    def _fetch_response(self, request: dict, results: list[tuple[str, int, FetchResult]]) -> dict:
+        responses: list[dict] = []
+        by_topic: dict[str, list] = {}
+        for name, index, result in results:
+            partitions = by_topic.get(name)
+            if partitions is None:
+                partitions = by_topic[name] = []
+                responses.append({"topic": name, "partitions": partitions})
+            partitions.append({
+                "partition_index": index,
+                "error_code": result.error_code,
+                "high_watermark": result.high_watermark,
+                "last_stable_offset": result.high_watermark,
+                "log_start_offset": result.log_start_offset,
+                "aborted_transactions": None if request.get("isolation_level") != ISOLATION_READ_COMMITTED else [],
+                "preferred_read_replica": -1,
+                "records": result.records,
+            })
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+
+    # -- ListOffsets ----------------------------------------------------------------------------
+
+    def handle_list_offsets(self, header: RequestHeader, request: dict) -> dict:
+        topics = []
+        for topic in request["topics"]:
+            name = topic["name"]
+            partitions = []
+            for part in topic["partitions"]:
+                partitions.append(self._list_offset(name, part["partition_index"], part["timestamp"]))
+            topics.append({"name": name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _list_offset(self, topic: str, index: int, timestamp: int) -> dict:
+        entry = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
+                 "leader_epoch": -1, "old_style_offsets": []}
+        partition = self.replica_manager.get_partition(topic, index)
+        if partition is None:
+            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return entry
+        log_ = partition.log
+        if timestamp == LATEST_TIMESTAMP:
+            entry["offset"] = log_.log_end_offset
+        elif timestamp == EARLIEST_TIMESTAMP:
+            entry["offset"] = log_.log_start_offset
+        elif timestamp < 0:
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+        else:
+            found = log_.offset_for_timestamp(timestamp)
+            if found is not None:
+                entry["offset"], entry["timestamp"] = found
+        entry["old_style_offsets"] = [entry["offset"]] if entry["offset"] >= 0 else []
+        return entry
+
+    # -- CreateTopics, DeleteTopics -------------------------------------------------------------
+
+    def handle_create_topics(self, header: RequestHeader, request: dict) -> dict:
+        results = []
+        for topic in request["topics"]:
+            name = topic["name"]
+            entry = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+            try:
+                if topic.get("assignments"):
+                    raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
+                configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
+                self.admin.create_topic(name, topic["num_partitions"], topic["replication_factor"], configs,
+                                        validate_only=request.get("validate_only", False))
+            except TopicError as exc:
+                entry["error_code"], entry["error_message"] = exc.error_code, str(exc)
+            results.append(entry)
+        return {"throttle_time_ms": 0, "topics": results}
+
+    def handle_delete_topics(self, header: RequestHeader, request: dict) -> dict:
+        results = []
+        for name in request["topic_names"]:
+            entry = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+            try:
+                self.admin.delete_topic(name)
+            except TopicError as exc:
+                entry["error_code"], entry["error_message"] = exc.error_code, str(exc)
+            results.append(entry)
+        return {"throttle_time_ms": 0, "responses": results}
+
+    # -- InitProducerId -------------------------------------------------------------------------
+
+    def handle_init_producer_id(self, header: RequestHeader, request: dict) -> dict:
+        if request.get("transactional_id") is not None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+                "producer_id": self.metadata.next_producer_id(), "producer_epoch": 0}
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API {api_key}"

@@ -1,0 +1,106 @@
+"""KafkaServer: assembles one broker from its layers, runs its periodic tasks and shuts it down cleanly.
+
+Start-up order: load and recover the logs, read the cluster metadata, lead every registered partition,
+then listen. Shutdown order: stop accepting, close connections, stop the periodic tasks, flush every
+log, checkpoint recovery points and write the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+from broker.admin_manager import AdminManager
+from broker.config import ConfigError, KafkaConfig
+from broker.kafka_apis import KafkaApis
+from broker.log.log_manager import LogManager
+from broker.metadata import StandaloneMetadata
+from broker.replica_manager import ReplicaManager
+from broker.server.socket_server import SocketServer
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    """One broker process: storage, partitions, request handlers, network server and scheduler."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        if config["zookeeper.connect"]:
+            raise ConfigError("zookeeper.connect is set, but cluster mode is not available yet: leave it empty to run standalone")
+        self.config = config
+        self.log_manager: LogManager | None = None
+        self.socket_server: SocketServer | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._stopped = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        assert self.socket_server is not None
+        return self.socket_server.bound_port
+
+    async def startup(self) -> None:
+        config = self.config
+        log_dirs = config.log_dirs
+        for directory in log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        log_config = config.log_config()
+        self.log_manager = LogManager(log_dirs, log_config)
+        self.log_manager.startup()
+        log.info("loaded %d partition log(s) from %s in %.2fs", len(self.log_manager.all_logs()),
+                 ",".join(map(str, log_dirs)), time.monotonic() - started)
+        metadata = StandaloneMetadata(log_dirs[0])
+        replica_manager = ReplicaManager(self.log_manager)
+        admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
+        admin.host_existing_topics()
+        host, port = config.listen_address
+        # The socket server needs the handler and the handler the advertised port, known after bind.
+        apis_holder: list[KafkaApis] = []
+        self.socket_server = SocketServer(host, port, lambda frame, peer: apis_holder[0].handle(frame, peer),
+                                          config["socket.request.max.bytes"])
+        await self.socket_server.start()
+        advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+        apis_holder.append(KafkaApis(config.broker_id, advertised, self.socket_server.bound_port, replica_manager,
+                                     admin, metadata, config["auto.create.topics.enable"],
+                                     config["fetch.max.wait.cap.ms"]))
+        self._schedule("log-retention", config["log.retention.check.interval.ms"], self.log_manager.run_retention)
+        self._schedule("log-flusher", config["log.flush.scheduler.interval.ms"], self.log_manager.flush_dirty_logs)
+        self._schedule("recovery-point-checkpoint", config["log.flush.offset.checkpoint.interval.ms"],
+                       self.log_manager.checkpoint_recovery_points)
+        log.info("broker %d started, listening on %s port %d (cluster id %s, standalone)", config.broker_id, host,
+                 self.socket_server.bound_port, metadata.cluster_id)
+
+    def _schedule(self, name: str, interval_ms: int, action: Callable[[], object]) -> None:
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    action()
+                except Exception:
+                    log.exception("periodic task %s failed; it will run again", name)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
+
+    async def shutdown(self) -> None:
+        log.info("shutting down")
+        if self.socket_server is not None:
+            await self.socket_server.stop_accepting()
+            await self.socket_server.close_all()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks.clear()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+            self.log_manager = None
+        log.info("shut down cleanly")
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()

@@ -1,0 +1,171 @@
+"""ReplicaManager and Partition: which partitions this broker leads, appends to them and reads from them.
+
+The layer between the request handlers (KafkaApis) and the storage (Log). It owns one Partition per
+hosted topic-partition, turns storage errors into Kafka error codes per partition, and lets a fetch
+that found too little data wait until an append to one of its partitions wakes it (Kafka's delayed
+fetch purgatory, reduced to what one event loop needs). With replication factor 1 the high watermark
+is the log end offset; replication will move it behind the followers' positions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple
+
+from broker.log.errors import OffsetOutOfRangeError
+from broker.log.log import Log
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
+from pipeline.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class Partition:
+    """One topic-partition this broker leads: its log, leader epoch and the fetches waiting on it."""
+
+    __slots__ = ("topic", "index", "log", "leader_epoch", "_waiters")
+
+    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = -1) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        # -1 tells clients not to validate offsets by leader epoch (OffsetForLeaderEpoch is not served).
+        self.leader_epoch = leader_epoch
+        self._waiters: list[asyncio.Future] = []
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    def add_waiter(self, future: asyncio.Future) -> None:
+        self._waiters.append(future)
+
+    def remove_waiter(self, future: asyncio.Future) -> None:
+        try:
+            self._waiters.remove(future)
+        except ValueError:
+            pass
+
+    def wake_waiters(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+
+class AppendResult(NamedTuple):
+    """The outcome of appending to one partition, as Produce reports it."""
+
+    error_code: int
+    base_offset: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass
+class FetchResult:
+    """The outcome of reading one partition, as Fetch reports it; ``records`` may be a file region."""
+
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: object = b""
+    size: int = 0
+
+    def release(self) -> None:
+        close = getattr(self.records, "close", None)
+        if close is not None:
+            close()
+        self.records = b""
+        self.size = 0
+
+
+class ReplicaManager:
+    """All partitions hosted by this broker, with append, read and wait operations on them."""
+
+    def __init__(self, log_manager: LogManager) -> None:
+        self._log_manager = log_manager
+        self._partitions: dict[TopicPartition, Partition] = {}
+
+    def make_leader(self, topic: str, index: int, config: LogConfig | None = None, leader_epoch: int = -1) -> Partition:
+        """Host ``topic``-``index`` as its leader, creating its log when it does not exist yet."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            partition = Partition(topic, index, self._log_manager.get_or_create_log(topic, index, config), leader_epoch)
+            self._partitions[(topic, index)] = partition
+        return partition
+
+    def stop_partition(self, topic: str, index: int, delete: bool) -> None:
+        """Stop hosting a partition; ``delete`` also removes its log from disk."""
+        partition = self._partitions.pop((topic, index), None)
+        if partition is not None:
+            partition.wake_waiters()
+        if delete:
+            self._log_manager.delete_log(topic, index)
+
+    def partitions_on_disk(self) -> list[TopicPartition]:
+        """Every topic-partition whose log the log manager loaded, hosted or not."""
+        return list(self._log_manager.all_logs())
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def partitions(self) -> Iterable[Partition]:
+        return self._partitions.values()
+
+    def append_records(self, topic: str, index: int, records: memoryview | bytes | None) -> AppendResult:
+        """Append one partition's batches as leader; storage errors become that partition's error code."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not records:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, error_message="the partition's record set is empty")
+        try:
+            info = partition.log.append_as_leader(records, partition.leader_epoch)
+        except Exception as exc:
+            code = getattr(exc, "error_code", None)
+            if code is None:
+                log.exception("append to %s-%d failed", topic, index)
+                return AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+            log.warning("rejected produce to %s-%d: %s", topic, index, exc)
+            return AppendResult(code, error_message=str(exc))
+        if not info.duplicate:
+            partition.wake_waiters()
+        return AppendResult(ErrorCode.NONE, info.first_offset, info.log_start_offset)
+
+    def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool) -> FetchResult:
+        """Read one partition from ``offset``; the result holds a file region to send, or an error."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        log_ = partition.log
+        try:
+            region = log_.read(offset, max_bytes, min_one_batch)
+        except OffsetOutOfRangeError:
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, log_.log_end_offset, log_.log_start_offset)
+        if region.size == 0:
+            region.close()
+            return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset)
+        return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset, region, region.size)
+
+    async def wait_for_data(self, topic_partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
+        """Wait until one of the partitions gets an append, or the timeout passes; True if woken."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        watched = [p for tp in topic_partitions if (p := self._partitions.get(tp)) is not None]
+        for partition in watched:
+            partition.add_waiter(future)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            for partition in watched:
+                partition.remove_waiter(future)
