@@ -39,18 +39,18 @@ def make_batch(
     return bytes(builder.build())
 
 
-def batches_in(data: bytes) -> list[tuple[int, int]]:
-    """(base offset, record count) of every whole batch in ``data``, CRC-checked."""
-    return [(h.base_offset, h.record_count) for _, h in iter_batches(data)]
+def batches_in(data: bytes, check_crc: bool = True) -> list[tuple[int, int]]:
+    """(base offset, record count) of every whole batch in ``data``, CRC-checked by default."""
+    return [(h.base_offset, h.record_count) for _, h in iter_batches(data, check_crc)]
 
 
-def read_all(log: Log, offset: int | None = None) -> list[tuple[int, int]]:
+def read_all(log: Log, offset: int | None = None, check_crc: bool = True) -> list[tuple[int, int]]:
     """Every whole batch from ``offset`` (default: the log start) to the log end, via Log.read."""
     out = []
     position = log.log_start_offset if offset is None else offset
     while position < log.log_end_offset:
         with log.read(position, 1 << 20) as fetched:
-            found = batches_in(fetched.read_bytes())
+            found = batches_in(fetched.read_bytes(), check_crc)
         assert found, f"no whole batch read at offset {position}"
         out.extend(found)
         last_base, last_count = found[-1]
