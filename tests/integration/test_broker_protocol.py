@@ -1,0 +1,294 @@
+"""Broker behaviour at the protocol level that stock clients do not pin down, over a raw socket.
+
+Version negotiation, long-poll fetches that wake when data arrives, Fetch size rules (KIP-74),
+per-partition errors, acks=0 failures, topic admin errors and producer ids, spoken with our own codec
+to a real broker process.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.batch import iter_batches
+from pipeline.protocol.codec import decode_response, encode_request
+from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.records import decode_records, encode_batch
+
+
+class Client:
+    """A blocking Kafka connection speaking our codec, one request at a time or pipelined."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+        self.correlation = 0
+
+    def send(self, api_key: int, version: int, body: dict) -> int:
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, "protocol-test", body))
+        return self.correlation
+
+    def send_raw_header(self, api_key: int, version: int, body: bytes = b"") -> int:
+        """A request our codec would refuse to encode (a version nobody declares)."""
+        self.correlation += 1
+        client_id = b"protocol-test"
+        payload = struct.pack(">hhih", api_key, version, self.correlation, len(client_id)) + client_id + body
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        return self.correlation
+
+    def receive(self, api_key: int, version: int) -> tuple[int, dict]:
+        (length,) = struct.unpack(">i", self._exact(4))
+        return decode_response(api_key, version, self._exact(length))
+
+    def call(self, api_key: int, version: int, body: dict) -> dict:
+        sent = self.send(api_key, version, body)
+        correlation, response = self.receive(api_key, version)
+        assert correlation == sent
+        return response
+
+    def _exact(self, size: int) -> bytes:
+        chunks = []
+        while size:
+            chunk = self.sock.recv(size)
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def is_closed_by_peer(self, timeout: float = 10) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def client(broker):
+    connection = Client(broker.port)
+    yield connection
+    connection.close()
+
+
+def create_topic(client: Client, name: str, partitions: int, configs: dict[str, str] | None = None) -> dict:
+    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+            "timeout_ms": 5000}
+    return client.call(ApiKey.CREATE_TOPICS, 4, body)["topics"][0]
+
+
+def produce(client: Client, topic: str, partition: int, records: bytes, acks: int = 1, version: int = 8) -> dict:
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    if acks == 0:
+        client.send(ApiKey.PRODUCE, version, body)
+        return {}
+    return client.call(ApiKey.PRODUCE, version, body)["responses"][0]["partition_responses"][0]
+
+
+def fetch_body(parts: list[tuple[str, int, int, int]], max_wait_ms: int = 0, min_bytes: int = 1,
+               max_bytes: int = 50 << 20) -> dict:
+    topics: dict[str, list] = {}
+    for topic, partition, offset, partition_max in parts:
+        topics.setdefault(topic, []).append({"partition": partition, "current_leader_epoch": -1,
+                                             "fetch_offset": offset, "log_start_offset": -1,
+                                             "partition_max_bytes": partition_max})
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()], "forgotten_topics_data": [],
+            "rack_id": ""}
+
+
+def values(records) -> list[bytes]:
+    return [bytes(r.value) for r in decode_records(bytes(records))[0]]
+
+
+def test_newer_api_versions_request_gets_v0_answer_with_our_range(client):
+    # Version 9 with a body in a layout we cannot know: the broker must not try to parse it.
+    client.send_raw_header(ApiKey.API_VERSIONS, 9, b"\x07future-body")
+    _, body = client.receive(ApiKey.API_VERSIONS, 0)
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+    assert ranges[ApiKey.API_VERSIONS][1] < 9
+    assert {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.LIST_OFFSETS} <= set(ranges)
+    # The connection stays usable for the retry at a version we support.
+    retry = client.call(ApiKey.API_VERSIONS, ranges[ApiKey.API_VERSIONS][1], {})
+    assert retry["error_code"] == ErrorCode.NONE
+
+
+def test_unsupported_version_of_another_api_closes_only_that_connection(broker, client):
+    client.send_raw_header(ApiKey.PRODUCE, 99)
+    assert client.is_closed_by_peer()
+    other = Client(broker.port)
+    try:
+        assert other.call(ApiKey.METADATA, 8, {"topics": None})["brokers"][0]["port"] == broker.port
+    finally:
+        other.close()
+    assert "unsupported version 99" in broker.log_text()
+
+
+def test_long_poll_fetch_wakes_when_data_arrives(broker, client):
+    create_topic(client, "waiting", 1)
+    producer = Client(broker.port)
+    try:
+        sent = client.send(ApiKey.FETCH, 11, fetch_body([("waiting", 0, 0, 1 << 20)], max_wait_ms=20000))
+        started = time.monotonic()
+        timer = threading.Timer(0.3, produce, args=(producer, "waiting", 0, encode_batch([b"wake up"])))
+        timer.start()
+        correlation, body = client.receive(ApiKey.FETCH, 11)
+        elapsed = time.monotonic() - started
+        timer.join()
+    finally:
+        producer.close()
+    assert correlation == sent
+    partition = body["responses"][0]["partitions"][0]
+    assert values(partition["records"]) == [b"wake up"]
+    # Woken by the append, long before the 20 s max wait.
+    assert elapsed < 10
+
+
+def test_fetch_with_no_data_returns_after_max_wait(client):
+    create_topic(client, "quiet", 1)
+    started = time.monotonic()
+    body = client.call(ApiKey.FETCH, 11, fetch_body([("quiet", 0, 0, 1 << 20)], max_wait_ms=300))
+    assert time.monotonic() - started >= 0.25
+    partition = body["responses"][0]["partitions"][0]
+    assert partition["error_code"] == ErrorCode.NONE
+    assert len(partition["records"] or b"") == 0
+    assert partition["high_watermark"] == 0
+
+
+def test_fetch_size_limits_and_first_batch_always_whole(client):
+    create_topic(client, "sizes", 2)
+    big = encode_batch([b"B" * 5000])
+    small = encode_batch([b"s" * 10] * 3)
+    for _ in range(3):
+        assert produce(client, "sizes", 0, big)["error_code"] == ErrorCode.NONE
+        assert produce(client, "sizes", 1, small)["error_code"] == ErrorCode.NONE
+    # The first batch (5 KB) exceeds both limits but comes whole; the request limit is then used up.
+    body = client.call(ApiKey.FETCH, 11, fetch_body([("sizes", 0, 0, 100), ("sizes", 1, 0, 100)], max_bytes=1000))
+    first, second = body["responses"][0]["partitions"]
+    assert len(first["records"]) == len(big)
+    assert values(first["records"]) == [b"B" * 5000]
+    assert len(second["records"] or b"") == 0
+    assert second["high_watermark"] == 9
+    # With room, a partition limit cuts the region; whole batches decode, the partial tail is dropped.
+    body = client.call(ApiKey.FETCH, 11, fetch_body([("sizes", 1, 0, len(small) + 20)]))
+    records = body["responses"][0]["partitions"][0]["records"]
+    assert len(records) == len(small) + 20
+    parsed, stop = decode_records(bytes(records))
+    assert [r.offset for r in parsed] == [0, 1, 2] and stop == len(small)
+    # Fetching from the middle of a batch starts at that batch; the consumer skips earlier offsets.
+    body = client.call(ApiKey.FETCH, 11, fetch_body([("sizes", 1, 4, 1 << 20)]))
+    records = bytes(body["responses"][0]["partitions"][0]["records"])
+    assert [h.base_offset for _, h in iter_batches(records)] == [3, 6]
+    assert [r.offset for r in decode_records(records, min_offset=4)[0]] == [4, 5, 6, 7, 8]
+
+
+def test_per_partition_errors_in_one_request(client):
+    create_topic(client, "mixed", 1)
+    produce(client, "mixed", 0, encode_batch([b"a", b"b"]))
+    body = client.call(ApiKey.FETCH, 11, fetch_body([("mixed", 0, 0, 1 << 20), ("mixed", 0, 7, 1 << 20),
+                                                     ("mixed", 5, 0, 1 << 20), ("absent", 0, 0, 1 << 20)]))
+    codes = [p["error_code"] for t in body["responses"] for p in t["partitions"]]
+    assert codes == [ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    result = produce(client, "absent", 0, encode_batch([b"x"]))
+    assert result["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_oversized_batch_rejected_without_touching_the_log(broker_factory):
+    broker = broker_factory(overrides={"message.max.bytes": 2000})
+    client = Client(broker.port)
+    try:
+        create_topic(client, "limits", 1)
+        result = produce(client, "limits", 0, encode_batch([b"x" * 5000]))
+        assert result["error_code"] == ErrorCode.MESSAGE_TOO_LARGE
+        assert produce(client, "limits", 0, encode_batch([b"fits"]))["base_offset"] == 0
+        # A failed acks=0 produce drops the connection, the only signal such a producer can get.
+        produce(client, "limits", 0, encode_batch([b"y" * 5000]), acks=0)
+        assert client.is_closed_by_peer()
+    finally:
+        client.close()
+    assert (broker.partition_dir("limits", 0) / "00000000000000000000.log").stat().st_size == len(encode_batch([b"fits"]))
+
+
+def test_list_offsets_earliest_latest_and_by_time(client):
+    create_topic(client, "times", 1)
+    for index, ts in enumerate((1000, 2000, 3000)):
+        assert produce(client, "times", 0, encode_batch([b"%d" % index] * 2, timestamp=ts))["base_offset"] == index * 2
+
+    def offsets(timestamp: int) -> tuple[int, int]:
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "times", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                              "timestamp": timestamp}]}]}
+        part = client.call(ApiKey.LIST_OFFSETS, 5, body)["topics"][0]["partitions"][0]
+        assert part["error_code"] == ErrorCode.NONE
+        return part["offset"], part["timestamp"]
+
+    assert offsets(-2)[0] == 0
+    assert offsets(-1)[0] == 6
+    assert offsets(1500) == (2, 2000)
+    assert offsets(3000) == (4, 3000)
+    assert offsets(9999) == (-1, -1)
+
+
+def test_create_and_delete_topic_errors(broker, client):
+    assert create_topic(client, "admin", 3)["error_code"] == ErrorCode.NONE
+    assert create_topic(client, "admin", 3)["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert create_topic(client, "bad/name", 1)["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert create_topic(client, "zero", 0)["error_code"] == ErrorCode.INVALID_PARTITIONS
+    assert create_topic(client, "cfg", 1, {"no.such.config": "1"})["error_code"] == ErrorCode.INVALID_CONFIG
+    body = {"topics": [{"name": "rf", "num_partitions": 1, "replication_factor": 3, "assignments": [], "configs": []}],
+            "timeout_ms": 1000}
+    assert client.call(ApiKey.CREATE_TOPICS, 4, body)["topics"][0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    metadata = client.call(ApiKey.METADATA, 8, {"topics": [{"name": "admin"}], "allow_auto_topic_creation": False})
+    assert [p["partition_index"] for p in metadata["topics"][0]["partitions"]] == [0, 1, 2]
+    deleted = client.call(ApiKey.DELETE_TOPICS, 3, {"topic_names": ["admin", "never"], "timeout_ms": 1000})
+    assert [r["error_code"] for r in deleted["responses"]] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert not broker.partition_dir("admin", 0).exists()
+    metadata = client.call(ApiKey.METADATA, 8, {"topics": [{"name": "admin"}], "allow_auto_topic_creation": False})
+    assert metadata["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_topics_and_producer_ids_survive_restart(broker, client):
+    create_topic(client, "durable", 2, {"retention.ms": "-1"})
+    produce(client, "durable", 1, encode_batch([b"kept"]))
+    pid_before = client.call(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 1000})
+    client.close()
+    broker.restart()
+    again = Client(broker.port)
+    try:
+        metadata = again.call(ApiKey.METADATA, 8, {"topics": [{"name": "durable"}], "allow_auto_topic_creation": False})
+        assert len(metadata["topics"][0]["partitions"]) == 2
+        body = again.call(ApiKey.FETCH, 11, fetch_body([("durable", 1, 0, 1 << 20)]))
+        assert values(body["responses"][0]["partitions"][0]["records"]) == [b"kept"]
+        pid_after = again.call(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 1000})
+        assert pid_after["producer_id"] > pid_before["producer_id"]
+    finally:
+        again.close()
+
+
+def test_idempotent_retry_is_acknowledged_once(client):
+    create_topic(client, "idem", 1)
+    pid = client.call(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 1000})
+
+    def batch(seq: int, value: bytes) -> bytes:
+        return encode_batch([value], producer_id=pid["producer_id"], producer_epoch=0, base_sequence=seq)
+
+    assert produce(client, "idem", 0, batch(0, b"first"))["base_offset"] == 0
+    retried = produce(client, "idem", 0, batch(0, b"first"))
+    assert (retried["error_code"], retried["base_offset"]) == (ErrorCode.NONE, 0)
+    assert produce(client, "idem", 0, batch(5, b"gap"))["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce(client, "idem", 0, batch(1, b"second"))["base_offset"] == 1
+    body = client.call(ApiKey.FETCH, 11, fetch_body([("idem", 0, 0, 1 << 20)]))
+    assert values(body["responses"][0]["partitions"][0]["records"]) == [b"first", b"second"]
