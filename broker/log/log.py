@@ -154,6 +154,8 @@ class Log:
                 if not segment.rebuild_indexes():
                     recover_from = i
                     continue
+            if i + 1 < len(segments):
+                segment.on_become_inactive()
             i += 1
 
         self._segments = segments
