@@ -146,16 +146,18 @@ _KEY_PREFIXES = _KeyPrefixes()
 
 class _Layout(NamedTuple):
     """The shape shared by the records of a uniform batch: every key of one length (or every key
-    null), every value of one length, timestamp delta 0 and no headers. Entry i of each list is
-    for offset delta i; a layout built for n records serves every batch of up to n records.
+    null), every value of one length, no headers, and timestamp deltas of one byte (-64..63). Entry i
+    of each list is for offset delta i; a layout built for n records serves batches of up to n.
 
-    ``prefixes`` are the bytes before each key (or value, for null keys), and the slices locate
-    the keys and values in the record area.
+    ``prefixes`` are the bytes before each key (or value, for null keys) when the timestamp delta
+    is 0, the slices locate the keys and values in the record area, and ``timestamp_positions``
+    the one-byte timestamp deltas.
     """
 
     prefixes: list[bytes]
     key_slices: list[slice] | None
     value_slices: list[slice]
+    timestamp_positions: list[int]
 
 
 def _build_layout(klen: int, vlen: int, n: int) -> _Layout:
@@ -163,21 +165,26 @@ def _build_layout(klen: int, vlen: int, n: int) -> _Layout:
     value_slices = []
     if klen < 0:
         prefixes = [_VALUE_PREFIXES[(delta, 0, vlen)] for delta in range(n)]
-        for prefix in prefixes:
+        timestamp_positions = []
+        for delta, prefix in enumerate(prefixes):
+            # leading headerCount of the previous record (if any), length varint, attributes
+            timestamp_positions.append(pos + _read_varint(prefix, 1 if delta else 0)[1] + 1)
             pos += len(prefix)
             value_slices.append(slice(pos, pos + vlen))
             pos += vlen
-        return _Layout(prefixes, None, value_slices)
+        return _Layout(prefixes, None, value_slices, timestamp_positions)
     prefixes = [_KEY_PREFIXES[(delta, 0, klen, vlen)] for delta in range(n)]
     key_slices = []
+    timestamp_positions = []
     vl = len(_VARINT[vlen])
-    for prefix in prefixes:
+    for delta, prefix in enumerate(prefixes):
+        timestamp_positions.append(pos + _read_varint(prefix, 1 if delta else 0)[1] + 1)
         pos += len(prefix)
         key_slices.append(slice(pos, pos + klen))
         pos += klen + vl
         value_slices.append(slice(pos, pos + vlen))
         pos += vlen
-    return _Layout(prefixes, key_slices, value_slices)
+    return _Layout(prefixes, key_slices, value_slices, timestamp_positions)
 
 
 _LAYOUTS: dict[tuple[int, int], _Layout] = {}
@@ -423,15 +430,18 @@ def _uniform_size(klen: int, vlen: int, n: int) -> int:
 _UNIFORM_SIZES = _UniformSizes()
 
 
-def _decode_uniform(data: bytes, start: int, end: int, n: int, base_offset: int, timestamp: int) -> list[Record] | None:
+def _decode_uniform(
+    data: bytes, start: int, end: int, n: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> list[Record] | None:
     """Decode a batch by checking that it is uniform (see _Layout), or return None if it is not.
 
-    The shape is guessed from the first record; the keys and values are sliced where that shape
-    puts them, and the guess is confirmed by re-encoding them and comparing with the record area,
-    so a batch is only decoded here when a full parse would give exactly the same records.
+    The shape is guessed from the first record; the keys, values and timestamp deltas are read
+    where that shape puts them, and the guess is confirmed by re-encoding them and comparing with
+    the record area, so a batch is only decoded here when a full parse would give the same records.
     """
     try:
         _, pos = _read_varint(data, start)
+        # attributes 0, timestamp delta 0 (the first record's, by Kafka's choice of base), offset delta 0
         if data[pos : pos + 3] != b"\x00\x00\x00":
             return None
         klen, pos = _read_varint(data, pos + 3)
@@ -444,20 +454,33 @@ def _decode_uniform(data: bytes, start: int, end: int, n: int, base_offset: int,
         return None
     layout = _layout(klen, vlen, n)
     area = data if start == 0 and end == len(data) else data[start:end]
+    raw_deltas = list(map(area.__getitem__, islice(layout.timestamp_positions, n)))
+    if raw_deltas.count(0) == n:
+        deltas = None
+    elif max(raw_deltas) < 0x80:
+        deltas = list(map(_ZZ1.__getitem__, raw_deltas))
+    else:
+        return None
     values = list(map(area.__getitem__, islice(layout.value_slices, n)))
     if layout.key_slices is None:
-        if _join_values_only(values, None) != area:
+        if _join_values_only(values, deltas) != area:
             return None
         keys = repeat(None, n)
     else:
         keys = list(map(area.__getitem__, islice(layout.key_slices, n)))
-        if _join_keys_and_values(keys, values, None) != area:
+        if _join_keys_and_values(keys, values, deltas) != area:
             return None
+    if log_append_time is not None:
+        timestamps = repeat(log_append_time, n)
+    elif deltas is None:
+        timestamps = repeat(base_timestamp, n)
+    else:
+        timestamps = map(base_timestamp.__add__, deltas)
     return list(
         map(
             _new_record,
             repeat(Record, n),
-            zip(range(base_offset, base_offset + n), repeat(timestamp, n), keys, values, repeat((), n)),
+            zip(range(base_offset, base_offset + n), timestamps, keys, values, repeat((), n)),
         )
     )
 
@@ -623,7 +646,8 @@ def _decode_body(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
             end,
             header.record_count,
             header.base_offset,
-            header.base_timestamp if log_append_time is None else log_append_time,
+            header.base_timestamp,
+            log_append_time,
         )
         if records is not None:
             return records

@@ -16,6 +16,7 @@ from pipeline.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from pipeline.protocol.records import (
     BatchBuilder,
     Record,
+    _decode_uniform,
     _read_varint,
     _zigzag_varint,
     decode_batch,
@@ -156,6 +157,27 @@ def test_uniform_batches_from_kafka_python(codec: int) -> None:
         assert as_tuples(decode_batch(theirs)[1]) == expected(records, 7)
         ours = encode_tuples(records, codec, base_offset=7)
         assert kafka_python_records(ours) == expected(records, 7)
+
+
+@pytest.mark.parametrize("spread", [1, 63, 64, 10_000])
+def test_uniform_shapes_with_per_record_timestamps(spread: int) -> None:
+    # One-byte timestamp deltas keep the uniform shape; wider ones must still decode exactly.
+    rng = random.Random(spread)
+    for keyed in (False, True):
+        records = [(TS, b"key-%04d" % 0 if keyed else None, b"%0100d" % 0, ())]
+        records += [
+            (TS + rng.randrange(-spread, spread + 1), b"key-%04d" % i if keyed else None, b"%0100d" % i, ())
+            for i in range(1, 200)
+        ]
+        records[100] = (TS + spread, *records[100][1:])  # the widest delta occurs at least once
+        for buf in (kafka_python_build(NONE, records, 3), encode_tuples(records, NONE, 3)):
+            assert as_tuples(decode_batch(buf)[1]) == expected(records, 3)
+            assert kafka_python_records(buf) == expected(records, 3)
+            fast = _decode_uniform(buf, 61, len(buf), 200, 3, TS, None)
+            if spread < 64:  # the shortcut must apply, and agree with the full parse
+                assert fast is not None and as_tuples(fast) == expected(records, 3)
+            else:
+                assert fast is None
 
 
 def test_uniform_shape_with_a_different_record_decodes_exactly() -> None:
