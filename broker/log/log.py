@@ -9,7 +9,7 @@ import shutil
 import struct
 import threading
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -24,14 +24,7 @@ from broker.log.errors import (
 )
 from broker.log.fetch_slice import FetchSlice
 from broker.log.log_config import LogConfig
-from broker.log.log_segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    MIN_BATCH_LENGTH,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-)
+from broker.log.log_segment import DELETED_SUFFIX, LOG_SUFFIX, MIN_BATCH_LENGTH, LogSegment
 from broker.log.producer_state import ProducerStateManager
 from pipeline.protocol.batch import (
     ATTRIBUTES,
