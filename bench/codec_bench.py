@@ -26,8 +26,8 @@ FETCH_BYTES = 1 << 20
 TIMESTAMP = 1_700_000_000_000
 
 
-def make_values(count: int, size: int, seed: int = 1) -> list[bytes]:
-    """``count`` distinct log-line-like values of exactly ``size`` bytes."""
+def make_values(count: int, size: int, spread: int = 0, seed: int = 1) -> list[bytes]:
+    """``count`` distinct log-line-like values of ``size`` bytes (give or take up to ``spread``)."""
     rng = random.Random(seed)
     pages = ["/home", "/jobs/search", "/profile/view", "/feed/update", "/messaging/inbox", "/groups/42"]
     values = []
@@ -36,7 +36,8 @@ def make_values(count: int, size: int, seed: int = 1) -> list[bytes]:
             f'{{"event":"PageViewEvent","member":{rng.randrange(10**8)},"page":"{rng.choice(pages)}",'
             f'"server":"app{rng.randrange(500):03d}.dc1","time":{TIMESTAMP + i},"session":"{rng.getrandbits(64):016x}"'
         ).encode()
-        values.append((line + b" " * size)[: size - 1] + b"}")
+        length = size + rng.randint(-spread, spread)
+        values.append((line + b" " * length)[: length - 1] + b"}")
     return values
 
 
@@ -122,17 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records per measurement (default 1,000,000)")
     parser.add_argument("--value-size", type=int, default=200, help="bytes per value (default 200)")
+    parser.add_argument("--value-spread", type=int, default=0, help="vary value sizes by up to this many bytes (default 0)")
     parser.add_argument("--batch", type=int, action="append", help="records per batch (default: 50 and 1000)")
     parser.add_argument("--codec", action="append", help="none, gzip, snappy, lz4, zstd (default: all)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per figure, best one kept (default 1)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per figure, best one kept (default 2)")
     parser.add_argument("--no-kafka-python", action="store_true", help="measure only our codec")
     args = parser.parse_args(argv)
     batches = args.batch or [50, 1000]
     codecs = [compression.codec_from_name(name) for name in (args.codec or ["none", "gzip", "snappy", "lz4", "zstd"])]
 
-    values = make_values(max(batches), args.value_size)
+    values = make_values(max(batches), args.value_size, args.value_spread)
     total = args.records
-    print(f"{total:,} records of {args.value_size}-byte values; records/s, best of {args.repeat}")
+    spread = f" (+-{args.value_spread})" if args.value_spread else ""
+    print(f"{total:,} records of {args.value_size}{spread}-byte values; records/s, best of {args.repeat}")
     print(f"{'codec':<7}{'batch':>6}  {'ours encode':>12}{'ours decode':>12}  {'k-py encode':>12}{'k-py decode':>12}  {'bytes/rec':>9}")
     for codec in codecs:
         for batch in batches:
