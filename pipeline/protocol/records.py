@@ -8,10 +8,15 @@ what follows it. Each record is
 
 with every varint zigzag-encoded and -1 meaning null. This codec is the hot loop of the producer,
 the consumers, the mirror and the ETL, so the common case (values only or keys for every record,
-no headers, one timestamp per batch) is encoded without a Python-level loop: record prefixes are
-memoised per (offset delta, key length, value length) and the batch is assembled by slice
-assignment into one list and a single ``bytes.join``. Decoding is one tight loop with the one- and
-two-byte varint cases inlined.
+no headers) is encoded without a Python-level loop: the bytes before each key or value are
+memoised per (offset delta, timestamp delta, key length, value length) and the batch is
+assembled by slice assignment into one list and a single ``bytes.join``.
+
+Decoding first tries the "uniform" shape (all keys and all values of one length each, no
+headers, one-byte timestamp deltas -- what fixed-size events give): keys and values are sliced
+at precomputed positions and the result is verified by re-encoding and comparing bytes, so the
+shortcut never changes a result. Any other batch goes through one tight per-record loop with the
+one- and two-byte varint cases inlined.
 """
 
 from __future__ import annotations
@@ -751,6 +756,7 @@ class BatchBuilder:
         return self._size
 
     def is_empty(self) -> bool:
+        """Whether no record has been appended yet."""
         return not self._values
 
     def build(self, **header_fields: object) -> bytes:
