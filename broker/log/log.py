@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -31,11 +30,11 @@ from pipeline.protocol.batch import (
     CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    parse_header,
     patch_base_offset,
     patch_leader_epoch,
 )
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 
@@ -198,7 +197,7 @@ class Log:
             while pos < n:
                 if pos + HEADER_SIZE > n:
                     raise InvalidRecordError(f"{n - pos} trailing bytes are not a whole batch")
-                _, length, _, magic, crc, attributes, last_delta, _, max_ts, pid, epoch, seq, count = _HEADER.unpack_from(buf, pos)
+                _, length, _, magic, crc, attributes, last_delta, _, max_ts, pid, epoch, seq, count = parse_header(buf, pos)
                 if length < MIN_BATCH_LENGTH:
                     raise CorruptRecordError(f"batch at byte {pos} declares length {length}, below the header size")
                 size = length + LOG_OVERHEAD

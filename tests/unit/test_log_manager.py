@@ -13,6 +13,8 @@ from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOIN
 
 
 class Clock:
+    """A settable millisecond clock for the logs."""
+
     def __init__(self, now: int = 10_000_000) -> None:
         self.now = now
 
