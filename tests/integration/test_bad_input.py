@@ -29,6 +29,7 @@ class Traffic:
         self.bootstrap = bootstrap
         self.topic = topic
         self.stop = threading.Event()
+        self.producer_done = threading.Event()
         self.sent: list[bytes] = []
         self.received: list[bytes] = []
         self.errors: list[BaseException] = []
@@ -54,6 +55,7 @@ class Traffic:
                 i += 1
         finally:
             producer.close(timeout=5)
+            self.producer_done.set()
 
     def _consume(self) -> None:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False)
@@ -68,8 +70,8 @@ class Traffic:
             consumer.close()
 
     def _drained(self) -> bool:
-        """After stop: the consumer caught up with the producer, or the drain deadline passed."""
-        if not self.stop.is_set():
+        """Once the producer finished: the consumer caught up with it, or the drain deadline passed."""
+        if not self.producer_done.is_set():
             return False
         return len(self.received) >= len(self.sent) or time.monotonic() > self._drain_deadline
 
@@ -144,7 +146,9 @@ def connect(broker) -> socket.socket:
 
 
 def log_grows(broker, before: int) -> None:
-    wait_until(lambda: len(broker.log_text()) > before, timeout=10, message="the broker to log the bad input")
+    """Wait until the broker logged a warning or error after byte ``before`` of its log."""
+    wait_until(lambda: any(level in broker.log_text()[before:] for level in ("WARNING", "ERROR")),
+               timeout=10, message="the broker to log the bad input as a warning or error")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])

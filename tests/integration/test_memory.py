@@ -22,5 +22,7 @@ def test_rss_flat_from_60mb_to_600mb(broker):
 
     produce_bulk(broker.host, broker.port, "memory", build_batch(512 * 1024), 600 * MB, on_progress=on_progress)
     readings["end"] = broker.rss_bytes()
+    stored = sum(path.stat().st_size for path in broker.segment_files("memory", 0))
+    assert stored >= 600 * MB, f"only {stored / MB:.0f} MiB reached the segment files"
     growth = readings["end"] - readings["checkpoint"]
     assert growth < ALLOWED_GROWTH, f"broker RSS grew {growth / MB:.1f} MiB from 60 MiB to 600 MiB stored ({readings})"
