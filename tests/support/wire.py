@@ -235,3 +235,51 @@ def produce(conn: KafkaConnection, topic: str, partition: int, records: bytes, a
     reader = conn.request(API_PRODUCE, 3, produce_request_body(topic, [(partition, records)], acks=acks))
     (result,) = parse_produce_response(reader)
     return result
+
+
+@dataclass
+class PartitionFetchResult:
+    """One partition's entry in a Fetch response."""
+
+    topic: str
+    partition: int
+    error_code: int
+    high_watermark: int
+    records: bytes
+
+
+def fetch_request_body(topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int = 1,
+                       max_bytes: int = 1 << 20) -> bytes:
+    """Fetch v4 request body for one partition (read_uncommitted)."""
+    return (
+        Writer().int32(-1).int32(max_wait_ms).int32(min_bytes).int32(max_bytes).int8(0)
+        .array_len(1).string(topic).array_len(1).int32(partition).int64(offset).int32(max_bytes)
+        .getvalue()
+    )
+
+
+def parse_fetch_response(reader: Reader) -> list[PartitionFetchResult]:
+    """Decode a Fetch v4 response body."""
+    reader.int32()  # throttle_time_ms
+    results = []
+    for _ in range(reader.int32()):
+        topic = reader.string() or ""
+        for _ in range(reader.int32()):
+            partition = reader.int32()
+            error_code = reader.int16()
+            high_watermark = reader.int64()
+            reader.int64()  # last_stable_offset
+            aborted = reader.int32()
+            for _ in range(max(aborted, 0)):
+                reader.int64()
+                reader.int64()
+            records = reader.bytes_() or b""
+            results.append(PartitionFetchResult(topic, partition, error_code, high_watermark, records))
+    return results
+
+
+def fetch(conn: KafkaConnection, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int = 1) -> PartitionFetchResult:
+    """Send one Fetch v4 request for one partition and return its result."""
+    reader = conn.request(API_FETCH, 4, fetch_request_body(topic, partition, offset, max_wait_ms, min_bytes))
+    (result,) = parse_fetch_response(reader)
+    return result
