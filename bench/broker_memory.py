@@ -53,6 +53,9 @@ def measure(total_bytes: int, checkpoint_bytes: int, work_dir: Path, batch_bytes
         produce_bulk(broker.host, broker.port, "memory", batch, total_bytes, on_progress=on_progress)
         elapsed = time.monotonic() - started
         readings["end"] = memory_kib(broker.pid)
+        on_disk = sum(path.stat().st_size for path in broker.segment_files("memory", 0))
+        if on_disk < total_bytes:
+            raise SystemExit(f"only {on_disk // MB} MiB of {total_bytes // MB} MiB reached the segment files")
     return readings, elapsed
 
 
