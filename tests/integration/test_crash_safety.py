@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from kafka import KafkaProducer
 
 from tests.support import CLEAN_SHUTDOWN_MARKER
@@ -52,8 +53,9 @@ def test_sigkill_while_producing_keeps_every_acknowledged_message(broker_factory
                     enough.set()
         return record
 
+    # Short request and delivery timeouts: sends still queued when the broker dies expire within seconds.
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, enable_idempotence=False, linger_ms=1,
-                             retries=0, request_timeout_ms=3000, max_block_ms=3000)
+                             retries=0, request_timeout_ms=2000, delivery_timeout_ms=3000, max_block_ms=3000)
     killed_at = None
     try:
         for i in range(200_000):
@@ -64,7 +66,7 @@ def test_sigkill_while_producing_keeps_every_acknowledged_message(broker_factory
                 killed_at = i
                 break
     finally:
-        producer.close(timeout=5)
+        producer.close(timeout=20)
     assert killed_at is not None, "the producer never got 3000 acknowledgements"
     with lock:
         acked = dict(acknowledged)
@@ -79,7 +81,8 @@ def test_sigkill_while_producing_keeps_every_acknowledged_message(broker_factory
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages missing or different after restart, e.g. {missing[:5]}"
 
 
-def test_recovery_truncates_torn_tail_after_crash_following_clean_restart(broker_factory):
+@pytest.mark.parametrize("damage", ["torn-write", "corrupt-last-batch"])
+def test_recovery_truncates_damaged_tail_after_crash_following_clean_restart(broker_factory, damage):
     broker = broker_factory()
     topic = "torn"
     create_topic(broker.bootstrap, topic, 1)
@@ -95,18 +98,23 @@ def test_recovery_truncates_torn_tail_after_crash_following_clean_restart(broker
     assert not (broker.log_dir / CLEAN_SHUTDOWN_MARKER).exists(), \
         "the marker of the previous clean shutdown must be gone once the broker runs again, or a crash looks clean"
 
-    # A torn write: the first half of a copy of the last batch, as if the process died inside write().
     active = broker.segment_files(topic, 0)[-1]
     last_batch = scan_partition(broker.partition_dir(topic, 0))[-1].batches[-1]
-    data = active.read_bytes()
-    whole_size = len(data)
-    tail_start = whole_size - last_batch.size
-    with open(active, "ab") as segment:
-        segment.write(data[tail_start : tail_start + last_batch.size // 2])
+    data = bytearray(active.read_bytes())
+    tail_start = len(data) - last_batch.size
+    if damage == "torn-write":
+        # The first half of a copy of the last batch, as if the process died inside write().
+        data += data[tail_start : tail_start + last_batch.size // 2]
+        expected_size, kept = len(data) - last_batch.size // 2, first + second
+    else:
+        # A flipped bit in the last batch's records: its CRC no longer matches.
+        data[-1] ^= 0x01
+        expected_size, kept = tail_start, first + second[:-1]
+    active.write_bytes(data)
 
     broker.start()
-    assert active.stat().st_size == whole_size, "recovery must truncate the partial batch"
-    assert assert_log_is_whole_batches(broker.partition_dir(topic, 0)) == 200
-    assert produce_values(broker.bootstrap, topic, [b"after recovery"]) == [200]
-    records = kafka_python_consume(broker.bootstrap, topic, [0], 201)
-    assert [r.value for r in records] == first + second + [b"after recovery"]
+    assert active.stat().st_size == expected_size, "recovery must truncate at the first incomplete or corrupt batch"
+    assert assert_log_is_whole_batches(broker.partition_dir(topic, 0)) == len(kept)
+    assert produce_values(broker.bootstrap, topic, [b"after recovery"]) == [len(kept)]
+    records = kafka_python_consume(broker.bootstrap, topic, [0], len(kept) + 1)
+    assert [r.value for r in records] == kept + [b"after recovery"]
