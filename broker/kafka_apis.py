@@ -59,6 +59,7 @@ class KafkaApis:
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
         }
         self._api_versions_body = {
             "error_code": ErrorCode.NONE,
@@ -332,6 +333,18 @@ class KafkaApis:
                     "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
                 "producer_id": self.metadata.next_producer_id(), "producer_epoch": 0}
+
+
+    # -- FindCoordinator ------------------------------------------------------------------------
+
+    def handle_find_coordinator(self, header: RequestHeader, request: dict) -> dict:
+        # Consumer groups coordinate through ZooKeeper, as in the paper, so no broker coordinates a group
+        # or a transaction. Answering (rather than not advertising the API) matters: librdkafka dates a
+        # broker's LZ4 support by the presence of FindCoordinator v0 and sends LZ4 batches uncompressed
+        # to brokers without it.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "this broker runs no group or transaction coordinator", "node_id": -1,
+                "host": "", "port": -1}
 
 
 def _api_name(api_key: int) -> str:

@@ -308,9 +308,25 @@ INIT_PRODUCER_ID = Api(
     ),
 )
 
+FIND_COORDINATOR = Api(
+    ApiKey.FIND_COORDINATOR, "FindCoordinator", versions="0-2", flexible="3+",
+    request=(
+        F("Key", "string", "0-3"),
+        F("KeyType", "int8", "1+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("ErrorCode", "int16", "0-3"),
+        F("ErrorMessage", "string", "1-3", nullable="1-3", default=None),
+        F("NodeId", "int32", "0-3"),
+        F("Host", "string", "0-3"),
+        F("Port", "int32", "0-3"),
+    ),
+)
+
 #: Every declared API by key.
 APIS: dict[int, Api] = {
     api.key: api
     for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
-                INIT_PRODUCER_ID)
+                INIT_PRODUCER_ID, FIND_COORDINATOR)
 }

@@ -292,3 +292,10 @@ def test_idempotent_retry_is_acknowledged_once(client):
     assert produce(client, "idem", 0, batch(1, b"second"))["base_offset"] == 1
     body = client.call(ApiKey.FETCH, 11, fetch_body([("idem", 0, 0, 1 << 20)]))
     assert values(body["responses"][0]["partitions"][0]["records"]) == [b"first", b"second"]
+
+
+def test_find_coordinator_says_no_coordinator_runs_here(client):
+    for version in (0, 1, 2):
+        body = client.call(ApiKey.FIND_COORDINATOR, version, {"key": "some-group", "key_type": 0})
+        assert body["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert body["node_id"] == -1

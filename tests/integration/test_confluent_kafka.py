@@ -11,16 +11,6 @@ from tests.support.clients import by_partition, confluent_consume, create_topic
 from tests.support.segments import stored_batches
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-FIND_COORDINATOR = 10
-
-
-def expected_stored_codec(broker, codec: str) -> int:
-    """The codec librdkafka will really use: it enables LZ4 only when the broker advertises FindCoordinator v0
-    (its "LZ4" feature dates LZ4 support by that API, see rdkafka_feature.c) and otherwise sends LZ4 batches
-    uncompressed."""
-    if codec == "lz4" and FIND_COORDINATOR not in broker.api_versions:
-        return CODEC_IDS["none"]
-    return CODEC_IDS[codec]
 
 
 def produce_all(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes, int]], **config: object) -> list[tuple[int, int]]:
@@ -78,7 +68,7 @@ def test_producer_acks1_with_codec_and_assign_consume(broker, codec):
     for p in range(partitions):
         expected = [(key, value) for key, value, partition in messages if partition == p]
         assert [(r.key, r.value) for r in received[p]] == expected
-        assert {b.compression for b in stored_batches(broker.partition_dir(topic, p))} == {expected_stored_codec(broker, codec)}
+        assert {b.compression for b in stored_batches(broker.partition_dir(topic, p))} == {CODEC_IDS[codec]}
 
 
 def test_idempotent_producer_acks_all(broker):

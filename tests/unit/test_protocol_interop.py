@@ -17,7 +17,14 @@ from kafka.protocol.old.types import Schema
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 
 from pipeline.protocol.api_keys import ApiKey
@@ -42,6 +49,7 @@ KAFKA_PYTHON = {
     ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
 }
 
 # kafka-python renames these Metadata fields; Kafka (and we) call them *_authorized_operations.
@@ -148,6 +156,7 @@ OLD_MODULES = {
     ApiKey.API_VERSIONS: "api_versions", ApiKey.METADATA: "metadata", ApiKey.PRODUCE: "produce",
     ApiKey.FETCH: "fetch", ApiKey.LIST_OFFSETS: "list_offsets", ApiKey.CREATE_TOPICS: "admin",
     ApiKey.DELETE_TOPICS: "admin", ApiKey.INIT_PRODUCER_ID: "init_producer_id",
+    ApiKey.FIND_COORDINATOR: "find_coordinator",
 }
 
 
