@@ -16,7 +16,7 @@ SETUP_STAMP := $(VENV)/.setup-stamp
 # Debian packages needed by the tests and the demo. Later parts add `zookeeper prometheus` here.
 DEBIAN_PACKAGES ?= kcat
 PYTEST_ARGS ?=
-BENCH_SCRIPTS := bench/kcat_bench.py bench/broker_memory.py bench/protocol_bench.py bench/codec_bench.py
+BENCH_SCRIPTS := bench/kcat_bench.py bench/broker_produce_bench.py bench/broker_memory.py bench/protocol_bench.py bench/codec_bench.py
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down bench clean distclean
 

@@ -1,0 +1,108 @@
+"""Broker-only produce throughput: pipelined Produce requests carrying pre-encoded batches.
+
+Separates the broker's cost per request from any client's: one connection sends the same pre-built
+Produce request (one partition, BATCH records of SIZE bytes) over and over without waiting, while a
+reader thread counts the responses (acks=1) or, with acks=0, the log end offset is polled until
+every record is stored. Prints requests/s and messages/s for each (batch, acks) combination.
+
+    .venv/bin/python bench/broker_produce_bench.py [--messages 200000] [--size 200] [--batches 1,50] [--acks 0,1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.protocol.api_keys import ApiKey  # noqa: E402
+from pipeline.protocol.codec import decode_response, encode_request  # noqa: E402
+from pipeline.protocol.records import encode_batch  # noqa: E402
+from tests.support import BrokerProcess  # noqa: E402
+from tests.support.clients import create_topic  # noqa: E402
+
+PRODUCE_VERSION = 7
+PIPELINE_CHUNK = 100
+
+
+def recv_exact(sock: socket.socket, size: int) -> bytes:
+    data = sock.recv(size, socket.MSG_WAITALL)
+    if len(data) != size:
+        raise ConnectionError("broker closed the connection")
+    return data
+
+
+def log_end_offset(sock: socket.socket, topic: str) -> int:
+    body = {"replica_id": -1, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+    sock.sendall(encode_request(ApiKey.LIST_OFFSETS, 5, 1, "bench", body))
+    (length,) = struct.unpack(">i", recv_exact(sock, 4))
+    _, response = decode_response(ApiKey.LIST_OFFSETS, 5, recv_exact(sock, length))
+    return response["topics"][0]["partitions"][0]["offset"]
+
+
+def count_responses(sock: socket.socket, expected: int) -> None:
+    pending = b""
+    seen = 0
+    while seen < expected:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        pending += chunk
+        while len(pending) >= 4:
+            (length,) = struct.unpack_from(">i", pending)
+            if len(pending) < 4 + length:
+                break
+            pending = pending[4 + length :]
+            seen += 1
+
+
+def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: int, acks: int) -> tuple[float, float]:
+    create_topic(broker.bootstrap, topic, 1)
+    records = encode_batch([b"v" * size] * batch)
+    frame = encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 7, "bench", {
+        "transactional_id": None, "acks": acks, "timeout_ms": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
+    requests = messages // batch // PIPELINE_CHUNK * PIPELINE_CHUNK
+    chunk = frame * PIPELINE_CHUNK
+    with socket.create_connection((broker.host, broker.port)) as sock, \
+            socket.create_connection((broker.host, broker.port)) as control:
+        started = time.perf_counter()
+        reader = threading.Thread(target=count_responses, args=(sock, requests)) if acks else None
+        if reader:
+            reader.start()
+        for _ in range(requests // PIPELINE_CHUNK):
+            sock.sendall(chunk)
+        if reader:
+            reader.join()
+        else:
+            while log_end_offset(control, topic) < requests * batch:
+                time.sleep(0.001)
+        elapsed = time.perf_counter() - started
+    return requests / elapsed, requests * batch / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--batches", default="1,50", help="records per batch, comma-separated")
+    parser.add_argument("--acks", default="0,1", help="acks values, comma-separated")
+    args = parser.parse_args()
+    print(f"broker produce, pre-encoded batches of {args.size}-byte records, one pipelined connection")
+    with tempfile.TemporaryDirectory(prefix="produce-bench-") as tmp:
+        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log") as broker:
+            for batch in (int(b) for b in args.batches.split(",")):
+                for acks in (int(a) for a in args.acks.split(",")):
+                    messages = args.messages * (10 if batch >= 50 else 1)
+                    rps, mps = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks)
+                    print(f"  batch {batch:>4}  acks {acks:>2}: {rps:>10,.0f} requests/s {mps:>12,.0f} msg/s")
+
+
+if __name__ == "__main__":
+    main()
