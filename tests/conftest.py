@@ -1,19 +1,13 @@
-"""Shared pytest setup: the `tests.support` harness on the import path, markers, and broker fixtures."""
+"""Shared pytest setup: markers and the broker fixtures (the repo root is on the path via pyproject.toml)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
-# What `pythonpath = ["."]` would do: lets `import tests.support` work under both `pytest` and `python -m pytest`.
-_REPO_ROOT = str(Path(__file__).resolve().parents[1])
-if _REPO_ROOT not in sys.path:
-    sys.path.insert(0, _REPO_ROOT)
-
-from tests.support import BrokerProcess  # noqa: E402
+from tests.support import BrokerProcess
 
 BrokerFactory = Callable[..., BrokerProcess]
 
