@@ -8,44 +8,23 @@ need (listener address, log directories, :class:`~broker.log.log_config.LogConfi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Mapping
 
 from broker.log.log_config import LogConfig
+from pipeline.config import (
+    Config,
+    ConfigError,
+    Property,
+    help_table,
+    parse_bool as _bool,
+    parse_optional_int as _optional_int,
+    parse_overrides,
+    parse_str as _str,
+    read_properties_file,
+)
 
-
-class ConfigError(ValueError):
-    """A property that is unknown, malformed or out of range."""
-
-
-@dataclass(frozen=True)
-class Property:
-    """One broker property: its Kafka name, how to parse it, its default and what it does."""
-
-    name: str
-    parse: Callable[[str], Any]
-    default: Any
-    doc: str
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "yes", "1"):
-        return True
-    if lowered in ("false", "no", "0"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def _optional_int(text: str) -> int | None:
-    text = text.strip()
-    return None if text == "" else int(text)
-
-
-def _str(text: str) -> str:
-    return text.strip()
-
+__all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
 MiB = 1024 * 1024
 
@@ -81,69 +60,28 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cluster.id", _str, "", "Cluster id given in Metadata (default: generated and kept in the log dir)."),
 )
 
-_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
 
-
-def read_properties_file(path: str | Path) -> dict[str, str]:
-    """Parse a Java-style properties file (key=value or key: value, # and ! comments)."""
-    values: dict[str, str] = {}
-    for number, raw in enumerate(Path(path).read_text().splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
-        values[line[:sep].strip()] = line[sep + 1 :].strip()
-    return values
-
-
-def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
-    """Turn ``key=value`` strings from the command line into a dict."""
-    values: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"override {pair!r} is not of the form key=value")
-        values[key.strip()] = value
-    return values
-
-
-class KafkaConfig:
+class KafkaConfig(Config):
     """The broker's validated configuration, indexed by Kafka property name."""
 
-    def __init__(self, values: Mapping[str, str] | None = None) -> None:
-        self._values: dict[str, Any] = {p.name: p.default for p in PROPERTIES}
-        for name, text in (values or {}).items():
-            prop = _BY_NAME.get(name)
-            if prop is None:
-                raise ConfigError(f"unknown broker property {name!r}")
-            try:
-                self._values[name] = prop.parse(str(text))
-            except ValueError as exc:
-                raise ConfigError(f"property {name}={text!r}: {exc}") from None
-        self._validate()
+    kind = "broker property"
 
-    def __getitem__(self, name: str) -> Any:
-        return self._values[name]
-
-    def _validate(self) -> None:
-        positive = ("log.segment.bytes", "message.max.bytes", "socket.request.max.bytes", "num.partitions",
-                    "log.index.interval.bytes", "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms")
-        for name in positive:
-            if self._values[name] <= 0:
-                raise ConfigError(f"property {name} must be positive, got {self._values[name]}")
-        if not 0 <= self._values["port"] <= 65535:
-            raise ConfigError(f"property port must be within 0..65535, got {self._values['port']}")
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(PROPERTIES, values)
+        self.require_positive("log.segment.bytes", "message.max.bytes", "socket.request.max.bytes", "num.partitions",
+                              "log.index.interval.bytes", "log.retention.check.interval.ms",
+                              "log.flush.scheduler.interval.ms")
+        if not 0 <= self["port"] <= 65535:
+            raise ConfigError(f"broker property port must be within 0..65535, got {self['port']}")
 
     @property
     def broker_id(self) -> int:
-        return self._values["broker.id"]
+        return self["broker.id"]
 
     @property
     def listen_address(self) -> tuple[str, int]:
         """(host, port) from listeners (PLAINTEXT://host:port) or host.name and port."""
-        listeners = self._values["listeners"]
+        listeners = self["listeners"]
         if listeners:
             first = listeners.split(",")[0].strip()
             _, _, address = first.rpartition("://")
@@ -151,45 +89,40 @@ class KafkaConfig:
             if not sep:
                 raise ConfigError(f"listeners={listeners!r}: expected PLAINTEXT://host:port")
             return host or "0.0.0.0", int(port)
-        return self._values["host.name"], self._values["port"]
+        return self["host.name"], self["port"]
 
     @property
     def log_dirs(self) -> list[Path]:
-        dirs = self._values["log.dirs"] or self._values["log.dir"]
+        dirs = self["log.dirs"] or self["log.dir"]
         return [Path(d.strip()) for d in dirs.split(",") if d.strip()]
 
     @property
     def retention_ms(self) -> int | None:
-        if self._values["log.retention.ms"] is not None:
-            ms = self._values["log.retention.ms"]
-        elif self._values["log.retention.minutes"] is not None:
-            ms = self._values["log.retention.minutes"] * 60_000
+        if self["log.retention.ms"] is not None:
+            ms = self["log.retention.ms"]
+        elif self["log.retention.minutes"] is not None:
+            ms = self["log.retention.minutes"] * 60_000
         else:
-            ms = self._values["log.retention.hours"] * 3_600_000
+            ms = self["log.retention.hours"] * 3_600_000
         return None if ms < 0 else ms
 
     def log_config(self) -> LogConfig:
         """The storage layer's settings derived from the broker properties."""
-        roll_ms = self._values["log.roll.ms"]
-        retention_bytes = self._values["log.retention.bytes"]
+        roll_ms = self["log.roll.ms"]
+        retention_bytes = self["log.retention.bytes"]
         return LogConfig(
-            segment_bytes=self._values["log.segment.bytes"],
-            segment_ms=roll_ms if roll_ms is not None else self._values["log.roll.hours"] * 3_600_000,
-            index_interval_bytes=self._values["log.index.interval.bytes"],
-            max_index_size=self._values["log.index.size.max.bytes"],
-            flush_interval_messages=self._values["log.flush.interval.messages"],
-            flush_interval_ms=self._values["log.flush.interval.ms"],
+            segment_bytes=self["log.segment.bytes"],
+            segment_ms=roll_ms if roll_ms is not None else self["log.roll.hours"] * 3_600_000,
+            index_interval_bytes=self["log.index.interval.bytes"],
+            max_index_size=self["log.index.size.max.bytes"],
+            flush_interval_messages=self["log.flush.interval.messages"],
+            flush_interval_ms=self["log.flush.interval.ms"],
             retention_ms=self.retention_ms,
             retention_bytes=None if retention_bytes < 0 else retention_bytes,
-            max_message_bytes=self._values["message.max.bytes"],
+            max_message_bytes=self["message.max.bytes"],
         )
-
-    def describe(self) -> str:
-        """Every property with its current value, for start-up logs and --help-config."""
-        return "\n".join(f"{p.name}={self._values[p.name]}" for p in PROPERTIES)
 
 
 def help_text() -> str:
     """The property table as text, for ``python -m broker --help-config``."""
-    width = max(len(p.name) for p in PROPERTIES)
-    return "\n".join(f"{p.name:<{width}}  default {p.default!s:<12} {p.doc}" for p in PROPERTIES)
+    return help_table(PROPERTIES)
