@@ -1,0 +1,257 @@
+"""Cluster: what a client knows of the brokers, topics and partition leaders, and its connections to them.
+
+Brokers are found through a :class:`BrokerDiscovery` -- a static list (metadata.broker.list) now,
+ZooKeeper later, behind the same interface -- and the topic layout through Metadata requests, refreshed
+on demand (an unknown topic, a NOT_LEADER error) or when older than a configured age. Connections are
+pooled per broker id. Thread-safe: a producer's sender thread and its callers may share one Cluster.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Protocol
+
+from pipeline.client.connection import BrokerConnection
+from pipeline.client.errors import KafkaConnectionError, NoBrokersAvailable, UnknownTopicError
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+
+
+class BrokerDiscovery(Protocol):
+    """Where a client finds brokers to bootstrap from."""
+
+    def bootstrap_brokers(self) -> list[tuple[str, int]]:
+        """Addresses (host, port) of brokers to ask for metadata, in the order to try them."""
+        ...
+
+
+def parse_broker_list(text: str) -> list[tuple[str, int]]:
+    """Parse ``host:port[,host:port...]`` (a ``broker_id:host:port`` entry of the paper era also works)."""
+    brokers = []
+    for entry in text.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        host, sep, port = entry.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"broker address {entry!r} is not host:port")
+        host = host.split(":")[-1] if host.count(":") == 1 and host.split(":")[0].isdigit() else host
+        brokers.append((host.strip("[]"), int(port)))
+    if not brokers:
+        raise ValueError("no broker address given")
+    return brokers
+
+
+class StaticBrokerList:
+    """Bootstrap brokers from a fixed list (metadata.broker.list / bootstrap.servers)."""
+
+    def __init__(self, brokers: str | Iterable[tuple[str, int]]) -> None:
+        self._brokers = parse_broker_list(brokers) if isinstance(brokers, str) else list(brokers)
+
+    def bootstrap_brokers(self) -> list[tuple[str, int]]:
+        shuffled = list(self._brokers)
+        random.shuffle(shuffled)
+        return shuffled
+
+
+@dataclass
+class PartitionInfo:
+    """One partition as the last Metadata response described it."""
+
+    partition: int
+    leader: int
+    error_code: int = ErrorCode.NONE
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicInfo:
+    """One topic as the last Metadata response described it."""
+
+    name: str
+    error_code: int
+    partitions: dict[int, PartitionInfo]
+
+
+class Cluster:
+    """Broker addresses, topic layouts and pooled connections for one client."""
+
+    def __init__(self, discovery: BrokerDiscovery, *, client_id: str = "pipeline", timeout_s: float = 30.0,
+                 metadata_max_age_s: float = 300.0) -> None:
+        self.discovery = discovery
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.metadata_max_age_s = metadata_max_age_s
+        self._lock = threading.RLock()
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        # Connections to send data on belong to one thread (a producer's sender, a consumer); metadata
+        # requests, which any thread may trigger, use their own connection under the lock.
+        self._connections: dict[int, BrokerConnection] = {}
+        self._metadata_connection: BrokerConnection | None = None
+        self._refreshed_at = 0.0
+        self.controller_id = -1
+        self.cluster_id: str | None = None
+
+    # -- metadata --------------------------------------------------------------------------------
+
+    def refresh(self, topics: Iterable[str] | None = None, *, allow_auto_create: bool = False) -> None:
+        """Ask any broker for metadata of ``topics`` (None: all topics) and update what we know."""
+        names = None if topics is None else sorted(set(topics))
+        body = {"topics": None if names is None else [{"name": n} for n in names],
+                "allow_auto_topic_creation": allow_auto_create,
+                "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+        errors = []
+        with self._lock:
+            for attempt in range(2):
+                connection = self._metadata_connection
+                if connection is None:
+                    connection = self._connect_any(errors)
+                try:
+                    response = connection.request(ApiKey.METADATA, body)
+                except KafkaConnectionError as exc:
+                    errors.append(str(exc))
+                    connection.close()
+                    self._metadata_connection = None
+                    continue
+                self._metadata_connection = connection
+                self._update(response, full=names is None)
+                return
+        raise NoBrokersAvailable("no broker answered a metadata request: " + "; ".join(errors))
+
+    def _connect_any(self, errors: list[str]) -> BrokerConnection:
+        """A new connection to a known broker or, failing that, a bootstrap broker."""
+        known = list(self._brokers.values())
+        random.shuffle(known)
+        for host, port in known + self.discovery.bootstrap_brokers():
+            connection = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.timeout_s)
+            try:
+                connection.connect()
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+                continue
+            return connection
+        raise NoBrokersAvailable("no broker can be reached: " + "; ".join(errors))
+
+    def _update(self, response: dict, full: bool) -> None:
+        with self._lock:
+            self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
+            for node_id in list(self._connections):
+                connection = self._connections[node_id]
+                if self._brokers.get(node_id) != (connection.host, connection.port):
+                    connection.close()
+                    del self._connections[node_id]
+            self.controller_id = response.get("controller_id", -1)
+            self.cluster_id = response.get("cluster_id")
+            if full:
+                self._topics = {}
+            for topic in response["topics"]:
+                partitions = {
+                    p["partition_index"]: PartitionInfo(p["partition_index"], p["leader_id"], p["error_code"],
+                                                        list(p["replica_nodes"]), list(p["isr_nodes"]))
+                    for p in topic["partitions"]
+                }
+                if topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    self._topics.pop(topic["name"], None)
+                else:
+                    self._topics[topic["name"]] = TopicInfo(topic["name"], topic["error_code"], partitions)
+            self._refreshed_at = time.monotonic()
+
+    def topic(self, name: str, *, refresh: bool = True, allow_auto_create: bool = False) -> TopicInfo:
+        """What we know of ``name``, asking the cluster if it is unknown or the metadata is too old."""
+        with self._lock:
+            info = self._topics.get(name)
+            stale = time.monotonic() - self._refreshed_at > self.metadata_max_age_s
+        if (info is None or stale or info.error_code) and refresh:
+            self.refresh([name], allow_auto_create=allow_auto_create)
+            with self._lock:
+                info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicError(name)
+        if info.error_code and not info.partitions:
+            raise KafkaProtocolError(info.error_code, f"topic {name!r} is not available")
+        return info
+
+    def partitions_for(self, topic: str, *, allow_auto_create: bool = False) -> list[int]:
+        """The partition ids of ``topic`` in order."""
+        return sorted(self.topic(topic, allow_auto_create=allow_auto_create).partitions)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The broker id leading ``topic``-``partition``, or -1 when it has no leader right now."""
+        part = self.topic(topic).partitions.get(partition)
+        if part is None:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} has no partition {partition}")
+        return part.leader
+
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every topic of the cluster (always asks the cluster)."""
+        self.refresh(None)
+        with self._lock:
+            return dict(self._topics)
+
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """Broker id -> (host, port), asking the cluster when nothing is known yet."""
+        with self._lock:
+            if not self._brokers:
+                self.refresh([])
+            return dict(self._brokers)
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        """The pooled, connected connection to broker ``node_id``."""
+        with self._lock:
+            connection = self._connections.get(node_id)
+            if connection is None:
+                address = self._brokers.get(node_id)
+                if address is None:
+                    raise KafkaConnectionError(f"broker {node_id} is not known to the cluster metadata")
+                connection = BrokerConnection(address[0], address[1], client_id=self.client_id,
+                                              timeout_s=self.timeout_s, node_id=node_id)
+                self._connections[node_id] = connection
+        connection.connect()
+        return connection
+
+    def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
+        """A connection to the leader of ``topic``-``partition``, refreshing metadata if it has none."""
+        node_id = self.leader(topic, partition)
+        if node_id < 0:
+            self.refresh([topic])
+            node_id = self.leader(topic, partition)
+            if node_id < 0:
+                raise KafkaProtocolError(ErrorCode.LEADER_NOT_AVAILABLE,
+                                         f"{topic}-{partition} has no leader right now")
+        return self.connection(node_id)
+
+    def any_connection(self) -> BrokerConnection:
+        """A connection to some live broker (for admin requests any broker can answer)."""
+        for node_id in list(self.brokers()):
+            try:
+                return self.connection(node_id)
+            except KafkaConnectionError:
+                continue
+        raise NoBrokersAvailable("no broker of the cluster can be reached")
+
+    def invalidate(self, node_id: int | None = None) -> None:
+        """Forget metadata (and one broker's connection) after an error, so the next use refreshes."""
+        with self._lock:
+            self._refreshed_at = 0.0
+            self._topics = {name: TopicInfo(t.name, ErrorCode.LEADER_NOT_AVAILABLE, t.partitions)
+                            for name, t in self._topics.items()}
+            if node_id is not None:
+                connection = self._connections.pop(node_id, None)
+                if connection is not None:
+                    connection.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections.values():
+                connection.close()
+            self._connections.clear()
+            if self._metadata_connection is not None:
+                self._metadata_connection.close()
+                self._metadata_connection = None

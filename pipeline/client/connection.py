@@ -1,0 +1,203 @@
+"""BrokerConnection: one blocking TCP connection to a broker, with version negotiation and pipelining.
+
+On connect it asks ApiVersions (answering a v0 "unsupported version" reply by retrying at the broker's
+version) and then uses, for each API, the highest version both sides speak. Requests may be pipelined:
+``send`` queues a request and returns its correlation id; ``receive`` returns the next response, which
+the broker sends in request order. Any socket failure closes the connection and raises
+KafkaConnectionError (retriable); the owner reconnects.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import struct
+from typing import Any
+
+from pipeline.client.errors import KafkaConnectionError, UnsupportedVersionError
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, decode_response, encode_request
+from pipeline.protocol.errors import ErrorCode
+
+_LENGTH = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+# Bigger responses than this are refused as corrupt rather than allocated.
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+class BrokerConnection:
+    """A connection to one broker; not thread-safe (one owner at a time)."""
+
+    def __init__(self, host: str, port: int, *, client_id: str = "pipeline", timeout_s: float = 30.0,
+                 node_id: int = -1, send_buffer_bytes: int | None = None,
+                 receive_buffer_bytes: int | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._send_buffer_bytes = send_buffer_bytes
+        self._receive_buffer_bytes = receive_buffer_bytes
+        self._sock: socket.socket | None = None
+        self._correlation = 0
+        # (correlation id, api key, version) of requests whose responses have not been read yet.
+        self._in_flight: collections.deque[tuple[int, int, int]] = collections.deque()
+        self.versions: dict[int, int] = {}
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port}, node {self.node_id})"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def connect(self) -> None:
+        """Open the socket and negotiate API versions; a no-op when already connected."""
+        if self._sock is not None:
+            return
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to broker {self.host}:{self.port}: {exc}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._send_buffer_bytes:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
+        if self._receive_buffer_bytes:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
+        self._sock = sock
+        self._in_flight.clear()
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _negotiate(self) -> None:
+        ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
+        response = self.request(ApiKey.API_VERSIONS, {"client_software_name": "pipeline",
+                                                      "client_software_version": "0.1"}, version=ours)
+        if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
+            theirs = {k["api_key"]: k["max_version"] for k in response["api_keys"]}.get(ApiKey.API_VERSIONS, 0)
+            response = self.request(ApiKey.API_VERSIONS, {}, version=min(ours, theirs))
+        if response["error_code"] != ErrorCode.NONE:
+            raise KafkaConnectionError(f"broker {self.host}:{self.port} refused ApiVersions: "
+                                       f"{ErrorCode(response['error_code']).name}")
+        self.broker_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+        self.versions = {}
+        for key, (low, high) in SUPPORTED_VERSIONS.items():
+            theirs = self.broker_versions.get(key)
+            if theirs is not None and theirs[0] <= high and low <= theirs[1]:
+                self.versions[key] = min(high, theirs[1])
+
+    def version(self, api_key: int) -> int:
+        """The version of ``api_key`` this connection uses; UnsupportedVersionError if there is none."""
+        try:
+            return self.versions[api_key]
+        except KeyError:
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} speaks no version of {ApiKey(api_key).name} that we speak") from None
+
+    def next_correlation_id(self) -> int:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        return self._correlation
+
+    def send(self, api_key: int, body: dict, *, version: int | None = None, expect_response: bool = True) -> int:
+        """Send one request without waiting; returns its correlation id."""
+        if self._sock is None:
+            self.connect()
+        if version is None:
+            version = self.version(api_key)
+        correlation_id = self.next_correlation_id()
+        frame = encode_request(api_key, version, correlation_id, self.client_id, body)
+        self.send_frame(frame, api_key, version, correlation_id, expect_response)
+        return correlation_id
+
+    def send_frame(self, frame: bytes | bytearray | memoryview, api_key: int, version: int, correlation_id: int,
+                   expect_response: bool = True) -> None:
+        """Send a request already encoded with ``correlation_id`` (the hot path of a producer)."""
+        if self._sock is None:
+            raise KafkaConnectionError(f"not connected to broker {self.host}:{self.port}")
+        try:
+            self._sock.sendall(frame)
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(f"sending to broker {self.host}:{self.port} failed: {exc}") from None
+        if expect_response:
+            self._in_flight.append((correlation_id, api_key, version))
+
+    def receive(self) -> tuple[int, dict]:
+        """Read and decode the response to the oldest request in flight: (correlation id, body)."""
+        correlation_id, api_key, version, frame = self.receive_frame()
+        try:
+            _, body = decode_response(api_key, version, frame)
+        except ProtocolError as exc:
+            self.close()
+            raise KafkaConnectionError(f"malformed {ApiKey(api_key).name} response from "
+                                       f"{self.host}:{self.port}: {exc}") from None
+        return correlation_id, body
+
+    def receive_frame(self) -> tuple[int, int, int, memoryview]:
+        """Read the next response frame without decoding it: (correlation id, api key, version, frame)."""
+        if self._sock is None or not self._in_flight:
+            raise KafkaConnectionError(f"no request in flight to broker {self.host}:{self.port}")
+        expected, api_key, version = self._in_flight[0]
+        (length,) = _LENGTH.unpack(self._read_exactly(4))
+        if not 4 <= length <= MAX_RESPONSE_BYTES:
+            self.close()
+            raise KafkaConnectionError(f"broker {self.host}:{self.port} sent a frame of {length} bytes")
+        frame = self._read_exactly(length)
+        (correlation_id,) = _CORRELATION.unpack_from(frame)
+        if correlation_id != expected:
+            self.close()
+            raise KafkaConnectionError(f"broker {self.host}:{self.port} answered correlation id {correlation_id}, "
+                                       f"expected {expected}")
+        self._in_flight.popleft()
+        return correlation_id, api_key, version, frame
+
+    def request(self, api_key: int, body: dict, *, version: int | None = None) -> dict:
+        """Send one request and return its response body (earlier responses in flight must be read first)."""
+        if self._in_flight:
+            raise KafkaConnectionError("request() called while pipelined responses are still unread")
+        self.send(api_key, body, version=version)
+        return self.receive()[1]
+
+    def _read_exactly(self, size: int) -> memoryview:
+        assert self._sock is not None
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        try:
+            while got < size:
+                n = self._sock.recv_into(view[got:])
+                if n == 0:
+                    raise OSError("connection closed by the broker")
+                got += n
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(f"reading from broker {self.host}:{self.port} failed: {exc}") from None
+        return view
+
+    def set_timeout(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        if self._sock is not None:
+            self._sock.settimeout(timeout_s)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+                self._in_flight.clear()
+
+    def __enter__(self) -> "BrokerConnection":
+        self.connect()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

@@ -1,0 +1,55 @@
+"""Errors our clients raise: connection failures, broker error codes, offsets outside a log."""
+
+from __future__ import annotations
+
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+
+__all__ = ["KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
+           "OffsetOutOfRange", "UnknownTopicError", "UnsupportedVersionError", "ErrorCode"]
+
+
+class KafkaClientError(Exception):
+    """Base of the errors raised by our clients that are not a broker's error code."""
+
+    retriable = False
+
+
+class KafkaConnectionError(KafkaClientError):
+    """A broker could not be reached, or the connection broke or timed out; retrying may succeed."""
+
+    retriable = True
+
+
+class NoBrokersAvailable(KafkaConnectionError):
+    """None of the configured brokers answered."""
+
+
+class UnsupportedVersionError(KafkaClientError):
+    """The broker does not speak any version of an API that we speak."""
+
+
+class UnknownTopicError(KafkaProtocolError):
+    """The topic does not exist (and was not created automatically)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        self.topic = topic
+
+
+class OffsetOutOfRange(KafkaProtocolError):
+    """A fetch asked for an offset outside [log start offset, log end offset] of a partition.
+
+    Carries the partition's current bounds when the broker sent them, so the caller can restart from
+    the earliest or the latest offset.
+    """
+
+    def __init__(self, topic: str, partition: int, offset: int, log_start_offset: int = -1,
+                 high_watermark: int = -1) -> None:
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE,
+                         f"offset {offset} is outside the log of {topic}-{partition}"
+                         + (f" [{log_start_offset}, {high_watermark}]" if high_watermark >= 0 else ""))
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
