@@ -271,13 +271,30 @@ class KafkaApis:
             name = topic["name"]
             partitions = []
             for part in topic["partitions"]:
-                partitions.append(self._list_offset(name, part["partition_index"], part["timestamp"]))
+                if header.api_version == 0:
+                    entry = self._offsets_before(name, part["partition_index"], part["timestamp"],
+                                                 part["max_num_offsets"])
+                else:
+                    entry = self._list_offset(name, part["partition_index"], part["timestamp"])
+                partitions.append(entry)
             topics.append({"name": name, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
 
+    def _offsets_before(self, topic: str, index: int, timestamp: int, max_num_offsets: int) -> dict:
+        """ListOffsets v0: the paper's getOffsetsBefore, several offsets newest first."""
+        entry = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": []}
+        partition = self.replica_manager.get_partition(topic, index)
+        if partition is None:
+            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif timestamp < 0 and timestamp not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+        else:
+            entry["old_style_offsets"] = partition.log.offsets_before(timestamp, max_num_offsets)
+        return entry
+
     def _list_offset(self, topic: str, index: int, timestamp: int) -> dict:
         entry = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
-                 "leader_epoch": -1, "old_style_offsets": []}
+                 "leader_epoch": -1}
         partition = self.replica_manager.get_partition(topic, index)
         if partition is None:
             entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -293,7 +310,6 @@ class KafkaApis:
             found = log_.offset_for_timestamp(timestamp)
             if found is not None:
                 entry["offset"], entry["timestamp"] = found
-        entry["old_style_offsets"] = [entry["offset"]] if entry["offset"] >= 0 else []
         return entry
 
     # -- CreateTopics, DeleteTopics -------------------------------------------------------------

@@ -300,6 +300,28 @@ class Log:
                         return found
             return None
 
+    def offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """The paper's getOffsetsBefore: segment base offsets whose data is no newer than ``timestamp``,
+        newest first, at most ``max_num_offsets`` of them.
+
+        -1 (latest) starts from the log end offset and goes back through every segment; -2 (earliest)
+        gives the log start offset. The active segment counts as written now.
+        """
+        with self._lock:
+            points = [(segment.base_offset, segment.largest_timestamp) for segment in self._segments]
+            if self._segments[-1].size > 0:
+                points.append((self.log_end_offset, self._time_ms()))
+            if timestamp == -2:
+                start = 0
+            elif timestamp == -1:
+                start = len(points) - 1
+            else:
+                start = -1
+                for index, (_, written) in enumerate(points):
+                    if written <= timestamp:
+                        start = index
+            return [offset for offset, _ in reversed(points[: start + 1])][: max(0, max_num_offsets)]
+
     # ------------------------------------------------------------------------------ maintenance
 
     def roll(self) -> None:

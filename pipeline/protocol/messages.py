@@ -200,7 +200,7 @@ FETCH = Api(
 )
 
 LIST_OFFSETS = Api(
-    ApiKey.LIST_OFFSETS, "ListOffsets", versions="1-5", flexible="6+",
+    ApiKey.LIST_OFFSETS, "ListOffsets", versions="0-5", flexible="6+",
     request=(
         F("ReplicaId", "int32", "0+"),
         F("IsolationLevel", "int8", "2+"),

@@ -299,3 +299,27 @@ def test_find_coordinator_says_no_coordinator_runs_here(client):
         body = client.call(ApiKey.FIND_COORDINATOR, version, {"key": "some-group", "key_type": 0})
         assert body["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert body["node_id"] == -1
+
+
+def test_list_offsets_v0_gives_segment_starts_newest_first(broker_factory):
+    broker = broker_factory(overrides={"log.segment.bytes": 100})
+    client = Client(broker.port)
+    try:
+        create_topic(client, "paper", 1)
+        for ts in (1000, 2000, 3000):
+            produce(client, "paper", 0, encode_batch([b"x" * 80] * 2, timestamp=ts))
+
+        def before(timestamp: int, max_num: int) -> list[int]:
+            body = {"replica_id": -1, "topics": [{"name": "paper", "partitions": [
+                {"partition_index": 0, "timestamp": timestamp, "max_num_offsets": max_num}]}]}
+            part = client.call(ApiKey.LIST_OFFSETS, 0, body)["topics"][0]["partitions"][0]
+            assert part["error_code"] == ErrorCode.NONE
+            return part["old_style_offsets"]
+
+        assert before(-1, 10)[0] == 6
+        assert before(-1, 10) == sorted(before(-1, 10), reverse=True)
+        assert before(-2, 10) == [0]
+        assert before(2500, 10) == [2, 0]
+        assert before(500, 10) == []
+    finally:
+        client.close()
