@@ -1,0 +1,116 @@
+"""The producer's configuration table: Kafka 0.7/0.8 property names, modern names as aliases.
+
+``ProducerConfig(values)`` validates a dict or a properties file against :data:`PRODUCER_PROPERTIES` and
+exposes the derived settings the producer needs (codec id, acks, seconds instead of milliseconds).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from pipeline.config import Config, ConfigError, Property, parse_choice, parse_str
+from pipeline.protocol.compression import UnknownCodecError, codec_from_name
+
+__all__ = ["PRODUCER_PROPERTIES", "ProducerConfig", "parse_acks"]
+
+
+def parse_acks(text: str) -> int:
+    """0, 1, or -1 (also spelled ``all``)."""
+    value = text.strip().lower()
+    if value == "all":
+        return -1
+    return int(value)
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _parse_spec(text: str) -> Any:
+    return text.strip()
+
+
+PRODUCER_PROPERTIES = (
+    Property("metadata.broker.list", parse_str, None,
+             "brokers to bootstrap from, host:port[,host:port...]", aliases=("bootstrap.servers", "broker.list")),
+    Property("producer.type", parse_choice("sync", "async"), "sync",
+             "sync: send() returns once the request is written (acks=0) or acknowledged; "
+             "async: send() queues and a background thread sends batches"),
+    Property("batch.size", _parse_int, 200,
+             "async: messages per batch (per topic-partition) before it is sent", aliases=("batch.num.messages",)),
+    Property("queue.time", _parse_int, 5000,
+             "async: longest time in ms a message waits in the queue for its batch to fill",
+             aliases=("queue.buffering.max.ms", "linger.ms")),
+    Property("queue.buffering.max.messages", _parse_int, 10000,
+             "async: most messages the queue holds", aliases=("queue.size",)),
+    Property("queue.enqueue.timeout.ms", _parse_int, -1,
+             "async, queue full: -1 block until there is room, 0 raise QueueFullError at once, "
+             ">0 wait that long then raise"),
+    Property("request.required.acks", parse_acks, 0,
+             "0: no acknowledgement; 1: the leader wrote it; -1/all: all in-sync replicas have it",
+             aliases=("acks",)),
+    Property("request.timeout.ms", _parse_int, 10000,
+             "how long the broker may wait for acks, and we for its answer", aliases=("request.timeout",)),
+    Property("message.send.max.retries", _parse_int, 3,
+             "times a failed send is retried on retriable errors", aliases=("retries",)),
+    Property("retry.backoff.ms", _parse_int, 100, "pause before each retry, after a metadata refresh"),
+    Property("compression.codec", parse_str, "none",
+             "none, gzip, snappy, lz4 or zstd (whole batches are compressed)", aliases=("compression.type",)),
+    Property("serializer.class", _parse_spec, "pipeline.client.encoder.DefaultEncoder",
+             "Encoder for messages (dotted path or instance)", aliases=("value.serializer",)),
+    Property("key.serializer.class", _parse_spec, "pipeline.client.encoder.DefaultEncoder",
+             "Encoder for keys (dotted path or instance)", aliases=("key.serializer",)),
+    Property("partitioner.class", _parse_spec, "pipeline.client.partitioner.DefaultPartitioner",
+             "Partitioner (dotted path or instance)"),
+    Property("client.id", parse_str, "pipeline-producer", "client id sent with every request"),
+    Property("topic.metadata.refresh.interval.ms", _parse_int, 600000,
+             "how often topic metadata is refreshed even without errors", aliases=("metadata.max.age.ms",)),
+    Property("max.request.size", _parse_int, 1048576,
+             "largest Produce request in bytes; bigger batches are split, a bigger single message is an error"),
+    Property("connect.timeout.ms", _parse_int, 10000, "socket connect and read timeout for broker connections"),
+)
+
+
+class ProducerConfig(Config):
+    """Validated producer properties plus the derived values the producer uses."""
+
+    kind = "producer property"
+
+    def __init__(self, values: Mapping[str, Any] | str | Path | None = None) -> None:
+        super().__init__(PRODUCER_PROPERTIES, values)
+        if not self["metadata.broker.list"]:
+            raise ConfigError("producer property metadata.broker.list (bootstrap.servers) is required")
+        self.require_positive("batch.size", "queue.buffering.max.messages", "request.timeout.ms",
+                              "max.request.size", "connect.timeout.ms", "topic.metadata.refresh.interval.ms")
+        for name in ("queue.time", "message.send.max.retries", "retry.backoff.ms"):
+            if self[name] < 0:
+                raise ConfigError(f"{self.kind} {name} must not be negative, got {self[name]}")
+        if self["queue.enqueue.timeout.ms"] < -1:
+            raise ConfigError(f"{self.kind} queue.enqueue.timeout.ms must be -1, 0 or positive, "
+                              f"got {self['queue.enqueue.timeout.ms']}")
+        if self["request.required.acks"] not in (0, 1, -1):
+            raise ConfigError(f"{self.kind} request.required.acks must be 0, 1 or -1/all, "
+                              f"got {self['request.required.acks']}")
+        if self["producer.type"] not in ("sync", "async"):
+            raise ConfigError(f"{self.kind} producer.type must be sync or async, got {self['producer.type']!r}")
+        codec = self["compression.codec"]
+        try:
+            self.compression = codec if isinstance(codec, int) else codec_from_name(str(codec))
+        except UnknownCodecError as exc:
+            raise ConfigError(f"{self.kind} compression.codec: {exc}") from None
+        if not 0 <= self.compression <= 4:
+            raise ConfigError(f"{self.kind} compression.codec id must be 0-4, got {self.compression}")
+        self.acks: int = self["request.required.acks"]
+        self.is_async: bool = self["producer.type"] == "async"
+        self.batch_size: int = self["batch.size"]
+        self.linger_s: float = self["queue.time"] / 1000.0
+        self.queue_max: int = self["queue.buffering.max.messages"]
+        self.enqueue_timeout_ms: int = self["queue.enqueue.timeout.ms"]
+        self.retries: int = self["message.send.max.retries"]
+        self.retry_backoff_s: float = self["retry.backoff.ms"] / 1000.0
+        self.request_timeout_ms: int = self["request.timeout.ms"]
+        self.max_request_size: int = self["max.request.size"]
+        self.metadata_max_age_s: float = self["topic.metadata.refresh.interval.ms"] / 1000.0
+        self.client_id: str = self["client.id"]
+        self.connect_timeout_s: float = self["connect.timeout.ms"] / 1000.0
