@@ -21,6 +21,7 @@ from pipeline.protocol.errors import ErrorCode
 
 _LENGTH = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
+_ERROR_CODE = struct.Struct(">h")
 # Bigger responses than this are refused as corrupt rather than allocated.
 MAX_RESPONSE_BYTES = 1 << 30
 
@@ -79,11 +80,10 @@ class BrokerConnection:
 
     def _negotiate(self) -> None:
         ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
-        response = self.request(ApiKey.API_VERSIONS, {"client_software_name": "pipeline",
-                                                      "client_software_version": "0.1"}, version=ours)
+        response = self._api_versions(ours)
         if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
             theirs = {k["api_key"]: k["max_version"] for k in response["api_keys"]}.get(ApiKey.API_VERSIONS, 0)
-            response = self.request(ApiKey.API_VERSIONS, {}, version=min(ours, theirs))
+            response = self._api_versions(min(ours, theirs))
         if response["error_code"] != ErrorCode.NONE:
             raise KafkaConnectionError(f"broker {self.host}:{self.port} refused ApiVersions: "
                                        f"{ErrorCode(response['error_code']).name}")
@@ -93,6 +93,20 @@ class BrokerConnection:
             theirs = self.broker_versions.get(key)
             if theirs is not None and theirs[0] <= high and low <= theirs[1]:
                 self.versions[key] = min(high, theirs[1])
+
+    def _api_versions(self, version: int) -> dict:
+        """One ApiVersions round trip. A broker older than ``version`` answers UNSUPPORTED_VERSION in the
+        v0 layout, so that answer is decoded as v0 (the response header is v0 for every version)."""
+        self.send(ApiKey.API_VERSIONS, {"client_software_name": "pipeline", "client_software_version": "0.1"},
+                  version=version)
+        _, _, _, frame = self.receive_frame()
+        if len(frame) >= 6 and _ERROR_CODE.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
+            version = 0
+        try:
+            return decode_response(ApiKey.API_VERSIONS, version, frame)[1]
+        except ProtocolError as exc:
+            self.close()
+            raise KafkaConnectionError(f"malformed ApiVersions response from {self.host}:{self.port}: {exc}") from None
 
     def version(self, api_key: int) -> int:
         """The version of ``api_key`` this connection uses; UnsupportedVersionError if there is none."""
