@@ -1,0 +1,45 @@
+"""The command line `python -m pipeline`: topics, produce, consume and offsets against a cluster.
+
+Each subcommand group lives in its own module (topics, produce, consume, offsets) and registers its
+parser here; common.py holds the shared options, exit codes and error reporting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from pipeline.cli import consume, offsets, produce, topics
+from pipeline.cli.common import EXIT_CODES_HELP, common_options, run_guarded
+
+PROG = "python -m pipeline"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (every level has --help)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Command line for the pipeline's Kafka cluster: manage topics, produce and consume "
+                    "messages, look up offsets. Every subcommand takes --bootstrap-server HOST:PORT.",
+        epilog=EXIT_CODES_HELP + "\n\nexamples:\n"
+               "  python -m pipeline topics create events --partitions 4\n"
+               "  seq 1000 | python -m pipeline produce events\n"
+               "  python -m pipeline consume events --from-beginning --max-messages 10\n"
+               "  python -m pipeline offsets events --time earliest",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+    common = common_options()
+    for module in (topics, produce, consume, offsets):
+        module.add_parser(subparsers, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the subcommand; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_guarded(args.command, args, args.prog)
+
+
+__all__ = ["build_parser", "main"]

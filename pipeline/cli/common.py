@@ -1,0 +1,169 @@
+"""What every subcommand shares: the --bootstrap-server option, exit codes, and turning errors into one line.
+
+Exit codes (documented in ``python -m pipeline --help``):
+  0  success
+  1  the broker refused the request (unknown topic, topic already exists, invalid partitions, ...)
+     or the operation failed (a file cannot be read, messages could not be delivered)
+  2  wrong arguments (argparse's convention)
+  3  no broker can be reached at the bootstrap address
+  130 interrupted (Ctrl-C); 141 stdout closed by the reader (e.g. ``| head``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable
+
+from pipeline.client.admin import AdminClient
+from pipeline.client.cluster import Cluster, StaticBrokerList, parse_broker_list
+from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownTopicError
+from pipeline.config import ConfigError
+from pipeline.protocol.errors import KafkaProtocolError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+BOOTSTRAP_ENV = "PIPELINE_BOOTSTRAP_SERVER"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+CLIENT_ID = "pipeline-cli"
+
+EXIT_CODES_HELP = """exit codes:
+  0    success
+  1    the broker refused the request (unknown topic, topic exists, ...) or the work failed
+  2    wrong arguments
+  3    no broker reachable at --bootstrap-server
+  130  interrupted (Ctrl-C)"""
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line on stderr, then the process exits with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def bootstrap_address(text: str) -> str:
+    """argparse type for --bootstrap-server: a ``host:port[,host:port]`` list, checked early."""
+    try:
+        parse_broker_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def common_options() -> argparse.ArgumentParser:
+    """A parent parser with the options every subcommand takes (added to each leaf parser)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("connection")
+    group.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
+                       type=bootstrap_address, default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+                       help=f"broker(s) to connect to, host:port[,host:port...] (default: ${BOOTSTRAP_ENV} "
+                            f"or {DEFAULT_BOOTSTRAP})")
+    group.add_argument("--command-timeout-ms", dest="command_timeout_ms", type=positive_int, default=10000,
+                       metavar="MS", help="socket timeout for each broker request (default: 10000)")
+    return parent
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int_arg(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int_arg(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def int_arg(text: str) -> int:
+    """argparse type: any integer, with a readable message."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type for ``key=value`` options (--config, --property, --producer-property)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def open_cluster(args: argparse.Namespace) -> Cluster:
+    """A Cluster for --bootstrap-server that has already answered one metadata request."""
+    cluster = Cluster(StaticBrokerList(args.bootstrap_server), client_id=CLIENT_ID,
+                      timeout_s=args.command_timeout_ms / 1000)
+    try:
+        cluster.refresh([])
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def open_admin(args: argparse.Namespace) -> AdminClient:
+    """An AdminClient owning its own connected Cluster."""
+    cluster = open_cluster(args)
+    return AdminClient(cluster, client_id=CLIENT_ID, timeout_s=args.command_timeout_ms / 1000, close_cluster=True)
+
+
+def require_partitions(cluster: Cluster, topic: str, partition: int | None) -> list[int]:
+    """The partitions of ``topic`` to work on (all, or just ``partition``); CliError if either is missing."""
+    partitions = cluster.partitions_for(topic)
+    if partition is None:
+        return partitions
+    if partition not in partitions:
+        raise CliError(f"topic {topic!r} has no partition {partition} (partitions: 0-{len(partitions) - 1})")
+    return [partition]
+
+
+def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str) -> int:
+    """Run a subcommand, turning the errors we expect into one line on stderr and an exit code."""
+    try:
+        return command(args)
+    except CliError as exc:
+        return fail(prog, str(exc), exc.exit_code)
+    except UnknownTopicError as exc:
+        return fail(prog, f"topic {exc.topic!r} does not exist", EXIT_FAILED)
+    except KafkaProtocolError as exc:
+        return fail(prog, describe_protocol_error(exc), EXIT_FAILED)
+    except KafkaConnectionError as exc:
+        return fail(prog, f"cannot reach a broker at {args.bootstrap_server} ({exc})", EXIT_UNREACHABLE)
+    except ConfigError as exc:
+        return fail(prog, str(exc), EXIT_USAGE)
+    except KafkaClientError as exc:
+        return fail(prog, str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away: point stdout at /dev/null so the interpreter's final flush is silent.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def describe_protocol_error(exc: KafkaProtocolError) -> str:
+    """``TOPIC_ALREADY_EXISTS: topic 'x' already exists`` (the broker's message when it sent one)."""
+    return f"{exc.code.name}: {exc.message}" if exc.message else exc.code.name
+
+
+def fail(prog: str, message: str, exit_code: int) -> int:
+    """Print ``prog: error: message`` (one line) on stderr and return ``exit_code``."""
+    one_line = " ".join(message.split())
+    print(f"{prog}: error: {one_line}", file=sys.stderr)
+    return exit_code

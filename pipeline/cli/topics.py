@@ -1,0 +1,100 @@
+"""`python -m pipeline topics ...`: create, list, describe and delete topics (like kafka-topics.sh)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pipeline.cli.common import CliError, key_value, open_admin, positive_int
+from pipeline.client.admin import TopicDescription
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Register `topics` and its subcommands."""
+    topics = subparsers.add_parser("topics", help="create, list, describe and delete topics",
+                                   description="Create, list, describe and delete topics (like kafka-topics.sh).")
+    actions = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", parents=[common], help="create a topic",
+                                description="Create a topic with CreateTopics.")
+    create.add_argument("name", metavar="NAME", help="topic name")
+    create.add_argument("--partitions", type=positive_int, required=True, metavar="N", help="number of partitions")
+    create.add_argument("--replication-factor", type=positive_int, default=1, metavar="R",
+                        help="copies of each partition (default: 1)")
+    create.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="a topic config override such as retention.ms=60000 (repeatable)")
+    create.add_argument("--if-not-exists", action="store_true",
+                        help="succeed without doing anything when the topic already exists")
+    create.set_defaults(command=create_topic, prog=create.prog)
+
+    listing = actions.add_parser("list", parents=[common], help="list topic names",
+                                 description="Print the name of every topic, one a line, sorted.")
+    listing.set_defaults(command=list_topics, prog=listing.prog)
+
+    describe = actions.add_parser("describe", parents=[common], help="show partitions, leaders, replicas, isr",
+                                  description="Describe a topic (or all topics): one line per topic, then one "
+                                              "line per partition with its leader, replicas and in-sync replicas.")
+    describe.add_argument("name", metavar="NAME", nargs="?", help="topic to describe (default: all topics)")
+    describe.set_defaults(command=describe_topics, prog=describe.prog)
+
+    delete = actions.add_parser("delete", parents=[common], help="delete topics",
+                                description="Delete topics with DeleteTopics.")
+    delete.add_argument("names", metavar="NAME", nargs="+", help="topic(s) to delete")
+    delete.add_argument("--if-exists", action="store_true", help="succeed when a topic does not exist")
+    delete.set_defaults(command=delete_topics, prog=delete.prog)
+
+
+def create_topic(args: argparse.Namespace) -> int:
+    configs = dict(args.config)
+    with open_admin(args) as admin:
+        try:
+            admin.create_topics(args.name, args.partitions, args.replication_factor, configs)
+        except KafkaProtocolError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+                print(f"Topic {args.name} already exists.")
+                return 0
+            raise
+    print(f"Created topic {args.name}.")
+    return 0
+
+
+def list_topics(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        for name in admin.list_topics():
+            print(name)
+    return 0
+
+
+def describe_topics(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        descriptions = admin.describe_topics(None if args.name is None else [args.name])
+    for description in descriptions:
+        print(format_description(description))
+    return 0
+
+
+def format_description(description: TopicDescription) -> str:
+    """kafka-topics.sh --describe layout: a topic line, then a tab-indented line per partition."""
+    lines = [f"Topic: {description.name}\tPartitionCount: {len(description.partitions)}\t"
+             f"ReplicationFactor: {description.replication_factor}"]
+    for p in description.partitions:
+        line = (f"\tTopic: {description.name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}"
+                f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+        if p.error_code:
+            line += f"\tError: {ErrorCode(p.error_code).name}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def delete_topics(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        existing = set(admin.list_topics())
+        missing = [name for name in args.names if name not in existing]
+        if missing and not args.if_exists:
+            raise CliError(f"topic {missing[0]!r} does not exist")
+        present = [name for name in args.names if name in existing]
+        if present:
+            admin.delete_topics(present)
+    for name in present:
+        print(f"Deleted topic {name}.")
+    return 0

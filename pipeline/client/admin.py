@@ -1,0 +1,182 @@
+"""AdminClient: create, delete, list and describe topics, and look up offsets, on top of a Cluster.
+
+Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
+cluster, CreateTopics and DeleteTopics go to the controller named in the Metadata response. A broker's
+refusal surfaces as KafkaProtocolError carrying its error code and message (TOPIC_ALREADY_EXISTS,
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from pipeline.client.cluster import Cluster, PartitionInfo, StaticBrokerList
+from pipeline.client.connection import BrokerConnection
+from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+
+#: ListOffsets timestamps with a special meaning (Kafka's ListOffsetsRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic's layout as Metadata reports it: its partitions with leader, replicas and in-sync replicas."""
+
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+
+class AdminClient:
+    """Topic administration and offset look-ups for one cluster (Kafka's AdminClient, the calls we need).
+
+    Give it a Cluster to share one with other clients, or a bootstrap string (``host:port,...``) to have
+    it own one; ``close()`` closes the cluster only when it owns it (or ``close_cluster=True``).
+    """
+
+    def __init__(self, cluster: Cluster | str, *, client_id: str = "pipeline-admin", timeout_s: float = 30.0,
+                 close_cluster: bool = False) -> None:
+        if isinstance(cluster, str):
+            self.cluster = Cluster(StaticBrokerList(cluster), client_id=client_id, timeout_s=timeout_s)
+            self._owns_cluster = True
+        else:
+            self.cluster = cluster
+            self._owns_cluster = close_cluster
+        self.timeout_s = timeout_s
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def create_topics(self, names: str | Iterable[str], partitions: int = -1, replication_factor: int = 1,
+                      configs: Mapping[str, str] | None = None, *, validate_only: bool = False) -> None:
+        """Create each topic of ``names`` with ``partitions`` partitions (-1: the broker's default).
+
+        Raises KafkaProtocolError for the first topic the broker refused (the others were still created).
+        """
+        topic_names = [names] if isinstance(names, str) else list(names)
+        config_entries = [{"name": k, "value": v} for k, v in (configs or {}).items()]
+        body = {
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+                        "assignments": [], "configs": config_entries} for name in topic_names],
+            "timeout_ms": int(self.timeout_s * 1000),
+            "validate_only": validate_only,
+        }
+        response = self._admin_request(ApiKey.CREATE_TOPICS, body)
+        self._raise_first_error(response["topics"], "create")
+        if not validate_only:
+            self.cluster.refresh(topic_names)
+
+    def delete_topics(self, names: str | Iterable[str]) -> None:
+        """Delete each topic of ``names``; KafkaProtocolError for the first one the broker refused."""
+        topic_names = [names] if isinstance(names, str) else list(names)
+        body = {"topic_names": topic_names, "timeout_ms": int(self.timeout_s * 1000)}
+        response = self._admin_request(ApiKey.DELETE_TOPICS, body)
+        self._raise_first_error(response["responses"], "delete")
+        self.cluster.refresh([])
+
+    def list_topics(self) -> list[str]:
+        """The names of every topic of the cluster, sorted."""
+        return sorted(self.cluster.topics())
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        """Describe ``names`` (None: every topic), sorted by name; UnknownTopicError for a missing one."""
+        if names is None:
+            topics = self.cluster.topics()
+            wanted = sorted(topics)
+        else:
+            wanted = list(names)
+            self.cluster.refresh(wanted)
+            topics = {name: self.cluster.topic(name, refresh=False) for name in wanted}
+        described = []
+        for name in wanted:
+            info = topics[name]
+            if info.error_code and not info.partitions:
+                raise KafkaProtocolError(info.error_code, f"topic {name!r} is not available")
+            described.append(TopicDescription(name, tuple(info.partitions[p] for p in sorted(info.partitions))))
+        return described
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    def list_offsets(self, topic: str, partitions: Iterable[int] | None = None,
+                     timestamp: int = LATEST_TIMESTAMP) -> dict[int, int | None]:
+        """For each partition, the offset for ``timestamp`` (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP or ms).
+
+        For a time in ms: the earliest offset whose timestamp is at or after it, None when no message is
+        that recent. Each partition is asked of its leader, one request per leader.
+        """
+        known = self.cluster.partitions_for(topic)
+        wanted = known if partitions is None else list(partitions)
+        for partition in wanted:
+            if partition not in known:
+                raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                         f"topic {topic!r} has no partition {partition} (it has {len(known)})")
+        by_leader: dict[int, list[int]] = {}
+        for partition in wanted:
+            by_leader.setdefault(self.cluster.leader(topic, partition), []).append(partition)
+        offsets: dict[int, int | None] = {}
+        for partitions_of_leader in by_leader.values():
+            connection = self.cluster.leader_connection(topic, partitions_of_leader[0])
+            body = {"replica_id": -1, "isolation_level": 0,
+                    "topics": [{"name": topic, "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp,
+                         "max_num_offsets": 1} for p in partitions_of_leader]}],
+                    "timeout_ms": int(self.timeout_s * 1000)}
+            response = self._request(connection, ApiKey.LIST_OFFSETS, body)
+            for topic_entry in response["topics"]:
+                for entry in topic_entry["partitions"]:
+                    if entry["error_code"]:
+                        raise KafkaProtocolError(entry["error_code"],
+                                                 f"ListOffsets for {topic}-{entry['partition_index']} failed")
+                    offset = entry.get("offset", -1)
+                    if offset is None or offset < 0:
+                        old_style = entry.get("old_style_offsets") or []
+                        offset = old_style[0] if old_style else -1
+                    offsets[entry["partition_index"]] = offset if offset >= 0 else None
+        return {p: offsets[p] for p in sorted(wanted)}
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _admin_request(self, api_key: int, body: dict) -> dict:
+        controller = self.cluster.controller_id
+        if controller < 0:
+            self.cluster.brokers()
+            controller = self.cluster.controller_id
+        try:
+            connection = self.cluster.connection(controller) if controller >= 0 else self.cluster.any_connection()
+        except KafkaConnectionError:
+            connection = self.cluster.any_connection()
+        return self._request(connection, api_key, body)
+
+    def _request(self, connection: BrokerConnection, api_key: int, body: dict) -> dict:
+        try:
+            return connection.request(api_key, body)
+        except KafkaConnectionError:
+            self.cluster.invalidate(connection.node_id)
+            raise
+
+    @staticmethod
+    def _raise_first_error(results: list[dict], action: str) -> None:
+        for result in results:
+            code = result["error_code"]
+            if code == ErrorCode.NONE:
+                continue
+            message = result.get("error_message") or f"cannot {action} topic {result['name']!r}"
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise UnknownTopicError(result["name"])
+            raise KafkaProtocolError(code, message)
+
+    def close(self) -> None:
+        if self._owns_cluster:
+            self.cluster.close()
+
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
