@@ -28,6 +28,7 @@ from pipeline.client.simple_consumer import (
     FetchRequest,
     MessageSet,
     MessageSizeTooLarge,
+    batch_records,
     fetch_request_body,
     list_offsets,
     partitions_by_key,
@@ -60,18 +61,43 @@ _new_tuple = tuple.__new__
 
 
 class _Chunk:
-    """Messages of one partition fetched but not all handed out yet, and where the partition goes next."""
+    """One partition's fetched batches being handed out, one decoded batch at a time.
 
-    __slots__ = ("tp", "records", "next_offset", "iterator")
+    ``records`` is the current batch (as ConsumerRecords) and ``iterator`` walks it; a list iterator
+    resumes where it stopped, so an iteration the caller abandons loses nothing. ``start`` is the
+    partition's position before the current batch.
+    """
 
-    def __init__(self, tp: TopicPartition, records: list[ConsumerRecord], next_offset: int) -> None:
+    __slots__ = ("tp", "data", "batches", "index", "offset", "next_offset", "records", "iterator", "start")
+
+    def __init__(self, tp: TopicPartition, result: MessageSet) -> None:
         self.tp = tp
-        self.records = records
-        self.next_offset = next_offset
-        self.iterator = iter(records)
+        self.data = result.data
+        self.batches = result.batches
+        self.index = 0
+        self.offset = result.offset
+        self.next_offset = result.next_offset
+        self.records: list[ConsumerRecord] = []
+        self.iterator: Iterator[ConsumerRecord] = iter(self.records)
+        self.start = result.offset
 
-    def consumed(self) -> int:
-        return len(self.records) - self.iterator.__length_hint__()
+    def advance(self) -> bool:
+        """Decode the next batch into ``records``; False when none is left."""
+        if self.index >= len(self.batches):
+            return False
+        if self.records:
+            self.start = self.records[-1].offset + 1
+        pos, header = self.batches[self.index]
+        self.index += 1
+        records = batch_records(self.data, pos, header, self.offset)
+        self.records = list(map(_new_tuple, repeat(ConsumerRecord), map(self.tp.__add__, records)))
+        self.iterator = iter(self.records)
+        return True
+
+    def position(self) -> int:
+        """The offset after the last record handed out."""
+        done = len(self.records) - self.iterator.__length_hint__()
+        return self.records[done - 1].offset + 1 if done else self.start
 
 
 class Consumer:
@@ -106,7 +132,6 @@ class Consumer:
         self._pending: dict[TopicPartition, int] = {}
         self._sizes: dict[TopicPartition, int] = {}
         self._ready: collections.deque[_Chunk] = collections.deque()
-        self._current: _Chunk | None = None
         self._topics = list(topics) if topics is not None else []
         self._closed = threading.Event()
         for (topic, partition), start in (partitions or {}).items():
@@ -154,11 +179,8 @@ class Consumer:
             self.assignment()
             if tp not in self._sizes:
                 raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
-        current = self._current
-        if current is not None and current.tp == tp:
-            done = current.consumed()
-            if done:
-                return current.records[done - 1].offset + 1
+        if self._ready and self._ready[0].tp == tp:
+            return self._ready[0].position()
         if tp in self._pending:
             self._resolve_pending()
         return self._positions[tp]
@@ -168,14 +190,13 @@ class Consumer:
         tp = (topic, partition)
         if tp not in self.assignment():
             raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
+        for chunk in self._ready:
+            if chunk.tp == tp:
+                # Emptying the list ends an iteration handing it out; the chunk then leaves the queue.
+                chunk.records.clear()
         kept = [chunk for chunk in self._ready if chunk.tp != tp]
         self._ready.clear()
         self._ready.extend(kept)
-        current = self._current
-        if current is not None and current.tp == tp:
-            self._current = None
-            # Emptying the list ends the iteration that is handing it out.
-            current.records.clear()
         self._pending.pop(tp, None)
         self._fetch_offsets.pop(tp, None)
         self._positions.pop(tp, None)
@@ -190,15 +211,14 @@ class Consumer:
         ready = self._ready
         while not self._closed.is_set():
             if ready:
-                chunk = ready.popleft()
-                self._current = chunk
-                try:
-                    yield from chunk.iterator
-                finally:
-                    if self._current is chunk:
-                        self._current = None
-                        self._finish(chunk)
-                last_message = time.monotonic()
+                chunk = ready[0]
+                yield from chunk.iterator
+                if ready and ready[0] is chunk:
+                    if chunk.records:
+                        last_message = time.monotonic()
+                    if not chunk.advance():
+                        ready.popleft()
+                        self._positions[chunk.tp] = chunk.next_offset
                 continue
             wait_ms = max_wait_ms
             if timeout_ms >= 0:
@@ -209,18 +229,6 @@ class Consumer:
             self._fetch_round(wait_ms)
         # A close() from another thread may race with a metadata refresh that reconnected.
         self._cluster.close()
-
-    def _finish(self, chunk: _Chunk) -> None:
-        """Record how far the caller got in ``chunk``; keep what it did not take for the next iteration."""
-        left = chunk.iterator.__length_hint__()
-        if left:
-            taken = len(chunk.records) - left
-            rest = _Chunk(chunk.tp, chunk.records[taken:], chunk.next_offset)
-            self._ready.appendleft(rest)
-            if taken:
-                self._positions[chunk.tp] = chunk.records[taken - 1].offset + 1
-        else:
-            self._positions[chunk.tp] = chunk.next_offset
 
     def _fetch_round(self, max_wait_ms: int) -> None:
         """One long-poll Fetch per leader for all partitions; queue what came back."""
@@ -294,10 +302,7 @@ class Consumer:
         if result.next_offset == result.offset:
             return None
         self._fetch_offsets[tp] = result.next_offset
-        records = result.messages
-        if records:
-            records = list(map(_new_tuple, repeat(ConsumerRecord), map(tp.__add__, records)))
-        self._ready.append(_Chunk(tp, records, result.next_offset))
+        self._ready.append(_Chunk(tp, result))
         return None
 
     def _out_of_range(self, tp: TopicPartition, error: OffsetOutOfRange) -> None:

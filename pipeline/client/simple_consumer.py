@@ -18,7 +18,7 @@ from typing import Iterator, NamedTuple, Sequence
 from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, OffsetOutOfRange
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import CONTROL_FLAG, iter_batches
+from pipeline.protocol.batch import CONTROL_FLAG, BatchHeader, iter_batches
 from pipeline.protocol.codec import SUPPORTED_VERSIONS
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.protocol.records import Record, decode_batch
@@ -29,6 +29,7 @@ __all__ = [
     "FetchRequest",
     "MessageSet",
     "MessageSizeTooLarge",
+    "batch_records",
     "SimpleConsumer",
     "fetch_request_body",
     "list_offsets",
@@ -40,6 +41,7 @@ LATEST_TIME = -1
 EARLIEST_TIME = -2
 
 MAX_INT32 = 0x7FFFFFFF
+Buffer = bytes | bytearray | memoryview
 DEFAULT_BUFFER_SIZE = 1024 * 1024
 DEFAULT_MAX_BUFFER_SIZE = 50 * 1024 * 1024
 
@@ -72,40 +74,69 @@ class MessageSet:
     """The messages one fetch returned for one partition (the paper's ByteBufferMessageSet).
 
     Iterating yields :class:`pipeline.protocol.records.Record` items (offset, timestamp, key, value,
-    headers) in offset order. ``next_offset`` is where the next fetch of this partition starts;
-    ``high_watermark`` and ``log_start_offset`` are the partition's bounds as the broker reported them.
-    ``truncated`` says the response held only part of one batch (the fetch size was too small for it).
-    A set whose partition failed carries the exception in ``error`` and raises it when iterated.
+    headers) in offset order, decoding one batch at a time from the response bytes (so only a batch's
+    records are alive at once); ``messages`` decodes them all into a list. ``next_offset`` is where
+    the next fetch of this partition starts; ``high_watermark`` and ``log_start_offset`` are the
+    partition's bounds as the broker reported them. ``truncated`` says the response held only part of
+    one batch (the fetch size was too small for it). A set whose partition failed carries the
+    exception in ``error`` and raises it when iterated.
     """
 
-    __slots__ = ("topic", "partition", "offset", "messages", "next_offset", "high_watermark",
-                 "log_start_offset", "truncated", "error")
+    __slots__ = ("topic", "partition", "offset", "data", "batches", "next_offset", "high_watermark",
+                 "log_start_offset", "truncated", "error", "_messages")
 
-    def __init__(self, topic: str, partition: int, offset: int, messages: list[Record], next_offset: int,
+    def __init__(self, topic: str, partition: int, offset: int, data: Buffer = b"",
+                 batches: list[tuple[int, BatchHeader]] | None = None, next_offset: int | None = None,
                  high_watermark: int = -1, log_start_offset: int = -1, truncated: bool = False,
                  error: Exception | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.offset = offset
-        self.messages = messages
-        self.next_offset = next_offset
+        self.data = data
+        # (position in data, header) of the CRC-checked batches holding records at offset and after.
+        self.batches = batches if batches is not None else []
+        self.next_offset = offset if next_offset is None else next_offset
         self.high_watermark = high_watermark
         self.log_start_offset = log_start_offset
         self.truncated = truncated
         self.error = error
+        self._messages: list[Record] | None = None
 
     def __iter__(self) -> Iterator[Record]:
         if self.error is not None:
             raise self.error
-        return iter(self.messages)
+        if self._messages is not None:
+            return iter(self._messages)
+        return self._decode()
+
+    def _decode(self) -> Iterator[Record]:
+        data = self.data
+        offset = self.offset
+        for pos, header in self.batches:
+            yield from batch_records(data, pos, header, offset)
+
+    @property
+    def messages(self) -> list[Record]:
+        """All the messages as one list (decoded on first use)."""
+        if self._messages is None:
+            self._messages = list(self)
+        return self._messages
 
     def __len__(self) -> int:
         return len(self.messages)
 
     def __repr__(self) -> str:
-        state = f"error={self.error!r}" if self.error is not None else f"{len(self.messages)} messages"
+        state = f"error={self.error!r}" if self.error is not None else f"{len(self.batches)} batches"
         return (f"MessageSet({self.topic}-{self.partition} from {self.offset}: {state}, "
                 f"next_offset={self.next_offset}, high_watermark={self.high_watermark})")
+
+
+def batch_records(data: Buffer, pos: int, header: BatchHeader, offset: int) -> list[Record]:
+    """The records at ``offset`` and after of the (already CRC-checked) batch at ``pos`` in ``data``."""
+    records = decode_batch(data, pos, check_crc=False)[1]
+    if header.base_offset < offset:
+        records = [r for r in records if r.offset >= offset]
+    return records
 
 
 def fetch_request_body(requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0,
@@ -147,12 +178,12 @@ def read_message_set(topic: str, partition: int, offset: int, part: dict | None)
 
     Every whole batch's CRC-32C is checked (CorruptBatchError is raised, never skipped); compressed
     batches are decompressed; control batches are left out; a trailing partial batch is ignored and
-    fetched next time. A broker error becomes the set's ``error`` (OffsetOutOfRange with the bounds).
+    fetched next time. Records are decoded when the set is iterated. A broker error becomes the set's ``error`` (OffsetOutOfRange with the bounds).
     """
     if part is None:
         error = KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    f"the fetch response has no entry for {topic}-{partition}")
-        return MessageSet(topic, partition, offset, [], offset, error=error)
+        return MessageSet(topic, partition, offset, error=error)
     high_watermark = part["high_watermark"]
     log_start_offset = part.get("log_start_offset", -1)
     code = part["error_code"]
@@ -161,11 +192,12 @@ def read_message_set(topic: str, partition: int, offset: int, part: dict | None)
             error: Exception = OffsetOutOfRange(topic, partition, offset, log_start_offset, high_watermark)
         else:
             error = KafkaProtocolError(code, f"fetch of {topic}-{partition} at offset {offset}")
-        return MessageSet(topic, partition, offset, [], offset, high_watermark, log_start_offset, error=error)
+        return MessageSet(topic, partition, offset, high_watermark=high_watermark,
+                          log_start_offset=log_start_offset, error=error)
     data = part["records"]
     if not data:
-        return MessageSet(topic, partition, offset, [], offset, high_watermark, log_start_offset)
-    messages: list[Record] = []
+        return MessageSet(topic, partition, offset, b"", [], offset, high_watermark, log_start_offset)
+    batches = []
     next_offset = offset
     whole = False
     for pos, header in iter_batches(data, True):
@@ -174,16 +206,9 @@ def read_message_set(topic: str, partition: int, offset: int, part: dict | None)
         if last < offset:
             continue
         next_offset = last + 1
-        if header.attributes & CONTROL_FLAG:
-            continue
-        records = decode_batch(data, pos, check_crc=False)[1]
-        if header.base_offset < offset:
-            records = [r for r in records if r.offset >= offset]
-        if messages:
-            messages.extend(records)
-        else:
-            messages = records
-    return MessageSet(topic, partition, offset, messages, next_offset, high_watermark, log_start_offset,
+        if not header.attributes & CONTROL_FLAG:
+            batches.append((pos, header))
+    return MessageSet(topic, partition, offset, data, batches, next_offset, high_watermark, log_start_offset,
                       truncated=not whole)
 
 
