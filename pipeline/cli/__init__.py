@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 from pipeline.cli import consume, offsets, produce, topics
-from pipeline.cli.common import EXIT_CODES_HELP, common_options, run_guarded
+from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
 
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  python -m pipeline consume events --from-beginning --max-messages 10\n"
                "  python -m pipeline offsets events --time earliest",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
     for module in (topics, produce, consume, offsets):

@@ -58,16 +58,27 @@ def bootstrap_address(text: str) -> str:
     return text
 
 
+def add_connection_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
+    """--bootstrap-server and --command-timeout-ms, on the top-level parser and on every subcommand.
+
+    Only the top level holds the defaults (the subcommands' copies are SUPPRESSed), so the options work
+    before the subcommand (``python -m pipeline --bootstrap-server H:P topics list``) and after it.
+    """
+    group = parser.add_argument_group("connection")
+    group.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
+                       type=bootstrap_address,
+                       default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP) if with_defaults else argparse.SUPPRESS,
+                       help=f"broker(s) to connect to, host:port[,host:port...] (default: ${BOOTSTRAP_ENV} "
+                            f"or {DEFAULT_BOOTSTRAP})")
+    group.add_argument("--command-timeout-ms", dest="command_timeout_ms", type=positive_int,
+                       default=10000 if with_defaults else argparse.SUPPRESS,
+                       metavar="MS", help="socket timeout for each broker request (default: 10000)")
+
+
 def common_options() -> argparse.ArgumentParser:
     """A parent parser with the options every subcommand takes (added to each leaf parser)."""
     parent = argparse.ArgumentParser(add_help=False)
-    group = parent.add_argument_group("connection")
-    group.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
-                       type=bootstrap_address, default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
-                       help=f"broker(s) to connect to, host:port[,host:port...] (default: ${BOOTSTRAP_ENV} "
-                            f"or {DEFAULT_BOOTSTRAP})")
-    group.add_argument("--command-timeout-ms", dest="command_timeout_ms", type=positive_int, default=10000,
-                       metavar="MS", help="socket timeout for each broker request (default: 10000)")
+    add_connection_options(parent, with_defaults=False)
     return parent
 
 

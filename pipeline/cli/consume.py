@@ -15,6 +15,7 @@ from pipeline.cli.common import CliError, key_value, non_negative_int, open_admi
 from pipeline.cli.output import FORMATS, PeriodicFlusher, formatter
 from pipeline.cli.progress import Progress, summary
 from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from pipeline.client.consumer import Consumer
 
 
 def start_offset(text: str) -> int | str:
@@ -104,8 +105,6 @@ def consumer_config(args: argparse.Namespace) -> dict:
 
 
 def consume(args: argparse.Namespace) -> int:
-    from pipeline.client.consumer import Consumer
-
     topic = args.topic or args.topic_option
     if not topic:
         raise CliError("a topic is required (consume TOPIC)", exit_code=2)
