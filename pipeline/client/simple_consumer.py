@@ -119,7 +119,9 @@ class MessageSet:
     def messages(self) -> list[Record]:
         """All the messages as one list (decoded on first use)."""
         if self._messages is None:
-            self._messages = list(self)
+            if self.error is not None:
+                raise self.error
+            self._messages = list(self._decode())
         return self._messages
 
     def __len__(self) -> int:
