@@ -1,16 +1,17 @@
 """The demo behind `make pipeline-up` / `make pipeline-down`.
 
 Until the pipeline exists, "the pipeline" is one standalone broker: `up` starts `python -m broker` in the
-background (log dir, log file and pid file under ./var/), waits until it answers, creates a topic, produces
-a few thousand messages with kcat, reads them back with kcat and checks the count. Running `up` again while
-the broker runs reuses it. `down` sends SIGTERM to the pid in the pid file and waits for the exit.
+background (log dir, log file and pid file under ./var/), waits until it answers, and then drives it with
+our own command line, `python -m pipeline`: creates the topic (`topics create --if-not-exists`), produces
+a few thousand keyed lines (`produce`), reads the whole topic back (`consume --from-beginning
+--max-messages N`) and checks the count and this run's messages. Running `up` again while the broker runs
+reuses it. `down` sends SIGTERM to the pid in the pid file and waits for the exit.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,9 +25,11 @@ LOG_FILE = VAR / "broker.log"
 PID_FILE = VAR / "broker.pid"
 PORT = int(os.environ.get("DEMO_BROKER_PORT", "9092"))
 HOST = "127.0.0.1"
+BOOTSTRAP = f"{HOST}:{PORT}"
 TOPIC = "demo-events"
 PARTITIONS = 4
 MESSAGES = 5000
+KEYS = 100
 
 
 def read_pid() -> int | None:
@@ -44,16 +47,18 @@ def read_pid() -> int | None:
 
 
 def broker_answers(timeout: float) -> bool:
-    """Whether a kafka-python admin client can bootstrap from the broker within ``timeout`` seconds."""
-    from kafka.admin import KafkaAdminClient
-    from kafka.errors import KafkaError
+    """Whether the broker answers a metadata request (our AdminClient) within ``timeout`` seconds."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from pipeline.client.admin import AdminClient
+    from pipeline.client.errors import KafkaConnectionError
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            KafkaAdminClient(bootstrap_servers=f"{HOST}:{PORT}", client_id="demo", request_timeout_ms=3000).close()
+            with AdminClient(BOOTSTRAP, client_id="demo", timeout_s=3.0) as admin:
+                admin.list_topics()
             return True
-        except KafkaError:
+        except KafkaConnectionError:
             time.sleep(0.2)
     return False
 
@@ -72,56 +77,57 @@ def start_broker() -> int:
     return process.pid
 
 
-def ensure_topic() -> None:
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=f"{HOST}:{PORT}", client_id="demo")
-    try:
-        if TOPIC in admin.list_topics():
-            print(f"topic {TOPIC} exists")
-            return
-        admin.create_topics({TOPIC: {"num_partitions": PARTITIONS, "replication_factor": 1}})
-        print(f"created topic {TOPIC} with {PARTITIONS} partitions")
-    finally:
-        admin.close()
-
-
-def kcat(*args: str, input_bytes: bytes | None = None) -> bytes:
-    result = subprocess.run(["kcat", "-b", f"{HOST}:{PORT}", *args], input=input_bytes, capture_output=True, timeout=120)
+def pipeline_cli(*args: str, input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m pipeline ARGS --bootstrap-server BOOTSTRAP`; exit with its error line if it fails."""
+    command = [sys.executable, "-m", "pipeline", *args, "--bootstrap-server", BOOTSTRAP]
+    result = subprocess.run(command, cwd=REPO_ROOT, input=input_bytes, capture_output=True, timeout=120)
     if result.returncode != 0:
-        sys.exit(f"kcat {' '.join(args)} failed: {result.stderr.decode(errors='replace').strip()}")
-    return result.stdout
+        sys.exit(f"`python -m pipeline {' '.join(args)}` failed (exit {result.returncode}): "
+                 f"{result.stderr.decode(errors='replace').strip()}")
+    return result
+
+
+def ensure_topic() -> None:
+    result = pipeline_cli("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--if-not-exists")
+    print(f"$ python -m pipeline topics create {TOPIC} --partitions {PARTITIONS} --if-not-exists\n  "
+          + result.stdout.decode().strip())
 
 
 def end_offsets() -> int:
-    """Sum of the topic's latest offsets, as kcat -Q reports them for time -1."""
-    query = [arg for p in range(PARTITIONS) for arg in ("-t", f"{TOPIC}:{p}:-1")]
-    total = 0
-    for line in kcat("-Q", *query).decode().splitlines():
-        # "demo-events [0] offset 1250"
-        if " offset " in line:
-            total += int(line.rsplit(" offset ", 1)[1])
-    return total
+    """Sum of the topic's latest offsets (`python -m pipeline offsets` prints topic:partition:offset)."""
+    lines = pipeline_cli("offsets", TOPIC, "--time", "latest").stdout.decode().split()
+    return sum(int(line.rsplit(":", 1)[1]) for line in lines)
 
 
 def produce_and_verify() -> None:
-    """Produce MESSAGES keyed messages with kcat and read the topic back with kcat; exit non-zero on a mismatch."""
+    """Produce MESSAGES keyed lines and read the whole topic back with our CLI; exit non-zero on a mismatch."""
     before = end_offsets()
     run_id = time.strftime("%Y%m%dT%H%M%S")
-    lines = "".join(f"key-{i % 100}\t{run_id} message {i}\n" for i in range(MESSAGES)).encode()
-    started = time.monotonic()
-    kcat("-P", "-t", TOPIC, "-K", "\t", input_bytes=lines)
-    produced = time.monotonic() - started
+    lines = "".join(f"key-{i % KEYS}\t{run_id} message {i}\n" for i in range(MESSAGES)).encode()
+    produced = pipeline_cli("produce", TOPIC, "--key-separator", "\t", "--acks", "1", input_bytes=lines)
+    print(f"$ python -m pipeline produce {TOPIC} --key-separator '\\t' --acks 1   < {MESSAGES} lines\n  "
+          + produced.stderr.decode().strip())
     expected_total = before + MESSAGES
-    started = time.monotonic()
-    consumed = kcat("-C", "-t", TOPIC, "-o", "beginning", "-e", "-q", "-f", "%p %o %s\n").decode().splitlines()
-    read = time.monotonic() - started
-    this_run = [line for line in consumed if f"{run_id} message " in line]
-    print(f"produced {MESSAGES} messages with kcat in {produced:.2f}s; read back {len(consumed)} "
-          f"(this run: {len(this_run)}) in {read:.2f}s")
-    if len(consumed) != expected_total or len(this_run) != MESSAGES:
-        sys.exit(f"count mismatch: topic should hold {expected_total}, read {len(consumed)}; this run {len(this_run)} of {MESSAGES}")
-    print(f"OK: topic {TOPIC} holds {expected_total} messages, all read back")
+    if end_offsets() != expected_total:
+        sys.exit(f"the topic should hold {expected_total} messages after producing, its end offsets sum to "
+                 f"{end_offsets()}")
+    consumed = pipeline_cli("consume", TOPIC, "--from-beginning", "--max-messages", str(expected_total),
+                            "--timeout-ms", "10000", "--format", "key-value")
+    print(f"$ python -m pipeline consume {TOPIC} --from-beginning --max-messages {expected_total} "
+          f"--format key-value\n  " + consumed.stderr.decode().strip())
+    read = consumed.stdout.decode().splitlines()
+    this_run = {}
+    for line in read:
+        key, _, value = line.partition("\t")
+        if value.startswith(f"{run_id} message "):
+            this_run[int(value.rsplit(" ", 1)[1])] = key
+    if len(read) != expected_total or len(this_run) != MESSAGES:
+        sys.exit(f"count mismatch: topic should hold {expected_total}, read {len(read)}; "
+                 f"this run {len(this_run)} of {MESSAGES}")
+    wrong_keys = [i for i, key in this_run.items() if key != f"key-{i % KEYS}"]
+    if wrong_keys:
+        sys.exit(f"{len(wrong_keys)} messages came back with the wrong key, e.g. message {wrong_keys[0]}")
+    print(f"OK: topic {TOPIC} holds {expected_total} messages, all read back; this run's {MESSAGES} with their keys")
 
 
 def up() -> None:
@@ -129,14 +135,15 @@ def up() -> None:
     if pid is not None:
         print(f"broker already running (pid {pid}, {HOST}:{PORT}); reusing it")
     else:
-        if shutil.which("kcat") is None:
-            sys.exit("kcat is not installed; run `make setup`")
         pid = start_broker()
     if not broker_answers(timeout=30):
         sys.exit(f"broker pid {pid} does not answer on {HOST}:{PORT}; see {LOG_FILE}")
     ensure_topic()
     produce_and_verify()
-    print(f"broker keeps running: kcat -b {HOST}:{PORT} -L   |   stop it with: make pipeline-down")
+    print(f"broker keeps running on {BOOTSTRAP}; try:\n"
+          f"  .venv/bin/python -m pipeline topics describe {TOPIC} --bootstrap-server {BOOTSTRAP}\n"
+          f"  .venv/bin/python -m pipeline consume {TOPIC} --from-beginning --max-messages 5 --bootstrap-server {BOOTSTRAP}\n"
+          f"stop it with: make pipeline-down")
 
 
 def down() -> None:
