@@ -1,0 +1,154 @@
+"""Producer throughput: our Producer against kafka-python's KafkaProducer on the same broker, in one run.
+
+Starts a broker (tests.support.BrokerProcess), then for each case sends MESSAGES messages of SIZE bytes to a
+fresh one-partition topic and stops the clock when the broker holds them all (ListOffsets latest reaches the
+count). Cases:
+
+* ours sync, batch B, acks A: ``send(ProducerData(topic, None, [B messages]))`` in a loop -- one Produce
+  request of B records per call (the paper's sync producer; "batch size" = messages per send);
+* ours async, batch B, acks A: one ``send(ProducerData(topic, None, [message]))`` per message, producer.type
+  async with batch.size=B and queue.time 5 ms; the sender thread forms the batches;
+* kafka-python, batch 1: KafkaProducer(acks=A, linger_ms=0) with its default batch_size (16 KiB: it still
+  batches whatever accumulates while a request is in flight); batch 50: batch_size=50 * (SIZE + 70) bytes,
+  linger_ms=5; one send() per message, then flush(). Idempotence off (acks=0 does not allow it).
+
+Prints msg/s, MB/s (message payload) and ours/kafka-python for the same batch and acks.
+
+    .venv/bin/python bench/producer_bench.py [--messages 1000000] [--size 200] [--batches 1,50] [--acks 0,1]
+                                             [--no-async] [--no-kafka-python] [--profile CASE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.client.connection import BrokerConnection  # noqa: E402
+from pipeline.client.producer import Producer, ProducerData  # noqa: E402
+from pipeline.protocol.api_keys import ApiKey  # noqa: E402
+from tests.support import BrokerProcess  # noqa: E402
+from tests.support.clients import create_topic  # noqa: E402
+
+RECORD_OVERHEAD = 70  # bytes kafka-python adds per record in its size accounting (rough; batch header shared)
+
+
+def log_end_offset(connection: BrokerConnection, topic: str) -> int:
+    body = {"replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+    response = connection.request(ApiKey.LIST_OFFSETS, body)
+    return response["topics"][0]["partitions"][0]["offset"]
+
+
+def wait_stored(connection: BrokerConnection, topic: str, count: int, timeout: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while log_end_offset(connection, topic) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"broker holds {log_end_offset(connection, topic)} of {count} messages of {topic}")
+        time.sleep(0.002)
+
+
+def ours_sync(bootstrap: str, topic: str, messages: int, size: int, batch: int, acks: int) -> None:
+    payload = [b"m" * size] * batch
+    with Producer({"metadata.broker.list": bootstrap, "request.required.acks": acks}) as producer:
+        send = producer.send
+        for _ in range(messages // batch):
+            send(ProducerData(topic, None, payload))
+
+
+def ours_async(bootstrap: str, topic: str, messages: int, size: int, batch: int, acks: int) -> None:
+    payload = b"m" * size
+    with Producer({"metadata.broker.list": bootstrap, "request.required.acks": acks, "producer.type": "async",
+                   "batch.size": batch, "queue.time": 5, "queue.buffering.max.messages": max(10000, 20 * batch)}
+                  ) as producer:
+        send = producer.send
+        for _ in range(messages):
+            send(ProducerData(topic, None, [payload]))
+
+
+def kafka_python(bootstrap: str, topic: str, messages: int, size: int, batch: int, acks: int) -> None:
+    from kafka import KafkaProducer
+
+    batching = {"linger_ms": 0} if batch == 1 else {"linger_ms": 5, "batch_size": batch * (size + RECORD_OVERHEAD)}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, enable_idempotence=False, **batching)
+    payload = b"m" * size
+    try:
+        send = producer.send
+        for _ in range(messages):
+            send(topic, payload)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+CASES = {"ours-sync": ours_sync, "ours-async": ours_async, "kafka-python": kafka_python}
+
+
+def measure(broker: BrokerProcess, control: BrokerConnection, name: str, messages: int, size: int, batch: int,
+            acks: int, profile: bool = False) -> float:
+    topic = f"{name}-b{batch}-a{acks}-{time.monotonic_ns()}"
+    create_topic(broker.bootstrap, topic, 1)
+    messages = messages // batch * batch
+    profiler = cProfile.Profile() if profile else None
+    started = time.perf_counter()
+    if profiler:
+        profiler.enable()
+    CASES[name](broker.bootstrap, topic, messages, size, batch, acks)
+    if profiler:
+        profiler.disable()
+    wait_stored(control, topic, messages)
+    elapsed = time.perf_counter() - started
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
+    return messages / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages per case")
+    parser.add_argument("--kafka-python-messages", type=int, default=None,
+                        help="messages per kafka-python case (default: --messages)")
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--batches", default="1,50")
+    parser.add_argument("--acks", default="0,1")
+    parser.add_argument("--no-async", action="store_true")
+    parser.add_argument("--no-kafka-python", action="store_true")
+    parser.add_argument("--profile", default=None, help="profile one case: ours-sync, ours-async or kafka-python")
+    args = parser.parse_args()
+    names = [n for n in CASES if not (args.no_async and n == "ours-async")
+             and not (args.no_kafka_python and n == "kafka-python")]
+    print(f"producer throughput, {args.size}-byte messages, one partition, broker on the same machine")
+    with tempfile.TemporaryDirectory(prefix="producer-bench-") as tmp:
+        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log") as broker:
+            control = BrokerConnection(broker.host, broker.port, client_id="bench-control")
+            control.connect()
+            try:
+                for batch in (int(b) for b in args.batches.split(",")):
+                    for acks in (int(a) for a in args.acks.split(",")):
+                        rates = {}
+                        for name in names:
+                            count = args.messages
+                            if name == "kafka-python" and args.kafka_python_messages:
+                                count = args.kafka_python_messages
+                            rate = measure(broker, control, name, count, args.size, batch, acks,
+                                           profile=args.profile == name)
+                            rates[name] = rate
+                            print(f"  {name:<13} batch {batch:>3} acks {acks:>2}: {rate:>10,.0f} msg/s "
+                                  f"{rate * args.size / 1e6:>7.1f} MB/s", flush=True)
+                        if "kafka-python" in rates:
+                            theirs = rates["kafka-python"]
+                            ratios = ", ".join(f"{n}/kafka-python {r / theirs:.1f}x" for n, r in rates.items()
+                                               if n != "kafka-python")
+                            print(f"    batch {batch} acks {acks}: {ratios}")
+            finally:
+                control.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,381 @@
+"""The Producer of the Kafka paper: ``send(ProducerData(topic, key, messages))``, sync or async.
+
+A sync producer partitions, encodes and sends on the caller's thread: ``send`` returns once the request is
+written (acks=0) or acknowledged (acks=1/-1), and raises :class:`ProduceError` for what could not be stored
+after the retries. An async producer queues messages in a :class:`RecordAccumulator`; a background thread
+sends batches of ``batch.size`` messages (or whatever waited ``queue.time`` ms), and reports each batch's
+outcome to the ``callback_handler`` -- or, without one, logs failures and counts them in ``failed_messages``.
+A sync Producer is used by one thread at a time (no locks on its hot path); an async one by any number.
+
+Null keys: the partitioner is asked once per ProducerData, so the messages of one keyless ProducerData go
+together to one random partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from pipeline.client.accumulator import PendingBatch, QueueFullError, RecordAccumulator
+from pipeline.client.cluster import Cluster, StaticBrokerList
+from pipeline.client.encoder import Encoder, load_instance
+from pipeline.client.errors import KafkaClientError, KafkaConnectionError
+from pipeline.client.partitioner import Partitioner
+from pipeline.client.producer_config import ProducerConfig
+from pipeline.client.sender import ProduceResult, ProducerBatch, Sender
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.protocol.records import encode_batch, record_size
+
+__all__ = ["CallbackHandler", "MessageSizeTooLargeError", "ProduceError", "ProduceResult", "Producer",
+           "ProducerBatch", "ProducerData", "QueueFullError"]
+
+log = logging.getLogger(__name__)
+
+# Bytes of a one-partition Produce request besides the record batch, without client id and topic name.
+_REQUEST_OVERHEAD = 4 + 8 + 2 + 2 + 2 + 4 + 4 + 2 + 4 + 4 + 4
+_BATCH_HEADER = 61
+# Upper bound of a record's bytes besides its key and value (length, attributes, deltas, lengths, headers).
+_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 1
+
+
+class ProducerData:
+    """Messages for one topic under one key (None allowed): the unit the paper's producer sends."""
+
+    __slots__ = ("topic", "key", "messages")
+
+    def __init__(self, topic: str, key: Any = None, messages: Any = ()) -> None:
+        self.topic = topic
+        self.key = key
+        self.messages = messages if type(messages) is list else (
+            list(messages) if isinstance(messages, (tuple, Sequence)) and not isinstance(
+                messages, (bytes, bytearray, str, memoryview)) else [messages])
+
+    def __repr__(self) -> str:
+        return f"ProducerData({self.topic!r}, {self.key!r}, {len(self.messages)} messages)"
+
+
+class ProduceError(KafkaClientError):
+    """Messages that could not be stored: the error code and, per failed batch, its messages and cause."""
+
+    def __init__(self, failures: Sequence[tuple[ProducerBatch, BaseException]]) -> None:
+        self.failures = list(failures)
+        first = self.failures[0][1]
+        self.error_code = getattr(first, "code", ErrorCode.NETWORK_EXCEPTION
+                                  if isinstance(first, KafkaConnectionError) else ErrorCode.UNKNOWN_SERVER_ERROR)
+        self.messages = [m for batch, _ in self.failures for m in batch.messages]
+        where = ", ".join(sorted({f"{b.topic}-{b.partition}" for b, _ in self.failures}))
+        super().__init__(f"{len(self.messages)} messages to {where} were not stored: {first}")
+
+
+class MessageSizeTooLargeError(ProduceError):
+    """A single message does not fit a request of max.request.size bytes; it was not sent."""
+
+
+class CallbackHandler:
+    """Hooks around the async pipeline stages (the paper's CallbackHandler); override what you need.
+
+    on_enqueue runs on the caller's thread; before_send and after_send on the sender thread, with a
+    ProducerBatch (topic, partition, messages) and, after sending, a ProduceResult or the exception.
+    """
+
+    def on_enqueue(self, data: ProducerData) -> None:
+        pass
+
+    def before_send(self, batch: ProducerBatch) -> None:
+        pass
+
+    def after_send(self, batch: ProducerBatch, result: ProduceResult | BaseException) -> None:
+        pass
+
+
+class _TopicState:
+    __slots__ = ("partitions", "expires")
+
+    def __init__(self, partitions: int, expires: float) -> None:
+        self.partitions = partitions
+        self.expires = expires
+
+
+class Producer:
+    """Sends ProducerData to the brokers; see the module docstring for sync and async behaviour."""
+
+    def __init__(self, config: Mapping[str, Any] | str | Path | ProducerConfig,
+                 callback_handler: CallbackHandler | None = None) -> None:
+        self.config = config if isinstance(config, ProducerConfig) else ProducerConfig(config)
+        cfg = self.config
+        try:
+            self.encoder: Encoder = load_instance(cfg["serializer.class"], Encoder, "serializer.class")
+            self.key_encoder: Encoder = load_instance(cfg["key.serializer.class"], Encoder, "key.serializer.class")
+            self.partitioner: Partitioner = load_instance(cfg["partitioner.class"], Partitioner, "partitioner.class")
+        except ValueError as exc:
+            from pipeline.config import ConfigError
+            raise ConfigError(str(exc)) from None
+        self.callback_handler = callback_handler
+        discovery = StaticBrokerList(cfg["metadata.broker.list"])
+        self.cluster = Cluster(discovery, client_id=cfg.client_id,
+                               timeout_s=max(cfg.connect_timeout_s, cfg.request_timeout_ms / 1000.0 + 1.0),
+                               metadata_max_age_s=cfg.metadata_max_age_s)
+        self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,
+                              retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s)
+        self._topics: dict[str, _TopicState] = {}
+        self._codec = cfg.compression
+        self._max_request = cfg.max_request_size
+        self._request_overhead = _REQUEST_OVERHEAD + len(cfg.client_id.encode())
+        self.closed = False
+        self.sent_messages = 0
+        self.failed_messages = 0
+        self._accumulator: RecordAccumulator | None = None
+        self._thread: threading.Thread | None = None
+        self._stats_lock = threading.Lock()
+        if cfg.is_async:
+            self._accumulator = RecordAccumulator(cfg.batch_size, cfg.linger_s, cfg.queue_max, cfg.enqueue_timeout_ms)
+            self._thread = threading.Thread(target=self._run_sender, name=f"producer-sender-{cfg.client_id}",
+                                            daemon=True)
+            self._thread.start()
+
+    # -- the paper's API -------------------------------------------------------------------------
+
+    def send(self, data: ProducerData | Iterable[ProducerData]) -> None:
+        """Send one ProducerData or a list of them (sync: stored or raised; async: queued)."""
+        if self.closed:
+            raise KafkaClientError("the producer is closed")
+        if self._accumulator is not None:
+            if type(data) is ProducerData:
+                self._enqueue(data)
+            else:
+                for item in data:
+                    self._enqueue(item)
+            return
+        if type(data) is ProducerData:
+            batches = self._batches(data)
+            if len(batches) == 1:
+                try:
+                    self._sender.send_one(batches[0])
+                except (KafkaClientError, KafkaProtocolError) as exc:
+                    self.failed_messages += batches[0].count
+                    raise ProduceError([(batches[0], exc)]) from exc
+                self.sent_messages += batches[0].count
+                return
+        else:
+            batches = [b for item in data for b in self._batches(item)]
+        failures, _ = self._sender.send(batches)
+        failed = sum(b.count for b, _ in failures)
+        self.failed_messages += failed
+        self.sent_messages += sum(b.count for b in batches) - failed
+        if failures:
+            raise ProduceError(failures)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Async: send everything queued now and wait for it; False if ``timeout`` (s) passed first."""
+        accumulator = self._accumulator
+        if accumulator is None:
+            return True
+        accumulator.begin_flush()
+        try:
+            return accumulator.wait_empty(timeout)
+        finally:
+            accumulator.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is still queued, wait for it (at most ``timeout`` seconds), and release the connections.
+
+        If the timeout passes first, what is left is reported as failed (callback or log) and TimeoutError raised.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._accumulator is not None and self._thread is not None:
+                self._accumulator.close()
+                self._thread.join(timeout)
+                if self._thread.is_alive():
+                    left = self._accumulator.abort()
+                    lost = TimeoutError(f"producer closed after {timeout}s with messages still unsent")
+                    for pending in left:
+                        self._report(self._to_batch(pending), lost)
+                    raise TimeoutError(f"producer close timed out after {timeout}s; "
+                                       f"{sum(len(p) for p in left)} queued messages were not sent")
+        finally:
+            if self._thread is None or not self._thread.is_alive():
+                self.cluster.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- partitioning and batching -----------------------------------------------------------------
+
+    def _partitions(self, topic: str) -> int:
+        state = self._topics.get(topic)
+        now = time.monotonic()
+        if state is None or now >= state.expires:
+            partitions = self._fetch_partition_count(topic)
+            self._topics[topic] = state = _TopicState(partitions, now + self.config.metadata_max_age_s)
+            self._sender.forget_routes(topic)
+        return state.partitions
+
+    def _fetch_partition_count(self, topic: str) -> int:
+        attempt = 0
+        while True:
+            try:
+                return len(self.cluster.partitions_for(topic, allow_auto_create=True))
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                if not getattr(exc, "retriable", False) or attempt >= self.config.retries:
+                    raise
+            attempt += 1
+            self.cluster.invalidate()
+            time.sleep(self.config.retry_backoff_s)
+
+    def _encoded(self, data: ProducerData) -> tuple[bytes | None, list]:
+        key = data.key
+        if key is not None:
+            key = self.key_encoder.encode(key)
+        messages = data.messages
+        return key, self.encoder.encode_all(messages)
+
+    def _batches(self, data: ProducerData) -> list[ProducerBatch]:
+        """Partition and encode one ProducerData into batches that each fit max.request.size."""
+        key, values = self._encoded(data)
+        n = len(values)
+        if n == 0:
+            return []
+        topic = data.topic
+        partition = self.partitioner.partition(key, self._partitions(topic))
+        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
+        klen = 0 if key is None else len(key)
+        estimate = sum(map(len, filter(None, values))) + n * (klen + _RECORD_OVERHEAD)
+        if estimate <= limit:
+            records = encode_batch(values, None if key is None else [key] * n, compression=self._codec)
+            if len(records) - _BATCH_HEADER <= limit:
+                return [ProducerBatch(topic, partition, key, data.messages, records, n)]
+        return self._split(topic, partition, key, key, data.messages, values, limit)
+
+    def _split(self, topic: str, partition: int, raw_key: Any, key: bytes | None, messages: list, values: list,
+               limit: int) -> list[ProducerBatch]:
+        batches = []
+        start = 0
+        n = len(values)
+        while start < n:
+            size = 0
+            end = start
+            while end < n:
+                grow = record_size(end - start, 0, key, values[end])
+                if end > start and size + grow > limit:
+                    break
+                size += grow
+                end += 1
+            if size > limit:
+                too_big = ProducerBatch(topic, partition, raw_key, messages[start:end], None, end - start)
+                raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
+                    ErrorCode.MESSAGE_TOO_LARGE, f"a message of {size} bytes exceeds max.request.size "
+                                                 f"{self._max_request} with the request overhead"))])
+            batches.extend(self._encode_fitting(topic, partition, raw_key, key, messages[start:end], values[start:end],
+                                                limit))
+            start = end
+        return batches
+
+    def _encode_fitting(self, topic: str, partition: int, raw_key: Any, key: bytes | None, messages: list,
+                        values: list, limit: int) -> list[ProducerBatch]:
+        """Encode; when compression made it bigger than the limit after all, halve and try again."""
+        n = len(values)
+        records = encode_batch(values, None if key is None else [key] * n, compression=self._codec)
+        if len(records) - _BATCH_HEADER <= limit or n == 1:
+            return [ProducerBatch(topic, partition, raw_key, messages, records, n)]
+        half = n // 2
+        return (self._encode_fitting(topic, partition, raw_key, key, messages[:half], values[:half], limit)
+                + self._encode_fitting(topic, partition, raw_key, key, messages[half:], values[half:], limit))
+
+    # -- async ------------------------------------------------------------------------------------
+
+    def _enqueue(self, data: ProducerData) -> None:
+        key, values = self._encoded(data)
+        if not values:
+            return
+        limit = self._max_request - self._request_overhead - len(data.topic) - _BATCH_HEADER
+        klen = 0 if key is None else len(key)
+        for value in values:
+            if value is not None and len(value) + klen + _RECORD_OVERHEAD > limit and \
+                    record_size(0, 0, key, value) > limit:
+                too_big = ProducerBatch(data.topic, -1, data.key, [value], None, 1)
+                raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
+                    ErrorCode.MESSAGE_TOO_LARGE, f"a message of {len(value)} bytes exceeds max.request.size "
+                                                 f"{self._max_request}"))])
+        partition = self.partitioner.partition(key, self._partitions(data.topic))
+        if self.callback_handler is not None:
+            self.callback_handler.on_enqueue(data)
+        assert self._accumulator is not None
+        self._accumulator.append(data.topic, partition, key, values, data.messages)
+
+    def _to_batch(self, pending: PendingBatch) -> ProducerBatch:
+        return ProducerBatch(pending.topic, pending.partition, pending.keys[0] if pending.keys else None,
+                             pending.messages, None, len(pending.values))
+
+    def _report(self, batch: ProducerBatch, outcome: ProduceResult | BaseException) -> None:
+        with self._stats_lock:
+            if isinstance(outcome, BaseException):
+                self.failed_messages += batch.count
+            else:
+                self.sent_messages += batch.count
+        if self.callback_handler is not None:
+            try:
+                self.callback_handler.after_send(batch, outcome)
+            except Exception:
+                log.exception("callback_handler.after_send raised")
+        elif isinstance(outcome, BaseException):
+            log.error("async producer: %d messages to %s-%d were not stored: %s",
+                      batch.count, batch.topic, batch.partition, outcome)
+
+    def _encode_pending(self, pending: PendingBatch) -> list[ProducerBatch]:
+        """Encode a drained batch; if it exceeds max.request.size, split it per run of equal keys to fit."""
+        keys, n = pending.keys, len(pending.keys)
+        key = keys[0] if keys.count(keys[0]) == n else None
+        limit = self._max_request - self._request_overhead - len(pending.topic) - _BATCH_HEADER
+        records = encode_batch(pending.values, None if keys.count(None) == n else keys, compression=self._codec)
+        if len(records) - _BATCH_HEADER <= limit:
+            return [ProducerBatch(pending.topic, pending.partition, key, pending.messages, records, n)]
+        out, start = [], 0
+        for i in range(1, n + 1):
+            if i == n or keys[i] != keys[start]:
+                out.extend(self._split(pending.topic, pending.partition, keys[start], keys[start],
+                                       pending.messages[start:i], pending.values[start:i], limit))
+                start = i
+        return out
+
+    def _run_sender(self) -> None:
+        accumulator = self._accumulator
+        assert accumulator is not None
+        handler = self.callback_handler
+        while True:
+            pending = accumulator.wait_for_batches(1.0)
+            if not pending:
+                if accumulator.closed and accumulator.queued == 0:
+                    return
+                continue
+            batches: list[ProducerBatch] = []
+            for item in pending:
+                try:
+                    batches.extend(self._encode_pending(item))
+                except Exception as exc:
+                    self._report(self._to_batch(item), exc)
+                    accumulator.release(len(item))
+            try:
+                if handler is not None:
+                    for batch in batches:
+                        handler.before_send(batch)
+                failures, results = self._sender.send(batches)
+            except Exception as exc:
+                failures, results = [(b, exc) for b in batches], []
+            failed = {id(b) for b, _ in failures}
+            for batch, exc in failures:
+                self._report(batch, exc)
+            by_partition = {(r.topic, r.partition): r for r in results}
+            for batch in batches:
+                if id(batch) not in failed:
+                    self._report(batch, by_partition.get((batch.topic, batch.partition),
+                                                         ProduceResult(batch.topic, batch.partition, -1)))
+            accumulator.release(sum(b.count for b in batches))

@@ -1,0 +1,318 @@
+"""The producer's wire side: encode Produce requests for batches, send them to partition leaders, retry.
+
+:class:`ProducerBatch` is one encoded RecordBatch for one topic-partition plus the messages it holds (so
+failures can name them). :class:`Sender` groups batches by leader broker into one Produce request per broker
+(the paper's multiproduce), sends them, reads the answers when acks != 0, and retries retriable failures after
+a metadata refresh and a backoff. It returns what finally failed; it never drops a batch silently.
+
+Produce versions 3-8 (the non-flexible ones) are written directly from cached per-route byte templates rather
+than through the generic codec, which is the hot path of a producer; ``encode_produce_request`` is checked
+against the generic codec by the unit tests.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
+
+from pipeline.client.cluster import Cluster
+from pipeline.client.connection import BrokerConnection
+from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnsupportedVersionError
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.codec import ProtocolError, decode_response, encode_request, is_flexible
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+
+__all__ = ["ProducerBatch", "ProduceResult", "Sender", "encode_produce_request", "is_retriable"]
+
+_PRODUCE = int(ApiKey.PRODUCE)
+_FRAME_HEAD = struct.Struct(">ihhi")  # length, api key, api version, correlation id
+_INT32 = struct.Struct(">i")
+_INT32_PAIR = struct.Struct(">ii")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+
+class ProducerBatch:
+    """One RecordBatch bound for ``topic``-``partition``: its encoded bytes and what it was built from."""
+
+    __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created")
+
+    def __init__(self, topic: str, partition: int, key: Any, messages: list, records: bytes | None,
+                 count: int, created: float = 0.0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.messages = messages
+        self.records = records
+        self.count = count
+        self.created = created
+
+    def __repr__(self) -> str:
+        return f"ProducerBatch({self.topic}-{self.partition}, {self.count} messages)"
+
+
+class ProduceResult(NamedTuple):
+    """Where a batch was stored: its first offset (-1 with acks=0, which gets no answer)."""
+
+    topic: str
+    partition: int
+    base_offset: int
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether a send that failed with ``exc`` may succeed when tried again."""
+    return bool(getattr(exc, "retriable", False))
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return struct.pack(">h", len(raw)) + raw
+
+
+def encode_produce_request(version: int, correlation_id: int, client_id: str | None, acks: int, timeout_ms: int,
+                           topics: dict[str, list[tuple[int, bytes]]]) -> bytes:
+    """A whole Produce request frame (v3-8) for ``topics``: name -> [(partition, record batch bytes)]."""
+    if is_flexible(_PRODUCE, version) or version < 3:
+        raise ValueError(f"encode_produce_request writes Produce v3-8, not v{version}")
+    parts = [b"", b"\xff\xff" if client_id is None else _string(client_id), b"\xff\xff",
+             _ACKS_TIMEOUT.pack(acks, timeout_ms), _INT32.pack(len(topics))]
+    for name, partitions in topics.items():
+        parts.append(_string(name))
+        parts.append(_INT32.pack(len(partitions)))
+        for partition, records in partitions:
+            parts.append(_INT32_PAIR.pack(partition, len(records)))
+            parts.append(records)
+    size = sum(map(len, parts)) + 8
+    parts[0] = _FRAME_HEAD.pack(size, _PRODUCE, version, correlation_id)
+    return b"".join(parts)
+
+
+def _rounds(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:
+    """Split batches for one broker into requests that name each partition at most once (a v2 Produce
+    request carries one RecordBatch per partition), keeping each partition's batches in order."""
+    rounds: list[list[ProducerBatch]] = []
+    seen: dict[tuple[str, int], int] = {}
+    for batch in batches:
+        key = (batch.topic, batch.partition)
+        index = seen.get(key, 0)
+        seen[key] = index + 1
+        if index == len(rounds):
+            rounds.append([])
+        rounds[index].append(batch)
+    return rounds
+
+
+class _Route(NamedTuple):
+    """Cached way to one partition's leader: its connection and the request bytes after the header."""
+
+    node_id: int
+    connection: BrokerConnection
+    version: int
+    middle: bytes  # client id .. partition index: all of a one-batch request except head and records
+
+
+class Sender:
+    """Sends ProducerBatches with retries; owned by one thread at a time (sync caller or async sender thread)."""
+
+    def __init__(self, cluster: Cluster, *, client_id: str, acks: int, timeout_ms: int, retries: int,
+                 retry_backoff_s: float, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cluster = cluster
+        self.client_id = client_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_s
+        self._sleep = sleep
+        self._routes: dict[tuple[str, int], _Route] = {}
+        self._client_id_bytes = _string(client_id)
+        self._acks_timeout = b"\xff\xff" + _ACKS_TIMEOUT.pack(acks, timeout_ms)
+        self.requests_sent = 0
+        self.retried_batches = 0
+
+    # -- routes ---------------------------------------------------------------------------------
+
+    def _route(self, topic: str, partition: int) -> _Route:
+        route = self._routes.get((topic, partition))
+        if route is None:
+            connection = self.cluster.leader_connection(topic, partition)
+            version = connection.version(_PRODUCE)
+            middle = b"".join((self._client_id_bytes, self._acks_timeout, _INT32.pack(1), _string(topic),
+                               _INT32_PAIR.pack(1, partition)))
+            route = _Route(connection.node_id, connection, version, middle)
+            self._routes[(topic, partition)] = route
+        return route
+
+    def forget_routes(self, topic: str | None = None) -> None:
+        """Drop cached leaders (of one topic, or all) so the next send looks them up again."""
+        if topic is None:
+            self._routes.clear()
+        else:
+            for key in [k for k in self._routes if k[0] == topic]:
+                del self._routes[key]
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def send_one(self, batch: ProducerBatch) -> ProduceResult:
+        """Send one batch (the sync hot path): retries, then raises the final error."""
+        route = self._routes.get((batch.topic, batch.partition))
+        if route is not None and route.version <= 8 and route.connection._sock is not None:
+            connection = route.connection
+            records = batch.records
+            correlation_id = connection.next_correlation_id()
+            frame = b"".join((_FRAME_HEAD.pack(len(route.middle) + len(records) + 12, _PRODUCE, route.version,
+                                               correlation_id), route.middle, _INT32.pack(len(records)), records))
+            try:
+                connection.send_frame(frame, _PRODUCE, route.version, correlation_id, self.acks != 0)
+                self.requests_sent += 1
+                if self.acks == 0:
+                    return ProduceResult(batch.topic, batch.partition, -1)
+                return self._read_one(connection, batch)
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                if not is_retriable(exc) or self.retries == 0:
+                    raise
+                self._after_failure([(batch, exc)])
+                self.retried_batches += 1
+                retries_left = self.retries - 1
+        else:
+            retries_left = self.retries
+        failures, results = self.send([batch], retries=retries_left)
+        if failures:
+            raise failures[0][1]
+        return results[0]
+
+    def _read_one(self, connection: BrokerConnection, batch: ProducerBatch) -> ProduceResult:
+        _, api_key, version, frame = connection.receive_frame()
+        for topic, partition, code, base_offset in self._partition_answers(connection, version, frame):
+            if topic == batch.topic and partition == batch.partition:
+                if code:
+                    raise KafkaProtocolError(code, f"producing to {topic}-{partition}")
+                return ProduceResult(topic, partition, base_offset)
+        connection.close()
+        raise KafkaConnectionError(f"broker {connection.host}:{connection.port} did not answer for "
+                                   f"{batch.topic}-{batch.partition}")
+
+    def _partition_answers(self, connection: BrokerConnection, version: int,
+                           frame: Any) -> Iterable[tuple[str, int, int, int]]:
+        try:
+            _, body = decode_response(_PRODUCE, version, frame)
+        except ProtocolError as exc:
+            connection.close()
+            raise KafkaConnectionError(f"malformed Produce response from {connection.host}:{connection.port}: "
+                                       f"{exc}") from None
+        for topic in body["responses"]:
+            for part in topic["partition_responses"]:
+                yield topic["name"], part["index"], part["error_code"], part["base_offset"]
+
+    def send(self, batches: Sequence[ProducerBatch], *, retries: int | None = None
+             ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[ProduceResult]]:
+        """Send ``batches`` (one request per leader broker), retrying retriable failures.
+
+        Returns (failures, results): the batches that finally failed with their errors, and where the others
+        were stored, in no particular order.
+        """
+        retries = self.retries if retries is None else retries
+        pending = list(batches)
+        results: list[ProduceResult] = []
+        attempt = 0
+        while True:
+            failures = self._send_once(pending, results)
+            if not failures:
+                return [], results
+            retry = [(b, e) for b, e in failures if is_retriable(e)]
+            if not retry or attempt >= retries:
+                return failures, results
+            final = [(b, e) for b, e in failures if not is_retriable(e)]
+            attempt += 1
+            self.retried_batches += len(retry)
+            self._after_failure(retry)
+            if final:
+                more, done = self.send([b for b, _ in retry], retries=retries - attempt)
+                results.extend(done)
+                return final + more, results
+            pending = [b for b, _ in retry]
+
+    def _after_failure(self, failures: list[tuple[ProducerBatch, BaseException]]) -> None:
+        """Back off, forget what we knew about the leaders involved, and refresh their metadata."""
+        topics = set()
+        for batch, exc in failures:
+            topics.add(batch.topic)
+            route = self._routes.pop((batch.topic, batch.partition), None)
+            if isinstance(exc, KafkaConnectionError) and route is not None:
+                self.cluster.invalidate(route.node_id)
+        self.cluster.invalidate()
+        self._sleep(self.retry_backoff_s)
+        try:
+            self.cluster.refresh(sorted(topics))
+        except KafkaConnectionError:
+            # No broker answered: the next attempt fails fast on the missing leader and retries again.
+            pass
+
+    def _send_once(self, batches: Sequence[ProducerBatch], results: list[ProduceResult]
+                   ) -> list[tuple[ProducerBatch, BaseException]]:
+        failures: list[tuple[ProducerBatch, BaseException]] = []
+        by_node: dict[int, tuple[_Route, list[ProducerBatch]]] = {}
+        for batch in batches:
+            try:
+                route = self._route(batch.topic, batch.partition)
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                failures.append((batch, exc))
+                continue
+            entry = by_node.get(route.node_id)
+            if entry is None:
+                by_node[route.node_id] = (route, [batch])
+            else:
+                entry[1].append(batch)
+        waiting = []
+        for route, node_batches in by_node.values():
+            connection = route.connection
+            rounds = _rounds(node_batches)
+            try:
+                connection.connect()
+                version = connection.version(_PRODUCE)
+                if self.acks == 0:
+                    # No answers to wait for: all requests for this broker leave in one write.
+                    frames = [self._encode(version, connection.next_correlation_id(), batches) for batches in rounds]
+                    connection.send_frame(frames[0] if len(frames) == 1 else b"".join(frames), _PRODUCE, version,
+                                          0, False)
+                else:
+                    for batches in rounds:
+                        correlation_id = connection.next_correlation_id()
+                        connection.send_frame(self._encode(version, correlation_id, batches), _PRODUCE, version,
+                                              correlation_id, True)
+                self.requests_sent += len(rounds)
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                failures.extend((b, exc) for b in node_batches)
+                continue
+            if self.acks == 0:
+                results.extend(ProduceResult(b.topic, b.partition, -1) for b in node_batches)
+            else:
+                waiting.append((connection, rounds))
+        for connection, rounds in waiting:
+            for index, batches in enumerate(rounds):
+                try:
+                    _, _, version, frame = connection.receive_frame()
+                    answers = {(t, p): (code, offset) for t, p, code, offset
+                               in self._partition_answers(connection, version, frame)}
+                except KafkaClientError as exc:
+                    failures.extend((b, exc) for later in rounds[index:] for b in later)
+                    break
+                for batch in batches:
+                    code, offset = answers.get((batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1))
+                    if code:
+                        failures.append((batch, KafkaProtocolError(code, f"producing to {batch.topic}-{batch.partition}")))
+                    else:
+                        results.append(ProduceResult(batch.topic, batch.partition, offset))
+        return failures
+
+    def _encode(self, version: int, correlation_id: int, batches: list[ProducerBatch]) -> bytes:
+        if not is_flexible(_PRODUCE, version):
+            topics: dict[str, list[tuple[int, bytes]]] = {}
+            for batch in batches:
+                topics.setdefault(batch.topic, []).append((batch.partition, batch.records))
+            return encode_produce_request(version, correlation_id, self.client_id, self.acks, self.timeout_ms, topics)
+        topic_data: dict[str, list[dict]] = {}
+        for batch in batches:
+            topic_data.setdefault(batch.topic, []).append({"index": batch.partition, "records": batch.records})
+        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,
+                "topic_data": [{"name": name, "partition_data": parts} for name, parts in topic_data.items()]}
+        return encode_request(_PRODUCE, version, correlation_id, self.client_id, body)
