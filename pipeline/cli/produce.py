@@ -18,6 +18,7 @@ from typing import BinaryIO, Iterator
 from pipeline.cli.common import CliError, key_value, non_negative_int, open_cluster, positive_int, require_partitions
 from pipeline.cli.progress import Progress, Throttle, summary
 from pipeline.client.partitioner import Partitioner
+from pipeline.client.producer import CallbackHandler, ProducerBatch, ProduceResult, Producer, ProducerData
 from pipeline.config import parse_bool
 
 READ_BLOCK_BYTES = 1 << 16
@@ -78,7 +79,7 @@ class FixedPartitioner(Partitioner):
         return self.fixed
 
 
-class FailureCounter:
+class FailureCounter(CallbackHandler):
     """Callback handler for the async producer: counts the messages of batches that failed."""
 
     def __init__(self) -> None:
@@ -86,25 +87,12 @@ class FailureCounter:
         self.first_error: BaseException | None = None
         self._lock = threading.Lock()
 
-    def on_enqueue(self, data: object) -> None:
-        return None
-
-    def before_send(self, batch: object) -> None:
-        return None
-
-    def after_send(self, batch: object, result: object) -> None:
+    def after_send(self, batch: ProducerBatch, result: ProduceResult | BaseException) -> None:
         if isinstance(result, BaseException):
             with self._lock:
-                self.failed += _message_count(batch)
+                self.failed += batch.count
                 if self.first_error is None:
                     self.first_error = result
-
-
-def _message_count(batch: object) -> int:
-    try:
-        return len(batch)  # type: ignore[arg-type]
-    except TypeError:
-        return 1
 
 
 def read_line_blocks(stream: BinaryIO) -> Iterator[list[bytes]]:
@@ -202,8 +190,6 @@ def producer_config(args: argparse.Namespace) -> dict:
 
 
 def produce(args: argparse.Namespace) -> int:
-    from pipeline.client.producer import Producer, ProducerData
-
     topic = args.topic or args.topic_option
     if not topic:
         raise CliError("a topic is required (produce TOPIC)", exit_code=2)
