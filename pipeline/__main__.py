@@ -2,7 +2,12 @@
 
 import sys
 
-from pipeline.cli import main
-
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        from pipeline.cli import main
+
+        code = main()
+    except KeyboardInterrupt:
+        # Ctrl-C before a subcommand took over (while importing or parsing): no traceback.
+        code = 130
+    sys.exit(code)

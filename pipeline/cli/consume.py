@@ -11,7 +11,10 @@ import argparse
 import sys
 import time
 
-from pipeline.cli.common import CliError, key_value, non_negative_int, open_admin, positive_int, require_partitions
+from pipeline.cli.common import (
+    EXIT_INTERRUPTED, CliError, key_value, non_negative_int,
+    open_admin, positive_int, require_partitions,
+)
 from pipeline.cli.output import FORMATS, PeriodicFlusher, formatter
 from pipeline.cli.progress import Progress, summary
 from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -118,23 +121,21 @@ def consume(args: argparse.Namespace) -> int:
     write = out.write
     consumer = Consumer(consumer_config(args), partitions=positions)
     started = time.monotonic()
+    count = 0
+    interrupted = False
     try:
         with Progress("consumed") as progress, PeriodicFlusher(out):
-            count = 0
-            if limit is not None:
+            try:
                 for message in consumer:
                     write(format_message(message))
                     count += 1
                     progress.count = count
-                    if count >= limit:
+                    if count == limit:
                         break
-            else:
-                for message in consumer:
-                    write(format_message(message))
-                    count += 1
-                    progress.count = count
+            except KeyboardInterrupt:
+                interrupted = True
         out.flush()
     finally:
         consumer.close()
     print(summary("consumed", count, time.monotonic() - started), file=sys.stderr)
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0

@@ -15,7 +15,10 @@ import threading
 import time
 from typing import BinaryIO, Iterator
 
-from pipeline.cli.common import CliError, key_value, non_negative_int, open_cluster, positive_int, require_partitions
+from pipeline.cli.common import (
+    EXIT_INTERRUPTED, CliError, key_value, non_negative_int,
+    open_cluster, positive_int, require_partitions,
+)
 from pipeline.cli.progress import Progress, Throttle, summary
 from pipeline.client.partitioner import Partitioner
 from pipeline.client.producer import CallbackHandler, ProducerBatch, ProduceResult, Producer, ProducerData
@@ -213,23 +216,24 @@ def produce(args: argparse.Namespace) -> int:
     # With a target rate, messages go out one by one so the rate holds at any batch size.
     chunk = 1 if throttle else args.batch_size
     started = time.monotonic()
-    closed = False
+    interrupted = False
     try:
         with Progress("produced") as progress:
-            for lines in read_line_blocks(source):
-                runs = parser.runs(lines) if parser else ((None, lines),)
-                for key, values in runs:
-                    for start in range(0, len(values), chunk):
-                        if throttle:
-                            throttle.wait(progress.count)
-                        messages = values[start:start + chunk]
-                        producer.send(ProducerData(topic, None if key is None else key, messages))
-                        progress.count += len(messages)
-            producer.close()
-            closed = True
+            try:
+                for lines in read_line_blocks(source):
+                    runs = parser.runs(lines) if parser else ((None, lines),)
+                    for key, values in runs:
+                        for start in range(0, len(values), chunk):
+                            if throttle:
+                                throttle.wait(progress.count)
+                            messages = values[start:start + chunk]
+                            producer.send(ProducerData(topic, key, messages))
+                            progress.count += len(messages)
+            except KeyboardInterrupt:
+                # Stop reading; what was accepted so far is still sent by close() below.
+                interrupted = True
     finally:
-        if not closed:
-            producer.close()
+        producer.close()
         if source is not sys.stdin.buffer:
             source.close()
     elapsed = time.monotonic() - started
@@ -237,4 +241,4 @@ def produce(args: argparse.Namespace) -> int:
     print(summary("produced", sent, elapsed), file=sys.stderr)
     if failures.failed:
         raise CliError(f"{failures.failed} of {progress.count} messages were not delivered: {failures.first_error}")
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0

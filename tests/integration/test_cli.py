@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -284,3 +285,23 @@ def test_offsets_earliest_latest_and_by_time(broker: BrokerProcess) -> None:
     assert ok(cli(b, "offsets", "times", "--time", str(base + 9000))).splitlines() == ["times:0:9", "times:1:0"]
     # No message that recent: the offset is left empty, as Kafka's GetOffsetShell prints it.
     assert ok(cli(b, "offsets", "times", "--time", str(base + 30_000))).splitlines() == ["times:0:", "times:1:0"]
+
+
+def test_ctrl_c_stops_consume_with_a_summary(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    ok(cli(b, "topics", "create", "waiting", "--partitions", "1"))
+    ok(cli(b, "produce", "waiting", "--sync", input_bytes=b"a\nb\nc\n"))
+    consumer = subprocess.Popen([sys.executable, "-m", "pipeline", "consume", "waiting", "--from-beginning",
+                                 "--bootstrap-server", b], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # Output reaches a pipe reader while the consumer waits for more (it is flushed periodically).
+        assert [consumer.stdout.readline() for _ in range(3)] == [b"a\n", b"b\n", b"c\n"]
+        consumer.send_signal(signal.SIGINT)
+        out, err = consumer.communicate(timeout=10)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.communicate()
+    assert consumer.returncode == 130, err.decode()
+    assert out == b"" and b"Traceback" not in err
+    assert re.search(rb"consumed 3 messages in [\d.]+ s", err), err
