@@ -13,6 +13,7 @@ One thread uses a Consumer; ``close()`` may come from another thread and ends th
 from __future__ import annotations
 
 import collections
+import math
 import threading
 import time
 from itertools import repeat
@@ -222,10 +223,10 @@ class Consumer:
                 continue
             wait_ms = max_wait_ms
             if timeout_ms >= 0:
-                left_ms = int((last_message + timeout_ms / 1000 - time.monotonic()) * 1000)
-                if left_ms <= 0:
+                left_s = last_message + timeout_ms / 1000 - time.monotonic()
+                if left_s <= 0:
                     return
-                wait_ms = min(wait_ms, left_ms)
+                wait_ms = min(wait_ms, math.ceil(left_s * 1000))
             self._fetch_round(wait_ms)
         # A close() from another thread may race with a metadata refresh that reconnected.
         self._cluster.close()

@@ -180,7 +180,8 @@ def read_message_set(topic: str, partition: int, offset: int, part: dict | None)
 
     Every whole batch's CRC-32C is checked (CorruptBatchError is raised, never skipped); compressed
     batches are decompressed; control batches are left out; a trailing partial batch is ignored and
-    fetched next time. Records are decoded when the set is iterated. A broker error becomes the set's ``error`` (OffsetOutOfRange with the bounds).
+    fetched next time. Records are decoded when the set is iterated. A broker error becomes the set's
+    ``error`` (OffsetOutOfRange with the bounds).
     """
     if part is None:
         error = KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -3,6 +3,7 @@ doubling fetch size, corrupt batches, control batches, broker errors, request bu
 
 from __future__ import annotations
 
+import crc32c
 import pytest
 
 from pipeline.client.errors import KafkaConnectionError, OffsetOutOfRange
@@ -35,8 +36,6 @@ def batch(base: int, count: int, *, size: int = 10, compression: int = NONE, hea
 def control_batch(base: int) -> bytes:
     data = bytearray(encode_batch([b"\x00\x00\x00\x00"], [b"\x00\x00\x00\x00"], timestamp=TS, base_offset=base))
     # Set the control flag and recompute the CRC over attributes..end.
-    import crc32c
-
     attributes = int.from_bytes(data[21:23], "big") | CONTROL_FLAG
     data[21:23] = attributes.to_bytes(2, "big")
     data[17:21] = crc32c.crc32c(bytes(data[21:])).to_bytes(4, "big")
@@ -208,7 +207,8 @@ def test_a_batch_larger_than_the_fetch_size_doubles_it_up_to_the_ceiling():
     results = consumer.multifetch([FetchRequest("t", 1, 0), FetchRequest("t", 0, 0)])
     assert [m.offset for m in results[1]] == list(range(10))
     assert [m.offset for m in results[0]] == [0, 1]
-    sizes = [[p["partition_max_bytes"] for t in body["topics"] for p in t["partitions"]] for _, body, _ in broker.requests]
+    sizes = [[p["partition_max_bytes"] for t in body["topics"] for p in t["partitions"]]
+             for _, body, _ in broker.requests]
     # The retries ask only for the partition that did not fit, with doubled sizes until the batch fits.
     assert sizes == [[512, 512], [1024], [2048], [4096]]
     assert len(big) > 2048
