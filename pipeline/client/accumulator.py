@@ -70,9 +70,9 @@ class RecordAccumulator:
         """Queue the messages of one ProducerData (all with the same key) for ``topic``-``partition``."""
         n = len(values)
         with self._lock:
-            if self.closed:
-                raise KafkaClientError("the producer is closed")
-            if self._queued + n > self.max_messages:
+            if self._queued + n > self.max_messages or self.closed:
+                if self.closed:
+                    raise KafkaClientError("the producer is closed")
                 self._wait_for_room(n)
             self._queued += n
             batch = self._open.get((topic, partition))
@@ -81,9 +81,9 @@ class RecordAccumulator:
                 self._work.notify()
             room = self.batch_size - len(batch.values)
             if n < room:
-                batch.values.extend(values)
-                batch.keys.extend([key] * n)
-                batch.messages.extend(messages)
+                batch.values += values
+                batch.keys += [key] * n
+                batch.messages += messages
                 return
             start = 0
             while start < n:

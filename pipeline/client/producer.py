@@ -293,23 +293,35 @@ class Producer:
     # -- async ------------------------------------------------------------------------------------
 
     def _enqueue(self, data: ProducerData) -> None:
-        key, values = self._encoded(data)
+        values = self.encoder.encode_all(data.messages)
         if not values:
             return
-        limit = self._max_request - self._request_overhead - len(data.topic) - _BATCH_HEADER
-        klen = 0 if key is None else len(key)
+        key = data.key
+        klen = 0
+        if key is not None:
+            key = self.key_encoder.encode(key)
+            klen = len(key)
+        topic = data.topic
+        state = self._topics.get(topic)
+        partitions = state.partitions if state is not None and time.monotonic() < state.expires \
+            else self._partitions(topic)
+        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
         for value in values:
-            if value is not None and len(value) + klen + _RECORD_OVERHEAD > limit and \
-                    record_size(0, 0, key, value) > limit:
-                too_big = ProducerBatch(data.topic, -1, data.key, [value], None, 1)
-                raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
-                    ErrorCode.MESSAGE_TOO_LARGE, f"a message of {len(value)} bytes exceeds max.request.size "
-                                                 f"{self._max_request}"))])
-        partition = self.partitioner.partition(key, self._partitions(data.topic))
+            if value is not None and len(value) > limit:
+                self._check_size(topic, key, value)
+        partition = self.partitioner.partition(key, partitions)
         if self.callback_handler is not None:
             self.callback_handler.on_enqueue(data)
-        assert self._accumulator is not None
-        self._accumulator.append(data.topic, partition, key, values, data.messages)
+        self._accumulator.append(topic, partition, key, values, data.messages)  # type: ignore[union-attr]
+
+    def _check_size(self, topic: str, key: bytes | None, value: bytes) -> None:
+        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
+        size = record_size(0, 0, key, value)
+        if size > limit:
+            too_big = ProducerBatch(topic, -1, key, [value], None, 1)
+            raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
+                ErrorCode.MESSAGE_TOO_LARGE, f"a message of {size} bytes exceeds max.request.size "
+                                             f"{self._max_request} with the request overhead"))])
 
     def _to_batch(self, pending: PendingBatch) -> ProducerBatch:
         return ProducerBatch(pending.topic, pending.partition, pending.keys[0] if pending.keys else None,

@@ -33,7 +33,8 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
 class ProducerBatch:
-    """One RecordBatch bound for ``topic``-``partition``: its encoded bytes and what it was built from."""
+    """One RecordBatch bound for ``topic``-``partition``: its encoded bytes, the original messages, and the
+    (serialized) key they share (None when null or when the messages have different keys)."""
 
     __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created")
 
