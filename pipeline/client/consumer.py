@@ -7,7 +7,8 @@ starts it at offsets (or "earliest"/"latest"), asks ``position()`` and may ``see
 consumer on ZooKeeper builds on it. Leader moves and connection errors refresh the metadata and retry
 after refresh.leader.backoff.ms; an out-of-range offset restarts per auto.offset.reset.
 
-One thread uses a Consumer; ``close()`` may come from another thread and ends the iteration.
+One thread uses a Consumer; ``close()`` may come from another thread and ends the iteration (a fetch
+blocked in a long poll returns within fetch.wait.max.ms).
 """
 
 from __future__ import annotations
@@ -246,6 +247,10 @@ class Consumer:
                 by_leader.setdefault(leader, []).append(FetchRequest(tp[0], tp[1], offset, self._sizes[tp]))
         except (KafkaConnectionError, KafkaProtocolError) as exc:
             self._retry_later(exc)
+            return
+        if not by_leader:
+            # Nothing assigned: wait like an empty long poll instead of spinning.
+            self._closed.wait(max_wait_ms / 1000)
             return
         sent: list[tuple[int, BrokerConnection, list[FetchRequest]]] = []
         failed: Exception | None = None

@@ -77,6 +77,30 @@ def test_the_consumer_blocks_until_data_arrives_and_returns_promptly(broker):
     assert produced_at and produced_at[0] <= received_at < produced_at[0] + 2.0
 
 
+@pytest.mark.timeout(60)
+def test_close_from_another_thread_ends_a_blocked_iteration(broker):
+    create_topic(broker.bootstrap, "closing", 1)
+    cluster = CountingCluster(broker.bootstrap)
+    config = {"metadata.broker.list": broker.bootstrap, "fetch.wait.max.ms": 500, "consumer.timeout.ms": -1}
+    consumer = Consumer(config, partitions={("closing", 0): 0}, cluster=cluster)
+    closed_at: list[float] = []
+
+    def close_once_polling() -> None:
+        wait_until(lambda: cluster.fetches >= 1, timeout=30, interval=0.01, message="the consumer to be polling")
+        closed_at.append(time.monotonic())
+        consumer.close()
+
+    closer = threading.Thread(target=close_once_polling)
+    closer.start()
+    try:
+        assert list(consumer) == []
+        ended_at = time.monotonic()
+    finally:
+        closer.join(timeout=30)
+        consumer.close()
+    assert closed_at and ended_at - closed_at[0] < 3.0
+
+
 def test_the_consumer_follows_several_partitions_in_order(broker):
     create_topic(broker.bootstrap, "spread", 3)
     expected = {}

@@ -16,7 +16,7 @@ from pipeline.config import ConfigError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
-from tests.unit.test_simple_consumer import batch, fetch_part
+from tests.unit.test_simple_consumer_responses import batch, fetch_part
 
 
 class FakeLog:
