@@ -59,8 +59,8 @@ def test_the_consumer_blocks_until_data_arrives_and_returns_promptly(broker):
 
     def produce_once_polling() -> None:
         wait_until(lambda: cluster.fetches >= 1, timeout=30, interval=0.01, message="the consumer to be polling")
-        produce_values(broker, "waiting", 0, [b"hello", b"world"])
         produced_at.append(time.monotonic())
+        produce_values(broker, "waiting", 0, [b"hello", b"world"])
 
     with Consumer(config, partitions={("waiting", 0): 0}, cluster=cluster) as consumer:
         producer = threading.Thread(target=produce_once_polling)
