@@ -20,6 +20,8 @@ from pipeline.cli.progress import Progress, summary
 from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pipeline.client.consumer import Consumer
 
+OUTPUT_BUFFER_BYTES = 1 << 16
+
 
 def start_offset(text: str) -> int | str:
     """argparse type for --offset: a non-negative offset, earliest or latest."""
@@ -117,7 +119,10 @@ def consume(args: argparse.Namespace) -> int:
     format_message = formatter(fmt, key_separator)
     positions = starting_positions(args, topic)
     limit = args.max_messages
-    out = sys.stdout.buffer
+    # Our own block buffer on fd 1: sys.stdout.buffer is unbuffered under PYTHONUNBUFFERED=1, which would
+    # cost one system call per message. The flusher thread keeps a slow trickle of messages visible.
+    sys.stdout.flush()
+    out = open(sys.stdout.fileno(), "wb", buffering=OUTPUT_BUFFER_BYTES, closefd=False)
     write = out.write
     consumer = Consumer(consumer_config(args), partitions=positions)
     started = time.monotonic()
@@ -137,5 +142,6 @@ def consume(args: argparse.Namespace) -> int:
         out.flush()
     finally:
         consumer.close()
+        out.close()
     print(summary("consumed", count, time.monotonic() - started), file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted else 0
