@@ -14,6 +14,7 @@ import struct
 __all__ = ["Partitioner", "DefaultPartitioner", "RoundRobinPartitioner", "murmur2"]
 
 _MASK32 = 0xFFFFFFFF
+_random = random.random
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _R = 24
@@ -64,7 +65,7 @@ class DefaultPartitioner(Partitioner):
 
     def partition(self, key: bytes | None, num_partitions: int) -> int:
         if key is None:
-            return random.randrange(num_partitions)
+            return int(_random() * num_partitions)
         positive = self._hashes.get(key)
         if positive is None:
             positive = murmur2(key) & 0x7FFFFFFF
