@@ -142,7 +142,8 @@ def up() -> None:
     produce_and_verify()
     print(f"broker keeps running on {BOOTSTRAP}; try:\n"
           f"  .venv/bin/python -m pipeline topics describe {TOPIC} --bootstrap-server {BOOTSTRAP}\n"
-          f"  .venv/bin/python -m pipeline consume {TOPIC} --from-beginning --max-messages 5 --bootstrap-server {BOOTSTRAP}\n"
+          f"  .venv/bin/python -m pipeline consume {TOPIC} --from-beginning --max-messages 5 "
+          f"--bootstrap-server {BOOTSTRAP}\n"
           f"stop it with: make pipeline-down")
 
 

@@ -7,7 +7,6 @@ parser here; common.py holds the shared options, exit codes and error reporting.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Sequence
 
 from pipeline.cli import consume, offsets, produce, topics

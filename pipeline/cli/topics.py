@@ -78,7 +78,8 @@ def format_description(description: TopicDescription) -> str:
     lines = [f"Topic: {description.name}\tPartitionCount: {len(description.partitions)}\t"
              f"ReplicationFactor: {description.replication_factor}"]
     for p in description.partitions:
-        line = (f"\tTopic: {description.name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}"
+        leader = p.leader if p.leader >= 0 else "none"
+        line = (f"\tTopic: {description.name}\tPartition: {p.partition}\tLeader: {leader}"
                 f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
         if p.error_code:
             line += f"\tError: {ErrorCode(p.error_code).name}"

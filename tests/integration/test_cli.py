@@ -149,7 +149,8 @@ def test_produce_stdin_then_consume_from_the_beginning(broker: BrokerProcess) ->
     assert all(r.key is None for r in records)
     out = ok(cli(b, "consume", "lines", "--from-beginning", "--max-messages", "2000"))
     assert sorted(out.splitlines()) == sorted(lines)
-    assert "consumed 2000 messages" in cli(b, "consume", "lines", "--from-beginning", "--timeout-ms", "500").stderr.decode()
+    idle_end = cli(b, "consume", "lines", "--from-beginning", "--timeout-ms", "500")
+    assert "consumed 2000 messages" in idle_end.stderr.decode()
     # Each partition comes out in offset order.
     for partition, part_records in by_partition(records).items():
         expected = [r.value.decode() for r in sorted(part_records, key=lambda r: r.offset)]
@@ -240,7 +241,8 @@ def test_consume_without_from_beginning_starts_at_the_end(broker: BrokerProcess)
     ok(cli(b, "topics", "create", "tail", "--partitions", "1"))
     producer = KafkaProducer(bootstrap_servers=b, acks=1, linger_ms=0)
     consumer = subprocess.Popen([sys.executable, "-m", "pipeline", "consume", "tail", "--max-messages", "1",
-                                 "--bootstrap-server", b], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 "--bootstrap-server", b], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         for i in range(5):
             producer.send("tail", f"old {i}".encode()).get(timeout=10)
@@ -292,7 +294,8 @@ def test_ctrl_c_stops_consume_with_a_summary(broker: BrokerProcess) -> None:
     ok(cli(b, "topics", "create", "waiting", "--partitions", "1"))
     ok(cli(b, "produce", "waiting", "--sync", input_bytes=b"a\nb\nc\n"))
     consumer = subprocess.Popen([sys.executable, "-m", "pipeline", "consume", "waiting", "--from-beginning",
-                                 "--bootstrap-server", b], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 "--bootstrap-server", b], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         # Output reaches a pipe reader while the consumer waits for more (it is flushed periodically).
         assert [consumer.stdout.readline() for _ in range(3)] == [b"a\n", b"b\n", b"c\n"]
