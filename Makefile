@@ -16,7 +16,15 @@ SETUP_STAMP := $(VENV)/.setup-stamp
 # Debian packages needed by the tests and the demo. Later parts add `zookeeper prometheus` here.
 DEBIAN_PACKAGES ?= kcat
 PYTEST_ARGS ?=
-BENCH_SCRIPTS := bench/kcat_bench.py bench/broker_produce_bench.py bench/broker_memory.py bench/protocol_bench.py bench/codec_bench.py
+# Each entry is one benchmark command line (script and arguments); `make bench` runs them in order.
+BENCH_COMMANDS := \
+	"bench/kcat_bench.py" \
+	"bench/broker_produce_bench.py" \
+	"bench/producer_bench.py --messages 300000 --kafka-python-messages 30000" \
+	"bench/consumer_bench.py" \
+	"bench/broker_memory.py" \
+	"bench/protocol_bench.py" \
+	"bench/codec_bench.py"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down bench clean distclean
 
@@ -40,9 +48,7 @@ pipeline-down:
 	@if [ -x $(PY) ]; then $(PY) infra/demo.py down; else $(PYTHON) infra/demo.py down; fi
 
 bench: setup
-	@set -e; for script in $(BENCH_SCRIPTS); do \
-		if [ -f $$script ]; then echo "== $$script"; $(PY) $$script; else echo "== $$script (not written yet, skipped)"; fi; \
-	done
+	@set -e; for command in $(BENCH_COMMANDS); do echo "== $$command"; $(PY) $$command; done
 
 clean: pipeline-down
 	rm -rf var build dist .pytest_cache *.egg-info bench/results/tmp
