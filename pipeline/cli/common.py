@@ -114,6 +114,16 @@ def key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def topic_argument(args: argparse.Namespace, command: str) -> str:
+    """The topic given as TOPIC or --topic (Kafka's tools use the option); both must agree."""
+    topic = args.topic or args.topic_option
+    if not topic:
+        raise CliError(f"a topic is required ({command} TOPIC)", exit_code=2)
+    if args.topic and args.topic_option and args.topic != args.topic_option:
+        raise CliError("two different topics given (TOPIC and --topic)", exit_code=2)
+    return topic
+
+
 def open_cluster(args: argparse.Namespace) -> Cluster:
     """A Cluster for --bootstrap-server that has already answered one metadata request."""
     cluster = Cluster(StaticBrokerList(args.bootstrap_server), client_id=CLIENT_ID,

@@ -12,8 +12,14 @@ import sys
 import time
 
 from pipeline.cli.common import (
-    EXIT_INTERRUPTED, CliError, key_value, non_negative_int,
-    open_admin, positive_int, require_partitions,
+    CliError,
+    EXIT_INTERRUPTED,
+    key_value,
+    non_negative_int,
+    open_admin,
+    positive_int,
+    require_partitions,
+    topic_argument,
 )
 from pipeline.cli.output import FORMATS, PeriodicFlusher, formatter
 from pipeline.cli.progress import Progress, summary
@@ -110,11 +116,7 @@ def consumer_config(args: argparse.Namespace) -> dict:
 
 
 def consume(args: argparse.Namespace) -> int:
-    topic = args.topic or args.topic_option
-    if not topic:
-        raise CliError("a topic is required (consume TOPIC)", exit_code=2)
-    if args.topic and args.topic_option and args.topic != args.topic_option:
-        raise CliError("two different topics given (TOPIC and --topic)", exit_code=2)
+    topic = topic_argument(args, "consume")
     fmt, key_separator = output_options(args)
     format_message = formatter(fmt, key_separator)
     positions = starting_positions(args, topic)

@@ -16,8 +16,14 @@ import time
 from typing import BinaryIO, Iterator
 
 from pipeline.cli.common import (
-    EXIT_INTERRUPTED, CliError, key_value, non_negative_int,
-    open_cluster, positive_int, require_partitions,
+    CliError,
+    EXIT_INTERRUPTED,
+    key_value,
+    non_negative_int,
+    open_cluster,
+    positive_int,
+    require_partitions,
+    topic_argument,
 )
 from pipeline.cli.progress import Progress, Throttle, summary
 from pipeline.client.partitioner import Partitioner
@@ -193,11 +199,7 @@ def producer_config(args: argparse.Namespace) -> dict:
 
 
 def produce(args: argparse.Namespace) -> int:
-    topic = args.topic or args.topic_option
-    if not topic:
-        raise CliError("a topic is required (produce TOPIC)", exit_code=2)
-    if args.topic and args.topic_option and args.topic != args.topic_option:
-        raise CliError("two different topics given (TOPIC and --topic)", exit_code=2)
+    topic = topic_argument(args, "produce")
     parser = key_parsing(args)
     # Fail fast, with one clear line, when the broker is unreachable or the topic or partition is missing.
     cluster = open_cluster(args)
