@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from pipeline.client.cluster import Cluster
 from pipeline.client.connection import BrokerConnection
-from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnsupportedVersionError
+from pipeline.client.errors import KafkaClientError, KafkaConnectionError
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.codec import ProtocolError, decode_response, encode_request, is_flexible
+from pipeline.protocol.codec import encode_request, is_flexible
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 __all__ = ["ProducerBatch", "ProduceResult", "Sender", "encode_produce_request", "is_retriable"]
@@ -182,8 +182,8 @@ class Sender:
         return results[0]
 
     def _read_one(self, connection: BrokerConnection, batch: ProducerBatch) -> ProduceResult:
-        _, api_key, version, frame = connection.receive_frame()
-        for topic, partition, code, base_offset in self._partition_answers(connection, version, frame):
+        _, body = connection.receive()
+        for topic, partition, code, base_offset in _partition_answers(body):
             if topic == batch.topic and partition == batch.partition:
                 if code:
                     raise KafkaProtocolError(code, f"producing to {topic}-{partition}")
@@ -191,18 +191,6 @@ class Sender:
         connection.close()
         raise KafkaConnectionError(f"broker {connection.host}:{connection.port} did not answer for "
                                    f"{batch.topic}-{batch.partition}")
-
-    def _partition_answers(self, connection: BrokerConnection, version: int,
-                           frame: Any) -> Iterable[tuple[str, int, int, int]]:
-        try:
-            _, body = decode_response(_PRODUCE, version, frame)
-        except ProtocolError as exc:
-            connection.close()
-            raise KafkaConnectionError(f"malformed Produce response from {connection.host}:{connection.port}: "
-                                       f"{exc}") from None
-        for topic in body["responses"]:
-            for part in topic["partition_responses"]:
-                yield topic["name"], part["index"], part["error_code"], part["base_offset"]
 
     def send(self, batches: Sequence[ProducerBatch], *, retries: int | None = None
              ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[ProduceResult]]:
@@ -291,9 +279,9 @@ class Sender:
         for connection, rounds in waiting:
             for index, batches in enumerate(rounds):
                 try:
-                    _, _, version, frame = connection.receive_frame()
+                    _, body = connection.receive()
                     answers = {(t, p): (code, offset) for t, p, code, offset
-                               in self._partition_answers(connection, version, frame)}
+                               in _partition_answers(body)}
                 except KafkaClientError as exc:
                     failures.extend((b, exc) for later in rounds[index:] for b in later)
                     break
@@ -317,3 +305,10 @@ class Sender:
         body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,
                 "topic_data": [{"name": name, "partition_data": parts} for name, parts in topic_data.items()]}
         return encode_request(_PRODUCE, version, correlation_id, self.client_id, body)
+
+
+def _partition_answers(body: dict) -> Iterable[tuple[str, int, int, int]]:
+    """(topic, partition, error code, base offset) of every partition in a Produce response."""
+    for topic in body["responses"]:
+        for part in topic["partition_responses"]:
+            yield topic["name"], part["index"], part["error_code"], part["base_offset"]

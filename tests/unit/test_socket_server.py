@@ -6,7 +6,6 @@ import asyncio
 import os
 import struct
 
-import pytest
 
 from broker.server.socket_server import CloseConnection, SocketServer
 
