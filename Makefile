@@ -13,8 +13,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Written after a successful install; newer than pyproject.toml means nothing to do.
 SETUP_STAMP := $(VENV)/.setup-stamp
-# Debian packages needed by the tests and the demo. Later parts add `zookeeper prometheus` here.
-DEBIAN_PACKAGES ?= kcat
+# Debian packages needed by the tests and the demo (zookeeper brings a JRE). Prometheus joins later.
+DEBIAN_PACKAGES ?= kcat zookeeper
 PYTEST_ARGS ?=
 # Each entry is one benchmark command line (script and arguments); `make bench` runs them in order.
 BENCH_COMMANDS := \

@@ -7,7 +7,9 @@ from typing import Callable, Iterator
 
 import pytest
 
+from pipeline.zk.server import ZooKeeperEnsemble, ZooKeeperServer
 from tests.support import BrokerProcess
+from tests.support.zookeeper import unique_chroot
 
 BrokerFactory = Callable[..., BrokerProcess]
 
@@ -63,3 +65,23 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
 def broker(broker_factory: BrokerFactory) -> BrokerProcess:
     """One running standalone broker with default settings (auto topic creation as configured by the broker)."""
     return broker_factory()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper server for the whole test session; tests isolate themselves by chroot."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def zk_connect(zookeeper_server: ZooKeeperServer) -> str:
+    """A zookeeper.connect string with a chroot of its own: host:port/test-<random>."""
+    return zookeeper_server.connect_string + unique_chroot()
+
+
+@pytest.fixture
+def zk_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    """A 3-node ZooKeeper ensemble for tests that kill ZooKeeper nodes; stopped after the test."""
+    with ZooKeeperEnsemble(tmp_path / "ensemble", 3) as ensemble:
+        yield ensemble

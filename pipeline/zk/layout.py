@@ -1,0 +1,153 @@
+"""The ZooKeeper layout of a cluster (Kafka's own, as of 0.8-2.x), with the JSON of every znode.
+
+Every path below is relative to the cluster's chroot (``zookeeper.connect=host:port/dc1``). Brokers,
+the controller and clients read and write znodes only through these functions, so the layout is
+written down once:
+
+    /brokers/ids/<id>                          ephemeral   broker registration
+    /brokers/topics/<topic>                    persistent  {"partitions": {"0": [replica ids], ...}}
+    /brokers/topics/<topic>/partitions/<p>/state         {"leader", "leader_epoch", "isr", ...}
+    /controller                                ephemeral   {"brokerid": id}
+    /controller_epoch                          persistent  the controller generation
+    /config/topics/<topic>                     persistent  {"config": {topic-level overrides}}
+    /admin/create_topics/<topic>               persistent  a creation request for the controller
+    /admin/delete_topics/<topic>               persistent  a deletion request for the controller
+    /cluster/id                                persistent  {"id": cluster id}
+    /latest_producer_id_block                  persistent  the last producer-id block handed out
+    /consumers/<group>/ids/<consumer id>       ephemeral   {"subscription": {topic: streams}, "pattern"}
+    /consumers/<group>/owners/<topic>/<p>      ephemeral   owning consumer stream id
+    /consumers/<group>/offsets/<topic>/<p>     persistent  next offset to consume (decimal text)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+ADMIN_CREATE_TOPICS = "/admin/create_topics"
+ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+CLUSTER_ID = "/cluster/id"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CONSUMERS = "/consumers"
+
+# Paths that exist in every cluster; brokers create them at start-up.
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, ADMIN_CREATE_TOPICS, ADMIN_DELETE_TOPICS, CONSUMERS)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def encode(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode(data: bytes | None) -> dict[str, Any]:
+    if not data:
+        return {}
+    return json.loads(data.decode())
+
+
+# -- brokers -------------------------------------------------------------------------------------
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def broker_registration(host: str, port: int) -> bytes:
+    return encode({"version": 4, "host": host, "port": port, "jmx_port": -1, "timestamp": str(now_ms()),
+                   "endpoints": [f"PLAINTEXT://{host}:{port}"]})
+
+
+def controller_data(broker_id: int) -> bytes:
+    return encode({"version": 1, "brokerid": broker_id, "timestamp": str(now_ms())})
+
+
+# -- topics and partitions -----------------------------------------------------------------------
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_assignment(replicas: dict[int, list[int]]) -> bytes:
+    return encode({"version": 1, "partitions": {str(p): list(r) for p, r in sorted(replicas.items())}})
+
+
+def parse_topic_assignment(data: bytes) -> dict[int, list[int]]:
+    return {int(p): list(r) for p, r in decode(data).get("partitions", {}).items()}
+
+
+def partition_state(leader: int, leader_epoch: int, isr: list[int], controller_epoch: int) -> bytes:
+    return encode({"version": 1, "leader": leader, "leader_epoch": leader_epoch, "isr": list(isr),
+                   "controller_epoch": controller_epoch})
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def topic_config(configs: dict[str, str]) -> bytes:
+    return encode({"version": 1, "config": dict(configs)})
+
+
+def create_topic_request_path(topic: str) -> str:
+    return f"{ADMIN_CREATE_TOPICS}/{topic}"
+
+
+def create_topic_request(partitions: int, replication_factor: int, configs: dict[str, str]) -> bytes:
+    return encode({"version": 1, "partitions": partitions, "replication_factor": replication_factor,
+                   "configs": dict(configs)})
+
+
+def delete_topic_request_path(topic: str) -> str:
+    return f"{ADMIN_DELETE_TOPICS}/{topic}"
+
+
+# -- consumer groups -----------------------------------------------------------------------------
+
+def group_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}"
+
+
+def consumer_ids_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}/ids"
+
+
+def consumer_path(group: str, consumer_id: str) -> str:
+    return f"{CONSUMERS}/{group}/ids/{consumer_id}"
+
+
+def consumer_registration(subscription: dict[str, int], pattern: str) -> bytes:
+    """``pattern`` is "static" (named topics), "white_list" or "black_list" (the key of subscription is the regex)."""
+    return encode({"version": 1, "subscription": dict(subscription), "pattern": pattern,
+                   "timestamp": str(now_ms())})
+
+
+def owners_path(group: str, topic: str) -> str:
+    return f"{CONSUMERS}/{group}/owners/{topic}"
+
+
+def owner_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/owners/{topic}/{partition}"
+
+
+def offsets_path(group: str, topic: str) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}"
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"

@@ -1,0 +1,258 @@
+"""Run a real ZooKeeper (Debian's `zookeeper` package) as a child process: standalone or a local ensemble.
+
+Tests, the demo and developers start ZooKeeper the same way: a zoo.cfg under a data directory, the
+server on a loopback port, readiness checked with the `srvr` four-letter word (it reports a `Mode:`
+only once the node serves; `ruok` says imok even without a quorum), SIGTERM to stop.
+
+    python -m pipeline.zk.server --data-dir var/zookeeper --port 2181
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+JAR_DIR = Path("/usr/share/java")
+SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+class ZooKeeperError(RuntimeError):
+    """ZooKeeper is not installed, did not start, or did not become ready in time."""
+
+
+def classpath() -> str:
+    """The server's classpath from Debian's jars (slf4j-simple so that it logs to stderr)."""
+    jar = JAR_DIR / "zookeeper.jar"
+    if not jar.exists():
+        raise ZooKeeperError(f"{jar} not found: install Debian's zookeeper package (`make setup` does)")
+    parts = [jar]
+    simple = JAR_DIR / "slf4j-simple.jar"
+    if simple.exists():
+        parts.append(simple)
+    return ":".join(map(str, parts))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
+    """Send a four-letter command (srvr, stat, mntr, ...) and return the answer ("" when unreachable)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(word.encode())
+            chunks = []
+            while True:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class ZooKeeperServer:
+    """One ZooKeeper server process with its own data directory, on a loopback port."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, *, host: str = "127.0.0.1",
+                 tick_ms: int = 2000, server_id: int | None = None, peers: list[tuple[int, int, int]] | None = None,
+                 heap_mb: int = 256) -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.port = port if port is not None else free_port(host)
+        self.tick_ms = tick_ms
+        self.server_id = server_id
+        # (server id, peer port, election port) of every ensemble member, this one included.
+        self.peers = peers
+        self.heap_mb = heap_mb
+        self.process: subprocess.Popen | None = None
+        self.log_path = self.data_dir / "zookeeper.log"
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _write_config(self) -> Path:
+        data = self.data_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"tickTime={self.tick_ms}",
+            f"dataDir={data}",
+            f"clientPort={self.port}",
+            f"clientPortAddress={self.host}",
+            "maxClientCnxns=0",
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf",
+            "admin.enableServer=false",
+        ]
+        if self.peers:
+            lines += ["initLimit=10", "syncLimit=5"]
+            lines += [f"server.{sid}={self.host}:{peer}:{election}" for sid, peer, election in self.peers]
+            (data / "myid").write_text(f"{self.server_id}\n")
+        config = self.data_dir / "zoo.cfg"
+        config.write_text("\n".join(lines) + "\n")
+        return config
+
+    def start(self, wait: bool = True, timeout: float = 30.0) -> "ZooKeeperServer":
+        if self.process is not None and self.process.poll() is None:
+            return self
+        config = self._write_config()
+        main = QUORUM_MAIN if self.peers else SERVER_MAIN
+        log = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(
+                ["java", f"-Xmx{self.heap_mb}m", "-cp", classpath(), main, str(config)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        except FileNotFoundError:
+            raise ZooKeeperError("java not found: install Debian's zookeeper package (it brings a JRE)") from None
+        finally:
+            log.close()
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def mode(self) -> str | None:
+        """standalone, leader or follower once the server serves clients; None before."""
+        for line in four_letter_word(self.host, self.port, "srvr").splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise ZooKeeperError(f"ZooKeeper on port {self.port} exited with {self.process.returncode}: "
+                                     f"{self.log_tail()}")
+            if self.mode() is not None:
+                return
+            time.sleep(0.05)
+        raise ZooKeeperError(f"ZooKeeper on port {self.port} not ready after {timeout:.0f}s: {self.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> "ZooKeeperServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class ZooKeeperEnsemble:
+    """A local ensemble of ``size`` ZooKeeper servers on loopback ports (a quorum needs a majority)."""
+
+    def __init__(self, base_dir: str | Path, size: int = 3, *, tick_ms: int = 500) -> None:
+        ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+        peers = [(i + 1, peer, election) for i, (_, peer, election) in enumerate(ports)]
+        self.servers = [
+            ZooKeeperServer(Path(base_dir) / f"zk{i + 1}", client, tick_ms=tick_ms, server_id=i + 1, peers=peers)
+            for i, (client, _, _) in enumerate(ports)
+        ]
+
+    @property
+    def connect_string(self) -> str:
+        return ",".join(s.connect_string for s in self.servers)
+
+    def start(self, timeout: float = 60.0) -> "ZooKeeperEnsemble":
+        for server in self.servers:
+            server.start(wait=False)
+        for server in self.servers:
+            server.wait_ready(timeout)
+        return self
+
+    def find_leader(self) -> ZooKeeperServer | None:
+        """The running server that is leader now, or None (e.g. during an election)."""
+        for server in self.servers:
+            if server.running and server.mode() == "leader":
+                return server
+        return None
+
+    def leader(self) -> ZooKeeperServer:
+        leader = self.find_leader()
+        if leader is None:
+            raise ZooKeeperError("the ensemble has no leader")
+        return leader
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> "ZooKeeperEnsemble":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.zk.server",
+                                     description="Run a standalone ZooKeeper server in the foreground until "
+                                                 "SIGTERM or Ctrl-C.")
+    parser.add_argument("--data-dir", required=True, type=Path)
+    parser.add_argument("--port", type=int, default=2181)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--tick-ms", type=int, default=2000)
+    args = parser.parse_args(argv)
+    server = ZooKeeperServer(args.data_dir, args.port, host=args.host, tick_ms=args.tick_ms)
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        server.start()
+    except ZooKeeperError as exc:
+        print(f"zookeeper: {exc}", file=sys.stderr)
+        server.stop()
+        return 1
+    print(f"ZooKeeper serving on {server.connect_string} (data in {args.data_dir}, log {server.log_path})",
+          file=sys.stderr, flush=True)
+    while not stopping and server.running:
+        try:
+            server.process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            continue
+    server.stop()
+    return 0 if stopping else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""zookeeper.connect parsing and the JSON of the cluster's znodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.zk import layout
+from pipeline.zk.client import split_connect_string
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("127.0.0.1:2181", ("127.0.0.1:2181", "")),
+    ("a:1,b:2/dc1", ("a:1,b:2", "/dc1")),
+    ("a:1/dc1/", ("a:1", "/dc1")),
+    ("a:1/", ("a:1", "")),
+    ("a:1/x/y", ("a:1", "/x/y")),
+])
+def test_connect_strings(text, expected):
+    assert split_connect_string(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "/dc1", "host/dc1", "a:b/dc1", "a:1,,b:2"])
+def test_bad_connect_strings(text):
+    with pytest.raises(ValueError):
+        split_connect_string(text)
+
+
+def test_paths_follow_kafkas_layout():
+    assert layout.broker_path(3) == "/brokers/ids/3"
+    assert layout.partition_state_path("t", 2) == "/brokers/topics/t/partitions/2/state"
+    assert layout.owner_path("g", "t", 5) == "/consumers/g/owners/t/5"
+    assert layout.offset_path("g", "t", 5) == "/consumers/g/offsets/t/5"
+    assert layout.consumer_path("g", "host-1") == "/consumers/g/ids/host-1"
+
+
+def test_json_round_trips():
+    assert layout.parse_topic_assignment(layout.topic_assignment({1: [2], 0: [1]})) == {0: [1], 1: [2]}
+    assert json.loads(layout.topic_assignment({0: [1]})) == {"version": 1, "partitions": {"0": [1]}}
+    state = layout.decode(layout.partition_state(leader=2, leader_epoch=7, isr=[2], controller_epoch=3))
+    assert (state["leader"], state["leader_epoch"], state["isr"]) == (2, 7, [2])
+    registration = layout.decode(layout.broker_registration("127.0.0.1", 9092))
+    assert (registration["host"], registration["port"]) == ("127.0.0.1", 9092)
+    assert registration["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
+    consumer = layout.decode(layout.consumer_registration({"events": 2}, "static"))
+    assert consumer["subscription"] == {"events": 2} and consumer["pattern"] == "static"
+    assert layout.decode(b"") == {}
