@@ -1,15 +1,16 @@
-"""The command line `python -m pipeline`: topics, produce, consume and offsets against a cluster.
+"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster and consumer groups.
 
-Each subcommand group lives in its own module (topics, produce, consume, offsets) and registers its
-parser here; common.py holds the shared options, exit codes and error reporting.
+Each subcommand group lives in its own module and registers its parser here; common.py holds the
+shared options (--bootstrap-server, --zookeeper), exit codes and error reporting.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Sequence
 
-from pipeline.cli import consume, offsets, produce, topics
+from pipeline.cli import cluster, consume, consumer_groups, offsets, produce, topics
 from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
@@ -20,17 +21,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Command line for the pipeline's Kafka cluster: manage topics, produce and consume "
-                    "messages, look up offsets. Every subcommand takes --bootstrap-server HOST:PORT.",
+                    "messages, look up offsets, inspect the cluster and its consumer groups. Every subcommand takes "
+                    "--bootstrap-server HOST:PORT or --zookeeper HOST:PORT/CHROOT.",
         epilog=EXIT_CODES_HELP + "\n\nexamples:\n"
                "  python -m pipeline topics create events --partitions 4\n"
                "  seq 1000 | python -m pipeline produce events\n"
                "  python -m pipeline consume events --from-beginning --max-messages 10\n"
-               "  python -m pipeline offsets events --time earliest",
+               "  python -m pipeline offsets events --time earliest\n"
+               "  python -m pipeline --zookeeper 127.0.0.1:2181/dc1 consumer-groups describe etl",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups):
         module.add_parser(subparsers, common)
     return parser
 
@@ -39,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the subcommand; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # kazoo reports every connection retry as a warning; the CLI reports failures itself, in one line.
+    kazoo_log = logging.getLogger("kazoo")
+    kazoo_log.addHandler(logging.NullHandler())
+    kazoo_log.propagate = False
     return run_guarded(args.command, args, args.prog)
 
 

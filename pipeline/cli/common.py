@@ -5,7 +5,7 @@ Exit codes (documented in ``python -m pipeline --help``):
   1  the broker refused the request (unknown topic, topic already exists, invalid partitions, ...)
      or the operation failed (a file cannot be read, messages could not be delivered)
   2  wrong arguments (argparse's convention)
-  3  no broker can be reached at the bootstrap address
+  3  no broker (or no ZooKeeper, with --zookeeper) can be reached
   130 interrupted (Ctrl-C); 141 stdout closed by the reader (e.g. ``| head``)
 """
 
@@ -16,11 +16,15 @@ import os
 import sys
 from typing import Callable
 
+from kazoo.client import KazooClient
+
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList, parse_broker_list
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownTopicError
 from pipeline.config import ConfigError
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.zk.client import ZooKeeperUnavailable, connect, split_connect_string
+from pipeline.zk.registry import ClusterRegistry
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -30,6 +34,7 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 BOOTSTRAP_ENV = "PIPELINE_BOOTSTRAP_SERVER"
+ZOOKEEPER_ENV = "PIPELINE_ZOOKEEPER"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CLIENT_ID = "pipeline-cli"
 
@@ -37,7 +42,7 @@ EXIT_CODES_HELP = """exit codes:
   0    success
   1    the broker refused the request (unknown topic, topic exists, ...) or the work failed
   2    wrong arguments
-  3    no broker reachable at --bootstrap-server
+  3    no broker reachable at --bootstrap-server (or no ZooKeeper at --zookeeper)
   130  interrupted (Ctrl-C)"""
 
 
@@ -58,6 +63,15 @@ def bootstrap_address(text: str) -> str:
     return text
 
 
+def zookeeper_address(text: str) -> str:
+    """argparse type for --zookeeper: ``host:port[,host:port...][/chroot]``, checked early."""
+    try:
+        split_connect_string(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_connection_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
     """--bootstrap-server and --command-timeout-ms, on the top-level parser and on every subcommand.
 
@@ -70,6 +84,10 @@ def add_connection_options(parser: argparse.ArgumentParser, *, with_defaults: bo
                        default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP) if with_defaults else argparse.SUPPRESS,
                        help=f"broker(s) to connect to, host:port[,host:port...] (default: ${BOOTSTRAP_ENV} "
                             f"or {DEFAULT_BOOTSTRAP})")
+    group.add_argument("--zookeeper", dest="zookeeper", metavar="HOST:PORT/CHROOT", type=zookeeper_address,
+                       default=os.environ.get(ZOOKEEPER_ENV) if with_defaults else argparse.SUPPRESS,
+                       help=f"find the brokers through the cluster's ZooKeeper registry instead of "
+                            f"--bootstrap-server (default: ${ZOOKEEPER_ENV}); needed by cluster and consumer-groups")
     group.add_argument("--command-timeout-ms", dest="command_timeout_ms", type=positive_int,
                        default=10000 if with_defaults else argparse.SUPPRESS,
                        metavar="MS", help="socket timeout for each broker request (default: 10000)")
@@ -124,9 +142,32 @@ def topic_argument(args: argparse.Namespace, command: str) -> str:
     return topic
 
 
+def open_zookeeper(args: argparse.Namespace) -> KazooClient:
+    """A kazoo client rooted at --zookeeper's chroot; CliError when the option is missing."""
+    if not args.zookeeper:
+        raise CliError("this command reads the cluster's ZooKeeper registry: give --zookeeper HOST:PORT/CHROOT",
+                       exit_code=EXIT_USAGE)
+    return connect(args.zookeeper, timeout_s=args.command_timeout_ms / 1000)
+
+
+def broker_addresses(args: argparse.Namespace) -> str:
+    """Where the brokers are: --bootstrap-server, or the brokers registered under --zookeeper."""
+    if not args.zookeeper:
+        return args.bootstrap_server
+    zk = open_zookeeper(args)
+    try:
+        brokers = ClusterRegistry(zk).brokers()
+    finally:
+        zk.stop()
+        zk.close()
+    if not brokers:
+        raise CliError(f"no broker is registered in ZooKeeper at {args.zookeeper}", exit_code=EXIT_UNREACHABLE)
+    return ",".join(f"{b.host}:{b.port}" for b in brokers.values())
+
+
 def open_cluster(args: argparse.Namespace) -> Cluster:
-    """A Cluster for --bootstrap-server that has already answered one metadata request."""
-    cluster = Cluster(StaticBrokerList(args.bootstrap_server), client_id=CLIENT_ID,
+    """A Cluster for --bootstrap-server (or --zookeeper) that has already answered one metadata request."""
+    cluster = Cluster(StaticBrokerList(broker_addresses(args)), client_id=CLIENT_ID,
                       timeout_s=args.command_timeout_ms / 1000)
     try:
         cluster.refresh([])
@@ -163,7 +204,10 @@ def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Nam
     except KafkaProtocolError as exc:
         return fail(prog, describe_protocol_error(exc), EXIT_FAILED)
     except KafkaConnectionError as exc:
-        return fail(prog, f"cannot reach a broker at {args.bootstrap_server} ({exc})", EXIT_UNREACHABLE)
+        where = f"registered in ZooKeeper at {args.zookeeper}" if args.zookeeper else f"at {args.bootstrap_server}"
+        return fail(prog, f"cannot reach a broker {where} ({exc})", EXIT_UNREACHABLE)
+    except ZooKeeperUnavailable as exc:
+        return fail(prog, f"cannot reach ZooKeeper ({exc})", EXIT_UNREACHABLE)
     except ConfigError as exc:
         return fail(prog, str(exc), EXIT_USAGE)
     except KafkaClientError as exc:

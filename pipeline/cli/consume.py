@@ -14,6 +14,7 @@ import time
 from pipeline.cli.common import (
     CliError,
     EXIT_INTERRUPTED,
+    broker_addresses,
     key_value,
     non_negative_int,
     open_admin,
@@ -106,7 +107,7 @@ def starting_positions(args: argparse.Namespace, topic: str) -> dict[tuple[str, 
 def consumer_config(args: argparse.Namespace) -> dict:
     """The Consumer properties for these options (--consumer-property last, so it wins)."""
     config = {
-        "metadata.broker.list": args.bootstrap_server,
+        "metadata.broker.list": broker_addresses(args),
         "client.id": "pipeline-cli-consumer",
         "consumer.timeout.ms": args.timeout_ms if args.timeout_ms is not None else -1,
         "socket.timeout.ms": args.command_timeout_ms,

@@ -18,6 +18,7 @@ from typing import BinaryIO, Iterator
 from pipeline.cli.common import (
     CliError,
     EXIT_INTERRUPTED,
+    broker_addresses,
     key_value,
     non_negative_int,
     open_cluster,
@@ -183,7 +184,7 @@ def key_parsing(args: argparse.Namespace) -> KeyParser | None:
 def producer_config(args: argparse.Namespace) -> dict:
     """The Producer properties for these options (--producer-property last, so it wins)."""
     config = {
-        "metadata.broker.list": args.bootstrap_server,
+        "metadata.broker.list": broker_addresses(args),
         "client.id": "pipeline-cli-producer",
         "producer.type": "sync" if args.sync else "async",
         "request.required.acks": args.acks,
