@@ -57,6 +57,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("socket.request.max.bytes", int, 100 * MiB, "Largest request frame; a larger one closes the connection."),
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms."),
     Property("zookeeper.connect", _str, "", "ZooKeeper connect string with chroot; empty runs standalone."),
+    Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it."),
+    Property("zookeeper.connection.timeout.ms", int, 18000, "How long to wait for ZooKeeper at start-up."),
     Property("cluster.id", _str, "", "Cluster id given in Metadata (default: generated and kept in the log dir)."),
 )
 
@@ -70,7 +72,8 @@ class KafkaConfig(Config):
         super().__init__(PROPERTIES, values)
         self.require_positive("log.segment.bytes", "message.max.bytes", "socket.request.max.bytes", "num.partitions",
                               "log.index.interval.bytes", "log.retention.check.interval.ms",
-                              "log.flush.scheduler.interval.ms")
+                              "log.flush.scheduler.interval.ms", "zookeeper.session.timeout.ms",
+                              "zookeeper.connection.timeout.ms")
         if not 0 <= self["port"] <= 65535:
             raise ConfigError(f"broker property port must be within 0..65535, got {self['port']}")
 

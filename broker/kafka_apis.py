@@ -285,7 +285,7 @@ class KafkaApis:
         entry = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": []}
         partition = self.replica_manager.get_partition(topic, index)
         if partition is None:
-            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            entry["error_code"] = self.replica_manager.missing_partition_error(topic, index)
         elif timestamp < 0 and timestamp not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
             entry["error_code"] = ErrorCode.INVALID_REQUEST
         else:
@@ -297,7 +297,7 @@ class KafkaApis:
                  "leader_epoch": -1}
         partition = self.replica_manager.get_partition(topic, index)
         if partition is None:
-            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            entry["error_code"] = self.replica_manager.missing_partition_error(topic, index)
             return entry
         log_ = partition.log
         if timestamp == LATEST_TIMESTAMP:

@@ -1,7 +1,7 @@
 """KafkaServer: assembles one broker from its layers, runs its periodic tasks and shuts it down cleanly.
 
-Start-up order: load and recover the logs, read the cluster metadata, lead every registered partition,
-then listen. Shutdown order: stop accepting, close connections, stop the periodic tasks, flush every
+Start-up order: load and recover the logs, listen, then read the cluster metadata and lead every
+registered partition (standalone), or join the ZooKeeper cluster (cluster mode, see ClusterMembership). Shutdown order: stop accepting, close connections, stop the periodic tasks, flush every
 log, checkpoint recovery points and write the clean-shutdown marker.
 """
 
@@ -13,12 +13,13 @@ import time
 from typing import Callable
 
 from broker.admin_manager import AdminManager
-from broker.config import ConfigError, KafkaConfig
+from broker.cluster_membership import ClusterMembership
+from broker.config import KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager
 from broker.metadata import StandaloneMetadata
 from broker.replica_manager import ReplicaManager
-from broker.server.socket_server import SocketServer
+from broker.server.socket_server import CloseConnection, SocketServer
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +28,10 @@ class KafkaServer:
     """One broker process: storage, partitions, request handlers, network server and scheduler."""
 
     def __init__(self, config: KafkaConfig) -> None:
-        if config["zookeeper.connect"]:
-            raise ConfigError("zookeeper.connect is set, but cluster mode is not available yet: leave it empty to run standalone")
         self.config = config
         self.log_manager: LogManager | None = None
         self.socket_server: SocketServer | None = None
+        self.cluster: ClusterMembership | None = None
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
 
@@ -51,26 +51,52 @@ class KafkaServer:
         self.log_manager.startup()
         log.info("loaded %d partition log(s) from %s in %.2fs", len(self.log_manager.all_logs()),
                  ",".join(map(str, log_dirs)), time.monotonic() - started)
-        metadata = StandaloneMetadata(log_dirs[0])
-        replica_manager = ReplicaManager(self.log_manager)
-        admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
-        admin.host_existing_topics()
         host, port = config.listen_address
         # The socket server needs the handler and the handler the advertised port, known after bind.
         apis_holder: list[KafkaApis] = []
-        self.socket_server = SocketServer(host, port, lambda frame, peer: apis_holder[0].handle(frame, peer),
-                                          config["socket.request.max.bytes"])
+
+        def handle(frame: memoryview, peer: str) -> object:
+            if not apis_holder:
+                raise CloseConnection("the broker is still joining its cluster")
+            return apis_holder[0].handle(frame, peer)
+        self.socket_server = SocketServer(host, port, handle, config["socket.request.max.bytes"])
         await self.socket_server.start()
         advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
-        apis_holder.append(KafkaApis(config.broker_id, advertised, self.socket_server.bound_port, replica_manager,
-                                     admin, metadata, config["auto.create.topics.enable"],
-                                     config["fetch.max.wait.cap.ms"]))
+        bound_port = self.socket_server.bound_port
+        if config["zookeeper.connect"]:
+            try:
+                self.cluster = ClusterMembership(config, self.log_manager, advertised, bound_port)
+                apis_holder.append(await self.cluster.start())
+            except BaseException:
+                await self._abort_startup()
+                raise
+            mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
+        else:
+            metadata = StandaloneMetadata(log_dirs[0])
+            replica_manager = ReplicaManager(self.log_manager)
+            admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
+            admin.host_existing_topics()
+            apis_holder.append(KafkaApis(config.broker_id, advertised, bound_port, replica_manager,
+                                         admin, metadata, config["auto.create.topics.enable"],
+                                         config["fetch.max.wait.cap.ms"]))
+            mode, cluster_id = "standalone", metadata.cluster_id
         self._schedule("log-retention", config["log.retention.check.interval.ms"], self.log_manager.run_retention)
         self._schedule("log-flusher", config["log.flush.scheduler.interval.ms"], self.log_manager.flush_dirty_logs)
         self._schedule("recovery-point-checkpoint", config["log.flush.offset.checkpoint.interval.ms"],
                        self.log_manager.checkpoint_recovery_points)
-        log.info("broker %d started, listening on %s port %d (cluster id %s, standalone)", config.broker_id, host,
-                 self.socket_server.bound_port, metadata.cluster_id)
+        log.info("broker %d started, listening on %s port %d (cluster id %s, %s)", config.broker_id, host,
+                 bound_port, cluster_id, mode)
+
+    async def _abort_startup(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
+            self.cluster = None
+        if self.socket_server is not None:
+            await self.socket_server.stop_accepting()
+            await self.socket_server.close_all()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+            self.log_manager = None
 
     def _schedule(self, name: str, interval_ms: int, action: Callable[[], object]) -> None:
         async def run() -> None:
@@ -96,9 +122,15 @@ class KafkaServer:
             except asyncio.CancelledError:
                 pass
         self._tasks.clear()
+        if self.cluster is not None:
+            self.cluster.stop_controller()
         if self.log_manager is not None:
             self.log_manager.shutdown()
             self.log_manager = None
+        # Deregister only after flushing: once /brokers/ids/<id> vanishes, the partitions go offline.
+        if self.cluster is not None:
+            await self.cluster.close()
+            self.cluster = None
         log.info("shut down cleanly")
         self._stopped.set()
 

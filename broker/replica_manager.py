@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from broker.log.errors import OffsetOutOfRangeError
 from broker.log.log import Log
@@ -89,9 +89,12 @@ class FetchResult:
 class ReplicaManager:
     """All partitions hosted by this broker, with append, read and wait operations on them."""
 
-    def __init__(self, log_manager: LogManager) -> None:
+    def __init__(self, log_manager: LogManager, is_known: Callable[[str, int], bool] | None = None) -> None:
+        """``is_known(topic, index)`` tells whether the cluster has a partition this broker does not lead
+        (cluster mode); requests for those get NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION."""
         self._log_manager = log_manager
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._is_known = is_known
 
     def make_leader(self, topic: str, index: int, config: LogConfig | None = None, leader_epoch: int = -1) -> Partition:
         """Host ``topic``-``index`` as its leader, creating its log when it does not exist yet."""
@@ -99,7 +102,15 @@ class ReplicaManager:
         if partition is None:
             partition = Partition(topic, index, self._log_manager.get_or_create_log(topic, index, config), leader_epoch)
             self._partitions[(topic, index)] = partition
+        else:
+            partition.leader_epoch = leader_epoch
         return partition
+
+    def missing_partition_error(self, topic: str, index: int) -> int:
+        """The error for a request to a partition this broker does not lead."""
+        if self._is_known is not None and self._is_known(topic, index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def stop_partition(self, topic: str, index: int, delete: bool) -> None:
         """Stop hosting a partition; ``delete`` also removes its log from disk."""
@@ -123,7 +134,7 @@ class ReplicaManager:
         """Append one partition's batches as leader; storage errors become that partition's error code."""
         partition = self._partitions.get((topic, index))
         if partition is None:
-            return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return AppendResult(self.missing_partition_error(topic, index))
         if not records:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, error_message="the partition's record set is empty")
         try:
@@ -143,7 +154,7 @@ class ReplicaManager:
         """Read one partition from ``offset``; the result holds a file region to send, or an error."""
         partition = self._partitions.get((topic, index))
         if partition is None:
-            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return FetchResult(self.missing_partition_error(topic, index))
         log_ = partition.log
         try:
             region = log_.read(offset, max_bytes, min_one_batch)

@@ -151,3 +151,18 @@ def offsets_path(group: str, topic: str) -> str:
 
 def offset_path(group: str, topic: str, partition: int) -> str:
     return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+# -- producer ids --------------------------------------------------------------------------------
+
+def producer_id_block(broker_id: int, block_start: int, block_end: int) -> bytes:
+    """The last block of producer ids handed out (both ends inclusive), as Kafka writes it."""
+    return encode({"version": 1, "broker": broker_id, "block_start": str(block_start), "block_end": str(block_end)})
+
+
+def parse_producer_id_block(data: bytes | None) -> tuple[int, int] | None:
+    """(block_start, block_end) of the last block handed out, or None before the first one."""
+    value = decode(data)
+    if not value:
+        return None
+    return int(value["block_start"]), int(value["block_end"])

@@ -1,0 +1,100 @@
+"""ClusterMembership: the parts a broker adds in cluster mode (zookeeper.connect set), started and stopped together.
+
+Start-up: connect to ZooKeeper (the chroot is created if missing), create the persistent layout and
+the cluster id, register /brokers/ids/<id> (refusing a duplicate id), load the cluster view from the
+watches and lead what it names, then join the controller election. ZooKeeper calls made here run in
+the loop's executor so the event loop never waits on ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from kazoo.client import KazooClient
+
+from broker.broker_registry import SESSION_FILE, BrokerIdInUse, BrokerRegistry
+from broker.cluster_apis import ClusterKafkaApis
+from broker.config import ConfigError, KafkaConfig
+from broker.controller import KafkaController
+from broker.log.log_manager import LogManager
+from broker.partition_leadership import PartitionLeadership
+from broker.replica_manager import ReplicaManager
+from broker.zk_admin import ZkAdminManager
+from broker.zk_metadata import ZkMetadataCache
+from pipeline.zk.client import connect
+
+log = logging.getLogger(__name__)
+
+
+class ClusterMembership:
+    """This broker's ZooKeeper session and everything that lives on it."""
+
+    def __init__(self, config: KafkaConfig, log_manager: LogManager, advertised_host: str, port: int) -> None:
+        self.config = config
+        self.log_manager = log_manager
+        self.advertised_host = advertised_host
+        self.port = port
+        self.zk: KazooClient | None = None
+        self.registry: BrokerRegistry | None = None
+        self.cache: ZkMetadataCache | None = None
+        self.controller: KafkaController | None = None
+        self.cluster_id = ""
+
+    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, function, *args)
+
+    async def start(self) -> ClusterKafkaApis:
+        """Join the cluster; return the request handlers to serve with."""
+        config = self.config
+        loop = asyncio.get_running_loop()
+        session_timeout_s = config["zookeeper.session.timeout.ms"] / 1000
+        connection_timeout_s = config["zookeeper.connection.timeout.ms"] / 1000
+        self.zk = zk = await loop.run_in_executor(
+            None, lambda: connect(config["zookeeper.connect"], timeout_s=connection_timeout_s,
+                                  session_timeout_s=session_timeout_s))
+        broker_id = config.broker_id
+        self.registry = registry = BrokerRegistry(zk, broker_id, self.advertised_host, self.port,
+                                                  config.log_dirs[0] / SESSION_FILE, session_timeout_s)
+        await self._call(registry.create_persistent_paths)
+        self.cluster_id = await self._call(registry.cluster_id)
+        try:
+            await self._call(registry.register)
+        except BrokerIdInUse as exc:
+            raise ConfigError(str(exc)) from None
+        registry.start()
+
+        leadership: list[PartitionLeadership] = []
+        self.cache = cache = ZkMetadataCache(zk, loop, on_change=lambda: leadership[0].reconcile())
+        cache.cluster_id = self.cluster_id
+        replica_manager = ReplicaManager(self.log_manager, is_known=cache.is_known)
+        log_config = config.log_config()
+        leadership.append(PartitionLeadership(broker_id, cache, replica_manager, log_config))
+        await self._call(cache.start)
+        if not await cache.wait_for(lambda: cache.loaded, connection_timeout_s):
+            log.warning("the cluster view was not complete after %.0fs; serving what is known", connection_timeout_s)
+        self.controller = KafkaController(zk, broker_id)
+        await self._call(self.controller.start)
+        admin = ZkAdminManager(zk, cache, log_config, config["num.partitions"], config["default.replication.factor"])
+        return ClusterKafkaApis(broker_id, self.advertised_host, self.port, replica_manager, admin, cache, registry,
+                                config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"])
+
+    def stop_controller(self) -> None:
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+
+    async def close(self) -> None:
+        """Leave the cluster: stop the controller and end the session (the registration vanishes at once)."""
+        self.stop_controller()
+        if self.registry is not None:
+            self.registry.close()
+        zk = self.zk
+        if zk is not None:
+            self.zk = None
+
+            def end_session() -> None:
+                zk.stop()
+                zk.close()
+            await self._call(end_session)

@@ -1,0 +1,251 @@
+"""ZkMetadataCache: a broker's local view of the cluster in ZooKeeper, fed by kazoo watches.
+
+Live brokers (/brokers/ids), the controller (/controller), every topic's replica assignment
+(/brokers/topics/<t>), per-topic configs (/config/topics/<t>) and each partition's state (leader,
+leader epoch, isr). Watch callbacks run in kazoo's threads: they only read the znode they were told
+about and hand the result to the event loop with ``call_soon_threadsafe``; the cache itself is only
+read and changed on the event loop thread, so request handlers read it without locks. After every
+applied change the ``on_change`` callback runs (leadership follows the states) and waiters wake.
+
+kazoo re-arms DataWatch and ChildrenWatch after a session expiry, so the view is re-read by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from pipeline.zk import layout
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition's leadership as the controller wrote it in ZooKeeper."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+
+@dataclass
+class ClusterTopic:
+    """A topic as ZooKeeper describes it; ``states`` holds the partitions whose state was read."""
+
+    name: str
+    replicas: dict[int, list[int]] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+    states: dict[int, PartitionState] = field(default_factory=dict)
+
+    @property
+    def partitions(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def complete(self) -> bool:
+        """Assignment and every partition's state are known."""
+        return bool(self.replicas) and all(p in self.states for p in self.replicas)
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """A live broker's id and advertised address, from its registration."""
+
+    broker_id: int
+    host: str
+    port: int
+
+
+def parse_partition_state(data: bytes | None) -> PartitionState | None:
+    value = layout.decode(data)
+    if not value:
+        return None
+    return PartitionState(int(value["leader"]), int(value["leader_epoch"]), tuple(value.get("isr", ())))
+
+
+class ZkMetadataCache:
+    """The cluster as this broker sees it, kept current by ZooKeeper watches, read on the event loop."""
+
+    def __init__(self, zk: KazooClient, loop: asyncio.AbstractEventLoop,
+                 on_change: Callable[[], None] | None = None) -> None:
+        self._zk = zk
+        self._loop = loop
+        self._on_change = on_change
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.controller_id = NO_LEADER
+        self.cluster_id = ""
+        self.topics: dict[str, ClusterTopic] = {}
+        self._brokers_seen = False
+        self._topics_seen = False
+        self._changed = asyncio.Event()
+        # Watch-thread side: the generation token of each watched topic (a recreated topic gets a new one).
+        self._watched: dict[str, object] = {}
+        self._registrations: dict[int, BrokerEndpoint] = {}
+
+    # -- start-up ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Install the watches (call from a worker thread: the first reads are synchronous)."""
+        ChildrenWatch(self._zk, layout.BROKER_IDS, self._watch_brokers)
+        ChildrenWatch(self._zk, layout.BROKER_TOPICS, self._watch_topics)
+        DataWatch(self._zk, layout.CONTROLLER, self._watch_controller)
+
+    @property
+    def loaded(self) -> bool:
+        """Brokers, topics and every topic's partition states have been read at least once."""
+        return self._brokers_seen and self._topics_seen and all(t.complete for t in self.topics.values())
+
+    async def wait_for(self, condition: Callable[[], object], timeout_s: float) -> bool:
+        """Wait until ``condition()`` holds after some applied change, or the timeout; True if it holds."""
+        loop = self._loop
+        deadline = loop.time() + timeout_s
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return bool(condition())
+        return True
+
+    # -- reads (event loop) -----------------------------------------------------------------------
+
+    def live_brokers(self) -> list[BrokerEndpoint]:
+        return [self.brokers[b] for b in sorted(self.brokers)]
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+        info = self.topics.get(topic)
+        return None if info is None else info.states.get(index)
+
+    def is_known(self, topic: str, index: int) -> bool:
+        info = self.topics.get(topic)
+        return info is not None and index in info.replicas
+
+    # -- watch callbacks (kazoo threads) ----------------------------------------------------------
+
+    def _post(self, change: Callable[[], None]) -> None:
+        def apply() -> None:
+            change()
+            self._changed.set()
+            if self._on_change is not None:
+                try:
+                    self._on_change()
+                except Exception:
+                    log.exception("applying a cluster metadata change failed")
+        try:
+            self._loop.call_soon_threadsafe(apply)
+        except RuntimeError:
+            pass  # the loop is closed: the broker is shutting down
+
+    def _watch_brokers(self, children: list[str]) -> None:
+        live: dict[int, BrokerEndpoint] = {}
+        for child in children:
+            broker_id = int(child)
+            endpoint = self._registrations.get(broker_id)
+            if endpoint is None:
+                try:
+                    data, _ = self._zk.get(layout.broker_path(broker_id))
+                except NoNodeError:
+                    continue
+                value = layout.decode(data)
+                endpoint = BrokerEndpoint(broker_id, value["host"], int(value["port"]))
+            live[broker_id] = endpoint
+        # A broker that leaves may come back on another port: forget registrations of departed ids.
+        self._registrations = dict(live)
+
+        def apply() -> None:
+            self.brokers = live
+            self._brokers_seen = True
+        self._post(apply)
+
+    def _watch_controller(self, data: bytes | None, stat: object) -> None:
+        value = layout.decode(data)
+        controller = int(value["brokerid"]) if value else NO_LEADER
+
+        def apply() -> None:
+            self.controller_id = controller
+        self._post(apply)
+
+    def _watch_topics(self, children: list[str]) -> None:
+        current = set(children)
+        for name in [t for t in self._watched if t not in current]:
+            del self._watched[name]
+        new = [t for t in children if t not in self._watched]
+        for name in new:
+            self._watched[name] = object()
+
+        def apply() -> None:
+            for name in [t for t in self.topics if t not in current]:
+                del self.topics[name]
+            for name in new:
+                self.topics[name] = ClusterTopic(name)
+            self._topics_seen = True
+        self._post(apply)
+        for name in new:
+            self._watch_topic(name, self._watched[name])
+
+    def _watch_topic(self, name: str, token: object) -> None:
+        watched_partitions: set[int] = set()
+
+        def on_config(data: bytes | None, stat: object) -> bool | None:
+            if self._watched.get(name) is not token:
+                return False
+            configs = {k: str(v) for k, v in layout.decode(data).get("config", {}).items()}
+
+            def apply() -> None:
+                topic = self.topics.get(name)
+                if topic is not None:
+                    topic.configs = configs
+            self._post(apply)
+            return None
+
+        def on_assignment(data: bytes | None, stat: object) -> bool | None:
+            if self._watched.get(name) is not token:
+                return False
+            if data is None:
+                return None
+            replicas = layout.parse_topic_assignment(data)
+
+            def apply() -> None:
+                topic = self.topics.get(name)
+                if topic is not None:
+                    topic.replicas = replicas
+            self._post(apply)
+            for index in sorted(replicas):
+                if index not in watched_partitions:
+                    watched_partitions.add(index)
+                    DataWatch(self._zk, layout.partition_state_path(name, index), state_watcher(index))
+            return None
+
+        def state_watcher(index: int) -> Callable[[bytes | None, object], bool | None]:
+            def on_state(data: bytes | None, stat: object) -> bool | None:
+                if self._watched.get(name) is not token:
+                    return False
+                state = parse_partition_state(data)
+
+                def apply() -> None:
+                    topic = self.topics.get(name)
+                    if topic is None:
+                        return
+                    if state is None:
+                        topic.states.pop(index, None)
+                    else:
+                        topic.states[index] = state
+                self._post(apply)
+                return None
+            return on_state
+
+        # Config first: when the partitions appear, their logs are created with the topic's overrides.
+        DataWatch(self._zk, layout.topic_config_path(name), on_config)
+        DataWatch(self._zk, layout.topic_path(name), on_assignment)

@@ -1,0 +1,192 @@
+"""`BrokerCluster`: N broker processes in cluster mode on one ZooKeeper connect string, for tests.
+
+Brokers get ids 1..N, their own log dirs and loopback ports, and every override given (e.g. a short
+zookeeper.session.timeout.ms). The cluster keeps a kazoo client of its own on the same chroot to
+look at what the brokers wrote (controller, partition states), and can kill, restart and expire the
+session of one broker. ``wait_for_metadata`` polls Metadata from every live broker until they agree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping
+
+from kazoo.client import KazooClient
+
+from pipeline.zk import layout
+from pipeline.zk.client import connect
+from tests.support import wire
+from tests.support.broker import BrokerProcess
+from tests.support.polling import wait_until
+
+SESSION_FILE = "zookeeper_session.json"
+
+
+def metadata(broker: BrokerProcess, topics: list[str] | None = None, allow_create: bool = False) -> dict:
+    """Metadata v5 from one broker, parsed: brokers, controller, cluster id, topics -> partitions."""
+    body = wire.Writer()
+    if topics is None:
+        body.int32(-1)
+    else:
+        body.array_len(len(topics))
+        for name in topics:
+            body.string(name)
+    body.int8(1 if allow_create else 0)
+    with wire.KafkaConnection(broker.host, broker.port, timeout=15.0) as conn:
+        reader = conn.request(3, 5, body.getvalue())
+    reader.int32()  # throttle
+    brokers = {}
+    for _ in range(reader.int32()):
+        node = reader.int32()
+        host = reader.string()
+        port = reader.int32()
+        reader.string()  # rack
+        brokers[node] = (host, port)
+    cluster_id = reader.string()
+    controller = reader.int32()
+    result_topics = {}
+    for _ in range(reader.int32()):
+        error = reader.int16()
+        name = reader.string()
+        reader.pos += 1  # is_internal
+        partitions = {}
+        for _ in range(reader.int32()):
+            p_error = reader.int16()
+            index = reader.int32()
+            leader = reader.int32()
+            replicas = [reader.int32() for _ in range(reader.int32())]
+            isr = [reader.int32() for _ in range(reader.int32())]
+            [reader.int32() for _ in range(reader.int32())]  # offline replicas
+            partitions[index] = {"error": p_error, "leader": leader, "replicas": replicas, "isr": isr}
+        result_topics[name] = {"error": error, "partitions": partitions}
+    return {"brokers": brokers, "cluster_id": cluster_id, "controller": controller, "topics": result_topics}
+
+
+class BrokerCluster:
+    """Brokers 1..N joined through ZooKeeper; stopped (and the inspection client closed) by ``stop``."""
+
+    def __init__(self, base_dir: Path, zk_connect: str, size: int = 3,
+                 overrides: Mapping[str, object] | None = None) -> None:
+        self.base_dir = Path(base_dir)
+        self.zk_connect = zk_connect
+        self.overrides = dict(overrides or {})
+        self.brokers: dict[int, BrokerProcess] = {}
+        for broker_id in range(1, size + 1):
+            self.brokers[broker_id] = self.make_broker(broker_id)
+        self._zk: KazooClient | None = None
+
+    def make_broker(self, broker_id: int, directory: str | None = None,
+                    overrides: Mapping[str, object] | None = None) -> BrokerProcess:
+        """A (not started) broker process of this cluster with the given id."""
+        home = self.base_dir / (directory or f"broker{broker_id}")
+        settings = {"zookeeper.connect": self.zk_connect, "broker.id": broker_id, **self.overrides,
+                    **(overrides or {})}
+        return BrokerProcess(home / "logs", overrides=settings, log_path=home / "broker.log")
+
+    @property
+    def zk(self) -> KazooClient:
+        """A kazoo client rooted at the cluster's chroot, for inspection."""
+        if self._zk is None:
+            self._zk = connect(self.zk_connect)
+        return self._zk
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def live(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers.values() if b.is_running]
+
+    def start(self) -> BrokerCluster:
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait_registered(set(self.brokers))
+        return self
+
+    def stop(self) -> None:
+        errors = []
+        for broker in self.brokers.values():
+            try:
+                broker.stop()
+            except Exception as error:  # keep stopping the others; report after
+                errors.append(error)
+            finally:
+                broker.kill()
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> BrokerCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- ZooKeeper inspection -----------------------------------------------------------------
+
+    def registered(self) -> set[int]:
+        return {int(b) for b in self.zk.get_children(layout.BROKER_IDS)}
+
+    def wait_registered(self, ids: set[int], timeout: float = 30.0) -> None:
+        wait_until(lambda: self.registered() == ids, timeout,
+                   message=lambda: f"registered brokers {sorted(ids)} (have {sorted(self.registered())})")
+
+    def controller_id(self) -> int | None:
+        stat = self.zk.exists(layout.CONTROLLER)
+        if stat is None:
+            return None
+        try:
+            return layout.decode(self.zk.get(layout.CONTROLLER)[0])["brokerid"]
+        except Exception:
+            return None
+
+    def controller_epoch(self) -> int:
+        return int(self.zk.get(layout.CONTROLLER_EPOCH)[0].decode())
+
+    def partition_state(self, topic: str, partition: int) -> dict:
+        return layout.decode(self.zk.get(layout.partition_state_path(topic, partition))[0])
+
+    def assignment(self, topic: str) -> dict[int, list[int]]:
+        return layout.parse_topic_assignment(self.zk.get(layout.topic_path(topic))[0])
+
+    # -- metadata agreement ---------------------------------------------------------------------
+
+    def wait_for_metadata(self, topic: str, partitions: int, timeout: float = 30.0,
+                          online: bool = True) -> dict[int, int]:
+        """Poll until every live broker reports ``topic`` with its partitions, the same leaders and the
+        same live brokers (all partitions led when ``online``); return partition -> leader."""
+        def agreed() -> dict[int, int] | None:
+            views = [metadata(b, [topic]) for b in self.live()]
+            leaders = [{p: v["leader"] for p, v in view["topics"][topic]["partitions"].items()} for view in views]
+            brokers = [set(view["brokers"]) for view in views]
+            if any(len(found) != partitions for found in leaders):
+                return None
+            if any(found != leaders[0] for found in leaders) or any(b != brokers[0] for b in brokers):
+                return None
+            if online and any(leader == -1 for leader in leaders[0].values()):
+                return None
+            return leaders[0]
+        return wait_until(agreed, timeout, interval=0.1, message=f"brokers agreeing on topic {topic!r}")
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def expire_session(self, broker_id: int, timeout: float = 20.0) -> None:
+        """End the broker's ZooKeeper session from outside (joining it with its id and password)."""
+        broker = self.brokers[broker_id]
+        info = json.loads((broker.log_dir / SESSION_FILE).read_text())
+        hosts = self.zk_connect.partition("/")[0]
+        intruder = KazooClient(hosts=hosts, client_id=(info["session_id"], bytes.fromhex(info["password"])))
+        intruder.start(timeout)
+        intruder.stop()
+        intruder.close()
+
+    def session_id(self, broker_id: int) -> int:
+        return json.loads((self.brokers[broker_id].log_dir / SESSION_FILE).read_text())["session_id"]
