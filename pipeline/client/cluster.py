@@ -1,8 +1,11 @@
 """Cluster: what a client knows of the brokers, topics and partition leaders, and its connections to them.
 
-Brokers are found through a :class:`BrokerDiscovery` -- a static list (metadata.broker.list) now,
-ZooKeeper later, behind the same interface -- and the topic layout through Metadata requests, refreshed
-on demand (an unknown topic, a NOT_LEADER error) or when older than a configured age. Connections are
+Brokers are found through a :class:`BrokerDiscovery` -- a static list (metadata.broker.list) or
+ZooKeeper, behind the same interface -- and the topic layout through Metadata requests, refreshed
+on demand (an unknown topic, a NOT_LEADER error) or when older than a configured age. A discovery that
+is also a :class:`MetadataSource` (ZooKeeper) answers for the brokers instead, and its ``version``
+tells when what it knows changed; only topics it does not know and the caller wants created are then
+asked of a broker (whose Metadata request creates them). Connections are
 pooled per broker id. Thread-safe: a producer's sender thread and its callers may share one Cluster.
 """
 
@@ -25,6 +28,16 @@ class BrokerDiscovery(Protocol):
 
     def bootstrap_brokers(self) -> list[tuple[str, int]]:
         """Addresses (host, port) of brokers to ask for metadata, in the order to try them."""
+        ...
+
+
+class MetadataSource(BrokerDiscovery, Protocol):
+    """A discovery that knows the topic layout itself (ZooKeeper) and says when it changed."""
+
+    version: int
+
+    def metadata(self, topics: Iterable[str] | None = None) -> dict:
+        """A Metadata response's brokers, controller_id, cluster_id and topics for ``topics`` (None: all)."""
         ...
 
 
@@ -94,6 +107,8 @@ class Cluster:
         self._connections: dict[int, BrokerConnection] = {}
         self._metadata_connection: BrokerConnection | None = None
         self._refreshed_at = 0.0
+        self._source: MetadataSource | None = discovery if hasattr(discovery, "metadata") else None  # type: ignore[assignment]
+        self._source_version = -1
         self.controller_id = -1
         self.cluster_id: str | None = None
 
@@ -107,6 +122,15 @@ class Cluster:
                 "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
         errors = []
         with self._lock:
+            if self._source is not None:
+                version = self._source.version
+                # Everything known is re-read: the version says something changed, not what.
+                response = self._source.metadata(None if names is None else sorted(set(names) | set(self._topics)))
+                unknown = [t for t in response["topics"] if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+                if not (allow_auto_create and unknown):
+                    self._update(response, full=names is None)
+                    self._source_version = version
+                    return
             for attempt in range(2):
                 connection = self._metadata_connection
                 if connection is None:
@@ -165,7 +189,8 @@ class Cluster:
         """What we know of ``name``, asking the cluster if it is unknown or the metadata is too old."""
         with self._lock:
             info = self._topics.get(name)
-            stale = time.monotonic() - self._refreshed_at > self.metadata_max_age_s
+            stale = time.monotonic() - self._refreshed_at > self.metadata_max_age_s or (
+                self._source is not None and self._source.version != self._source_version)
         if (info is None or stale or info.error_code) and refresh:
             self.refresh([name], allow_auto_create=allow_auto_create)
             with self._lock:

@@ -1,10 +1,10 @@
-"""The Consumer's configuration table: Kafka 0.7/0.8 property names, with the modern names as aliases."""
+"""The consumers' configuration tables (Consumer, ConsumerConnector): Kafka 0.7/0.8 property names, modern aliases."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pipeline.config import Config, ConfigError, Property, parse_str
+from pipeline.config import Config, ConfigError, Property, parse_bool, parse_str
 
 MiB = 1024 * 1024
 
@@ -57,5 +57,54 @@ class ConsumerConfig(Config):
             raise ConfigError("fetch.max.bytes must be at least fetch.message.max.bytes")
         if self["fetch.wait.max.ms"] < 0 or self["fetch.min.bytes"] < 0 or self["refresh.leader.backoff.ms"] < 0:
             raise ConfigError("fetch.wait.max.ms, fetch.min.bytes and refresh.leader.backoff.ms cannot be negative")
+        if self["socket.timeout.ms"] <= self["fetch.wait.max.ms"]:
+            raise ConfigError("socket.timeout.ms must be larger than fetch.wait.max.ms")
+
+
+# The ConsumerConnector (the paper's high-level consumer) finds brokers through ZooKeeper, so it takes
+# the fetch properties above without metadata.broker.list, plus the group's coordination properties.
+CONSUMER_CONNECTOR_CONFIG = tuple(p for p in CONSUMER_CONFIG if p.name != "metadata.broker.list") + (
+    Property("zookeeper.connect", parse_str, None,
+             "The cluster's ZooKeeper, host:port[,host:port...]/chroot.", aliases=("zk.connect",)),
+    Property("group.id", parse_str, None, "The consumer group this consumer belongs to.", aliases=("groupid",)),
+    Property("consumer.id", parse_str, None,
+             "This consumer's id in the group (default: host name and a random suffix)."),
+    Property("auto.commit.enable", parse_bool, True,
+             "Commit the consumed offsets to ZooKeeper every auto.commit.interval.ms.",
+             aliases=("autocommit.enable", "enable.auto.commit")),
+    Property("auto.commit.interval.ms", int, 60_000, "How often offsets are committed automatically.",
+             aliases=("autocommit.interval.ms",)),
+    Property("queued.max.message.chunks", int, 10,
+             "Fetched chunks (one partition's fetch result) each stream buffers ahead of its reader."),
+    Property("rebalance.backoff.ms", int, 2000,
+             "Wait before retrying a rebalance that found a partition still owned by another consumer."),
+    Property("zookeeper.session.timeout.ms", int, 6000,
+             "ZooKeeper session timeout: how soon the group notices this consumer died.",
+             aliases=("zk.sessiontimeout.ms",)),
+    Property("zookeeper.connection.timeout.ms", int, 6000, "Longest wait for the first ZooKeeper connection.",
+             aliases=("zk.connectiontimeout.ms",)),
+)
+
+
+class ConsumerConnectorConfig(Config):
+    """Validated ConsumerConnector properties (see CONSUMER_CONNECTOR_CONFIG)."""
+
+    kind = "consumer connector property"
+
+    def __init__(self, values: Mapping[str, Any] | str | None = None) -> None:
+        super().__init__(CONSUMER_CONNECTOR_CONFIG, values)
+        for name in ("zookeeper.connect", "group.id"):
+            if not self[name]:
+                raise ConfigError(f"{self.kind} {name} is required")
+        if "/" in self["group.id"]:
+            raise ConfigError(f"{self.kind} group.id must not contain '/', got {self['group.id']!r}")
+        self.require_positive("fetch.message.max.bytes", "fetch.max.bytes", "socket.timeout.ms",
+                              "auto.commit.interval.ms", "queued.max.message.chunks",
+                              "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms")
+        if self["fetch.max.bytes"] < self["fetch.message.max.bytes"]:
+            raise ConfigError("fetch.max.bytes must be at least fetch.message.max.bytes")
+        for name in ("fetch.wait.max.ms", "fetch.min.bytes", "refresh.leader.backoff.ms", "rebalance.backoff.ms"):
+            if self[name] < 0:
+                raise ConfigError(f"{self.kind} {name} cannot be negative")
         if self["socket.timeout.ms"] <= self["fetch.wait.max.ms"]:
             raise ConfigError("socket.timeout.ms must be larger than fetch.wait.max.ms")

@@ -8,7 +8,9 @@ outcome to the ``callback_handler`` -- or, without one, logs failures and counts
 A sync Producer is used by one thread at a time (no locks on its hot path); an async one by any number.
 
 Null keys: the partitioner is asked once per ProducerData, so the messages of one keyless ProducerData go
-together to one random partition.
+together to one random partition. With zookeeper.connect the brokers and leaders come from ZooKeeper
+(watched); a keyless ProducerData then goes to a partition that has a leader when some have none (a
+broker is down), as Kafka 0.8's producer did; keyed data keeps its partition.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from pipeline.client.accumulator import PendingBatch, QueueFullError, RecordAccumulator
-from pipeline.client.cluster import Cluster, StaticBrokerList
+from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.encoder import Encoder, load_instance
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError
 from pipeline.client.partitioner import Partitioner
@@ -114,7 +116,17 @@ class Producer:
             from pipeline.config import ConfigError
             raise ConfigError(str(exc)) from None
         self.callback_handler = callback_handler
-        discovery = StaticBrokerList(cfg["metadata.broker.list"])
+        discovery: BrokerDiscovery
+        if cfg["zookeeper.connect"]:
+            from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+            discovery = ZooKeeperBrokerDiscovery(cfg["zookeeper.connect"],
+                                                 timeout_s=cfg["zookeeper.connection.timeout.ms"] / 1000.0,
+                                                 session_timeout_s=cfg["zookeeper.session.timeout.ms"] / 1000.0)
+        else:
+            discovery = StaticBrokerList(cfg["metadata.broker.list"])
+        self._discovery = discovery
+        # Only ZooKeeper reports partitions without a leader that keyless data should avoid.
+        self._avoid_leaderless = bool(cfg["zookeeper.connect"])
         self.cluster = Cluster(discovery, client_id=cfg.client_id,
                                timeout_s=max(cfg.connect_timeout_s, cfg.request_timeout_ms / 1000.0 + 1.0),
                                metadata_max_age_s=cfg.metadata_max_age_s)
@@ -201,6 +213,9 @@ class Producer:
         finally:
             if self._thread is None or not self._thread.is_alive():
                 self.cluster.close()
+                close_discovery = getattr(self._discovery, "close", None)
+                if close_discovery is not None:
+                    close_discovery()
 
     def __enter__(self) -> "Producer":
         return self
@@ -218,6 +233,22 @@ class Producer:
             self._topics[topic] = state = _TopicState(partitions, now + self.config.metadata_max_age_s)
             self._sender.forget_routes(topic)
         return state.partitions
+
+    def _partition(self, topic: str, key: bytes | None, partitions: int) -> int:
+        partition = self.partitioner.partition(key, partitions)
+        if key is not None or not self._avoid_leaderless:
+            return partition
+        try:
+            known = self.cluster.topic(topic).partitions
+        except (KafkaClientError, KafkaProtocolError):
+            return partition
+        chosen = known.get(partition)
+        if chosen is not None and chosen.leader >= 0:
+            return partition
+        available = sorted(p for p, info in known.items() if info.leader >= 0 and p < partitions)
+        if not available:
+            return partition
+        return available[self.partitioner.partition(None, len(available))]
 
     def _fetch_partition_count(self, topic: str) -> int:
         attempt = 0
@@ -245,7 +276,7 @@ class Producer:
         if n == 0:
             return []
         topic = data.topic
-        partition = self.partitioner.partition(key, self._partitions(topic))
+        partition = self._partition(topic, key, self._partitions(topic))
         limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
         klen = 0 if key is None else len(key)
         estimate = sum(map(len, filter(None, values))) + n * (klen + _RECORD_OVERHEAD)
@@ -309,7 +340,7 @@ class Producer:
         for value in values:
             if value is not None and len(value) > limit:
                 self._check_size(topic, key, value)
-        partition = self.partitioner.partition(key, partitions)
+        partition = self._partition(topic, key, partitions)
         if self.callback_handler is not None:
             self.callback_handler.on_enqueue(data)
         self._accumulator.append(topic, partition, key, values, data.messages)  # type: ignore[union-attr]

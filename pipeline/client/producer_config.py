@@ -34,6 +34,13 @@ def _parse_spec(text: str) -> Any:
 PRODUCER_PROPERTIES = (
     Property("metadata.broker.list", parse_str, None,
              "brokers to bootstrap from, host:port[,host:port...]", aliases=("bootstrap.servers", "broker.list")),
+    Property("zookeeper.connect", parse_str, None,
+             "find brokers and partition leaders in the cluster's ZooKeeper registry (host:port[,...]/chroot), "
+             "kept current by watches, instead of metadata.broker.list", aliases=("zk.connect",)),
+    Property("zookeeper.session.timeout.ms", _parse_int, 6000, "ZooKeeper session timeout",
+             aliases=("zk.sessiontimeout.ms",)),
+    Property("zookeeper.connection.timeout.ms", _parse_int, 6000, "longest wait for the first ZooKeeper connection",
+             aliases=("zk.connectiontimeout.ms",)),
     Property("producer.type", parse_choice("sync", "async"), "sync",
              "sync: send() returns once the request is written (acks=0) or acknowledged; "
              "async: send() queues and a background thread sends batches"),
@@ -79,9 +86,11 @@ class ProducerConfig(Config):
 
     def __init__(self, values: Mapping[str, Any] | str | Path | None = None) -> None:
         super().__init__(PRODUCER_PROPERTIES, values)
-        if not self["metadata.broker.list"]:
-            raise ConfigError("producer property metadata.broker.list (bootstrap.servers) is required")
-        self.require_positive("batch.size", "queue.buffering.max.messages", "request.timeout.ms",
+        if not self["metadata.broker.list"] and not self["zookeeper.connect"]:
+            raise ConfigError("producer property metadata.broker.list (bootstrap.servers) or zookeeper.connect "
+                              "(zk.connect) is required")
+        self.require_positive("zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+                              "batch.size", "queue.buffering.max.messages", "request.timeout.ms",
                               "max.request.size", "connect.timeout.ms", "topic.metadata.refresh.interval.ms")
         for name in ("queue.time", "message.send.max.retries", "retry.backoff.ms"):
             if self[name] < 0:

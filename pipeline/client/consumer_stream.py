@@ -1,0 +1,137 @@
+"""The streams of the high-level consumer: blocking iterators over the chunks a fetcher queues for them.
+
+A :class:`PartitionTopicInfo` is one owned partition (Kafka's name): where its next fetch starts, the
+offset after the last message handed out (``consumed_offset``, what a commit writes) and the queue of
+the stream that reads it. A :class:`KafkaStream` hands out the records of the chunks in its queue; a
+record counts as consumed the moment the iterator returns it. When a rebalance takes a partition away
+its info is deactivated under the shared lock, and the stream drops whatever of it is still buffered,
+so nothing is handed out after the offsets were committed for the next owner.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Iterator
+
+from pipeline.client.consumer import ConsumerRecord
+from pipeline.client.errors import KafkaClientError
+from pipeline.protocol.records import Record
+
+__all__ = ["ConsumerTimeout", "KafkaStream", "PartitionTopicInfo"]
+
+_SHUTDOWN = object()
+
+
+class ConsumerTimeout(KafkaClientError):
+    """No message arrived within consumer.timeout.ms; the stream may be iterated again afterwards."""
+
+
+class PartitionTopicInfo:
+    """One partition a consumer owns: fetch position, consumed and committed offsets, its stream's queue."""
+
+    __slots__ = ("topic", "partition", "queue", "fetch_offset", "consumed_offset", "committed_offset",
+                 "fetch_size", "active", "retry_at")
+
+    def __init__(self, topic: str, partition: int, chunks: "queue.Queue[object]", offset: int | None,
+                 fetch_size: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.queue = chunks
+        # None until the start is looked up per auto.offset.reset (no committed offset).
+        self.fetch_offset = offset
+        self.consumed_offset = offset
+        self.committed_offset = offset
+        self.fetch_size = fetch_size
+        self.active = True
+        self.retry_at = 0.0
+
+    def __repr__(self) -> str:
+        return (f"PartitionTopicInfo({self.topic}-{self.partition}, fetch={self.fetch_offset}, "
+                f"consumed={self.consumed_offset}, committed={self.committed_offset}, active={self.active})")
+
+
+class Chunk:
+    """One fetch result of one partition, handed out record by record."""
+
+    __slots__ = ("info", "records")
+
+    def __init__(self, info: PartitionTopicInfo, records: Iterator[Record]) -> None:
+        self.info = info
+        self.records = records
+
+
+class KafkaStream:
+    """A blocking iterator of :class:`ConsumerRecord` (topic, partition, offset, timestamp, key, value, headers).
+
+    ``next()`` waits for the next message; after consumer.timeout.ms without one it raises
+    :class:`ConsumerTimeout` (the stream stays usable), and once the connector shut down it raises
+    StopIteration, ending a ``for`` loop.
+    """
+
+    def __init__(self, name: str, lock: threading.Lock, max_chunks: int, timeout_ms: int) -> None:
+        self.name = name
+        self.queue: queue.Queue[object] = queue.Queue(max_chunks)
+        self._lock = lock
+        self._timeout_ms = timeout_ms
+        self._chunk: Chunk | None = None
+        self._stopped = False
+
+    def __iter__(self) -> "KafkaStream":
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        deadline = None if self._timeout_ms < 0 else time.monotonic() + self._timeout_ms / 1000
+        while True:
+            chunk = self._chunk
+            if chunk is not None:
+                record = next(chunk.records, None)
+                if record is not None:
+                    info = chunk.info
+                    with self._lock:
+                        if info.active:
+                            info.consumed_offset = record.offset + 1
+                            return ConsumerRecord(info.topic, info.partition, *record)
+                self._chunk = None
+            if self._stopped:
+                raise StopIteration
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise ConsumerTimeout(f"no message on stream {self.name} within {self._timeout_ms} ms")
+            try:
+                item = self.queue.get(timeout=wait)
+            except queue.Empty:
+                raise ConsumerTimeout(f"no message on stream {self.name} within {self._timeout_ms} ms") from None
+            if item is _SHUTDOWN:
+                self._stopped = True
+                raise StopIteration
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, Chunk)
+            self._chunk = item
+
+    def clear(self) -> None:
+        """Drop the queued chunks (a rebalance: their partitions may belong to someone else now)."""
+        shut = False
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            shut = shut or item is _SHUTDOWN
+        if shut:
+            self.queue.put(_SHUTDOWN)
+
+    def shutdown(self) -> None:
+        """End the iteration: the reader gets StopIteration once it reaches this point."""
+        while True:
+            self.clear()
+            try:
+                self.queue.put_nowait(_SHUTDOWN)
+                return
+            except queue.Full:
+                continue
+
+    def __repr__(self) -> str:
+        return f"KafkaStream({self.name})"
