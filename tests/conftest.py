@@ -85,3 +85,33 @@ def zk_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
     """A 3-node ZooKeeper ensemble for tests that kill ZooKeeper nodes; stopped after the test."""
     with ZooKeeperEnsemble(tmp_path / "ensemble", 3) as ensemble:
         yield ensemble
+
+
+@pytest.fixture
+def broker_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., "BrokerCluster"]]:
+    """Start clusters on demand: `broker_cluster_factory(zk_connect, size=3, overrides={...})`; stopped after.
+
+    Brokers get ids 1..size, cluster mode on the given zookeeper.connect (use `zk_connect` or an ensemble's
+    connect string plus a chroot), their own log dirs under tmp_path and free loopback ports.
+    """
+    from tests.support.cluster import BrokerCluster
+
+    clusters: list[BrokerCluster] = []
+
+    def make(zk_connect: str, size: int = 3, overrides: dict[str, object] | None = None,
+             start: bool = True) -> BrokerCluster:
+        cluster = BrokerCluster(tmp_path / f"cluster{len(clusters)}", zk_connect, size, overrides)
+        clusters.append(cluster)
+        if start:
+            cluster.start()
+        return cluster
+
+    yield make
+    errors = []
+    for cluster in clusters:
+        try:
+            cluster.stop()
+        except Exception as error:  # keep stopping the others; report after
+            errors.append(error)
+    if errors:
+        raise errors[0]
