@@ -80,14 +80,17 @@ class ClusterMembership:
         return ClusterKafkaApis(broker_id, self.advertised_host, self.port, replica_manager, admin, cache, registry,
                                 config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"])
 
-    def stop_controller(self) -> None:
+    def quiesce(self) -> None:
+        """Stop acting on the cluster (controller duties, leadership changes) before the logs close."""
+        if self.cache is not None:
+            self.cache.on_change = None
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
 
     async def close(self) -> None:
         """Leave the cluster: stop the controller and end the session (the registration vanishes at once)."""
-        self.stop_controller()
+        self.quiesce()
         if self.registry is not None:
             self.registry.close()
         zk = self.zk

@@ -123,7 +123,7 @@ class KafkaServer:
                 pass
         self._tasks.clear()
         if self.cluster is not None:
-            self.cluster.stop_controller()
+            self.cluster.quiesce()
         if self.log_manager is not None:
             self.log_manager.shutdown()
             self.log_manager = None

@@ -79,7 +79,8 @@ class ZkMetadataCache:
                  on_change: Callable[[], None] | None = None) -> None:
         self._zk = zk
         self._loop = loop
-        self._on_change = on_change
+        # Called on the event loop after every applied change; None detaches (at shutdown).
+        self.on_change = on_change
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id = NO_LEADER
         self.cluster_id = ""
@@ -138,9 +139,9 @@ class ZkMetadataCache:
         def apply() -> None:
             change()
             self._changed.set()
-            if self._on_change is not None:
+            if self.on_change is not None:
                 try:
-                    self._on_change()
+                    self.on_change()
                 except Exception:
                     log.exception("applying a cluster metadata change failed")
         try:
