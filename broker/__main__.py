@@ -16,8 +16,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m broker",
         description="Run a Kafka-protocol broker. Without zookeeper.connect it runs standalone: one node, "
-                    "topic metadata kept in its log directory. Property names are Kafka's "
-                    "(see --help-config).",
+                    "topic metadata kept in its log directory. With zookeeper.connect=host:port[,...]/chroot "
+                    "it joins the cluster under that chroot: it registers as /brokers/ids/<broker.id>, one "
+                    "broker is elected controller, and topics are created through it. Property names are "
+                    "Kafka's (see --help-config).",
     )
     parser.add_argument("--config", metavar="FILE", help="a server.properties file")
     parser.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],

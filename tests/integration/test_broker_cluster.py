@@ -10,7 +10,7 @@ from kafka import KafkaProducer
 from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.records import decode_records, encode_batch
 from pipeline.zk import layout
-from tests.support import BrokerError, wait_until, wire
+from tests.support import CLEAN_SHUTDOWN_MARKER, BrokerError, BrokerProcess, free_port, wait_until, wire
 from tests.support.clients import create_topic, kafka_python_consume
 from tests.support.cluster import BrokerCluster, metadata
 
@@ -247,3 +247,34 @@ def test_records_on_a_leader_carry_the_partition_leader_epoch(zk_connect, broker
         records = wire.fetch(conn, "epochs", 0, 0, max_wait_ms=0).records
     (batch,) = [header for _, header in iter_batches(records)]
     assert batch.partition_leader_epoch == cluster.partition_state("epochs", 0)["leader_epoch"] == 0
+
+
+def test_sigterm_flushes_then_deregisters_at_once(zk_connect, broker_cluster_factory):
+    cluster = broker_cluster_factory(zk_connect, size=2, overrides={"zookeeper.session.timeout.ms": 30000})
+    create_topic(cluster.brokers[1].bootstrap, "graceful", partitions=2)
+    leaders = cluster.wait_for_metadata("graceful", 2)
+    (mine,) = [p for p, leader in leaders.items() if leader == 2]
+    produce_values(cluster, "graceful", mine, 2, [b"flushed"])
+    assert cluster.brokers[2].stop() == 0
+    # Long before the 30 s session timeout: the session was closed, not abandoned.
+    wait_until(lambda: cluster.registered() == {1}, 5, message="the registration vanishing on SIGTERM")
+    wait_until(lambda: cluster.partition_state("graceful", mine)["leader"] == -1, 5, message="the partition offline")
+    assert (cluster.brokers[2].log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    cluster.brokers[2].start()
+    assert cluster.wait_for_metadata("graceful", 2) == leaders
+    assert fetch_values(cluster, "graceful", mine, 2) == [b"flushed"]
+
+
+def test_an_unreachable_zookeeper_is_a_clear_start_up_error(tmp_path):
+    broker = BrokerProcess(tmp_path / "logs", overrides={"zookeeper.connect": f"127.0.0.1:{free_port()}/nowhere",
+                                                         "zookeeper.connection.timeout.ms": 1000})
+    try:
+        broker.start()
+    except BrokerError:
+        pass
+    else:
+        raise AssertionError("a broker started without its ZooKeeper")
+    finally:
+        broker.kill()
+    assert broker.returncode == 1
+    assert "cannot start: no ZooKeeper server" in broker.log_text()
