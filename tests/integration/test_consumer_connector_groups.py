@@ -106,7 +106,9 @@ def test_two_groups_each_receive_every_message_in_partition_order(cluster: Broke
     create_topic(cluster, "views", 4)
     total = 2000
     produce(zk_connect, "views", ((f"k{i % 50}".encode(), f"m{i}".encode()) for i in range(total)))
-    groups = {"ga": [connector(zk_connect, "ga") for _ in range(2)], "gb": [connector(zk_connect, "gb")]}
+    patient = {"consumer.timeout.ms": 10000}
+    groups = {"ga": [connector(zk_connect, "ga", **patient) for _ in range(2)],
+              "gb": [connector(zk_connect, "gb", **patient)]}
     try:
         received: dict[str, list] = defaultdict(list)
         for name, members in groups.items():

@@ -51,7 +51,7 @@ def produce(zk_connect: str, topic: str, messages: Iterable[tuple[bytes | None, 
 def connector(zk_connect: str, group: str, **config: object) -> ConsumerConnector:
     settings = {"zookeeper.connect": zk_connect, "group.id": group, "auto.offset.reset": "smallest",
                 "zookeeper.session.timeout.ms": 4000, "rebalance.backoff.ms": 200,
-                "consumer.timeout.ms": 10000, "auto.commit.interval.ms": 500, **config}
+                "consumer.timeout.ms": 500, "auto.commit.interval.ms": 500, **config}
     return ConsumerConnector(settings)
 
 
