@@ -90,7 +90,6 @@ class ZkMetadataCache:
         self._changed = asyncio.Event()
         # Watch-thread side: the generation token of each watched topic (a recreated topic gets a new one).
         self._watched: dict[str, object] = {}
-        self._registrations: dict[int, BrokerEndpoint] = {}
 
     # -- start-up ---------------------------------------------------------------------------------
 
@@ -150,20 +149,17 @@ class ZkMetadataCache:
             pass  # the loop is closed: the broker is shutting down
 
     def _watch_brokers(self, children: list[str]) -> None:
+        # Registrations are read again on every change: a broker that left and came back between two
+        # watch events may have a new address.
         live: dict[int, BrokerEndpoint] = {}
         for child in children:
             broker_id = int(child)
-            endpoint = self._registrations.get(broker_id)
-            if endpoint is None:
-                try:
-                    data, _ = self._zk.get(layout.broker_path(broker_id))
-                except NoNodeError:
-                    continue
-                value = layout.decode(data)
-                endpoint = BrokerEndpoint(broker_id, value["host"], int(value["port"]))
-            live[broker_id] = endpoint
-        # A broker that leaves may come back on another port: forget registrations of departed ids.
-        self._registrations = dict(live)
+            try:
+                data, _ = self._zk.get(layout.broker_path(broker_id))
+            except NoNodeError:
+                continue
+            value = layout.decode(data)
+            live[broker_id] = BrokerEndpoint(broker_id, value["host"], int(value["port"]))
 
         def apply() -> None:
             self.brokers = live
