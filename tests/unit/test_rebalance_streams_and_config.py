@@ -1,0 +1,100 @@
+"""High-level consumer pieces without ZooKeeper: stream hand-off across a rebalance, timeouts, configuration."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pipeline.client.consumer_config import ConsumerConnectorConfig
+from pipeline.client.consumer_stream import Chunk, ConsumerTimeout, KafkaStream, PartitionTopicInfo
+from pipeline.client.producer_config import ProducerConfig
+from pipeline.config import ConfigError
+from pipeline.protocol.records import Record
+
+
+def records(start: int, n: int) -> list[Record]:
+    return [Record(offset, 1000 + offset, b"k", f"v{offset}".encode(), ()) for offset in range(start, start + n)]
+
+
+def make_stream(timeout_ms: int = 50) -> tuple[KafkaStream, threading.Lock]:
+    lock = threading.Lock()
+    return KafkaStream("t-0", lock, 4, timeout_ms), lock
+
+
+def test_handing_out_a_record_moves_the_consumed_offset() -> None:
+    stream, _ = make_stream()
+    info = PartitionTopicInfo("t", 3, stream.queue, 10, 1024)
+    stream.queue.put(Chunk(info, iter(records(10, 3))))
+    first = next(stream)
+    assert (first.topic, first.partition, first.offset, first.value, first.timestamp) == ("t", 3, 10, b"v10", 1010)
+    assert info.consumed_offset == 11
+    assert [r.offset for r in (next(stream), next(stream))] == [11, 12]
+    assert info.consumed_offset == 13
+
+
+def test_a_released_partition_hands_out_nothing_more() -> None:
+    stream, lock = make_stream()
+    old = PartitionTopicInfo("t", 0, stream.queue, 0, 1024)
+    stream.queue.put(Chunk(old, iter(records(0, 5))))
+    assert next(stream).offset == 0
+    with lock:
+        old.active = False  # what a rebalance does before committing
+    new = PartitionTopicInfo("t", 1, stream.queue, 7, 1024)
+    stream.queue.put(Chunk(new, iter(records(7, 1))))
+    assert next(stream).partition == 1, "the rest of the released chunk is dropped"
+    assert old.consumed_offset == 1
+
+
+def test_idle_stream_raises_consumer_timeout_and_stays_usable() -> None:
+    stream, _ = make_stream(timeout_ms=30)
+    with pytest.raises(ConsumerTimeout):
+        next(stream)
+    info = PartitionTopicInfo("t", 0, stream.queue, 0, 1024)
+    stream.queue.put(Chunk(info, iter(records(0, 1))))
+    assert next(stream).offset == 0
+
+
+def test_clear_drops_queued_chunks_and_shutdown_ends_every_iteration() -> None:
+    stream, _ = make_stream()
+    info = PartitionTopicInfo("t", 0, stream.queue, 0, 1024)
+    stream.queue.put(Chunk(info, iter(records(0, 2))))
+    stream.clear()
+    with pytest.raises(ConsumerTimeout):
+        next(stream)
+    for _ in range(4):
+        stream.queue.put(Chunk(info, iter(records(0, 1))))
+    stream.shutdown()
+    assert list(stream) == []
+    with pytest.raises(StopIteration):
+        next(stream)
+
+
+def test_errors_queued_by_the_fetcher_reach_the_reader() -> None:
+    stream, _ = make_stream()
+    stream.queue.put(ValueError("too large"))
+    with pytest.raises(ValueError, match="too large"):
+        next(stream)
+
+
+def test_connector_config_requires_zookeeper_and_group_and_takes_paper_era_names() -> None:
+    config = ConsumerConnectorConfig({"zk.connect": "h:2181/dc1", "groupid": "etl", "autocommit.enable": "false",
+                                      "autocommit.interval.ms": "250", "fetch.size": "4096"})
+    assert config["zookeeper.connect"] == "h:2181/dc1" and config["group.id"] == "etl"
+    assert config["auto.commit.enable"] is False and config["auto.commit.interval.ms"] == 250
+    assert config["fetch.message.max.bytes"] == 4096 and config["auto.offset.reset"] == "largest"
+    with pytest.raises(ConfigError, match="group.id"):
+        ConsumerConnectorConfig({"zookeeper.connect": "h:1"})
+    with pytest.raises(ConfigError, match="zookeeper.connect"):
+        ConsumerConnectorConfig({"group.id": "g"})
+    with pytest.raises(ConfigError, match="unknown"):
+        ConsumerConnectorConfig({"zookeeper.connect": "h:1", "group.id": "g", "metadata.broker.list": "h:9092"})
+    with pytest.raises(ConfigError):
+        ConsumerConnectorConfig({"zookeeper.connect": "h:1", "group.id": "g", "auto.commit.interval.ms": "0"})
+
+
+def test_producer_takes_zookeeper_connect_instead_of_a_broker_list() -> None:
+    assert ProducerConfig({"zk.connect": "h:2181/dc1"})["zookeeper.connect"] == "h:2181/dc1"
+    assert ProducerConfig({"metadata.broker.list": "h:9092"})["zookeeper.connect"] is None
+    with pytest.raises(ConfigError, match="zookeeper.connect"):
+        ProducerConfig({})
