@@ -107,7 +107,8 @@ class Cluster:
         self._connections: dict[int, BrokerConnection] = {}
         self._metadata_connection: BrokerConnection | None = None
         self._refreshed_at = 0.0
-        self._source: MetadataSource | None = discovery if hasattr(discovery, "metadata") else None  # type: ignore[assignment]
+        self._source: MetadataSource | None = (
+            discovery if hasattr(discovery, "metadata") else None)  # type: ignore[assignment]
         self._source_version = -1
         self.controller_id = -1
         self.cluster_id: str | None = None

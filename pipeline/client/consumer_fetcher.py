@@ -117,7 +117,8 @@ class ConsumerFetcher:
             by_leader.setdefault(leader, []).append(info)
         sent: list[tuple[int, BrokerConnection, list[PartitionTopicInfo], list[FetchRequest]]] = []
         for leader, group in by_leader.items():
-            requests = [FetchRequest(i.topic, i.partition, i.fetch_offset, i.fetch_size) for i in group]  # type: ignore[arg-type]
+            requests = [FetchRequest(i.topic, i.partition, i.fetch_offset, i.fetch_size)  # type: ignore[arg-type]
+                        for i in group]
             body = fetch_request_body(requests, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes,
                                       max_bytes=self._max_fetch_size)
             try:

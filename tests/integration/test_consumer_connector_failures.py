@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Iterator
 

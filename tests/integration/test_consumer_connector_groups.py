@@ -76,7 +76,8 @@ def test_three_consumers_own_four_partitions_each_then_six_after_one_leaves(clus
             by = owners_by_consumer(observer.current(), members)
             return sorted(len(v) for v in by.values()) == sizes and sum(sizes) == len(observer.current())
 
-        wait_until(lambda: split_is([4, 4, 4], consumers), 30, message=lambda: f"4/4/4 split, have {observer.current()}")
+        wait_until(lambda: split_is([4, 4, 4], consumers), 30,
+                   message=lambda: f"4/4/4 split, have {observer.current()}")
         ranges = sorted(owners_by_consumer(observer.current(), consumers).values())
         assert ranges == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
         assert sorted(ranges) == [sorted(owners_by_consumer(observer.current(), consumers)[c.consumer_id])
