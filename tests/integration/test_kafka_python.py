@@ -15,12 +15,17 @@ CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def make_messages(count: int, seed: int) -> list[tuple[bytes | None, bytes]]:
-    """Compressible but varied values with some raw binary bytes; every tenth key is null."""
+    """Compressible but varied values with some raw binary bytes; every tenth key is null.
+
+    Each value repeats its text at least eight times: kafka-python sends a batch UNcompressed when
+    compression does not make it smaller, so a batch of one short message (how many messages a batch
+    gets depends on timing) would otherwise reach the broker uncompressed now and then.
+    """
     rng = random.Random(seed)
     messages = []
     for i in range(count):
         key = None if i % 10 == 0 else f"user-{rng.randint(0, 50)}".encode()
-        value = f"event {i} page=/home/{rng.randint(0, 9)} ".encode() * rng.randint(1, 8) + rng.randbytes(rng.randint(0, 16))
+        value = f"event {i} page=/home/{rng.randint(0, 9)} ".encode() * rng.randint(8, 12) + rng.randbytes(rng.randint(0, 16))
         messages.append((key, value))
     return messages
 
