@@ -1,6 +1,7 @@
-"""Our Kafka clients, in the paper's API: Producer, SimpleConsumer, Consumer, AdminClient, and what they share.
+"""Our Kafka clients, in the paper's API: Producer, SimpleConsumer, Consumer, ConsumerConnector, AdminClient.
 
     from pipeline.client import Producer, ProducerData, SimpleConsumer, FetchRequest, Consumer
+    from pipeline.client import ConsumerConnector, Whitelist, Blacklist
 
 Configuration uses the property names of Kafka's clients of the paper's era (metadata.broker.list,
 producer.type, batch.size, queue.time, request.required.acks, compression.codec, ...), with today's
@@ -11,6 +12,7 @@ from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, AdminCli
 from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.connection import BrokerConnection
 from pipeline.client.consumer import Consumer, ConsumerRecord
+from pipeline.client.consumer_connector import ConsumerConnector, ConsumerTimeout, KafkaStream
 from pipeline.client.encoder import DefaultEncoder, Encoder, StringEncoder
 from pipeline.client.errors import (
     KafkaClientError,
@@ -32,9 +34,13 @@ from pipeline.client.producer import (
 from pipeline.client.accumulator import QueueFullError
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.simple_consumer import FetchRequest, MessageSet, MessageSizeTooLarge, SimpleConsumer
+from pipeline.client.topic_filter import Blacklist, TopicFilter, Whitelist
+from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 
 __all__ = [
-    "AdminClient", "BrokerConnection", "BrokerDiscovery", "CallbackHandler", "Cluster", "Consumer", "ConsumerRecord",
+    "AdminClient", "Blacklist", "BrokerConnection", "BrokerDiscovery", "CallbackHandler", "Cluster", "Consumer",
+    "ConsumerConnector", "ConsumerRecord", "ConsumerTimeout", "KafkaStream", "TopicFilter", "Whitelist",
+    "ZooKeeperBrokerDiscovery",
     "DefaultEncoder", "DefaultPartitioner", "EARLIEST_TIMESTAMP", "Encoder", "FetchRequest", "KafkaClientError",
     "KafkaConnectionError", "KafkaProtocolError", "LATEST_TIMESTAMP", "MessageSet", "MessageSizeTooLarge",
     "MessageSizeTooLargeError", "NoBrokersAvailable", "OffsetOutOfRange", "Partitioner", "ProduceError",
