@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.zk.server import ZooKeeperEnsemble, ZooKeeperServer
 from tests.support import BrokerProcess
+from tests.support.cluster import BrokerCluster
 from tests.support.zookeeper import unique_chroot
 
 BrokerFactory = Callable[..., BrokerProcess]
@@ -88,14 +89,12 @@ def zk_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
 
 
 @pytest.fixture
-def broker_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., "BrokerCluster"]]:
+def broker_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerCluster]]:
     """Start clusters on demand: `broker_cluster_factory(zk_connect, size=3, overrides={...})`; stopped after.
 
     Brokers get ids 1..size, cluster mode on the given zookeeper.connect (use `zk_connect` or an ensemble's
     connect string plus a chroot), their own log dirs under tmp_path and free loopback ports.
     """
-    from tests.support.cluster import BrokerCluster
-
     clusters: list[BrokerCluster] = []
 
     def make(zk_connect: str, size: int = 3, overrides: dict[str, object] | None = None,
