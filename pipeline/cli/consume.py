@@ -1,8 +1,9 @@
 """`python -m pipeline consume TOPIC`: print messages of a topic (like kafka-console-consumer).
 
 Reads all partitions of the topic (or one with --partition) from the end, from the beginning, or from
-an offset of one partition; stops after --max-messages, after --timeout-ms without a message, or on
-Ctrl-C. Prints a summary (count, elapsed, msg/s) on stderr, and a live counter when stderr is a terminal.
+an offset of one partition; or, with --group and --zookeeper, as a member of a ZooKeeper consumer group
+(the paper's high-level consumer: the group shares the partitions, offsets are committed on exit).
+Stops after --max-messages, after --timeout-ms without a message, or on Ctrl-C. Prints a summary (count, elapsed, msg/s) on stderr, and a live counter when stderr is a terminal.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Iterator
 
 from pipeline.cli.common import (
     CliError,
     EXIT_INTERRUPTED,
+    EXIT_USAGE,
     broker_addresses,
     key_value,
     non_negative_int,
@@ -26,6 +29,7 @@ from pipeline.cli.output import FORMATS, PeriodicFlusher, formatter
 from pipeline.cli.progress import Progress, summary
 from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pipeline.client.consumer import Consumer
+from pipeline.client.consumer_connector import ConsumerConnector, ConsumerTimeout
 
 OUTPUT_BUFFER_BYTES = 1 << 16
 
@@ -58,6 +62,10 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     parser.add_argument("--partition", type=non_negative_int, metavar="P", help="read only this partition")
     parser.add_argument("--offset", type=start_offset, metavar="O",
                         help="start at offset O (or earliest/latest) of --partition")
+    parser.add_argument("--group", metavar="GROUP",
+                        help="read as a member of this ZooKeeper consumer group (needs --zookeeper): the group "
+                             "shares the partitions and continues from its committed offsets, which are "
+                             "committed again on exit; --from-beginning then applies to a group with none")
     parser.add_argument("--max-messages", type=positive_int, metavar="N", help="exit after N messages")
     parser.add_argument("--timeout-ms", type=positive_int, metavar="MS",
                         help="exit when no message arrived for MS milliseconds (default: wait forever)")
@@ -120,21 +128,25 @@ def consume(args: argparse.Namespace) -> int:
     topic = topic_argument(args, "consume")
     fmt, key_separator = output_options(args)
     format_message = formatter(fmt, key_separator)
-    positions = starting_positions(args, topic)
     limit = args.max_messages
     # Our own block buffer on fd 1: sys.stdout.buffer is unbuffered under PYTHONUNBUFFERED=1, which would
     # cost one system call per message. The flusher thread keeps a slow trickle of messages visible.
     sys.stdout.flush()
     out = open(sys.stdout.fileno(), "wb", buffering=OUTPUT_BUFFER_BYTES, closefd=False)
     write = out.write
-    consumer = Consumer(consumer_config(args), partitions=positions)
+    consumer: Consumer | ConsumerConnector
+    if args.group:
+        consumer, messages = group_messages(args, topic)
+    else:
+        consumer = Consumer(consumer_config(args), partitions=starting_positions(args, topic))
+        messages = iter(consumer)
     started = time.monotonic()
     count = 0
     interrupted = False
     try:
         with Progress("consumed") as progress, PeriodicFlusher(out):
             try:
-                for message in consumer:
+                for message in messages:
                     write(format_message(message))
                     count += 1
                     progress.count = count
@@ -144,7 +156,45 @@ def consume(args: argparse.Namespace) -> int:
                 interrupted = True
         out.flush()
     finally:
-        consumer.close()
+        if isinstance(consumer, ConsumerConnector):
+            consumer.shutdown()
+        else:
+            consumer.close()
         out.close()
     print(summary("consumed", count, time.monotonic() - started), file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted else 0
+
+
+def group_messages(args: argparse.Namespace, topic: str) -> tuple[ConsumerConnector, Iterator]:
+    """A ConsumerConnector in group --group with one stream on ``topic``, and that stream's messages."""
+    if not args.zookeeper:
+        raise CliError("--group needs --zookeeper HOST:PORT/CHROOT (consumer groups live in ZooKeeper)",
+                       exit_code=EXIT_USAGE)
+    if args.partition is not None or args.offset is not None:
+        raise CliError("--group shares the topic's partitions: it cannot take --partition or --offset",
+                       exit_code=EXIT_USAGE)
+    with open_admin(args) as admin:
+        require_partitions(admin.cluster, topic, None)
+    config = {
+        "zookeeper.connect": args.zookeeper,
+        "group.id": args.group,
+        "auto.offset.reset": "smallest" if args.from_beginning else "largest",
+        "consumer.timeout.ms": args.timeout_ms if args.timeout_ms is not None else -1,
+        "socket.timeout.ms": args.command_timeout_ms,
+    }
+    config.update(dict(args.consumer_property))
+    connector = ConsumerConnector(config)
+    try:
+        stream = connector.create_message_streams({topic: 1})[topic][0]
+    except BaseException:
+        connector.shutdown()
+        raise
+    return connector, _until_idle(stream)
+
+
+def _until_idle(stream: Iterator) -> Iterator:
+    """The stream's messages, ending quietly at consumer.timeout.ms (the connector raises ConsumerTimeout)."""
+    try:
+        yield from stream
+    except ConsumerTimeout:
+        return

@@ -6,6 +6,8 @@ ConsumerConnector write to, around one real standalone broker that holds the dat
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipeline.client import Producer, ProducerData
@@ -69,3 +71,33 @@ def test_errors(zk_connect, registry):
            EXIT_UNREACHABLE, "cannot reach ZooKeeper")
     empty = zk_connect.rsplit("/", 1)[0] + "/empty-cluster"
     failed(cli(None, "--zookeeper", empty, "topics", "list"), EXIT_UNREACHABLE, "no broker is registered")
+
+
+def test_a_consumer_group_end_to_end_on_a_cluster(zk_connect, broker_cluster_factory):
+    broker_cluster_factory(zk_connect, size=3)
+    zk = ("--zookeeper", zk_connect)
+    ok(cli(None, *zk, "topics", "create", "orders", "--partitions", "6"))
+    described = ok(cli(None, *zk, "topics", "describe", "orders"))
+    leaders = {int(m) for m in re.findall(r"Leader:\s*(\d+)", described)}
+    assert leaders == {1, 2, 3}, described
+    lines = b"".join(b"k%d\torder %d\n" % (i % 13, i) for i in range(300))
+    ok(cli(None, *zk, "produce", "orders", "--key-separator", "\t", "--acks", "1", input_bytes=lines))
+
+    first = ok(cli(None, *zk, "consume", "orders", "--group", "billing", "--from-beginning", "--max-messages", "300"))
+    assert sorted(first.splitlines()) == sorted(f"order {i}" for i in range(300))
+    rows = [line.split() for line in ok(cli(None, *zk, "consumer-groups", "describe", "billing")).splitlines()
+            if line.startswith("orders")]
+    assert len(rows) == 6
+    assert sum(int(row[2]) for row in rows) == 300 and all(row[4] == "0" for row in rows), rows
+
+    # The group resumes from its committed offsets: only what arrived since is read.
+    ok(cli(None, *zk, "produce", "orders", input_bytes=b"".join(b"late %d\n" % i for i in range(10))))
+    again = ok(cli(None, *zk, "consume", "orders", "--group", "billing", "--max-messages", "10"))
+    assert sorted(again.splitlines()) == sorted(f"late {i}" for i in range(10))
+    assert ok(cli(None, *zk, "consumer-groups", "list")).split() == ["billing"]
+    cluster = ok(cli(None, *zk, "cluster"))
+    assert "Brokers: 3" in cluster and re.search(r"Controller: broker [123]", cluster)
+
+
+def test_group_option_needs_zookeeper(broker):
+    failed(cli(broker.bootstrap, "consume", "t", "--group", "g"), EXIT_USAGE, "--group needs --zookeeper")
