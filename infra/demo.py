@@ -1,174 +1,408 @@
-"""The demo behind `make pipeline-up` / `make pipeline-down`.
+"""The demo behind `make pipeline-up` / `make pipeline-down`: ZooKeeper and the dc1 cluster of three brokers.
 
-Until the pipeline exists, "the pipeline" is one standalone broker: `up` starts `python -m broker` in the
-background (log dir, log file and pid file under ./var/), waits until it answers, and then drives it with
-our own command line, `python -m pipeline`: creates the topic (`topics create --if-not-exists`), produces
-a few thousand keyed lines (`produce`), reads the whole topic back (`consume --from-beginning
---max-messages N`) and checks the count and this run's messages. Running `up` again while the broker runs
-reuses it. `down` sends SIGTERM to the pid in the pid file and waits for the exit.
+`up` starts (or reuses, when they already run) a standalone ZooKeeper (`python -m pipeline.zk.server`) and
+three brokers in cluster mode (`python -m broker`, ids 1-3) under the chroot /dc1, the first datacenter
+cluster of the architecture, each detached from this process, with its pid file and log under ./var/.
+It waits until ZooKeeper serves, every broker answers and the cluster has three brokers and a controller,
+then drives the cluster with our own command line, `python -m pipeline --zookeeper ...`, printing each
+command: creates the topic, describes it (leaders spread over the brokers), produces a few thousand
+keyed lines, reads them with a ZooKeeper consumer group (the paper's ConsumerConnector), describes the
+group (lag 0 everywhere after the read) and shows the cluster. Any mismatch exits non-zero with the reason.
+
+`down` stops the brokers (SIGTERM, waiting for each), then ZooKeeper; it also stops a standalone broker
+left by the earlier single-broker demo (var/broker.pid). Both commands are idempotent.
+
+Environment: DEMO_VAR_DIR (default ./var), DEMO_ZOOKEEPER_PORT (2181), DEMO_BROKER_PORT (9092, the first
+of three consecutive broker ports).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-VAR = REPO_ROOT / "var"
-LOG_DIR = VAR / "broker-logs"
-LOG_FILE = VAR / "broker.log"
-PID_FILE = VAR / "broker.pid"
-PORT = int(os.environ.get("DEMO_BROKER_PORT", "9092"))
+sys.path.insert(0, str(REPO_ROOT))
+
+from pipeline.zk.client import ZooKeeperUnavailable, connect  # noqa: E402
+from pipeline.zk.registry import ClusterRegistry  # noqa: E402
+from pipeline.zk.server import four_letter_word  # noqa: E402
+
+VAR = Path(os.environ.get("DEMO_VAR_DIR") or REPO_ROOT / "var").resolve()
 HOST = "127.0.0.1"
-BOOTSTRAP = f"{HOST}:{PORT}"
+ZOOKEEPER_PORT = int(os.environ.get("DEMO_ZOOKEEPER_PORT", "2181"))
+FIRST_BROKER_PORT = int(os.environ.get("DEMO_BROKER_PORT", "9092"))
+CHROOT = "/dc1"
+ZOOKEEPER = f"{HOST}:{ZOOKEEPER_PORT}{CHROOT}"
+BROKER_IDS = (1, 2, 3)
 TOPIC = "demo-events"
-PARTITIONS = 4
+PARTITIONS = 6
 MESSAGES = 5000
 KEYS = 100
+GROUP = "demo-readers"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+CLI_TIMEOUT_S = 120.0
 
 
-def read_pid() -> int | None:
-    """The pid in the pid file if that process is alive, else None."""
+@dataclass(frozen=True)
+class Service:
+    """One background process of the demo: how to start it and where its pid file and log are."""
+
+    name: str
+    module: str
+    arguments: tuple[str, ...]
+    pid_file: Path
+    log_file: Path
+    address: str
+    data: Path
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", self.module, *self.arguments]
+
+
+def zookeeper_service() -> Service:
+    data = VAR / "zookeeper"
+    return Service("ZooKeeper", "pipeline.zk.server",
+                   ("--data-dir", str(data), "--host", HOST, "--port", str(ZOOKEEPER_PORT)),
+                   VAR / "zookeeper.pid", VAR / "zookeeper.log", f"{HOST}:{ZOOKEEPER_PORT}", data)
+
+
+def broker_service(broker_id: int) -> Service:
+    port = FIRST_BROKER_PORT + broker_id - 1
+    log_dir = VAR / "dc1" / f"broker-{broker_id}"
+    return Service(f"broker {broker_id}", "broker",
+                   ("--log-dir", str(log_dir), "--host", HOST, "--port", str(port),
+                    "--override", f"zookeeper.connect={ZOOKEEPER}", "--override", f"broker.id={broker_id}",
+                    "--override", f"num.partitions={PARTITIONS}"),
+                   VAR / f"broker-{broker_id}.pid", VAR / f"broker-{broker_id}.log", f"{HOST}:{port}", log_dir)
+
+
+def legacy_broker_service() -> Service:
+    """The standalone broker of the earlier single-broker demo, only ever stopped."""
+    return Service("standalone broker (earlier demo)", "broker", (), VAR / "broker.pid", VAR / "broker.log",
+                   f"{HOST}:{FIRST_BROKER_PORT}", VAR / "broker-logs")
+
+
+def shown(path: Path) -> str:
+    """A path relative to the working directory when it lies below it (var/...), else absolute."""
     try:
-        pid = int(PID_FILE.read_text().strip())
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def read_pid(service: Service) -> int | None:
+    """The pid in the service's pid file if that process is alive and runs the service's module, else None."""
+    try:
+        pid = int(service.pid_file.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except FileNotFoundError:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except (FileNotFoundError, ProcessLookupError):
         return None
-    # A recycled pid belongs to some other program: only a `-m broker` process is ours.
-    return pid if b"broker" in cmdline else None
+    # A recycled pid belongs to some other program: only `python -m <module>` is ours.
+    module_index = argv.index("-m") + 1 if "-m" in argv else None
+    return pid if module_index is not None and argv[module_index:module_index + 1] == [service.module] else None
 
 
-def broker_answers(timeout: float) -> bool:
-    """Whether the broker answers a metadata request (our AdminClient) within ``timeout`` seconds."""
-    sys.path.insert(0, str(REPO_ROOT))
-    from pipeline.client.admin import AdminClient
-    from pipeline.client.errors import KafkaConnectionError
+def start(service: Service) -> subprocess.Popen:
+    """Start the service in its own session (it outlives this process), output to its log; write its pid file."""
+    VAR.mkdir(parents=True, exist_ok=True)
+    with open(service.log_file, "ab") as log:
+        process = subprocess.Popen(service.command(), cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    service.pid_file.write_text(f"{process.pid}\n")
+    print(f"started {service.name} pid {process.pid} on {service.address} (data {shown(service.data)}, "
+          f"log {shown(service.log_file)})")
+    return process
 
+
+def start_or_reuse(service: Service) -> subprocess.Popen | int:
+    """The running service's pid, or the Popen of a freshly started one."""
+    pid = read_pid(service)
+    if pid is not None:
+        print(f"{service.name} already running (pid {pid}, {service.address}); reusing it")
+        return pid
+    return start(service)
+
+
+def log_tail(service: Service, lines: int = 8) -> str:
+    try:
+        text = service.log_file.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return "(no log)"
+    return "\n".join("    " + line for line in text)
+
+
+def check_alive(service: Service, process: subprocess.Popen | int) -> None:
+    """Exit with the log tail when a process this run started has already died."""
+    if isinstance(process, subprocess.Popen) and process.poll() is not None:
+        sys.exit(f"{service.name} exited with {process.returncode} during start-up; "
+                 f"end of {shown(service.log_file)}:\n{log_tail(service)}")
+
+
+def wait_for(what: str, condition, processes: dict[Service, subprocess.Popen | int], timeout: float) -> None:
+    """Poll ``condition`` until true; exit clearly at the deadline or when a started process dies."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with AdminClient(BOOTSTRAP, client_id="demo", timeout_s=3.0) as admin:
-                admin.list_topics()
-            return True
-        except KafkaConnectionError:
-            time.sleep(0.2)
-    return False
+    while not condition():
+        for service, process in processes.items():
+            check_alive(service, process)
+        if time.monotonic() >= deadline:
+            logs = ", ".join(shown(s.log_file) for s in processes)
+            sys.exit(f"timed out after {timeout:.0f}s waiting for {what}; see {logs}")
+        time.sleep(0.1)
 
 
-def start_broker() -> int:
-    """Start the broker detached from this process (own session), stderr to var/broker.log; return its pid."""
-    VAR.mkdir(exist_ok=True)
-    command = [sys.executable, "-m", "broker", "--log-dir", str(LOG_DIR), "--host", HOST, "--port", str(PORT),
-               "--override", f"num.partitions={PARTITIONS}"]
-    with open(LOG_FILE, "ab") as log:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    PID_FILE.write_text(f"{process.pid}\n")
-    print(f"started broker pid {process.pid} on {HOST}:{PORT} (log dir {LOG_DIR.relative_to(REPO_ROOT)}, "
-          f"log {LOG_FILE.relative_to(REPO_ROOT)})")
-    return process.pid
+def zookeeper_serves() -> bool:
+    return "Mode:" in four_letter_word(HOST, ZOOKEEPER_PORT, "srvr")
 
 
-def pipeline_cli(*args: str, input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m pipeline ARGS --bootstrap-server BOOTSTRAP`; exit with its error line if it fails."""
-    command = [sys.executable, "-m", "pipeline", *args, "--bootstrap-server", BOOTSTRAP]
-    result = subprocess.run(command, cwd=REPO_ROOT, input=input_bytes, capture_output=True, timeout=120)
+def broker_answers(service: Service) -> bool:
+    """Whether the broker answers a metadata request (our AdminClient) right now."""
+    from pipeline.client.admin import AdminClient
+    from pipeline.client.errors import KafkaClientError
+
+    try:
+        with AdminClient(service.address, client_id="demo", timeout_s=2.0) as admin:
+            admin.list_topics()
+        return True
+    except KafkaClientError:
+        return False
+
+
+def cluster_complete() -> bool:
+    """Whether /dc1 has every demo broker registered and a controller (what `cluster` shows)."""
+    try:
+        zk = connect(ZOOKEEPER, timeout_s=5.0)
+    except ZooKeeperUnavailable:
+        return False
+    try:
+        registry = ClusterRegistry(zk)
+        return set(registry.brokers()) == set(BROKER_IDS) and registry.controller() is not None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def pipeline_cli(*args: str, input_bytes: bytes | None = None, stdin_note: str = "",
+                 show_stdout: bool = True) -> subprocess.CompletedProcess:
+    """Run `python -m pipeline ARGS --zookeeper ZOOKEEPER`, printing the command and its output (indented);
+    exit with its error line if it fails."""
+    words = ["python", "-m", "pipeline", *args, "--zookeeper", ZOOKEEPER]
+    display = " ".join("$'\\t'" if word == "\t" else shlex.quote(word) for word in words) + stdin_note
+    print(f"$ {display}", flush=True)
+    command = [sys.executable, "-m", "pipeline", *args, "--zookeeper", ZOOKEEPER]
+    result = subprocess.run(command, cwd=REPO_ROOT, input=input_bytes, capture_output=True, timeout=CLI_TIMEOUT_S)
     if result.returncode != 0:
-        sys.exit(f"`python -m pipeline {' '.join(args)}` failed (exit {result.returncode}): "
-                 f"{result.stderr.decode(errors='replace').strip()}")
+        sys.exit(f"`{display}` failed (exit {result.returncode}): {result.stderr.decode(errors='replace').strip()}")
+    shown_output = (result.stdout if show_stdout else b"") + result.stderr
+    for line in shown_output.decode(errors="replace").splitlines():
+        print(f"  {line}".rstrip())
     return result
 
 
-def ensure_topic() -> None:
-    result = pipeline_cli("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--if-not-exists")
-    print(f"$ python -m pipeline topics create {TOPIC} --partitions {PARTITIONS} --if-not-exists\n  "
-          + result.stdout.decode().strip())
+def end_offsets(time_spec: str) -> dict[int, int]:
+    """Partition -> offset at ``time_spec`` (earliest or latest), from `offsets` (topic:partition:offset lines)."""
+    lines = pipeline_cli("offsets", TOPIC, "--time", time_spec, show_stdout=False).stdout.decode().split()
+    offsets = {int(line.split(":")[-2]): int(line.split(":")[-1]) for line in lines}
+    print(f"  {time_spec} offsets: {' '.join(f'{p}:{o}' for p, o in sorted(offsets.items()))}")
+    return offsets
 
 
-def end_offsets() -> int:
-    """Sum of the topic's latest offsets (`python -m pipeline offsets` prints topic:partition:offset)."""
-    lines = pipeline_cli("offsets", TOPIC, "--time", "latest").stdout.decode().split()
-    return sum(int(line.rsplit(":", 1)[1]) for line in lines)
+def committed_offsets() -> dict[int, int]:
+    """The group's committed offsets of the topic, from /dc1/consumers/demo-readers/offsets."""
+    zk = connect(ZOOKEEPER)
+    try:
+        committed = ClusterRegistry(zk).committed_offsets(GROUP)
+    finally:
+        zk.stop()
+        zk.close()
+    return {partition: offset for (topic, partition), offset in committed.items() if topic == TOPIC}
 
 
-def produce_and_verify() -> None:
-    """Produce MESSAGES keyed lines and read the whole topic back with our CLI; exit non-zero on a mismatch."""
-    before = end_offsets()
-    run_id = time.strftime("%Y%m%dT%H%M%S")
+def create_and_describe_topic() -> None:
+    pipeline_cli("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--if-not-exists")
+    # The controller elects the leaders just after the create: describe again briefly until all are led.
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        leaders = describe_leaders(quiet=True)
+        if (len(leaders) == PARTITIONS and -1 not in leaders.values()) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    leaders = describe_leaders(quiet=False)
+    if len(leaders) != PARTITIONS or -1 in leaders.values():
+        sys.exit(f"topic {TOPIC} should have {PARTITIONS} partitions with a leader each, has {leaders}")
+    if set(leaders.values()) != set(BROKER_IDS):
+        sys.exit(f"the leaders of {TOPIC} should be spread over brokers {list(BROKER_IDS)}, are {leaders}")
+
+
+def describe_leaders(quiet: bool) -> dict[int, int]:
+    """Partition -> leader (-1 for none) from `topics describe`; printed unless ``quiet``."""
+    args = ("topics", "describe", TOPIC)
+    if quiet:
+        command = [sys.executable, "-m", "pipeline", *args, "--zookeeper", ZOOKEEPER]
+        out = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=CLI_TIMEOUT_S).stdout.decode()
+    else:
+        out = pipeline_cli(*args).stdout.decode()
+    leaders = {}
+    for line in out.splitlines():
+        fields = dict(field.split(": ", 1) for field in line.strip().split("\t") if ": " in field)
+        if "Partition" in fields:
+            leader = fields.get("Leader", "none")
+            leaders[int(fields["Partition"])] = int(leader) if leader.lstrip("-").isdigit() else -1
+    return leaders
+
+
+def produce(run_id: str) -> dict[int, int]:
+    """Produce MESSAGES keyed lines through brokers found in ZooKeeper; check the log end offsets grew by that
+    and return them."""
+    before = sum(end_offsets("latest").values())
     lines = "".join(f"key-{i % KEYS}\t{run_id} message {i}\n" for i in range(MESSAGES)).encode()
-    produced = pipeline_cli("produce", TOPIC, "--key-separator", "\t", "--acks", "1", input_bytes=lines)
-    print(f"$ python -m pipeline produce {TOPIC} --key-separator '\\t' --acks 1   < {MESSAGES} lines\n  "
-          + produced.stderr.decode().strip())
-    expected_total = before + MESSAGES
-    if end_offsets() != expected_total:
-        sys.exit(f"the topic should hold {expected_total} messages after producing, its end offsets sum to "
-                 f"{end_offsets()}")
-    consumed = pipeline_cli("consume", TOPIC, "--from-beginning", "--max-messages", str(expected_total),
-                            "--timeout-ms", "10000", "--format", "key-value")
-    print(f"$ python -m pipeline consume {TOPIC} --from-beginning --max-messages {expected_total} "
-          f"--format key-value\n  " + consumed.stderr.decode().strip())
-    read = consumed.stdout.decode().splitlines()
+    pipeline_cli("produce", TOPIC, "--key-separator", "\t", "--acks", "1", input_bytes=lines,
+                 stdin_note=f"   < {MESSAGES} lines")
+    latest = end_offsets("latest")
+    if sum(latest.values()) != before + MESSAGES:
+        sys.exit(f"the topic should hold {before + MESSAGES} messages after producing, its end offsets sum to "
+                 f"{sum(latest.values())}")
+    return latest
+
+
+def consume_with_group(run_id: str, latest: dict[int, int]) -> None:
+    """Read what the group has not read yet (this run's messages, and anything an earlier run left behind)
+    with a ZooKeeper consumer group; check the count, this run's messages and their keys."""
+    earliest = end_offsets("earliest")
+    committed = committed_offsets()
+    # A partition without a committed offset is read from its earliest offset (--from-beginning).
+    unread = sum(latest[p] - committed.get(p, earliest[p]) for p in latest)
+    result = pipeline_cli("consume", TOPIC, "--group", GROUP, "--from-beginning", "--max-messages", str(unread),
+                          "--timeout-ms", "10000", "--format", "key-value", show_stdout=False)
+    read = result.stdout.decode().splitlines()
     this_run = {}
     for line in read:
         key, _, value = line.partition("\t")
         if value.startswith(f"{run_id} message "):
             this_run[int(value.rsplit(" ", 1)[1])] = key
-    if len(read) != expected_total or len(this_run) != MESSAGES:
-        sys.exit(f"count mismatch: topic should hold {expected_total}, read {len(read)}; "
-                 f"this run {len(this_run)} of {MESSAGES}")
+    if len(read) != unread or len(this_run) != MESSAGES:
+        sys.exit(f"count mismatch: group {GROUP} should read {unread} messages, read {len(read)}; "
+                 f"this run's {len(this_run)} of {MESSAGES}")
     wrong_keys = [i for i, key in this_run.items() if key != f"key-{i % KEYS}"]
     if wrong_keys:
         sys.exit(f"{len(wrong_keys)} messages came back with the wrong key, e.g. message {wrong_keys[0]}")
-    print(f"OK: topic {TOPIC} holds {expected_total} messages, all read back; this run's {MESSAGES} with their keys")
+    print(f"  OK: group {GROUP} read {len(read)} messages, this run's {MESSAGES} with their keys")
+
+
+def check_group_lag() -> None:
+    """`consumer-groups describe`: after the read every partition must show lag 0."""
+    out = pipeline_cli("consumer-groups", "describe", GROUP).stdout.decode()
+    lags = {}
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0] == TOPIC:
+            lags[int(fields[1])] = fields[4]
+    if sorted(lags) != list(range(PARTITIONS)) or set(lags.values()) != {"0"}:
+        sys.exit(f"group {GROUP} should have lag 0 on all {PARTITIONS} partitions of {TOPIC}, has {lags}")
+
+
+def start_cluster() -> dict[Service, subprocess.Popen | int]:
+    """Start or reuse ZooKeeper, then the brokers; return once the cluster is complete."""
+    legacy = legacy_broker_service()
+    if read_pid(legacy) is not None:
+        print(f"the earlier demo's {legacy.name} still runs on {legacy.address}; stopping it first")
+        stop(legacy)
+    zookeeper = zookeeper_service()
+    processes = {zookeeper: start_or_reuse(zookeeper)}
+    wait_for(f"ZooKeeper to serve on {zookeeper.address}", zookeeper_serves, processes, START_TIMEOUT_S)
+    brokers = [broker_service(broker_id) for broker_id in BROKER_IDS]
+    for broker in brokers:
+        processes[broker] = start_or_reuse(broker)
+    for broker in brokers:
+        wait_for(f"{broker.name} to answer on {broker.address}", lambda b=broker: broker_answers(b), processes,
+                 START_TIMEOUT_S)
+    wait_for(f"brokers {list(BROKER_IDS)} and a controller in ZooKeeper {ZOOKEEPER}", cluster_complete, processes,
+             START_TIMEOUT_S)
+    return processes
 
 
 def up() -> None:
-    pid = read_pid()
-    if pid is not None:
-        print(f"broker already running (pid {pid}, {HOST}:{PORT}); reusing it")
-    else:
-        pid = start_broker()
-    if not broker_answers(timeout=30):
-        sys.exit(f"broker pid {pid} does not answer on {HOST}:{PORT}; see {LOG_FILE}")
-    ensure_topic()
-    produce_and_verify()
-    print(f"broker keeps running on {BOOTSTRAP}; try:\n"
-          f"  .venv/bin/python -m pipeline topics describe {TOPIC} --bootstrap-server {BOOTSTRAP}\n"
-          f"  .venv/bin/python -m pipeline consume {TOPIC} --from-beginning --max-messages 5 "
-          f"--bootstrap-server {BOOTSTRAP}\n"
+    started = time.monotonic()
+    processes = start_cluster()
+    print(f"cluster dc1 up: ZooKeeper {HOST}:{ZOOKEEPER_PORT}, chroot {CHROOT}, brokers "
+          f"{', '.join(s.address for s in processes if s.module == 'broker')}")
+    run_id = time.strftime("%Y%m%dT%H%M%S")
+    create_and_describe_topic()
+    latest = produce(run_id)
+    consume_with_group(run_id, latest)
+    check_group_lag()
+    out = pipeline_cli("cluster").stdout.decode()
+    if f"Brokers: {len(BROKER_IDS)}" not in out or "Controller: broker" not in out:
+        sys.exit(f"`cluster` should show {len(BROKER_IDS)} brokers and a controller")
+    print(f"\nOK in {time.monotonic() - started:.1f}s. Running now:")
+    for service in processes:
+        print(f"  {service.name:<10} {service.address:<16} pid {read_pid(service)}  data {shown(service.data)}, "
+              f"log {shown(service.log_file)}")
+    print(f"try:\n"
+          f"  .venv/bin/python -m pipeline --zookeeper {ZOOKEEPER} cluster\n"
+          f"  .venv/bin/python -m pipeline --zookeeper {ZOOKEEPER} topics describe {TOPIC}\n"
+          f"  .venv/bin/python -m pipeline --zookeeper {ZOOKEEPER} consume {TOPIC} --from-beginning --max-messages 5\n"
+          f"  .venv/bin/python -m pipeline --zookeeper {ZOOKEEPER} consumer-groups describe {GROUP}\n"
           f"stop it with: make pipeline-down")
 
 
-def down() -> None:
-    pid = read_pid()
+def signal_stop(service: Service) -> int | None:
+    """SIGTERM the service if it runs; its pid, or None (its stale pid file removed) when it does not."""
+    pid = read_pid(service)
     if pid is None:
-        print("no demo broker running")
-        PID_FILE.unlink(missing_ok=True)
-        return
+        service.pid_file.unlink(missing_ok=True)
+        return None
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        sys.exit(f"broker pid {pid} still running 30s after SIGTERM; see {LOG_FILE}")
-    PID_FILE.unlink(missing_ok=True)
-    print(f"stopped broker pid {pid}")
+    return pid
+
+
+def wait_stopped(service: Service, pid: int) -> None:
+    """Wait until ``pid`` has exited; exit non-zero if it outlives the deadline."""
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while Path(f"/proc/{pid}").exists() and read_pid(service) == pid:
+        if time.monotonic() >= deadline:
+            sys.exit(f"{service.name} pid {pid} still running {STOP_TIMEOUT_S:.0f}s after SIGTERM; "
+                     f"see {shown(service.log_file)}")
+        time.sleep(0.05)
+    service.pid_file.unlink(missing_ok=True)
+    print(f"stopped {service.name} pid {pid}")
+
+
+def stop(service: Service) -> bool:
+    """SIGTERM the service and wait for it; whether it was running."""
+    pid = signal_stop(service)
+    if pid is not None:
+        wait_stopped(service, pid)
+    return pid is not None
+
+
+def down() -> None:
+    # All brokers get SIGTERM at once and shut down side by side; ZooKeeper only after the last one is
+    # gone, since each deregisters from it on the way out.
+    brokers = [broker_service(broker_id) for broker_id in BROKER_IDS] + [legacy_broker_service()]
+    stopping = [(broker, pid) for broker in brokers if (pid := signal_stop(broker)) is not None]
+    for broker, pid in stopping:
+        wait_stopped(broker, pid)
+    zookeeper_stopped = stop(zookeeper_service())
+    if not stopping and not zookeeper_stopped:
+        print("no demo process running")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Start or stop the demo (today: one standalone broker under ./var/).")
+    parser = argparse.ArgumentParser(
+        description="Start or stop the demo: ZooKeeper and a 3-broker cluster (chroot /dc1) under ./var/. "
+                    "`up` also creates a topic, produces, reads with a consumer group and checks the counts.")
     parser.add_argument("action", choices=["up", "down"])
     args = parser.parse_args()
     up() if args.action == "up" else down()
