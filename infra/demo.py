@@ -29,11 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# `up` drives the cluster with the project's clients; `down` needs only the standard library, so that
+# `make clean` works with a bare python3 on a checkout without .venv. Hence the imports inside functions.
 sys.path.insert(0, str(REPO_ROOT))
-
-from pipeline.zk.client import ZooKeeperUnavailable, connect  # noqa: E402
-from pipeline.zk.registry import ClusterRegistry  # noqa: E402
-from pipeline.zk.server import four_letter_word  # noqa: E402
 
 VAR = Path(os.environ.get("DEMO_VAR_DIR") or REPO_ROOT / "var").resolve()
 HOST = "127.0.0.1"
@@ -163,6 +161,8 @@ def wait_for(what: str, condition, processes: dict[Service, subprocess.Popen | i
 
 
 def zookeeper_serves() -> bool:
+    from pipeline.zk.server import four_letter_word
+
     return "Mode:" in four_letter_word(HOST, ZOOKEEPER_PORT, "srvr")
 
 
@@ -181,6 +181,9 @@ def broker_answers(service: Service) -> bool:
 
 def cluster_complete() -> bool:
     """Whether /dc1 has every demo broker registered and a controller (what `cluster` shows)."""
+    from pipeline.zk.client import ZooKeeperUnavailable, connect
+    from pipeline.zk.registry import ClusterRegistry
+
     try:
         zk = connect(ZOOKEEPER, timeout_s=5.0)
     except ZooKeeperUnavailable:
@@ -210,16 +213,42 @@ def pipeline_cli(*args: str, input_bytes: bytes | None = None, stdin_note: str =
     return result
 
 
-def end_offsets(time_spec: str) -> dict[int, int]:
-    """Partition -> offset at ``time_spec`` (earliest or latest), from `offsets` (topic:partition:offset lines)."""
-    lines = pipeline_cli("offsets", TOPIC, "--time", time_spec, show_stdout=False).stdout.decode().split()
-    offsets = {int(line.split(":")[-2]): int(line.split(":")[-1]) for line in lines}
-    print(f"  {time_spec} offsets: {' '.join(f'{p}:{o}' for p, o in sorted(offsets.items()))}")
+def bootstrap_servers() -> str:
+    return ",".join(broker_service(broker_id).address for broker_id in BROKER_IDS)
+
+
+def end_offsets(which: str) -> dict[int, int]:
+    """Partition -> its "earliest" or "latest" offset, asked of each leader (ListOffsets)."""
+    from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, AdminClient
+
+    timestamp = EARLIEST_TIMESTAMP if which == "earliest" else LATEST_TIMESTAMP
+    with AdminClient(bootstrap_servers(), client_id="demo", timeout_s=10.0) as admin:
+        offsets = admin.list_offsets(TOPIC, timestamp=timestamp)
+    missing = sorted(p for p, offset in offsets.items() if offset is None)
+    if missing:
+        sys.exit(f"no {which} offset for partitions {missing} of {TOPIC}")
     return offsets
+
+
+def leaders() -> dict[int, int]:
+    """Partition -> leader (-1 for none) of the topic, from Metadata; empty while the topic is not known yet."""
+    from pipeline.client.admin import AdminClient
+    from pipeline.client.errors import KafkaClientError
+    from pipeline.protocol.errors import KafkaProtocolError
+
+    try:
+        with AdminClient(bootstrap_servers(), client_id="demo", timeout_s=10.0) as admin:
+            (description,) = admin.describe_topics([TOPIC])
+    except (KafkaProtocolError, KafkaClientError):
+        return {}
+    return {p.partition: p.leader for p in description.partitions}
 
 
 def committed_offsets() -> dict[int, int]:
     """The group's committed offsets of the topic, from /dc1/consumers/demo-readers/offsets."""
+    from pipeline.zk.client import connect
+    from pipeline.zk.registry import ClusterRegistry
+
     zk = connect(ZOOKEEPER)
     try:
         committed = ClusterRegistry(zk).committed_offsets(GROUP)
@@ -231,35 +260,19 @@ def committed_offsets() -> dict[int, int]:
 
 def create_and_describe_topic() -> None:
     pipeline_cli("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--if-not-exists")
-    # The controller elects the leaders just after the create: describe again briefly until all are led.
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        leaders = describe_leaders(quiet=True)
-        if (len(leaders) == PARTITIONS and -1 not in leaders.values()) or time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
-    leaders = describe_leaders(quiet=False)
-    if len(leaders) != PARTITIONS or -1 in leaders.values():
-        sys.exit(f"topic {TOPIC} should have {PARTITIONS} partitions with a leader each, has {leaders}")
-    if set(leaders.values()) != set(BROKER_IDS):
-        sys.exit(f"the leaders of {TOPIC} should be spread over brokers {list(BROKER_IDS)}, are {leaders}")
-
-
-def describe_leaders(quiet: bool) -> dict[int, int]:
-    """Partition -> leader (-1 for none) from `topics describe`; printed unless ``quiet``."""
-    args = ("topics", "describe", TOPIC)
-    if quiet:
-        command = [sys.executable, "-m", "pipeline", *args, "--zookeeper", ZOOKEEPER]
-        out = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=CLI_TIMEOUT_S).stdout.decode()
-    else:
-        out = pipeline_cli(*args).stdout.decode()
-    leaders = {}
+    # The controller elects the leaders just after the create: describe once all partitions have one.
+    wait_for(f"a leader for each partition of {TOPIC}",
+             lambda: (found := leaders()) and len(found) == PARTITIONS and -1 not in found.values(), {},
+             START_TIMEOUT_S)
+    out = pipeline_cli("topics", "describe", TOPIC).stdout.decode()
+    described = {}
     for line in out.splitlines():
         fields = dict(field.split(": ", 1) for field in line.strip().split("\t") if ": " in field)
         if "Partition" in fields:
-            leader = fields.get("Leader", "none")
-            leaders[int(fields["Partition"])] = int(leader) if leader.lstrip("-").isdigit() else -1
-    return leaders
+            described[int(fields["Partition"])] = fields.get("Leader")
+    if set(described.values()) != {str(broker_id) for broker_id in BROKER_IDS} or len(described) != PARTITIONS:
+        sys.exit(f"the {PARTITIONS} partitions of {TOPIC} should be led by brokers {list(BROKER_IDS)} together, "
+                 f"`topics describe` shows leaders {described}")
 
 
 def produce(run_id: str) -> dict[int, int]:
@@ -273,6 +286,7 @@ def produce(run_id: str) -> dict[int, int]:
     if sum(latest.values()) != before + MESSAGES:
         sys.exit(f"the topic should hold {before + MESSAGES} messages after producing, its end offsets sum to "
                  f"{sum(latest.values())}")
+    print(f"  OK: the log end offsets of {TOPIC} sum to {sum(latest.values())} (+{MESSAGES})")
     return latest
 
 
