@@ -2,8 +2,8 @@
 #
 #   make setup          .venv + `pip install -e '.[dev]'` + the Debian packages the tests need (idempotent)
 #   make test           setup, then the whole pytest suite (PYTEST_ARGS="-k kcat" to narrow it)
-#   make pipeline-up    start the demo (today: one standalone broker under ./var/) and prove it works
-#   make pipeline-down  stop it (SIGTERM by pid file, wait for exit)
+#   make pipeline-up    start the demo (ZooKeeper + a 3-broker cluster under ./var/) and prove it works
+#   make pipeline-down  stop it (SIGTERM by pid files, brokers first, then ZooKeeper)
 #   make bench          run the benchmark scripts in bench/
 #   make clean          stop the demo and remove generated files (keeps .venv; `make distclean` drops it)
 
