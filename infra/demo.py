@@ -107,9 +107,11 @@ def read_pid(service: Service) -> int | None:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except (FileNotFoundError, ProcessLookupError):
         return None
-    # A recycled pid belongs to some other program: only `python -m <module>` is ours.
+    # A recycled pid belongs to some other program (maybe another broker): ours runs `python -m <module>`
+    # on the service's own data directory.
     module_index = argv.index("-m") + 1 if "-m" in argv else None
-    return pid if module_index is not None and argv[module_index:module_index + 1] == [service.module] else None
+    ours = module_index is not None and argv[module_index:module_index + 1] == [service.module]
+    return pid if ours and str(service.data) in argv else None
 
 
 def start(service: Service) -> subprocess.Popen:

@@ -74,8 +74,12 @@ def demo_env(tmp_path: Path):
            "DEMO_BROKER_PORT": str(consecutive_free_ports(BROKERS))}
     started: set[int] = set()
     yield env, var, started
-    leftovers = {pid for pid in started if alive(pid)}
-    if leftovers:
+    # After a failed assertion: whatever the pid files name (and below it) may still run.
+    if var.is_dir():
+        for pid in pid_files(var).values():
+            if alive(pid):
+                started |= {pid} | descendants(pid)
+    if any(alive(pid) for pid in started):
         subprocess.run([sys.executable, str(DEMO), "down"], env=env, capture_output=True, timeout=60)
     for pid in started:
         if alive(pid):
@@ -151,3 +155,20 @@ def test_down_stops_the_earlier_standalone_broker(demo_env):
         if broker.poll() is None:
             broker.kill()
             broker.wait()
+
+
+def test_up_fails_clearly_when_a_broker_cannot_start(demo_env):
+    env, var, started = demo_env
+    second_port = int(env["DEMO_BROKER_PORT"]) + 1
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", second_port))
+        squatter.listen()
+        up = run_demo(env, "up")
+        pids = pid_files(var)
+        for pid in pids.values():
+            started |= {pid} | descendants(pid)
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert "broker 2 exited with" in up.stderr and "broker-2.log" in up.stderr
+    down = run_demo(env, "down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert [pid for pid in started if alive(pid)] == []
