@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # `up` drives the cluster with the project's clients; `down` needs only the standard library, so that
@@ -150,7 +151,7 @@ def check_alive(service: Service, process: subprocess.Popen | int) -> None:
                  f"end of {shown(service.log_file)}:\n{log_tail(service)}")
 
 
-def wait_for(what: str, condition, processes: dict[Service, subprocess.Popen | int], timeout: float) -> None:
+def wait_for(what: str, condition: Callable[[], object], processes: dict[Service, subprocess.Popen | int], timeout: float) -> None:
     """Poll ``condition`` until true; exit clearly at the deadline or when a started process dies."""
     deadline = time.monotonic() + timeout
     while not condition():
