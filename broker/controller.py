@@ -20,6 +20,7 @@ import logging
 import queue
 import random
 import threading
+import uuid
 from typing import Callable
 
 from kazoo.client import KazooClient
@@ -252,7 +253,7 @@ class KafkaController:
         else:
             self._zk.create(config_path, configs, makepath=True)
         txn = self._zk.transaction()
-        txn.create(layout.topic_path(topic), layout.topic_assignment(replicas))
+        txn.create(layout.topic_path(topic), layout.topic_assignment(replicas, topic_id=uuid.uuid4().hex))
         txn.create(layout.partitions_path(topic), b"")
         for index, replica_list in replicas.items():
             txn.create(f"{layout.partitions_path(topic)}/{index}", b"")

@@ -12,6 +12,7 @@ import logging
 
 from broker.admin_manager import TopicError, topic_log_config
 from broker.log.log_config import LogConfig
+from broker.partition_metadata import read_topic_id, write_topic_id
 from broker.replica_manager import ReplicaManager
 from broker.zk_metadata import ZkMetadataCache
 
@@ -42,8 +43,11 @@ class PartitionLeadership:
                 led.add((topic.name, index))
                 partition = self._replica_manager.get_partition(topic.name, index)
                 if partition is None:
+                    self._drop_other_incarnation(topic.name, index, topic.topic_id)
                     log.info("leading %s-%d (leader epoch %d)", topic.name, index, state.leader_epoch)
-                    self._replica_manager.make_leader(topic.name, index, config, state.leader_epoch)
+                    partition = self._replica_manager.make_leader(topic.name, index, config, state.leader_epoch)
+                    if topic.topic_id and read_topic_id(partition.log.dir) != topic.topic_id:
+                        write_topic_id(partition.log.dir, topic.topic_id)
                 elif partition.leader_epoch != state.leader_epoch:
                     partition.leader_epoch = state.leader_epoch
         current = set(self._cache.topics)
@@ -59,6 +63,17 @@ class PartitionLeadership:
                     log.info("deleting the log of %s-%d: the topic was deleted", topic, index)
                     self._replica_manager.stop_partition(topic, index, delete=True)
         self._seen_topics = current
+
+    def _drop_other_incarnation(self, topic: str, index: int, topic_id: str | None) -> None:
+        """Delete a log on disk that belongs to an earlier topic of the same name (deleted while we were down)."""
+        directory = self._replica_manager.log_dir(topic, index)
+        if directory is None or topic_id is None:
+            return
+        recorded = read_topic_id(directory)
+        if recorded is not None and recorded != topic_id:
+            log.warning("deleting the log of %s-%d: it belongs to an earlier topic of that name (id %s, now %s)",
+                        topic, index, recorded, topic_id)
+            self._replica_manager.stop_partition(topic, index, delete=True)
 
     def _log_config(self, topic: str, configs: dict[str, str]) -> LogConfig:
         try:

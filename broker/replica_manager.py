@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from broker.log.errors import OffsetOutOfRangeError
@@ -119,6 +120,11 @@ class ReplicaManager:
             partition.wake_waiters()
         if delete:
             self._log_manager.delete_log(topic, index)
+
+    def log_dir(self, topic: str, index: int) -> Path | None:
+        """The directory of the partition's log on disk, hosted or not; None when there is no log."""
+        existing = self._log_manager.get_log(topic, index)
+        return None if existing is None else existing.dir
 
     def partitions_on_disk(self) -> list[TopicPartition]:
         """Every topic-partition whose log the log manager loaded, hosted or not."""

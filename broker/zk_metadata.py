@@ -42,6 +42,7 @@ class ClusterTopic:
     """A topic as ZooKeeper describes it; ``states`` holds the partitions whose state was read."""
 
     name: str
+    topic_id: str | None = None
     replicas: dict[int, list[int]] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
     states: dict[int, PartitionState] = field(default_factory=dict)
@@ -213,11 +214,13 @@ class ZkMetadataCache:
             if data is None:
                 return None
             replicas = layout.parse_topic_assignment(data)
+            topic_id = layout.parse_topic_id(data)
 
             def apply() -> None:
                 topic = self.topics.get(name)
                 if topic is not None:
                     topic.replicas = replicas
+                    topic.topic_id = topic_id
             self._post(apply)
             for index in sorted(replicas):
                 if index not in watched_partitions:

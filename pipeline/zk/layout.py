@@ -83,8 +83,18 @@ def partition_state_path(topic: str, partition: int) -> str:
     return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
 
 
-def topic_assignment(replicas: dict[int, list[int]]) -> bytes:
-    return encode({"version": 1, "partitions": {str(p): list(r) for p, r in sorted(replicas.items())}})
+def topic_assignment(replicas: dict[int, list[int]], topic_id: str | None = None) -> bytes:
+    """A topic's replica lists, and its id: a new id for every incarnation of a topic name, so a broker can
+    tell an old log of a deleted topic from the partition of a topic created again under that name."""
+    value: dict[str, Any] = {"version": 2 if topic_id else 1,
+                             "partitions": {str(p): list(r) for p, r in sorted(replicas.items())}}
+    if topic_id:
+        value["topic_id"] = topic_id
+    return encode(value)
+
+
+def parse_topic_id(data: bytes) -> str | None:
+    return decode(data).get("topic_id")
 
 
 def parse_topic_assignment(data: bytes) -> dict[int, list[int]]:
