@@ -55,6 +55,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.retention.check.interval.ms", int, 300000, "How often retention is enforced."),
     Property("message.max.bytes", int, 1048588, "Largest record batch the broker accepts."),
     Property("socket.request.max.bytes", int, 100 * MiB, "Largest request frame; a larger one closes the connection."),
+    Property("socket.sendfile.enable", _bool, True,
+             "Send fetched log data with sendfile (zero copy); false reads it into memory and sends that."),
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms."),
     Property("zookeeper.connect", _str, "", "ZooKeeper connect string with chroot; empty runs standalone."),
     Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it."),

@@ -59,7 +59,8 @@ class KafkaServer:
             if not apis_holder:
                 raise CloseConnection("the broker is still joining its cluster")
             return apis_holder[0].handle(frame, peer)
-        self.socket_server = SocketServer(host, port, handle, config["socket.request.max.bytes"])
+        self.socket_server = SocketServer(host, port, handle, config["socket.request.max.bytes"],
+                                          use_sendfile=config["socket.sendfile.enable"])
         await self.socket_server.start()
         advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
         bound_port = self.socket_server.bound_port

@@ -4,7 +4,9 @@ Each connection reads into one growing buffer, cuts it into frames (4-byte big-e
 hands every complete frame to the request handler in arrival order and writes the responses back in
 that same order (clients pipeline requests). Responses are lists of chunks: bytes-like chunks are
 coalesced into as few ``send`` calls as possible, and file regions (objects with ``fd``, ``position``
-and ``size``) go from the page cache to the socket with ``os.sendfile``.
+and ``size``) go from the page cache to the socket with ``os.sendfile`` -- or, with ``use_sendfile``
+off (``socket.sendfile.enable=false``, for comparing the two in benchmarks), are read with ``os.pread``
+and sent like any other bytes.
 
 A frame longer than ``socket.request.max.bytes``, or a handler that raises, closes only that connection.
 """
@@ -50,8 +52,10 @@ Handler = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]"
 class SocketServer:
     """Listens on one address and serves every connection with the given request handler."""
 
-    def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int) -> None:
+    def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int, *,
+                 use_sendfile: bool = True) -> None:
         self._host = host
+        self._use_sendfile = use_sendfile
         self._port = port
         self._handler = handler
         self._max_request_bytes = max_request_bytes
@@ -119,7 +123,7 @@ class SocketServer:
             task.add_done_callback(self._connections.discard)
 
     async def _serve(self, sock: socket.socket, peer: str) -> None:
-        connection = _Connection(sock, peer, self._handler, self._max_request_bytes)
+        connection = _Connection(sock, peer, self._handler, self._max_request_bytes, self._use_sendfile)
         try:
             await connection.run()
         except (ConnectionError, TimeoutError) as exc:
@@ -138,8 +142,10 @@ class SocketServer:
 class _Connection:
     """One client connection: frame reading, in-order handling and response writing."""
 
-    def __init__(self, sock: socket.socket, peer: str, handler: Handler, max_request_bytes: int) -> None:
+    def __init__(self, sock: socket.socket, peer: str, handler: Handler, max_request_bytes: int,
+                 use_sendfile: bool = True) -> None:
         self.sock = sock
+        self.send_region = _sendfile if use_sendfile else _read_and_send
         self.peer = peer
         self.handler = handler
         self.max_request_bytes = max_request_bytes
@@ -239,7 +245,7 @@ class _Connection:
                     await self.loop.sock_sendall(self.sock, b"".join(run) if len(run) > 1 else run[0])
                     run = []
                 try:
-                    await _sendfile(self.loop, self.sock, chunk.fd, chunk.position, chunk.size)
+                    await self.send_region(self.loop, self.sock, chunk.fd, chunk.position, chunk.size)
                 finally:
                     chunk.close()
                     chunks[index] = b""
@@ -272,6 +278,18 @@ async def _sendfile(loop: asyncio.AbstractEventLoop, sock: socket.socket, fd: in
             raise ConnectionError(f"file region ended {size} bytes early")
         position += sent
         size -= sent
+
+
+async def _read_and_send(loop: asyncio.AbstractEventLoop, sock: socket.socket, fd: int, position: int,
+                         size: int) -> None:
+    """Send ``size`` bytes of ``fd`` from ``position`` by reading them into memory first (no sendfile)."""
+    while size > 0:
+        data = os.pread(fd, min(size, _READ_SIZE * 4), position)
+        if not data:
+            raise ConnectionError(f"file region ended {size} bytes early")
+        await loop.sock_sendall(sock, data)
+        position += len(data)
+        size -= len(data)
 
 
 async def _writable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
