@@ -114,17 +114,12 @@ class ClusterKafkaApis(KafkaApis):
         validate_only = request.get("validate_only", False)
 
         async def create(topic: dict) -> dict:
-            name = topic["name"]
-            entry = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
             try:
-                if topic.get("assignments"):
-                    raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
-                configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
-                await self.zk_admin.create_topic(name, topic["num_partitions"], topic["replication_factor"],
-                                                 configs, validate_only=validate_only, timeout_ms=timeout_ms)
+                await self.zk_admin.create_topic(*self.topic_to_create(topic), validate_only=validate_only,
+                                                 timeout_ms=timeout_ms)
             except TopicError as exc:
-                entry["error_code"], entry["error_message"] = exc.error_code, str(exc)
-            return entry
+                return self.topic_result(topic["name"], exc)
+            return self.topic_result(topic["name"])
         results = await asyncio.gather(*(create(t) for t in request["topics"]))
         return {"throttle_time_ms": 0, "topics": list(results)}
 
@@ -135,12 +130,11 @@ class ClusterKafkaApis(KafkaApis):
         timeout_ms = request.get("timeout_ms", 30000)
 
         async def delete(name: str) -> dict:
-            entry = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
             try:
                 await self.zk_admin.delete_topic(name, timeout_ms)
             except TopicError as exc:
-                entry["error_code"], entry["error_message"] = exc.error_code, str(exc)
-            return entry
+                return self.topic_result(name, exc)
+            return self.topic_result(name)
         results = await asyncio.gather(*(delete(n) for n in request["topic_names"]))
         return {"throttle_time_ms": 0, "responses": list(results)}
 

@@ -314,31 +314,41 @@ class KafkaApis:
 
     # -- CreateTopics, DeleteTopics -------------------------------------------------------------
 
+    @staticmethod
+    def topic_to_create(topic: dict) -> tuple[str, int, int, dict[str, str]]:
+        """(name, partitions, replication factor, configs) of one CreateTopics entry; TopicError if refused."""
+        if topic.get("assignments"):
+            raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
+        configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
+        return topic["name"], topic["num_partitions"], topic["replication_factor"], configs
+
+    @staticmethod
+    def topic_result(name: str, error: TopicError | None = None) -> dict:
+        """One topic's entry in a CreateTopics or DeleteTopics response."""
+        if error is None:
+            return {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        return {"name": name, "error_code": error.error_code, "error_message": str(error)}
+
     def handle_create_topics(self, header: RequestHeader, request: dict) -> dict:
         results = []
         for topic in request["topics"]:
-            name = topic["name"]
-            entry = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
             try:
-                if topic.get("assignments"):
-                    raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
-                configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
-                self.admin.create_topic(name, topic["num_partitions"], topic["replication_factor"], configs,
-                                        validate_only=request.get("validate_only", False))
+                self.admin.create_topic(*self.topic_to_create(topic), validate_only=request.get("validate_only", False))
             except TopicError as exc:
-                entry["error_code"], entry["error_message"] = exc.error_code, str(exc)
-            results.append(entry)
+                results.append(self.topic_result(topic["name"], exc))
+            else:
+                results.append(self.topic_result(topic["name"]))
         return {"throttle_time_ms": 0, "topics": results}
 
     def handle_delete_topics(self, header: RequestHeader, request: dict) -> dict:
         results = []
         for name in request["topic_names"]:
-            entry = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
             try:
                 self.admin.delete_topic(name)
             except TopicError as exc:
-                entry["error_code"], entry["error_message"] = exc.error_code, str(exc)
-            results.append(entry)
+                results.append(self.topic_result(name, exc))
+            else:
+                results.append(self.topic_result(name))
         return {"throttle_time_ms": 0, "responses": results}
 
     # -- InitProducerId -------------------------------------------------------------------------
