@@ -1,10 +1,11 @@
 # Developer entry points: install everything, run the tests, start/stop the demo, run the benchmarks.
 #
-#   make setup          .venv + `pip install -e '.[dev]'` + the Debian packages the tests need (idempotent)
+#   make setup          .venv + `pip install -e '.[dev,bench]'` + the Debian packages the tests need (idempotent)
 #   make test           setup, then the whole pytest suite (PYTEST_ARGS="-k kcat" to narrow it)
 #   make pipeline-up    start the demo (ZooKeeper + a 3-broker cluster under ./var/) and prove it works
 #   make pipeline-down  stop it (SIGTERM by pid files, brokers first, then ZooKeeper)
-#   make bench          run the benchmark scripts in bench/
+#   make bench          our broker beside RabbitMQ, ActiveMQ, NATS JetStream -> bench/results/<date>/
+#                       (BENCH_ARGS="--ten-million" for the paper's counts; bench-scripts runs the older scripts)
 #   make clean          stop the demo and remove generated files (keeps .venv; `make distclean` drops it)
 
 SHELL := /bin/bash
@@ -13,10 +14,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Written after a successful install; newer than pyproject.toml means nothing to do.
 SETUP_STAMP := $(VENV)/.setup-stamp
-# Debian packages needed by the tests and the demo (zookeeper brings a JRE). Prometheus joins later.
-DEBIAN_PACKAGES ?= kcat zookeeper
+# Debian packages needed by the tests and the demo (zookeeper brings a JRE), and the benchmark's peers.
+DEBIAN_PACKAGES ?= kcat zookeeper rabbitmq-server activemq nats-server
+BENCH_ARGS ?=
 PYTEST_ARGS ?=
-# Each entry is one benchmark command line (script and arguments); `make bench` runs them in order.
+# Each entry is one benchmark command line (script and arguments); `make bench-scripts` runs them in order.
 BENCH_COMMANDS := \
 	"bench/kcat_bench.py" \
 	"bench/broker_produce_bench.py" \
@@ -26,13 +28,13 @@ BENCH_COMMANDS := \
 	"bench/protocol_bench.py" \
 	"bench/codec_bench.py"
 
-.PHONY: setup debian-packages test pipeline-up pipeline-down bench clean distclean
+.PHONY: setup debian-packages test pipeline-up pipeline-down bench bench-scripts clean distclean
 
 setup: $(SETUP_STAMP) debian-packages
 
 $(SETUP_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --disable-pip-version-check -e '.[dev,bench]'
 	@touch $@
 
 debian-packages:
@@ -48,6 +50,9 @@ pipeline-down:
 	@if [ -x $(PY) ]; then $(PY) infra/demo.py down; else $(PYTHON) infra/demo.py down; fi
 
 bench: setup
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+bench-scripts: setup
 	@set -e; for command in $(BENCH_COMMANDS); do echo "== $$command"; $(PY) $$command; done
 
 clean: pipeline-down
