@@ -5,6 +5,7 @@ Writes bench/results/<date>/report.md, results.json and PNG plots (or into --out
     .venv/bin/python bench/run.py                 # 1,000,000 messages per test
     .venv/bin/python bench/run.py --ten-million   # the paper's 10,000,000
     .venv/bin/python bench/run.py --smoke --out /tmp/b   # tiny counts, every system and test (make test)
+    .venv/bin/python bench/run.py --rerender bench/results/<date>   # report.md + plots from results.json
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ", ".join(SYSTEMS))
     parser.add_argument("--latency-rate", type=int, default=5000, help="messages/s of the latency test")
     parser.add_argument("--out", type=Path, help="output directory (default bench/results/<date>)")
+    parser.add_argument("--rerender", type=Path, metavar="DIR",
+                        help="only write report.md and the plots again from DIR/results.json")
     args = parser.parse_args(argv)
+    if args.rerender:
+        report.rerender(args.rerender)
+        print(f"report: {args.rerender / 'report.md'}")
+        return 0
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:

@@ -48,7 +48,7 @@ def plots(document: dict[str, Any], out: Path) -> list[str]:
     figure, axes = plt.subplots(figsize=(9, 5.5))
     for label, series in document["courses"].items():
         if series:
-            axes.plot([p["mb_sent"] for p in series], [p["msgs_per_s"] for p in series], label=label,
+            axes.plot([p["mb_sent"] for p in series], [p["msgs_per_s"] for p in series], label=label, marker=".",
                       linestyle="-" if label.startswith("ours") and "acks=0" in label else "--")
     axes.set_yscale("log")
     axes.set_xlabel("MB sent")
@@ -114,7 +114,7 @@ def markdown(document: dict[str, Any], images: list[str]) -> str:
     ours_b1 = _find(results, "ours", "produce", 1, 0)
     ours_b50 = _find(results, "ours", "produce", 50, 0)
     lines += ["## Producer (the paper's Figure 4)", "",
-              "| system | batch | acks | msg/s | MB/s | ÷ ours b=1 acks=0 | ÷ ours b=50 acks=0 | broker CPU s / M msgs "
+              "| system | batch | acks | msg/s | MB/s | ratio to ours b=1 acks=0 | ratio to ours b=50 acks=0 | broker CPU s / M msgs "
               "| broker RSS peak MB |",
               "|---|---|---|---|---|---|---|---|---|"]
     for row in (r for r in results if r["test"] == "produce"):
@@ -128,7 +128,7 @@ def markdown(document: dict[str, Any], images: list[str]) -> str:
 
     ours_consume = _find(results, "ours", "consume")
     lines += ["", "## Consumer (the paper's Figure 5)", "",
-              "| system | read from | msg/s | MB/s | ÷ ours | broker CPU s / M msgs | broker RSS peak MB |",
+              "| system | read from | msg/s | MB/s | ratio to ours | broker CPU s / M msgs | broker RSS peak MB |",
               "|---|---|---|---|---|---|---|"]
     for row in (r for r in results if r["test"] == "consume"):
         lines.append(f"| {row['system']} | {row.get('consumed_from', '')} | {_fmt(row['msgs_per_s'])} | "
@@ -177,6 +177,13 @@ def markdown(document: dict[str, Any], images: list[str]) -> str:
               "- Latency: one process publishes stamped messages at the fixed rate while a second connection "
               "consumes; latency = receive time - stamp (same monotonic clock).", ""]
     return "\n".join(lines)
+
+
+def rerender(out: Path) -> None:
+    """Write report.md and the plots again from the results.json already in ``out``."""
+    document = json.loads((out / "results.json").read_text())
+    images = plots(document, out)
+    (out / "report.md").write_text(markdown(document, images))
 
 
 def write(document: dict[str, Any], out: Path) -> None:
