@@ -46,10 +46,14 @@ def plots(document: dict[str, Any], out: Path) -> list[str]:
 
     names = []
     figure, axes = plt.subplots(figsize=(9, 5.5))
-    for label, series in document["courses"].items():
-        if series:
-            axes.plot([p["mb_sent"] for p in series], [p["msgs_per_s"] for p in series], label=label, marker=".",
-                      linestyle="-" if label.startswith("ours") and "acks=0" in label else "--")
+    courses = [(label, series) for label, series in document["courses"].items() if series]
+    # tab20 gives every series its own colour (tab10 repeats after ten); peers get a marker of their own.
+    palette = plt.get_cmap("tab20")
+    for number, (label, series) in enumerate(courses):
+        ours = label.startswith("ours")
+        axes.plot([p["mb_sent"] for p in series], [p["msgs_per_s"] for p in series], label=label,
+                  color=palette(number % 20), marker="." if ours else "s", markersize=4 if ours else 3,
+                  linestyle="-" if ours and "acks=0" in label else "--")
     axes.set_yscale("log")
     axes.set_xlabel("MB sent")
     axes.set_ylabel("messages/s (log scale)")
