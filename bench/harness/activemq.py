@@ -15,7 +15,17 @@ import threading
 import time
 from pathlib import Path
 
-from bench.harness.common import BenchError, ChildProcess, Course, free_port, port_open, stamp_of, stamped
+from bench.harness.common import (
+    BenchError,
+    ChildProcess,
+    Course,
+    free_port,
+    paced,
+    port_open,
+    ServerAdapter,
+    stamp_of,
+    stamped,
+)
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
 PREFETCH = 1000
@@ -86,27 +96,17 @@ class _Counter:
                 self.changed.wait(min(remaining, 0.5))
 
 
-class ActiveMQ:
+class ActiveMQ(ServerAdapter):
     """One ActiveMQ broker JVM with a STOMP connector on a free loopback port."""
 
     name = "activemq"
     produce_cases = ({"batch": 1, "acks": 0},)
-
-    def __init__(self) -> None:
-        self.server: ChildProcess | None = None
-        self.port = 0
-        self.data_dir = Path()
 
     @staticmethod
     def missing() -> str | None:
         if not (ACTIVEMQ_HOME / "bin" / "activemq.jar").exists() or not shutil.which("java"):
             return "activemq is not installed (Debian package activemq)"
         return None
-
-    @property
-    def pid(self) -> int:
-        assert self.server is not None
-        return self.server.pid
 
     def start(self, workdir: Path) -> None:
         base = workdir / "activemq"
@@ -173,12 +173,7 @@ class ActiveMQ:
             producer = self._connect(_Counter())
             try:
                 destination, headers = f"/queue/{queue}", {"persistent": "true"}
-                interval = 1.0 / rate
-                start = time.perf_counter()
-                for i in range(count):
-                    delay = start + i * interval - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
+                for _ in paced(count, rate):
                     producer.send(destination, stamped(body), headers=headers)
             finally:
                 producer.disconnect()

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 MESSAGE_SIZE = 200
 MB = 1_000_000
@@ -69,6 +69,44 @@ def stamped(body: bytes) -> bytes:
 
 def stamp_of(message: bytes) -> int:
     return _STAMP.unpack_from(message)[0]
+
+
+def paced(count: int, rate: int) -> Iterator[int]:
+    """0..count-1, sleeping between items so that they come at ``rate`` per second from the first one."""
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    for i in range(count):
+        delay = start + i * interval - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        yield i
+
+
+def latency_result(latencies: list[int], count: int, errors: Sequence[BaseException] = ()) -> list[int]:
+    """The latencies a latency run measured, or the consumer's error, or a BenchError if any went missing."""
+    if errors:
+        raise errors[0]
+    if len(latencies) < count:
+        raise BenchError(f"latency consumer got {len(latencies)} of {count} messages")
+    return latencies
+
+
+class ServerAdapter:
+    """What every system adapter holds: its server process, its port and its data directory."""
+
+    name = ""
+    produce_cases: tuple[dict[str, int], ...] = ()
+
+    def __init__(self) -> None:
+        self.server: ChildProcess | None = None
+        self.port = 0
+        self.data_dir = Path()
+
+    @property
+    def pid(self) -> int:
+        if self.server is None:
+            raise BenchError(f"{self.name} is not running")
+        return self.server.pid
 
 
 class ChildProcess:

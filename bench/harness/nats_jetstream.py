@@ -14,31 +14,30 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.harness.common import BenchError, ChildProcess, Course, free_port, port_open, stamp_of, stamped
+from bench.harness.common import (
+    BenchError,
+    ChildProcess,
+    ServerAdapter,
+    Course,
+    free_port,
+    port_open,
+    stamp_of,
+    stamped,
+)
 
 PENDING_ACKS = 4000
 FETCH_MESSAGES = 1000
 
 
-class NatsJetStream:
+class NatsJetStream(ServerAdapter):
     """One nats-server -js process on a loopback port with its store under ``workdir``."""
 
     name = "nats-jetstream"
     produce_cases = ({"batch": 1, "acks": 1},)
 
-    def __init__(self) -> None:
-        self.server: ChildProcess | None = None
-        self.port = 0
-        self.data_dir = Path()
-
     @staticmethod
     def missing() -> str | None:
         return None if shutil.which("nats-server") else "nats-server is not installed (Debian package nats-server)"
-
-    @property
-    def pid(self) -> int:
-        assert self.server is not None
-        return self.server.pid
 
     def start(self, workdir: Path) -> None:
         self.port = free_port()

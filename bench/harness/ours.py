@@ -18,7 +18,16 @@ import threading
 import time
 from pathlib import Path
 
-from bench.harness.common import BenchError, BrokerMonitor, Course, stamp_of, stamped, wait_until
+from bench.harness.common import (
+    BenchError,
+    BrokerMonitor,
+    Course,
+    latency_result,
+    paced,
+    stamp_of,
+    stamped,
+    wait_until,
+)
 from pipeline.client import FetchRequest, Producer, ProducerData, SimpleConsumer
 from pipeline.protocol.records import encode_batch
 from tests.support import BrokerProcess
@@ -134,20 +143,11 @@ class Ours:
         thread.start()
         try:
             with Producer({"metadata.broker.list": broker.bootstrap, "request.required.acks": 1}) as producer:
-                interval = 1.0 / rate
-                start = time.perf_counter()
-                for i in range(count):
-                    delay = start + i * interval - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
+                for _ in paced(count, rate):
                     producer.send(ProducerData(queue, None, [stamped(body)]))
         finally:
             thread.join()
-        if errors:
-            raise errors[0]
-        if len(latencies) < count:
-            raise BenchError(f"latency consumer got {len(latencies)} of {count} messages")
-        return latencies
+        return latency_result(latencies, count, errors)
 
     def broker_only_produce(self, queue: str, messages: int, body: bytes, batch: int) -> dict[str, float]:
         """Pre-encoded batches of ``batch`` messages in pipelined acks=1 Produce requests: no client encoding."""

@@ -16,33 +16,38 @@ import threading
 import time
 from pathlib import Path
 
-from bench.harness.common import BenchError, ChildProcess, Course, free_port, port_open, stamp_of, stamped, wait_until
+from bench.harness.common import (
+    BenchError,
+    ChildProcess,
+    Course,
+    free_port,
+    latency_result,
+    paced,
+    port_open,
+    ServerAdapter,
+    stamp_of,
+    stamped,
+    wait_until,
+)
 
 SERVER_SCRIPT = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 
 
-class RabbitMQ:
+class RabbitMQ(ServerAdapter):
     """One RabbitMQ node plus the epmd it registers with."""
 
     name = "rabbitmq"
     produce_cases = ({"batch": 1, "acks": 0},)
 
     def __init__(self) -> None:
-        self.server: ChildProcess | None = None
+        super().__init__()
         self.epmd: ChildProcess | None = None
-        self.port = 0
-        self.data_dir = Path()
 
     @staticmethod
     def missing() -> str | None:
         if not SERVER_SCRIPT.exists() or not shutil.which("epmd"):
             return "rabbitmq-server is not installed (Debian package rabbitmq-server)"
         return None
-
-    @property
-    def pid(self) -> int:
-        assert self.server is not None
-        return self.server.pid
 
     def start(self, workdir: Path) -> None:
         base = workdir / "rabbitmq"
@@ -178,19 +183,10 @@ class RabbitMQ:
             try:
                 channel = connection.channel()
                 properties = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
-                interval = 1.0 / rate
-                start = time.perf_counter()
-                for i in range(count):
-                    delay = start + i * interval - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
+                for _ in paced(count, rate):
                     channel.basic_publish("", queue, stamped(body), properties)
             finally:
                 connection.close()
         finally:
             thread.join()
-        if errors:
-            raise errors[0]
-        if len(latencies) < count:
-            raise BenchError(f"latency consumer got {len(latencies)} of {count} messages")
-        return latencies
+        return latency_result(latencies, count, errors)
