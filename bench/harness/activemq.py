@@ -14,6 +14,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from bench.harness.common import (
     BenchError,
@@ -64,7 +65,7 @@ class _Counter:
         self.receipts: set[str] = set()
         self.changed = threading.Condition()
 
-    def on_message(self, frame) -> None:  # noqa: ANN001
+    def on_message(self, frame: Any) -> None:
         body = frame.body if isinstance(frame.body, bytes) else frame.body.encode()
         if self.latencies is not None:
             self.latencies.append(time.monotonic_ns() - stamp_of(body))
@@ -74,17 +75,17 @@ class _Counter:
             if self.count % 1000 == 0:
                 self.changed.notify_all()
 
-    def on_receipt(self, frame) -> None:  # noqa: ANN001
+    def on_receipt(self, frame: Any) -> None:
         with self.changed:
             self.receipts.add(frame.headers.get("receipt-id", ""))
             self.changed.notify_all()
 
-    def on_error(self, frame) -> None:  # noqa: ANN001
+    def on_error(self, frame: Any) -> None:
         with self.changed:
             self.errors.append(str(frame.body))
             self.changed.notify_all()
 
-    def wait_for(self, condition, timeout: float, what: str) -> None:  # noqa: ANN001
+    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         with self.changed:
             while not condition():
@@ -126,7 +127,7 @@ class ActiveMQ(ServerAdapter):
         if self.server is not None:
             self.server.stop(grace=60)
 
-    def _connect(self, listener: _Counter):  # noqa: ANN202
+    def _connect(self, listener: _Counter) -> Any:
         import stomp
 
         connection = stomp.Connection([("127.0.0.1", self.port)], auto_decode=False, heartbeats=(0, 0))

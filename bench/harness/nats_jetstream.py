@@ -13,6 +13,7 @@ import asyncio
 import shutil
 import time
 from pathlib import Path
+from typing import Any, Coroutine, TypeVar
 
 from bench.harness.common import (
     BenchError,
@@ -25,6 +26,7 @@ from bench.harness.common import (
     stamped,
 )
 
+T = TypeVar("T")
 PENDING_ACKS = 4000
 FETCH_MESSAGES = 1000
 
@@ -52,15 +54,15 @@ class NatsJetStream(ServerAdapter):
         if self.server is not None:
             self.server.stop()
 
-    def _run(self, coroutine):  # noqa: ANN001, ANN202 - thin asyncio.run wrapper
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coroutine)
 
-    async def _connect(self):  # noqa: ANN202
+    async def _connect(self) -> Any:
         import nats
 
         return await nats.connect(f"nats://127.0.0.1:{self.port}", max_reconnect_attempts=0)
 
-    async def _stream(self, js, name: str) -> None:  # noqa: ANN001
+    async def _stream(self, js: Any, name: str) -> None:
         from nats.js.api import StorageType, StreamConfig
 
         await js.add_stream(StreamConfig(name=name, subjects=[name], storage=StorageType.FILE))
@@ -128,7 +130,7 @@ class NatsJetStream(ServerAdapter):
             latencies: list[int] = []
             done = asyncio.get_running_loop().create_future()
 
-            async def on_message(message) -> None:  # noqa: ANN001
+            async def on_message(message: Any) -> None:
                 latencies.append(time.monotonic_ns() - stamp_of(message.data))
                 if len(latencies) >= count and not done.done():
                     done.set_result(None)

@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.harness.common import (
     BenchError,
@@ -101,7 +102,7 @@ class RabbitMQ(ServerAdapter):
             if self.epmd is not None:
                 self.epmd.stop()
 
-    def _connect(self):  # noqa: ANN202
+    def _connect(self) -> Any:
         import pika
 
         return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0,
@@ -133,7 +134,7 @@ class RabbitMQ(ServerAdapter):
             channel = connection.channel()
             received = [0, 0]
 
-            def on_message(_channel, _method, _properties, body: bytes) -> None:  # noqa: ANN001
+            def on_message(_channel: Any, _method: Any, _properties: Any, body: bytes) -> None:
                 received[0] += 1
                 received[1] += len(body)
 
@@ -161,7 +162,7 @@ class RabbitMQ(ServerAdapter):
                     channel = connection.channel()
                     channel.queue_declare(queue, durable=True)
 
-                    def on_message(_channel, _method, _properties, message: bytes) -> None:  # noqa: ANN001
+                    def on_message(_channel: Any, _method: Any, _properties: Any, message: bytes) -> None:
                         latencies.append(time.monotonic_ns() - stamp_of(message))
 
                     channel.basic_consume(queue, on_message, auto_ack=True)
