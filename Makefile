@@ -20,13 +20,13 @@ BENCH_ARGS ?=
 PYTEST_ARGS ?=
 # Each entry is one benchmark command line (script and arguments); `make bench-scripts` runs them in order.
 BENCH_COMMANDS := \
-	"bench/kcat_bench.py" \
-	"bench/broker_produce_bench.py" \
-	"bench/producer_bench.py --messages 300000 --kafka-python-messages 30000" \
-	"bench/consumer_bench.py" \
-	"bench/broker_memory.py" \
-	"bench/protocol_bench.py" \
-	"bench/codec_bench.py"
+	"-m bench.kcat_bench" \
+	"-m bench.broker_produce_bench" \
+	"-m bench.producer_bench --messages 300000 --kafka-python-messages 30000" \
+	"-m bench.consumer_bench" \
+	"-m bench.broker_memory" \
+	"-m bench.protocol_bench" \
+	"-m bench.codec_bench"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down bench bench-scripts clean distclean
 
@@ -50,7 +50,7 @@ pipeline-down:
 	@if [ -x $(PY) ]; then $(PY) infra/demo.py down; else $(PYTHON) infra/demo.py down; fi
 
 bench: setup
-	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 bench-scripts: setup
 	@set -e; for command in $(BENCH_COMMANDS); do echo "== $$command"; $(PY) $$command; done

@@ -4,7 +4,7 @@ Starts a standalone broker on a free loopback port with a temporary log dir, sen
 512 KB RecordBatch over and over in pipelined Produce requests (acks=1), and prints the broker's RSS
 (VmRSS, and the anonymous part RssAnon, from /proc/PID/status) at the start, after 100 MB and after 1 GB.
 
-    .venv/bin/python bench/broker_memory.py [--total-mb 1024] [--checkpoint-mb 100] [--dir /path/with/space]
+    .venv/bin/python -m bench.broker_memory [--total-mb 1024] [--checkpoint-mb 100] [--dir /path/with/space]
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.support import BrokerProcess  # noqa: E402
-from tests.support.clients import create_topic  # noqa: E402
-from tests.support.load import build_batch, produce_bulk  # noqa: E402
+from tests.support import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.load import build_batch, produce_bulk
 
 MB = 1024 * 1024
 

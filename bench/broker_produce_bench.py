@@ -5,7 +5,7 @@ Produce request (one partition, BATCH records of SIZE bytes) over and over witho
 reader thread counts the responses (acks=1) or, with acks=0, the log end offset is polled until
 every record is stored. Prints requests/s and messages/s for each (batch, acks) combination.
 
-    .venv/bin/python bench/broker_produce_bench.py [--messages 200000] [--size 200] [--batches 1,50] [--acks 0,1]
+    .venv/bin/python -m bench.broker_produce_bench [--messages 200000] [--size 200] [--batches 1,50] [--acks 0,1]
 """
 
 from __future__ import annotations
@@ -13,19 +13,16 @@ from __future__ import annotations
 import argparse
 import socket
 import struct
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.protocol.api_keys import ApiKey  # noqa: E402
-from pipeline.protocol.codec import decode_response, encode_request  # noqa: E402
-from pipeline.protocol.records import encode_batch  # noqa: E402
-from tests.support import BrokerProcess  # noqa: E402
-from tests.support.clients import create_topic  # noqa: E402
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.codec import decode_response, encode_request
+from pipeline.protocol.records import encode_batch
+from tests.support import BrokerProcess
+from tests.support.clients import create_topic
 
 PRODUCE_VERSION = 7
 PIPELINE_CHUNK = 100

@@ -5,7 +5,7 @@ uncompressed and with each codec, then decodes them again the way a consumer doe
 buffer of about 1 MiB at a time, records dropped after use). Each figure is the best of --repeat runs
 on one core. The values are log-line-like text (compressible, as real events are).
 
-    .venv/bin/python bench/codec_bench.py [--records N] [--batch 50 --batch 1000] [--codec none ...]
+    .venv/bin/python -m bench.codec_bench [--records N] [--batch 50 --batch 1000] [--codec none ...]
 """
 
 from __future__ import annotations
@@ -14,13 +14,10 @@ import argparse
 import random
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from pipeline.protocol import compression  # noqa: E402
-from pipeline.protocol.records import decode_records, encode_batch  # noqa: E402
+from pipeline.protocol import compression
+from pipeline.protocol.records import decode_records, encode_batch
 
 FETCH_BYTES = 1 << 20
 TIMESTAMP = 1_700_000_000_000

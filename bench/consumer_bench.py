@@ -4,7 +4,7 @@ Starts a broker, loads MESSAGES records of SIZE bytes in batches of 50 (one pre-
 pipelined Produce requests), then times each consumer reading all of them from offset 0, decoding
 every record and touching every value. Prints msg/s, MB/s (of values) and ours / kafka-python.
 
-    .venv/bin/python bench/consumer_bench.py [--messages 1000000] [--size 200] [--rounds 2] [--profile]
+    .venv/bin/python -m bench.consumer_bench [--messages 1000000] [--size 200] [--rounds 2] [--profile]
 """
 
 from __future__ import annotations
@@ -13,20 +13,17 @@ import argparse
 import cProfile
 import os
 import pstats
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.client.consumer import Consumer  # noqa: E402
-from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer  # noqa: E402
-from pipeline.protocol.records import encode_batch  # noqa: E402
-from tests.support import BrokerProcess  # noqa: E402
-from tests.support.clients import create_topic  # noqa: E402
-from tests.support.load import produce_bulk  # noqa: E402
+from pipeline.client.consumer import Consumer
+from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from pipeline.protocol.records import encode_batch
+from tests.support import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.load import produce_bulk
 
 TOPIC = "consumer-bench"
 BATCH = 50

@@ -8,7 +8,7 @@ the broker (like Kafka) holds for the whole fetch.wait.max.ms, and librdkafka's 
 otherwise be a large share of a one-second run.
 Prints messages/s and MB/s for both and the broker's VmRSS before, after producing and after consuming.
 
-    .venv/bin/python bench/kcat_bench.py [--messages 1000000] [--size 200] [--partitions 1]
+    .venv/bin/python -m bench.kcat_bench [--messages 1000000] [--size 200] [--partitions 1]
 """
 
 from __future__ import annotations
@@ -16,15 +16,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.support import BrokerProcess  # noqa: E402
-from tests.support.clients import create_topic  # noqa: E402
+from tests.support import BrokerProcess
+from tests.support.clients import create_topic
 
 MB = 1_000_000
 

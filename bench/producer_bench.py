@@ -15,7 +15,7 @@ count). Cases:
 
 Prints msg/s, MB/s (message payload) and ours/kafka-python for the same batch and acks.
 
-    .venv/bin/python bench/producer_bench.py [--messages 1000000] [--size 200] [--batches 1,50] [--acks 0,1]
+    .venv/bin/python -m bench.producer_bench [--messages 1000000] [--size 200] [--batches 1,50] [--acks 0,1]
                                              [--no-async] [--no-kafka-python] [--profile CASE]
 """
 
@@ -24,18 +24,15 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.client.connection import BrokerConnection  # noqa: E402
-from pipeline.client.producer import Producer, ProducerData  # noqa: E402
-from pipeline.protocol.api_keys import ApiKey  # noqa: E402
-from tests.support import BrokerProcess  # noqa: E402
-from tests.support.clients import create_topic  # noqa: E402
+from pipeline.client.connection import BrokerConnection
+from pipeline.client.producer import Producer, ProducerData
+from pipeline.protocol.api_keys import ApiKey
+from tests.support import BrokerProcess
+from tests.support.clients import create_topic
 
 RECORD_OVERHEAD = 70  # bytes kafka-python adds per record in its size accounting (rough; batch header shared)
 

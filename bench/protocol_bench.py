@@ -6,21 +6,17 @@ the broker sends them), and decoding that Fetch response as a client does. When 
 measured on the same two hot-path messages as a reference (its Fetch encode includes building its
 message objects, as ours includes reading our dicts).
 
-    python bench/protocol_bench.py [--seconds 2]
+    python -m bench.protocol_bench [--seconds 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from pipeline.protocol.api_keys import ApiKey  # noqa: E402
-from pipeline.protocol.codec import (  # noqa: E402
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.codec import (
     decode_request,
     decode_response,
     encode_request,

@@ -2,10 +2,10 @@
 
 Writes bench/results/<date>/report.md, results.json and PNG plots (or into --out).
 
-    .venv/bin/python bench/run.py                 # 1,000,000 messages per test
-    .venv/bin/python bench/run.py --ten-million   # the paper's 10,000,000
-    .venv/bin/python bench/run.py --smoke --out /tmp/b   # tiny counts, every system and test (make test)
-    .venv/bin/python bench/run.py --rerender bench/results/<date>   # report.md + plots from results.json
+    .venv/bin/python -m bench.run                 # 1,000,000 messages per test
+    .venv/bin/python -m bench.run --ten-million   # the paper's 10,000,000
+    .venv/bin/python -m bench.run --smoke --out /tmp/b   # tiny counts, every system and test (make test)
+    .venv/bin/python -m bench.run --rerender bench/results/<date>   # report.md + plots from results.json
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ import datetime
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.harness import report  # noqa: E402
-from bench.harness.runner import SYSTEMS, Settings, run  # noqa: E402
+from bench.harness import report
+from bench.harness.runner import SYSTEMS, Settings, run
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

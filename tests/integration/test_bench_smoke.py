@@ -1,4 +1,4 @@
-"""The benchmark harness with tiny counts (bench/run.py --smoke): every system, every test type, the JSON schema.
+"""The benchmark harness with tiny counts (python -m bench.run --smoke): every system, every test type, the JSON schema.
 
 Starts our broker, RabbitMQ, ActiveMQ and NATS JetStream one after the other on free loopback ports (the
 harness stops each by its pid) and checks results.json, report.md and the plots in a temp dir.
@@ -37,7 +37,7 @@ def _our_children() -> set[int]:
 @pytest.mark.timeout(240)
 def test_smoke_run_measures_every_system_and_writes_the_report(tmp_path):
     out = tmp_path / "report"
-    completed = subprocess.run([sys.executable, "bench/run.py", "--smoke", "--out", str(out)], cwd=REPO,
+    completed = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", "--out", str(out)], cwd=REPO,
                                capture_output=True, text=True, timeout=220)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
 
