@@ -10,6 +10,7 @@ import pytest
 from pipeline.zk.server import ZooKeeperEnsemble, ZooKeeperServer
 from tests.support import BrokerProcess
 from tests.support.cluster import BrokerCluster
+from tests.support.consumer_groups import start_cluster
 from tests.support.zookeeper import unique_chroot
 
 BrokerFactory = Callable[..., BrokerProcess]
@@ -114,3 +115,14 @@ def broker_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerClust
             errors.append(error)
     if errors:
         raise errors[0]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
+    """Three cluster-mode brokers on this test's ZooKeeper chroot, with the short session timeouts the
+    consumer-group tests use; stopped after the test."""
+    brokers = start_cluster(tmp_path / "cluster", zk_connect)
+    try:
+        yield brokers
+    finally:
+        brokers.stop()

@@ -7,6 +7,7 @@ instance or as a dotted path ``package.module.ClassName`` that is imported and i
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
 __all__ = ["Encoder", "DefaultEncoder", "StringEncoder", "load_instance"]
@@ -14,11 +15,12 @@ __all__ = ["Encoder", "DefaultEncoder", "StringEncoder", "load_instance"]
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 
 
-class Encoder:
+class Encoder(ABC):
     """Turns one message into bytes; ``None`` (a null value or key) must stay ``None``."""
 
+    @abstractmethod
     def encode(self, message: Any) -> bytes | None:
-        raise NotImplementedError
+        """The bytes stored for ``message``."""
 
     def encode_all(self, messages: Sequence[Any]) -> list:
         """Encode a list of messages (subclasses may do it faster than one call each)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import struct
+from abc import ABC, abstractmethod
 
 __all__ = ["Partitioner", "DefaultPartitioner", "RoundRobinPartitioner", "murmur2"]
 
@@ -45,11 +46,12 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-class Partitioner:
+class Partitioner(ABC):
     """Chooses a partition in ``range(num_partitions)`` for a serialized key (None for a null key)."""
 
+    @abstractmethod
     def partition(self, key: bytes | None, num_partitions: int) -> int:
-        raise NotImplementedError
+        """The partition for ``key``."""
 
 
 class DefaultPartitioner(Partitioner):

@@ -9,7 +9,6 @@ import sys
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -23,15 +22,6 @@ from tests.support.cluster import BrokerCluster
 from tests.support.consumer_groups import OwnershipObserver, connector, create_topic, produce, start_cluster
 from tests.support.polling import wait_until
 from tests.support.zookeeper import expire_session, unique_chroot
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
-    brokers = start_cluster(tmp_path / "cluster", zk_connect)
-    try:
-        yield brokers
-    finally:
-        brokers.stop()
 
 
 class Reader:

@@ -5,26 +5,13 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import defaultdict
-from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 from pipeline.client.consumer_connector import ConsumerConnector
 from pipeline.client.consumer_stream import ConsumerTimeout, KafkaStream
 from pipeline.zk import layout
 from tests.support.cluster import BrokerCluster
-from tests.support.consumer_groups import OwnershipObserver, connector, create_topic, produce, start_cluster
+from tests.support.consumer_groups import OwnershipObserver, connector, create_topic, produce
 from tests.support.polling import wait_until
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
-    brokers = start_cluster(tmp_path / "cluster", zk_connect)
-    try:
-        yield brokers
-    finally:
-        brokers.stop()
 
 
 def owners_by_consumer(owners: dict[int, str], consumers: list[ConsumerConnector]) -> dict[str, list[int]]:

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator
-
-import pytest
-
 from pipeline.client.partitioner import DefaultPartitioner
 from pipeline.client.producer import Producer, ProducerData
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from tests.support.cluster import BrokerCluster
-from tests.support.consumer_groups import create_topic, start_cluster
+from tests.support.consumer_groups import create_topic
 from tests.support.polling import wait_until
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
-    brokers = start_cluster(tmp_path / "cluster", zk_connect)
-    try:
-        yield brokers
-    finally:
-        brokers.stop()
 
 
 def read_at_leader(cluster: BrokerCluster, topic: str, partition: int) -> list[bytes]:
