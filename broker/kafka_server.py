@@ -13,7 +13,7 @@ import time
 from typing import Callable
 
 from broker.admin_manager import AdminManager
-from broker.cluster_membership import ClusterMembership
+from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager

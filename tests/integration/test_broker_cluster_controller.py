@@ -8,8 +8,8 @@ from typing import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from broker.controller import KafkaController
-from broker.zk_metadata import PartitionState, ZkMetadataCache
+from broker.cluster.controller import KafkaController
+from broker.cluster.metadata_cache import PartitionState, ZkMetadataCache
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
 from pipeline.zk.client import connect

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from broker.controller import assign_replicas
+from broker.cluster.controller import assign_replicas
 
 
 def test_partitions_go_round_robin_over_the_live_brokers():

@@ -28,7 +28,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.zk_metadata import NO_LEADER, parse_partition_state
+from broker.cluster.metadata_cache import NO_LEADER, parse_partition_state
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
 

@@ -20,7 +20,7 @@ from kazoo.recipe.watchers import DataWatch
 from broker.admin_manager import TopicError, topic_log_config
 from broker.log.log_config import LogConfig
 from broker.metadata import InvalidTopicError, validate_topic_name
-from broker.zk_metadata import ZkMetadataCache
+from broker.cluster.metadata_cache import ZkMetadataCache
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
 

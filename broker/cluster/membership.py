@@ -14,15 +14,15 @@ from typing import Any, Callable
 
 from kazoo.client import KazooClient
 
-from broker.broker_registry import SESSION_FILE, BrokerIdInUse, BrokerRegistry
-from broker.cluster_apis import ClusterKafkaApis
+from broker.cluster.registry import SESSION_FILE, BrokerIdInUse, BrokerRegistry
+from broker.cluster.kafka_apis import ClusterKafkaApis
 from broker.config import ConfigError, KafkaConfig
-from broker.controller import KafkaController
+from broker.cluster.controller import KafkaController
 from broker.log.log_manager import LogManager
-from broker.partition_leadership import PartitionLeadership
+from broker.cluster.partition_leadership import PartitionLeadership
 from broker.replica_manager import ReplicaManager
-from broker.zk_admin import ZkAdminManager
-from broker.zk_metadata import ZkMetadataCache
+from broker.cluster.admin import ZkAdminManager
+from broker.cluster.metadata_cache import ZkMetadataCache
 from pipeline.zk.client import connect
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ import logging
 
 from broker.admin_manager import TopicError, topic_log_config
 from broker.log.log_config import LogConfig
-from broker.partition_metadata import read_topic_id, write_topic_id
+from broker.log.partition_metadata import read_topic_id, write_topic_id
 from broker.replica_manager import ReplicaManager
-from broker.zk_metadata import ZkMetadataCache
+from broker.cluster.metadata_cache import ZkMetadataCache
 
 log = logging.getLogger(__name__)
 

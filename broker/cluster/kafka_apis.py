@@ -15,11 +15,11 @@ import logging
 from typing import Awaitable
 
 from broker.admin_manager import TopicError
-from broker.broker_registry import BrokerRegistry
+from broker.cluster.registry import BrokerRegistry
 from broker.kafka_apis import AUTHORIZED_OPERATIONS_OMITTED, KafkaApis
 from broker.replica_manager import ReplicaManager
-from broker.zk_admin import ZkAdminManager
-from broker.zk_metadata import NO_LEADER, ZkMetadataCache
+from broker.cluster.admin import ZkAdminManager
+from broker.cluster.metadata_cache import NO_LEADER, ZkMetadataCache
 from pipeline.protocol.codec import RequestHeader
 from pipeline.protocol.errors import ErrorCode
 
