@@ -16,10 +16,11 @@ the contiguous range of partitions of each of its streams, claim each one by cre
 let go (NodeExists), the whole rebalance is retried after rebalance.backoff.ms. A rebalance that finds
 the same assignment still owned changes nothing (a broker coming or going only pauses or resumes fetching).
 
-Offsets: the next offset to read (last handed-out offset + 1) is committed by ``commit_offsets()``, every
-auto.commit.interval.ms when auto.commit.enable, on every rebalance and on ``shutdown()``. A record counts
-as consumed once a stream returned it, so delivery is at least once. After a ZooKeeper session expiry the
-consumer registers again and the group rebalances.
+Offsets: ``commit_offsets()``, every auto.commit.interval.ms when auto.commit.enable, every rebalance and
+``shutdown()`` write, per partition, the offset after the last record the application is done with: a
+record counts as consumed once the application asks its stream for the next record (or calls the
+stream's ``acknowledge()``), never merely because it was handed out. A consumer that dies while
+processing a record therefore leaves that record to the next owner: delivery is at least once.
 """
 
 from __future__ import annotations
