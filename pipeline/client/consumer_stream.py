@@ -19,6 +19,7 @@ from typing import Iterator
 
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.errors import KafkaClientError
+from pipeline.client.fetch_state import FetchPosition
 from pipeline.protocol.records import Record
 
 __all__ = ["ConsumerTimeout", "KafkaStream", "PartitionTopicInfo"]
@@ -30,24 +31,19 @@ class ConsumerTimeout(KafkaClientError):
     """No message arrived within consumer.timeout.ms; the stream may be iterated again afterwards."""
 
 
-class PartitionTopicInfo:
-    """One partition a consumer owns: fetch position, consumed and committed offsets, its stream's queue."""
+class PartitionTopicInfo(FetchPosition):
+    """One partition a consumer owns: fetch state, consumed and committed offsets, its stream's queue."""
 
-    __slots__ = ("topic", "partition", "queue", "fetch_offset", "consumed_offset", "committed_offset",
-                 "fetch_size", "active", "retry_at")
+    __slots__ = ("queue", "consumed_offset", "committed_offset", "active")
 
     def __init__(self, topic: str, partition: int, chunks: "queue.Queue[object]", offset: int | None,
                  fetch_size: int) -> None:
-        self.topic = topic
-        self.partition = partition
+        # A None offset (nothing committed) is looked up per auto.offset.reset by the fetcher.
+        super().__init__(topic, partition, offset, fetch_size)
         self.queue = chunks
-        # None until the start is looked up per auto.offset.reset (no committed offset).
-        self.fetch_offset = offset
         self.consumed_offset = offset
         self.committed_offset = offset
-        self.fetch_size = fetch_size
         self.active = True
-        self.retry_at = 0.0
 
     def __repr__(self) -> str:
         return (f"PartitionTopicInfo({self.topic}-{self.partition}, fetch={self.fetch_offset}, "
