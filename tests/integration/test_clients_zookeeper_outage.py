@@ -73,8 +73,10 @@ def test_sends_and_shutdown_complete_while_zookeeper_is_stopped_and_all_resumes_
 def run_outage(server: ZooKeeperServer, brokers: BrokerCluster, zk_connect: str) -> None:
     """Clients working, ZooKeeper stopped under them, then back."""
     # Metadata older than 200 ms is refreshed: during the outage every send finds it stale.
-    producer = Producer({"zookeeper.connect": zk_connect, "request.required.acks": 1, "request.timeout.ms": 5000,
-                         "topic.metadata.refresh.interval.ms": 200, **ZK_CLIENT})
+    settings = {"zookeeper.connect": zk_connect, "request.required.acks": 1, "request.timeout.ms": 5000,
+                "topic.metadata.refresh.interval.ms": 200, **ZK_CLIENT}
+    producer = Producer(settings)
+    async_producer = Producer({**settings, "producer.type": "async", "queue.time": 5})
     reader = connector(zk_connect, "readers", **ZK_CLIENT)
     leaver = connector(zk_connect, "leavers", **ZK_CLIENT)
     try:
@@ -82,7 +84,9 @@ def run_outage(server: ZooKeeperServer, brokers: BrokerCluster, zk_connect: str)
         leaver_stream = leaver.create_message_streams({"events": 1})["events"][0]
         for i in range(4):
             producer.send(ProducerData("events", None, [f"before-{i}".encode()]))
-        before = {f"before-{i}".encode() for i in range(4)}
+        async_producer.send(ProducerData("events", None, [b"before-async"]))
+        assert async_producer.flush(10)
+        before = {f"before-{i}".encode() for i in range(4)} | {b"before-async"}
         seen: set[bytes] = set()
         wait_until(lambda: before <= drain(reader_stream, seen), 30, message="the reader reading what came before")
         wait_until(lambda: next_record(leaver_stream), 30, message="the leaver reading something")
@@ -93,14 +97,18 @@ def run_outage(server: ZooKeeperServer, brokers: BrokerCluster, zk_connect: str)
                        message="the reader's ZooKeeper client noticing the outage")
             within(8, lambda: producer.send(ProducerData("events", None, [b"during-1"])),
                    "a keyless send once ZooKeeper is known to be unreachable")
+            async_producer.send(ProducerData("events", None, [b"during-async"]))
+            assert within(8, lambda: async_producer.flush(6), "an async keyless send"), "the async send was not flushed"
+            assert async_producer.failed_messages == 0
             # Its ownerships may be gone: the reader hands out nothing (during-* sit on the broker).
             assert next_record(reader_stream) is None, "records handed out while ownership is uncertain"
             within(20, leaver.shutdown, "the connector shutdown")
         producer.send(ProducerData("events", None, [b"after"]))
-        expected = {b"during-0", b"during-1", b"after"}
+        expected = {b"during-0", b"during-1", b"during-async", b"after"}
         wait_until(lambda: expected <= drain(reader_stream, seen), 60,
                    message=lambda: f"the reader resuming after the outage (has {sorted(seen)})")
     finally:
         reader.shutdown()
         leaver.shutdown()
         producer.close()
+        async_producer.close()
