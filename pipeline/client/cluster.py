@@ -223,7 +223,8 @@ class Cluster:
             self._refreshed_at = time.monotonic()
 
     def topic(self, name: str, *, refresh: bool = True, allow_auto_create: bool = False) -> TopicInfo:
-        """What we know of ``name``, asking the cluster if it is unknown or the metadata is too old."""
+        """What we know of ``name``: asked of the cluster on this thread when unknown or marked failed;
+        merely old metadata is answered from the cache while it is refreshed in the background."""
         with self._lock:
             info = self._topics.get(name)
         if refresh:
