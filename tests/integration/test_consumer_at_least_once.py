@@ -31,10 +31,10 @@ def test_a_record_held_past_the_auto_commit_interval_is_redelivered_after_a_cras
     create_topic(brokers, "work", 1)
     produce(zk_connect, "work", ((None, f"w{i}".encode()) for i in range(10)))
     log = tmp_path / "victim.log"
-    # Takes its third record, holds it through ten auto-commit intervals, and dies without a word.
+    # Takes its third record, holds it through twenty auto-commit intervals, and dies without a word.
     victim = subprocess.Popen([sys.executable, "-m", "tests.support.group_consumer", "--zookeeper", zk_connect,
                                "--group", "crew", "--topic", "work", "--log", str(log), "--auto-commit-ms", "100",
-                               "--exit-hard-after", "3", "--hold-ms", "1000"],
+                               "--exit-hard-after", "3", "--hold-ms", "2000"],
                               cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
                               stdin=subprocess.DEVNULL)
     try:
