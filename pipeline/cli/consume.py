@@ -29,7 +29,7 @@ from pipeline.cli.output import FORMATS, PeriodicFlusher, formatter
 from pipeline.cli.progress import Progress, summary
 from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pipeline.client.consumer import Consumer
-from pipeline.client.consumer_connector import ConsumerConnector, ConsumerTimeout
+from pipeline.client.consumer_connector import ConsumerConnector, ConsumerTimeout, KafkaStream
 
 OUTPUT_BUFFER_BYTES = 1 << 16
 
@@ -135,8 +135,10 @@ def consume(args: argparse.Namespace) -> int:
     out = open(sys.stdout.fileno(), "wb", buffering=OUTPUT_BUFFER_BYTES, closefd=False)
     write = out.write
     consumer: Consumer | ConsumerConnector
+    stream: KafkaStream | None = None
     if args.group:
-        consumer, messages = group_messages(args, topic)
+        consumer, stream = group_messages(args, topic)
+        messages = _until_idle(stream)
     else:
         consumer = Consumer(consumer_config(args), partitions=starting_positions(args, topic))
         messages = iter(consumer)
@@ -155,6 +157,9 @@ def consume(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 interrupted = True
         out.flush()
+        if stream is not None:
+            # Everything handed out is written: the group may commit past the last message too.
+            stream.acknowledge()
     finally:
         if isinstance(consumer, ConsumerConnector):
             consumer.shutdown()
@@ -165,8 +170,8 @@ def consume(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if interrupted else 0
 
 
-def group_messages(args: argparse.Namespace, topic: str) -> tuple[ConsumerConnector, Iterator]:
-    """A ConsumerConnector in group --group with one stream on ``topic``, and that stream's messages."""
+def group_messages(args: argparse.Namespace, topic: str) -> tuple[ConsumerConnector, KafkaStream]:
+    """A ConsumerConnector in group --group with one stream on ``topic``, and that stream."""
     if not args.zookeeper:
         raise CliError("--group needs --zookeeper HOST:PORT/CHROOT (consumer groups live in ZooKeeper)",
                        exit_code=EXIT_USAGE)
@@ -189,7 +194,7 @@ def group_messages(args: argparse.Namespace, topic: str) -> tuple[ConsumerConnec
     except BaseException:
         connector.shutdown()
         raise
-    return connector, _until_idle(stream)
+    return connector, stream
 
 
 def _until_idle(stream: Iterator) -> Iterator:

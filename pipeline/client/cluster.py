@@ -5,12 +5,19 @@ ZooKeeper, behind the same interface -- and the topic layout through Metadata re
 on demand (an unknown topic, a NOT_LEADER error) or when older than a configured age. A discovery that
 is also a :class:`MetadataSource` (ZooKeeper) answers for the brokers instead, and its ``version``
 tells when what it knows changed; only topics it does not know and the caller wants created are then
-asked of a broker (whose Metadata request creates them). Connections are
-pooled per broker id. Thread-safe: a producer's sender thread and its callers may share one Cluster.
+asked of a broker (whose Metadata request creates them); when the discovery cannot answer (ZooKeeper slow
+or gone) a broker's Metadata answers instead. Connections are pooled per broker id.
+
+Callers are never held up by a refresh of what is already known: a known topic whose metadata is merely
+old (by age or by the discovery's version) is answered from the cache while one background thread
+refreshes it. Only an unknown topic or one marked failed (``invalidate`` after an error) is refreshed on
+the caller's thread, and that refresh holds no lock other callers need. Thread-safe: a producer's sender
+thread and its callers may share one Cluster.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -18,9 +25,15 @@ from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
 from pipeline.client.connection import BrokerConnection
-from pipeline.client.errors import KafkaConnectionError, NoBrokersAvailable, UnknownTopicError
+from pipeline.client.errors import KafkaClientError, KafkaConnectionError, NoBrokersAvailable, UnknownTopicError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+
+log = logging.getLogger(__name__)
+
+# Least pause between background refreshes that left the metadata stale (the discovery failed or
+# changed again meanwhile), so a ZooKeeper outage does not turn every send into a refresh attempt.
+_BACKGROUND_REFRESH_BACKOFF_S = 0.2
 
 
 class BrokerDiscovery(Protocol):
@@ -99,11 +112,17 @@ class Cluster:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.metadata_max_age_s = metadata_max_age_s
+        # Guards what is known (brokers, topics, the pool); never held while waiting for the network.
         self._lock = threading.RLock()
+        # One refresh at a time, in order; guards the metadata connection.
+        self._refresh_lock = threading.Lock()
+        self._refresher: threading.Thread | None = None
+        self._refresh_not_before = 0.0
+        self._closed = False
         self._brokers: dict[int, tuple[str, int]] = {}
         self._topics: dict[str, TopicInfo] = {}
         # Connections to send data on belong to one thread (a producer's sender, a consumer); metadata
-        # requests, which any thread may trigger, use their own connection under the lock.
+        # requests, which any thread may trigger, use their own connection under the refresh lock.
         self._connections: dict[int, BrokerConnection] = {}
         self._metadata_connection: BrokerConnection | None = None
         self._refreshed_at = 0.0
@@ -121,17 +140,24 @@ class Cluster:
         body = {"topics": None if names is None else [{"name": n} for n in names],
                 "allow_auto_topic_creation": allow_auto_create,
                 "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
-        errors = []
-        with self._lock:
+        errors: list[str] = []
+        with self._refresh_lock:
             if self._source is not None:
                 version = self._source.version
-                # Everything known is re-read: the version says something changed, not what.
-                response = self._source.metadata(None if names is None else sorted(set(names) | set(self._topics)))
-                unknown = [t for t in response["topics"] if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
-                if not (allow_auto_create and unknown):
-                    self._update(response, full=names is None)
-                    self._source_version = version
-                    return
+                with self._lock:
+                    known = set(self._topics)
+                try:
+                    # Everything known is re-read: the version says something changed, not what.
+                    response = self._source.metadata(None if names is None else sorted(set(names) | known))
+                except KafkaConnectionError as exc:
+                    # The brokers' own metadata still answers while ZooKeeper is slow or gone.
+                    errors.append(str(exc))
+                else:
+                    unknown = [t for t in response["topics"]
+                               if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+                    if not (allow_auto_create and unknown):
+                        self._update(response, full=names is None, source_version=version)
+                        return
             for attempt in range(2):
                 connection = self._metadata_connection
                 if connection is None:
@@ -150,9 +176,10 @@ class Cluster:
 
     def _connect_any(self, errors: list[str]) -> BrokerConnection:
         """A new connection to a known broker or, failing that, a bootstrap broker."""
-        known = list(self._brokers.values())
+        with self._lock:
+            known = list(self._brokers.values())
         random.shuffle(known)
-        for host, port in known + self.discovery.bootstrap_brokers():
+        for host, port in known + self._bootstrap_brokers(errors):
             connection = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.timeout_s)
             try:
                 connection.connect()
@@ -162,8 +189,17 @@ class Cluster:
             return connection
         raise NoBrokersAvailable("no broker can be reached: " + "; ".join(errors))
 
-    def _update(self, response: dict, full: bool) -> None:
+    def _bootstrap_brokers(self, errors: list[str]) -> list[tuple[str, int]]:
+        try:
+            return self.discovery.bootstrap_brokers()
+        except KafkaConnectionError as exc:
+            errors.append(str(exc))
+            return []
+
+    def _update(self, response: dict, full: bool, source_version: int | None = None) -> None:
         with self._lock:
+            if source_version is not None:
+                self._source_version = source_version
             self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
             for node_id in list(self._connections):
                 connection = self._connections[node_id]
@@ -187,15 +223,17 @@ class Cluster:
             self._refreshed_at = time.monotonic()
 
     def topic(self, name: str, *, refresh: bool = True, allow_auto_create: bool = False) -> TopicInfo:
-        """What we know of ``name``, asking the cluster if it is unknown or the metadata is too old."""
+        """What we know of ``name``: asked of the cluster on this thread when unknown or marked failed;
+        merely old metadata is answered from the cache while it is refreshed in the background."""
         with self._lock:
             info = self._topics.get(name)
-            stale = time.monotonic() - self._refreshed_at > self.metadata_max_age_s or (
-                self._source is not None and self._source.version != self._source_version)
-        if (info is None or stale or info.error_code) and refresh:
-            self.refresh([name], allow_auto_create=allow_auto_create)
-            with self._lock:
-                info = self._topics.get(name)
+        if refresh:
+            if info is None or info.error_code:
+                self.refresh([name], allow_auto_create=allow_auto_create)
+                with self._lock:
+                    info = self._topics.get(name)
+            elif self._stale():
+                self._refresh_soon()
         if info is None:
             raise UnknownTopicError(name)
         if info.error_code and not info.partitions:
@@ -222,9 +260,39 @@ class Cluster:
     def brokers(self) -> dict[int, tuple[str, int]]:
         """Broker id -> (host, port), asking the cluster when nothing is known yet."""
         with self._lock:
-            if not self._brokers:
-                self.refresh([])
-            return dict(self._brokers)
+            known = dict(self._brokers)
+        if not known:
+            self.refresh([])
+            with self._lock:
+                known = dict(self._brokers)
+        return known
+
+    def _stale(self) -> bool:
+        """Whether what is known is older than the metadata age or than the discovery's last change."""
+        return time.monotonic() - self._refreshed_at > self.metadata_max_age_s or (
+            self._source is not None and self._source.version != self._source_version)
+
+    def _refresh_soon(self) -> None:
+        """Refresh everything known on a background thread (one at a time); callers go on with the cache."""
+        with self._lock:
+            if self._refresher is not None or self._closed or time.monotonic() < self._refresh_not_before:
+                return
+            thread = self._refresher = threading.Thread(target=self._refresh_in_background, daemon=True,
+                                                        name=f"metadata-refresh-{self.client_id}")
+        thread.start()
+
+    def _refresh_in_background(self) -> None:
+        try:
+            with self._lock:
+                known = list(self._topics)
+            self.refresh(known)
+        except (KafkaClientError, KafkaProtocolError) as exc:
+            log.info("background metadata refresh failed; the cached metadata stays in use: %s", exc)
+        finally:
+            with self._lock:
+                self._refresher = None
+                if self._stale():
+                    self._refresh_not_before = time.monotonic() + _BACKGROUND_REFRESH_BACKOFF_S
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -274,10 +342,17 @@ class Cluster:
                     connection.close()
 
     def close(self) -> None:
+        """Close every connection; no background refresh starts afterwards."""
         with self._lock:
+            self._closed = True
             for connection in self._connections.values():
                 connection.close()
             self._connections.clear()
-            if self._metadata_connection is not None:
-                self._metadata_connection.close()
-                self._metadata_connection = None
+        # A refresh in progress owns the metadata connection: it is closed when that refresh ends.
+        if self._refresh_lock.acquire(timeout=self.timeout_s):
+            try:
+                if self._metadata_connection is not None:
+                    self._metadata_connection.close()
+                    self._metadata_connection = None
+            finally:
+                self._refresh_lock.release()

@@ -51,6 +51,7 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
+        """Whether the socket is open (a failure closes it; ``connect()`` opens it again)."""
         return self._sock is not None
 
     @property

@@ -3,9 +3,10 @@
 It finds each partition's leader through :class:`pipeline.client.cluster.Cluster`, sends one long-poll
 Fetch per leader for all the partitions that leader serves (sent to every leader first, then the
 answers read), and yields the messages of every partition in turn. No offsets are stored: the caller
-starts it at offsets (or "earliest"/"latest"), asks ``position()`` and may ``seek()``; the group
-consumer on ZooKeeper builds on it. Leader moves and connection errors refresh the metadata and retry
-after refresh.leader.backoff.ms; an out-of-range offset restarts per auto.offset.reset.
+starts it at offsets (or "earliest"/"latest"), asks ``position()`` and may ``seek()``. Fetching goes
+through the same :class:`~pipeline.client.partition_fetcher.PartitionFetcher` and fetch state machine
+as the group consumer's fetcher: a partition without a leader, or whose leader fails, pauses alone for
+refresh.leader.backoff.ms while the others go on; an out-of-range offset restarts per auto.offset.reset.
 
 One thread uses a Consumer; ``close()`` may come from another thread and ends the iteration (a fetch
 blocked in a long poll returns within fetch.wait.max.ms).
@@ -21,24 +22,13 @@ from itertools import repeat
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from pipeline.client.cluster import Cluster, StaticBrokerList
-from pipeline.client.connection import BrokerConnection
 from pipeline.client.consumer_config import ConsumerConfig
-from pipeline.client.errors import KafkaConnectionError, OffsetOutOfRange
-from pipeline.client.simple_consumer import (
-    EARLIEST_TIME,
-    LATEST_TIME,
-    FetchRequest,
-    MessageSet,
-    MessageSizeTooLarge,
-    batch_records,
-    fetch_request_body,
-    list_offsets,
-    partitions_by_key,
-    read_message_set,
-)
+from pipeline.client.errors import KafkaConnectionError
+from pipeline.client.fetch_state import FetchPosition, FetchStateMachine
+from pipeline.client.partition_fetcher import PartitionFetcher
+from pipeline.client.simple_consumer import EARLIEST_TIME, LATEST_TIME, MessageSet, batch_records
 from pipeline.config import Config
-from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.protocol.errors import KafkaProtocolError
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
 
@@ -121,19 +111,15 @@ class Consumer:
             StaticBrokerList(self.config["metadata.broker.list"]), client_id=self.config["client.id"],
             timeout_s=self.config["socket.timeout.ms"] / 1000,
             metadata_max_age_s=self.config["topic.metadata.refresh.interval.ms"] / 1000)
-        self._fetch_size = self.config["fetch.message.max.bytes"]
-        self._max_fetch_size = self.config["fetch.max.bytes"]
-        self._min_bytes = self.config["fetch.min.bytes"]
-        self._backoff_s = self.config["refresh.leader.backoff.ms"] / 1000
         self._reset = self.config["auto.offset.reset"]
-        # Where the next fetch of each partition starts, and the next offset handed to the caller
-        # (behind the fetch offset while fetched messages wait in _ready).
-        self._fetch_offsets: dict[TopicPartition, int] = {}
-        self._positions: dict[TopicPartition, int] = {}
-        # Partitions whose offset must first be looked up with ListOffsets at this time (-1, -2).
-        self._pending: dict[TopicPartition, int] = {}
-        self._sizes: dict[TopicPartition, int] = {}
+        self._machine = FetchStateMachine.from_config(self.config)
+        self._fetcher: PartitionFetcher[FetchPosition] = PartitionFetcher(
+            self._cluster, self._machine, min_bytes=self.config["fetch.min.bytes"],
+            max_bytes=self.config["fetch.max.bytes"], deliver=self._deliver, fail=self._fail)
+        # Each partition's fetch state; its next offset to hand out is that of its chunk in _ready, if any.
+        self._fetch: dict[TopicPartition, FetchPosition] = {}
         self._ready: collections.deque[_Chunk] = collections.deque()
+        self._failures: list[BaseException] = []
         self._topics = list(topics) if topics is not None else []
         self._closed = threading.Event()
         for (topic, partition), start in (partitions or {}).items():
@@ -142,20 +128,19 @@ class Consumer:
     # -- assignment and offsets -------------------------------------------------------------------
 
     def _assign(self, tp: TopicPartition, start: int | str) -> None:
-        self._sizes[tp] = self._fetch_size
         if isinstance(start, str):
             if start not in _START_TIMES:
                 raise ValueError(f"start of {tp[0]}-{tp[1]} must be an offset, 'earliest' or 'latest', got {start!r}")
-            self._pending[tp] = _START_TIMES[start]
+            self._fetch[tp] = FetchPosition(tp[0], tp[1], None, self._machine.fetch_size, _START_TIMES[start])
         elif start < 0:
             raise ValueError(f"start offset of {tp[0]}-{tp[1]} must not be negative, got {start}")
         else:
-            self._fetch_offsets[tp] = self._positions[tp] = start
+            self._fetch[tp] = FetchPosition(tp[0], tp[1], start, self._machine.fetch_size)
 
     def _assign_topics(self) -> None:
         for topic in self._topics:
             for partition in self._cluster.partitions_for(topic):
-                if (topic, partition) not in self._sizes:
+                if (topic, partition) not in self._fetch:
                     self._assign((topic, partition), self._reset if self._reset != "none" else "latest")
         self._topics = []
 
@@ -163,29 +148,23 @@ class Consumer:
         """The partitions this consumer follows."""
         if self._topics:
             self._assign_topics()
-        return list(self._sizes)
-
-    def _resolve_pending(self) -> None:
-        for tp, when in list(self._pending.items()):
-            offsets = list_offsets(self._cluster.leader_connection(*tp), tp[0], tp[1], when, 1)
-            if not offsets:
-                raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                         f"the broker returned no offset for {tp[0]}-{tp[1]} at time {when}")
-            self._fetch_offsets[tp] = self._positions[tp] = offsets[0]
-            del self._pending[tp]
+        return list(self._fetch)
 
     def position(self, topic: str, partition: int) -> int:
         """The offset of the next message this consumer returns for ``topic``-``partition``."""
         tp = (topic, partition)
-        if tp not in self._sizes:
+        if tp not in self._fetch:
             self.assignment()
-            if tp not in self._sizes:
+            if tp not in self._fetch:
                 raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
-        if self._ready and self._ready[0].tp == tp:
-            return self._ready[0].position()
-        if tp in self._pending:
-            self._resolve_pending()
-        return self._positions[tp]
+        for chunk in self._ready:
+            if chunk.tp == tp:
+                return chunk.position()
+        # Nothing of it waits to be handed out: the next fetch starts at the next message.
+        fetch = self._fetch[tp]
+        if fetch.fetch_offset is None:
+            self._fetcher.look_up_start(fetch)
+        return fetch.fetch_offset  # type: ignore[return-value]
 
     def seek(self, topic: str, partition: int, offset: int | str) -> None:
         """Continue ``topic``-``partition`` from ``offset`` (or "earliest"/"latest"); drops fetched messages."""
@@ -199,9 +178,6 @@ class Consumer:
         kept = [chunk for chunk in self._ready if chunk.tp != tp]
         self._ready.clear()
         self._ready.extend(kept)
-        self._pending.pop(tp, None)
-        self._fetch_offsets.pop(tp, None)
-        self._positions.pop(tp, None)
         self._assign(tp, offset)
 
     # -- iteration ----------------------------------------------------------------------------------
@@ -220,7 +196,6 @@ class Consumer:
                         last_message = time.monotonic()
                     if not chunk.advance():
                         ready.popleft()
-                        self._positions[chunk.tp] = chunk.next_offset
                 continue
             wait_ms = max_wait_ms
             if timeout_ms >= 0:
@@ -233,103 +208,41 @@ class Consumer:
         self._cluster.close()
 
     def _fetch_round(self, max_wait_ms: int) -> None:
-        """One long-poll Fetch per leader for all partitions; queue what came back."""
-        try:
-            if self._topics:
-                self._assign_topics()
-            if self._pending:
-                self._resolve_pending()
-            by_leader: dict[int, list[FetchRequest]] = {}
-            for tp, offset in self._fetch_offsets.items():
-                leader = self._cluster.leader(*tp)
-                if leader < 0:
-                    raise KafkaProtocolError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no leader now")
-                by_leader.setdefault(leader, []).append(FetchRequest(tp[0], tp[1], offset, self._sizes[tp]))
-        except (KafkaConnectionError, KafkaProtocolError) as exc:
-            self._retry_later(exc)
-            return
-        if not by_leader:
-            # Nothing assigned: wait like an empty long poll instead of spinning.
-            self._closed.wait(max_wait_ms / 1000)
-            return
-        sent: list[tuple[int, BrokerConnection, list[FetchRequest]]] = []
-        failed: Exception | None = None
-        for leader, requests in by_leader.items():
-            body = fetch_request_body(requests, max_wait_ms=max_wait_ms, min_bytes=self._min_bytes,
-                                      max_bytes=self._max_fetch_size)
+        """One long-poll Fetch per leader for every partition not paused; queue what came back."""
+        if self._topics:
             try:
-                connection = self._cluster.connection(leader)
-                connection.send(ApiKey.FETCH, body)
-            except KafkaConnectionError as exc:
-                self._cluster.invalidate(leader)
-                failed = exc
-                continue
-            sent.append((leader, connection, requests))
-        try:
-            for leader, connection, requests in sent:
-                try:
-                    response = connection.receive()[1]
-                except KafkaConnectionError as exc:
-                    self._cluster.invalidate(leader)
-                    failed = exc
-                    continue
-                parts = partitions_by_key(response)
-                for request in requests:
-                    tp = (request.topic, request.partition)
-                    failure = self._take(tp, read_message_set(request.topic, request.partition, request.offset,
-                                                              parts.get(tp)))
-                    failed = failure or failed
-        except BaseException:
-            # Responses still unread would desynchronise these connections: drop them.
-            for _, connection, _ in sent:
-                if connection.in_flight:
-                    connection.close()
-            raise
-        if failed is not None:
-            self._retry_later(failed)
-
-    def _take(self, tp: TopicPartition, result: MessageSet) -> Exception | None:
-        """Queue one partition's messages or deal with its error; return an error worth a retry."""
-        error = result.error
-        if error is not None:
-            if isinstance(error, OffsetOutOfRange):
-                self._out_of_range(tp, error)
-                return None
-            if isinstance(error, KafkaProtocolError) and error.retriable:
-                return error
+                self._assign_topics()
+            except (KafkaConnectionError, KafkaProtocolError) as exc:
+                self._retry_later(exc)
+                return
+        ready, wake = self._machine.ready(self._fetch.values())
+        if not ready:
+            # Nothing assigned, or every partition paused: wait like an empty long poll, not spinning.
+            wait_s = max_wait_ms / 1000
+            if wake is not None:
+                wait_s = min(wait_s, max(wake - self._machine.clock(), 0.0))
+            self._closed.wait(wait_s)
+            return
+        self._fetcher.fetch_round(ready, max_wait_ms)
+        if self._failures:
+            error = self._failures[0]
+            self._failures.clear()
             raise error
-        if result.truncated:
-            size = self._sizes[tp]
-            if size >= self._max_fetch_size:
-                raise MessageSizeTooLarge(tp[0], tp[1], result.offset, self._max_fetch_size)
-            self._sizes[tp] = min(2 * size, self._max_fetch_size)
-            return None
-        self._sizes[tp] = self._fetch_size
-        if result.next_offset == result.offset:
-            return None
-        self._fetch_offsets[tp] = result.next_offset
-        self._ready.append(_Chunk(tp, result))
-        return None
 
-    def _out_of_range(self, tp: TopicPartition, error: OffsetOutOfRange) -> None:
-        if self._reset == "none":
-            raise error
-        if self._reset == "smallest":
-            known, when = error.log_start_offset, EARLIEST_TIME
-        else:
-            known, when = error.high_watermark, LATEST_TIME
-        if known >= 0:
-            self._fetch_offsets[tp] = self._positions[tp] = known
-        else:
-            self._fetch_offsets.pop(tp, None)
-            self._pending[tp] = when
+    def _deliver(self, position: FetchPosition, result: MessageSet) -> None:
+        self._ready.append(_Chunk((position.topic, position.partition), result))
+
+    def _fail(self, position: FetchPosition, error: BaseException) -> None:
+        # Raised to the iterating caller once the round's answers are all read; the partition stays
+        # where it was, so iterating again tries it again.
+        self._failures.append(error)
 
     def _retry_later(self, error: Exception) -> None:
         """After a leader move or a broken connection: forget the metadata and back off."""
         if isinstance(error, KafkaProtocolError) and not error.retriable:
             raise error
         self._cluster.invalidate()
-        self._closed.wait(self._backoff_s)
+        self._closed.wait(self._machine.backoff_s)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 

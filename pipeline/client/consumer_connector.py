@@ -16,10 +16,18 @@ the contiguous range of partitions of each of its streams, claim each one by cre
 let go (NodeExists), the whole rebalance is retried after rebalance.backoff.ms. A rebalance that finds
 the same assignment still owned changes nothing (a broker coming or going only pauses or resumes fetching).
 
-Offsets: the next offset to read (last handed-out offset + 1) is committed by ``commit_offsets()``, every
-auto.commit.interval.ms when auto.commit.enable, on every rebalance and on ``shutdown()``. A record counts
-as consumed once a stream returned it, so delivery is at least once. After a ZooKeeper session expiry the
-consumer registers again and the group rebalances.
+Offsets: ``commit_offsets()``, every auto.commit.interval.ms when auto.commit.enable, every rebalance and
+``shutdown()`` write, per partition, the offset after the last record the application is done with: a
+record counts as consumed once the application asks its stream for the next record (or calls the
+stream's ``acknowledge()``), never merely because it was handed out. A consumer that dies while
+processing a record therefore leaves that record to the next owner: delivery is at least once.
+
+ZooKeeper slow or gone: every request waits at most zookeeper.connection.timeout.ms. When kazoo reports
+the connection SUSPENDED or the session LOST, the consumer stops handing out records at once -- its
+ownerships may be gone, and another member may already read those partitions -- and resumes only after
+a rebalance on a live connection (registering again if the session expired) has claimed them again.
+``shutdown()`` finishes within its bounds even without ZooKeeper; what it could not commit is read again
+by the partitions' next owner from the last commit, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from pipeline.client.rebalance import StreamId, TopicPartition, consumer_assignm
 from pipeline.client.topic_filter import TopicFilter, topic_filter_from_registration
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.zk import layout
-from pipeline.zk.client import connect
+from pipeline.zk.client import BoundedZooKeeper, connect
 
 __all__ = ["ConsumerConnector", "ConsumerTimeout", "KafkaStream"]
 
@@ -66,9 +74,12 @@ class ConsumerConnector:
         self.consumer_id: str = cfg["consumer.id"] or (
             f"{self.group}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}")
         #: The kazoo client rooted at the cluster's chroot (tests expire its session).
-        self.zookeeper = connect(cfg["zookeeper.connect"], timeout_s=cfg["zookeeper.connection.timeout.ms"] / 1000,
+        zk_timeout_s = cfg["zookeeper.connection.timeout.ms"] / 1000
+        self.zookeeper = connect(cfg["zookeeper.connect"], timeout_s=zk_timeout_s,
                                  session_timeout_s=cfg["zookeeper.session.timeout.ms"] / 1000)
-        self._discovery = ZooKeeperBrokerDiscovery(self.zookeeper)
+        # Every request of ours waits at most zookeeper.connection.timeout.ms.
+        self._zk = BoundedZooKeeper(self.zookeeper, zk_timeout_s)
+        self._discovery = ZooKeeperBrokerDiscovery(self.zookeeper, timeout_s=zk_timeout_s)
         self._cluster = Cluster(self._discovery, client_id=cfg["client.id"],
                                 timeout_s=cfg["socket.timeout.ms"] / 1000,
                                 metadata_max_age_s=cfg["topic.metadata.refresh.interval.ms"] / 1000)
@@ -89,6 +100,9 @@ class ConsumerConnector:
         self._closing = threading.Event()
         self._session_lost = False
         self._reregister = False
+        # Bumped (under _lock) whenever the ZooKeeper connection drops: a rebalance that started before
+        # must not install what it claimed.
+        self._connection_epoch = 0
         self._threads: list[threading.Thread] = []
         self.closed = False
         #: Rebalances that changed what this consumer owns (for monitoring and tests).
@@ -133,7 +147,13 @@ class ConsumerConnector:
         return {tp: str(StreamId(self.consumer_id, index)) for tp, index in (self._assignment or {}).items()}
 
     def shutdown(self) -> None:
-        """Stop fetching, commit the consumed offsets, release ownership, leave the group, end the streams."""
+        """Stop fetching, commit the consumed offsets, release ownership, leave the group, end the streams.
+
+        Bounded when ZooKeeper is slow or gone: each request waits at most zookeeper.connection.timeout.ms
+        and the first that fails ends the attempt. Nothing is lost then: offsets left uncommitted are read
+        again by the partitions' next owner from the last commit, and our registration and ownerships
+        vanish with our session.
+        """
         if self.closed:
             return
         self.closed = True
@@ -151,11 +171,12 @@ class ConsumerConnector:
         try:
             self._commit(infos)
             self._release_ownership()
-            self.zookeeper.delete(layout.consumer_path(self.group, self.consumer_id))
+            self._zk.delete(layout.consumer_path(self.group, self.consumer_id))
         except NoNodeError:
             pass
         except KazooException as exc:
-            log.warning("consumer %s: ZooKeeper unavailable while shutting down: %r", self.consumer_id, exc)
+            log.warning("consumer %s: ZooKeeper unavailable while shutting down (uncommitted offsets are read "
+                        "again by the next owner): %r", self.consumer_id, exc)
         for stream in self._all_streams():
             stream.shutdown()
         self._discovery.close()
@@ -207,11 +228,11 @@ class ConsumerConnector:
         data = layout.consumer_registration(self._subscription, pattern)
         path = layout.consumer_path(self.group, self.consumer_id)
         try:
-            self.zookeeper.create(path, data, ephemeral=True, makepath=True)
+            self._zk.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
             # Left by our previous session (it vanishes only when that session expires): replace it.
-            self.zookeeper.delete(path)
-            self.zookeeper.create(path, data, ephemeral=True, makepath=True)
+            self._zk.delete(path)
+            self._zk.create(path, data, ephemeral=True, makepath=True)
 
     # -- watches and session --------------------------------------------------------------------------
 
@@ -219,13 +240,32 @@ class ConsumerConnector:
         self._rebalance_needed.set()
 
     def _on_zookeeper_state(self, state: str) -> None:
-        if state == KazooState.LOST:
-            self._session_lost = True
-        elif state == KazooState.CONNECTED and self._session_lost:
-            # A new session: our ephemeral registration and ownerships are gone.
-            self._session_lost = False
-            self._reregister = True
+        # Called on kazoo's connection thread: no ZooKeeper requests here.
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self._suspend()
+            if state == KazooState.LOST:
+                self._session_lost = True
+        elif state == KazooState.CONNECTED:
+            if self._session_lost:
+                # A new session: our ephemeral registration and ownerships are gone.
+                self._session_lost = False
+                self._reregister = True
             self._rebalance_needed.set()
+
+    def _suspend(self) -> None:
+        """Hand out nothing more of what we own until a rebalance has claimed it again.
+
+        The infos stay listed, so that rebalance commits what the application finished (if the session
+        survived) and releases their ownership before claiming anew.
+        """
+        with self._lock:
+            self._connection_epoch += 1
+            for info in self._infos.values():
+                info.active = False
+            self._assignment = None
+            self._fetcher.assign([])
+        for stream in self._all_streams():
+            stream.clear()
 
     # -- rebalancing ------------------------------------------------------------------------------------
 
@@ -255,7 +295,9 @@ class ConsumerConnector:
 
     def _rebalance(self) -> bool:
         """One attempt of Algorithm 1; False when a partition is still owned by someone else."""
-        zk = self.zookeeper
+        zk = self._zk
+        with self._lock:
+            epoch = self._connection_epoch
         members = zk.get_children(layout.consumer_ids_path(self.group), watch=self._on_change)
         if self.consumer_id not in members:
             self._register()
@@ -278,9 +320,12 @@ class ConsumerConnector:
                                                            self._committed_offset(topic, partition),
                                                            self._fetcher.fetch_size)
         with self._lock:
+            if epoch != self._connection_epoch:
+                # The connection dropped meanwhile: what we claimed may not be ours any more.
+                return False
             self._infos = infos
-        self._assignment = wanted
-        self._fetcher.assign(infos.values())
+            self._assignment = wanted
+            self._fetcher.assign(infos.values())
         self.rebalance_count += 1
         log.info("consumer %s owns %s", self.consumer_id, sorted(wanted))
         return True
@@ -291,7 +336,7 @@ class ConsumerConnector:
         for member in members:
             try:
                 registrations[member] = layout.decode(
-                    self.zookeeper.get(layout.consumer_path(self.group, member))[0])
+                    self._zk.get(layout.consumer_path(self.group, member))[0])
             except NoNodeError:
                 continue
         all_topics: list[str] | None = None
@@ -311,17 +356,17 @@ class ConsumerConnector:
 
     def _all_topics(self) -> list[str]:
         try:
-            return self.zookeeper.get_children(layout.BROKER_TOPICS, watch=self._on_change)
+            return self._zk.get_children(layout.BROKER_TOPICS, watch=self._on_change)
         except NoNodeError:
-            self.zookeeper.exists(layout.BROKER_TOPICS, watch=self._on_change)
+            self._zk.exists(layout.BROKER_TOPICS, watch=self._on_change)
             return []
 
     def _topic_partitions(self, topic: str) -> list[int]:
         try:
-            data = self.zookeeper.get(layout.topic_path(topic), watch=self._on_change)[0]
+            data = self._zk.get(layout.topic_path(topic), watch=self._on_change)[0]
         except NoNodeError:
             # Not created yet: rebalance when it is.
-            if self.zookeeper.exists(layout.topic_path(topic), watch=self._on_change) is not None:
+            if self._zk.exists(layout.topic_path(topic), watch=self._on_change) is not None:
                 self._rebalance_needed.set()
             return []
         return sorted(layout.parse_topic_assignment(data))
@@ -329,7 +374,7 @@ class ConsumerConnector:
     def _still_owned(self, assignment: dict[TopicPartition, int]) -> bool:
         for (topic, partition), index in assignment.items():
             try:
-                data = self.zookeeper.get(layout.owner_path(self.group, topic, partition))[0]
+                data = self._zk.get(layout.owner_path(self.group, topic, partition))[0]
             except NoNodeError:
                 return False
             if data.decode() != str(StreamId(self.consumer_id, index)):
@@ -351,7 +396,7 @@ class ConsumerConnector:
         self._release_ownership()
 
     def _claim(self, assignment: dict[TopicPartition, int]) -> bool:
-        zk = self.zookeeper
+        zk = self._zk
         session_id = self._session_id()
         self._owner_session = session_id
         for (topic, partition), index in sorted(assignment.items()):
@@ -381,9 +426,9 @@ class ConsumerConnector:
         session_id = self._session_id()
         for path in self._owned:
             try:
-                _, stat = self.zookeeper.get(path)
+                _, stat = self._zk.get(path)
                 if stat.ephemeralOwner == session_id:
-                    self.zookeeper.delete(path, version=stat.version)
+                    self._zk.delete(path, version=stat.version)
             except NoNodeError:
                 pass
         self._owned = []
@@ -392,7 +437,7 @@ class ConsumerConnector:
 
     def _committed_offset(self, topic: str, partition: int) -> int | None:
         try:
-            data = self.zookeeper.get(layout.offset_path(self.group, topic, partition))[0]
+            data = self._zk.get(layout.offset_path(self.group, topic, partition))[0]
         except NoNodeError:
             return None
         return int(data.decode().strip())
@@ -411,12 +456,12 @@ class ConsumerConnector:
                 path = layout.offset_path(self.group, info.topic, info.partition)
                 data = str(offset).encode()
                 try:
-                    self.zookeeper.set(path, data)
+                    self._zk.set(path, data)
                 except NoNodeError:
                     try:
-                        self.zookeeper.create(path, data, makepath=True)
+                        self._zk.create(path, data, makepath=True)
                     except NodeExistsError:
-                        self.zookeeper.set(path, data)
+                        self._zk.set(path, data)
                 info.committed_offset = offset
                 written[(info.topic, info.partition)] = offset
         return written

@@ -1,11 +1,13 @@
 """The streams of the high-level consumer: blocking iterators over the chunks a fetcher queues for them.
 
 A :class:`PartitionTopicInfo` is one owned partition (Kafka's name): where its next fetch starts, the
-offset after the last message handed out (``consumed_offset``, what a commit writes) and the queue of
-the stream that reads it. A :class:`KafkaStream` hands out the records of the chunks in its queue; a
-record counts as consumed the moment the iterator returns it. When a rebalance takes a partition away
-its info is deactivated under the shared lock, and the stream drops whatever of it is still buffered,
-so nothing is handed out after the offsets were committed for the next owner.
+offset after the last message the application is done with (``consumed_offset``, what a commit writes)
+and the queue of the stream that reads it. A :class:`KafkaStream` hands out the records of the chunks in
+its queue. A record counts as consumed only once the application asks the stream for the next record
+(or calls ``acknowledge()``): until then it may still be in processing, so a commit -- automatic, on a
+rebalance or on shutdown -- leaves it to be delivered again (at least once). When a rebalance takes a
+partition away its info is deactivated under the shared lock, and the stream drops whatever of it is
+still buffered, so nothing is handed out after the offsets were committed for the next owner.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Iterator
 
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.errors import KafkaClientError
+from pipeline.client.fetch_state import FetchPosition
 from pipeline.protocol.records import Record
 
 __all__ = ["ConsumerTimeout", "KafkaStream", "PartitionTopicInfo"]
@@ -28,24 +31,19 @@ class ConsumerTimeout(KafkaClientError):
     """No message arrived within consumer.timeout.ms; the stream may be iterated again afterwards."""
 
 
-class PartitionTopicInfo:
-    """One partition a consumer owns: fetch position, consumed and committed offsets, its stream's queue."""
+class PartitionTopicInfo(FetchPosition):
+    """One partition a consumer owns: fetch state, consumed and committed offsets, its stream's queue."""
 
-    __slots__ = ("topic", "partition", "queue", "fetch_offset", "consumed_offset", "committed_offset",
-                 "fetch_size", "active", "retry_at")
+    __slots__ = ("queue", "consumed_offset", "committed_offset", "active")
 
     def __init__(self, topic: str, partition: int, chunks: "queue.Queue[object]", offset: int | None,
                  fetch_size: int) -> None:
-        self.topic = topic
-        self.partition = partition
+        # A None offset (nothing committed) is looked up per auto.offset.reset by the fetcher.
+        super().__init__(topic, partition, offset, fetch_size)
         self.queue = chunks
-        # None until the start is looked up per auto.offset.reset (no committed offset).
-        self.fetch_offset = offset
         self.consumed_offset = offset
         self.committed_offset = offset
-        self.fetch_size = fetch_size
         self.active = True
-        self.retry_at = 0.0
 
     def __repr__(self) -> str:
         return (f"PartitionTopicInfo({self.topic}-{self.partition}, fetch={self.fetch_offset}, "
@@ -77,11 +75,29 @@ class KafkaStream:
         self._timeout_ms = timeout_ms
         self._chunk: Chunk | None = None
         self._stopped = False
+        # The partition and offset after the record handed out last, until the application is done with it.
+        self._unacked: PartitionTopicInfo | None = None
+        self._unacked_offset = 0
 
     def __iter__(self) -> "KafkaStream":
         return self
 
+    def acknowledge(self) -> None:
+        """Mark the record handed out last as processed: the next commit includes it.
+
+        Asking for the next record does the same; call this after the last record you process before a
+        shutdown, or it is delivered again to whoever owns its partition next.
+        """
+        info = self._unacked
+        if info is not None:
+            self._unacked = None
+            # A plain store: commits read it under the lock, and an acknowledgement racing a commit is
+            # simply in the next one (or, after a rebalance, delivered again -- never lost).
+            info.consumed_offset = self._unacked_offset
+
     def __next__(self) -> ConsumerRecord:
+        if self._unacked is not None:
+            self.acknowledge()
         deadline = None if self._timeout_ms < 0 else time.monotonic() + self._timeout_ms / 1000
         while True:
             chunk = self._chunk
@@ -91,7 +107,8 @@ class KafkaStream:
                     info = chunk.info
                     with self._lock:
                         if info.active:
-                            info.consumed_offset = record.offset + 1
+                            self._unacked = info
+                            self._unacked_offset = record.offset + 1
                             return ConsumerRecord(info.topic, info.partition, *record)
                 self._chunk = None
             if self._stopped:

@@ -10,7 +10,9 @@ A sync Producer is used by one thread at a time (no locks on its hot path); an a
 Null keys: the partitioner is asked once per ProducerData, so the messages of one keyless ProducerData go
 together to one random partition. With zookeeper.connect the brokers and leaders come from ZooKeeper
 (watched); a keyless ProducerData then goes to a partition that has a leader when some have none (a
-broker is down), as Kafka 0.8's producer did; keyed data keeps its partition.
+broker is down), as Kafka 0.8's producer did; keyed data keeps its partition. Sends use the leaders
+already known while the metadata is refreshed in the background, so a slow or stopped ZooKeeper holds
+up no send to a known leader.
 """
 
 from __future__ import annotations

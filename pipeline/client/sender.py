@@ -156,7 +156,7 @@ class Sender:
     def send_one(self, batch: ProducerBatch) -> ProduceResult:
         """Send one batch (the sync hot path): retries, then raises the final error."""
         route = self._routes.get((batch.topic, batch.partition))
-        if route is not None and route.version <= 8 and route.connection._sock is not None:
+        if route is not None and route.version <= 8 and route.connection.connected:
             connection = route.connection
             records = batch.records
             correlation_id = connection.next_correlation_id()

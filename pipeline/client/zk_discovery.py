@@ -6,6 +6,8 @@ from /brokers/topics/<topic> and each partition's leader from its state node. Ev
 any change bumps ``version`` and calls the registered listeners, so a :class:`Cluster` built on it reads
 ZooKeeper again on its next use instead of waiting for an error or for the metadata to age. A partition
 whose leader is not a live broker is reported leaderless (LEADER_NOT_AVAILABLE), as a broker would.
+Every ZooKeeper request is bounded (:class:`pipeline.zk.client.BoundedZooKeeper`): when ZooKeeper is slow
+or gone a read fails with KafkaConnectionError within the timeout instead of hanging.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kazoo.protocol.states import WatchedEvent
 from pipeline.client.errors import KafkaConnectionError
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
-from pipeline.zk.client import DEFAULT_SESSION_TIMEOUT_S, connect
+from pipeline.zk.client import DEFAULT_SESSION_TIMEOUT_S, BoundedZooKeeper, connect
 
 __all__ = ["ZooKeeperBrokerDiscovery"]
 
@@ -32,7 +34,8 @@ class ZooKeeperBrokerDiscovery:
     """Bootstrap brokers and the whole topic layout from ZooKeeper (``zookeeper.connect``).
 
     Give a connect string (``host:port[,...]/chroot``; the client is then owned and closed by ``close()``)
-    or an already started kazoo client rooted at the cluster's chroot (left open).
+    or an already started kazoo client rooted at the cluster's chroot (left open). ``timeout_s`` bounds the
+    first connection and every request.
     """
 
     def __init__(self, zookeeper: str | KazooClient, *, timeout_s: float = 15.0,
@@ -43,6 +46,7 @@ class ZooKeeperBrokerDiscovery:
         else:
             self.zk = zookeeper
             self._owns_client = False
+        self._requests = BoundedZooKeeper(self.zk, timeout_s)
         #: Bumped by every watched change; a reader compares it with the value it read at.
         self.version = 0
         self._lock = threading.Lock()
@@ -69,20 +73,20 @@ class ZooKeeperBrokerDiscovery:
 
     def _children(self, path: str) -> list[str]:
         try:
-            return self.zk.get_children(path, watch=self._changed)
+            return self._requests.get_children(path, watch=self._changed)
         except NoNodeError:
-            self.zk.exists(path, watch=self._changed)
+            self._requests.exists(path, watch=self._changed)
             return []
 
     def _data(self, path: str) -> bytes | None:
         try:
-            return self.zk.get(path, watch=self._changed)[0]
+            return self._requests.get(path, watch=self._changed)[0]
         except NoNodeError:
             # Watch for the node's creation; if it appeared meanwhile, read it.
-            if self.zk.exists(path, watch=self._changed) is None:
+            if self._requests.exists(path, watch=self._changed) is None:
                 return None
             try:
-                return self.zk.get(path, watch=self._changed)[0]
+                return self._requests.get(path, watch=self._changed)[0]
             except NoNodeError:
                 return None
 

@@ -20,6 +20,7 @@ from pipeline.zk.server import ZooKeeperEnsemble
 from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.consumer_groups import OwnershipObserver, connector, create_topic, produce, start_cluster
+from tests.support.group_consumer import parse_log
 from tests.support.polling import wait_until
 from tests.support.zookeeper import expire_session, unique_chroot
 
@@ -49,17 +50,6 @@ class Reader:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(15)
-
-
-def parse_log(path: Path) -> tuple[list[tuple[int, int, str]], dict[int, int]]:
-    processed, committed = [], {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if parts and parts[0] == "P" and len(parts) == 4:
-            processed.append((int(parts[1]), int(parts[2]), parts[3]))
-        elif parts and parts[0] == "C" and len(parts) == 3:
-            committed[int(parts[1])] = int(parts[2])
-    return processed, committed
 
 
 @pytest.mark.slow

@@ -7,12 +7,17 @@ it expire, its ephemeral nodes vanish, and it must recover as after any expiry.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 import uuid
+from typing import Iterator
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from pipeline.zk.server import ZooKeeperServer
 from tests.support.polling import wait_until
 
 
@@ -38,3 +43,14 @@ def expire_session(client: KazooClient, timeout: float = 20.0) -> None:
     intruder.stop()
     intruder.close()
     wait_until(lost.is_set, timeout, message="the client never saw its session expire")
+
+
+@contextlib.contextmanager
+def frozen(server: ZooKeeperServer) -> Iterator[None]:
+    """SIGSTOP ``server`` for the block (connections stay open, nothing answers); SIGCONT whatever happens."""
+    assert server.process is not None
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)

@@ -243,3 +243,29 @@ def test_consumer_timeout_ends_an_idle_iteration_and_close_ends_all():
     assert 0.2 <= time.monotonic() - started < 5
     consumer.close()
     assert list(consumer) == [] and cluster.conn.closed
+
+
+class LeaderlessCluster(FakeCluster):
+    """Like FakeCluster, but some partitions have no leader until given one."""
+
+    def __init__(self, logs: dict[tuple[str, int], FakeLog], leaderless: set[tuple[str, int]]) -> None:
+        super().__init__(logs)
+        self.leaderless = leaderless
+
+    def leader(self, topic: str, partition: int) -> int:
+        return -1 if (topic, partition) in self.leaderless else 1
+
+
+def test_a_leaderless_partition_pauses_alone_and_the_others_keep_flowing():
+    logs = {("t", 0): FakeLog(batch(0, 3)), ("t", 1): FakeLog(batch(0, 2))}
+    cluster = LeaderlessCluster(logs, {("t", 1)})
+    consumer = Consumer({"consumer.timeout.ms": 300, "fetch.wait.max.ms": 10, "refresh.leader.backoff.ms": 50},
+                        cluster=cluster, partitions={("t", 0): 0, ("t", 1): 0})
+    records = iter(consumer)
+    assert [(r.partition, r.offset) for r in (next(records), next(records), next(records))] == \
+        [(0, 0), (0, 1), (0, 2)], "partition 0 is read while partition 1 has no leader"
+    assert cluster.invalidations >= 1, "the missing leader makes the metadata be looked up again"
+    logs[("t", 0)].data += batch(3, 1)
+    assert (next(records).partition, consumer.position("t", 1)) == (0, 0)
+    cluster.leaderless.clear()
+    assert sorted((r.partition, r.offset) for r in records) == [(1, 0), (1, 1)]

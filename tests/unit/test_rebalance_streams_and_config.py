@@ -22,15 +22,30 @@ def make_stream(timeout_ms: int = 50) -> tuple[KafkaStream, threading.Lock]:
     return KafkaStream("t-0", lock, 4, timeout_ms), lock
 
 
-def test_handing_out_a_record_moves_the_consumed_offset() -> None:
+def test_a_record_counts_as_consumed_once_the_next_one_is_asked_for() -> None:
     stream, _ = make_stream()
     info = PartitionTopicInfo("t", 3, stream.queue, 10, 1024)
     stream.queue.put(Chunk(info, iter(records(10, 3))))
     first = next(stream)
     assert (first.topic, first.partition, first.offset, first.value, first.timestamp) == ("t", 3, 10, b"v10", 1010)
+    assert info.consumed_offset == 10, "a record still in processing is not committed"
+    assert next(stream).offset == 11
     assert info.consumed_offset == 11
-    assert [r.offset for r in (next(stream), next(stream))] == [11, 12]
-    assert info.consumed_offset == 13
+    assert next(stream).offset == 12
+    with pytest.raises(ConsumerTimeout):
+        next(stream)
+    assert info.consumed_offset == 13, "asking again, even in vain, finishes the last record"
+
+
+def test_acknowledge_finishes_the_last_record_without_asking_for_another() -> None:
+    stream, _ = make_stream()
+    info = PartitionTopicInfo("t", 0, stream.queue, 5, 1024)
+    stream.queue.put(Chunk(info, iter(records(5, 2))))
+    next(stream)
+    stream.acknowledge()
+    assert info.consumed_offset == 6
+    stream.acknowledge()
+    assert info.consumed_offset == 6, "acknowledging twice changes nothing"
 
 
 def test_a_released_partition_hands_out_nothing_more() -> None:
@@ -43,7 +58,7 @@ def test_a_released_partition_hands_out_nothing_more() -> None:
     new = PartitionTopicInfo("t", 1, stream.queue, 7, 1024)
     stream.queue.put(Chunk(new, iter(records(7, 1))))
     assert next(stream).partition == 1, "the rest of the released chunk is dropped"
-    assert old.consumed_offset == 1
+    assert old.consumed_offset == 1, "the record taken before the release is finished by asking for the next"
 
 
 def test_idle_stream_raises_consumer_timeout_and_stays_usable() -> None:
