@@ -23,7 +23,7 @@ def show_cluster(args: argparse.Namespace) -> int:
     if args.zookeeper:
         zk = open_zookeeper(args)
         try:
-            registry = ClusterRegistry(zk)
+            registry = ClusterRegistry(zk, args.command_timeout_ms / 1000)
             brokers = {b.broker_id: (b.host, b.port, b.registered_ms) for b in registry.brokers().values()}
             controller, epoch = registry.controller(), registry.controller_epoch()
             cluster_id, topic_count = registry.cluster_id(), len(registry.topics())

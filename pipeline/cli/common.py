@@ -17,13 +17,14 @@ import sys
 from typing import Callable
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList, parse_broker_list
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownTopicError
 from pipeline.config import ConfigError
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.zk.client import ZooKeeperUnavailable, connect, split_connect_string
+from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable, connect, split_connect_string
 from pipeline.zk.registry import ClusterRegistry
 
 EXIT_OK = 0
@@ -156,7 +157,7 @@ def broker_addresses(args: argparse.Namespace) -> str:
         return args.bootstrap_server
     zk = open_zookeeper(args)
     try:
-        brokers = ClusterRegistry(zk).brokers()
+        brokers = ClusterRegistry(zk, args.command_timeout_ms / 1000).brokers()
     finally:
         zk.stop()
         zk.close()
@@ -208,6 +209,8 @@ def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Nam
         return fail(prog, f"cannot reach a broker {where} ({exc})", EXIT_UNREACHABLE)
     except ZooKeeperUnavailable as exc:
         return fail(prog, f"cannot reach ZooKeeper ({exc})", EXIT_UNREACHABLE)
+    except (ZooKeeperTimeout, ConnectionLoss) as exc:
+        return fail(prog, f"ZooKeeper did not answer: {exc}", EXIT_UNREACHABLE)
     except ConfigError as exc:
         return fail(prog, str(exc), EXIT_USAGE)
     except KafkaClientError as exc:

@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 def list_groups(args: argparse.Namespace) -> int:
     zk = open_zookeeper(args)
     try:
-        for group in ClusterRegistry(zk).groups():
+        for group in ClusterRegistry(zk, args.command_timeout_ms / 1000).groups():
             print(group)
     finally:
         zk.stop()
@@ -44,7 +44,7 @@ def list_groups(args: argparse.Namespace) -> int:
 def describe_group(args: argparse.Namespace) -> int:
     zk = open_zookeeper(args)
     try:
-        registry = ClusterRegistry(zk)
+        registry = ClusterRegistry(zk, args.command_timeout_ms / 1000)
         if args.group not in registry.groups():
             raise CliError(f"consumer group {args.group!r} does not exist")
         members = registry.members(args.group)

@@ -1,7 +1,8 @@
 """A read-only view of one cluster's ZooKeeper registries: brokers, controller, topics, consumer groups.
 
 For tools that inspect a cluster (the `cluster` and `consumer-groups` commands, tests); the broker and
-the clients keep their own watch-fed state. Every read is one or a few ZooKeeper calls, no caching.
+the clients keep their own watch-fed state. Every read is one or a few ZooKeeper calls, no caching, each
+bounded by ``timeout_s`` (a ZooKeeper that is stopped or slow makes a read fail instead of hang).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from pipeline.zk import layout
+from pipeline.zk.client import BoundedZooKeeper
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class ConsumerInfo:
 class ClusterRegistry:
     """Reads the registries of the cluster the kazoo client is rooted at."""
 
-    def __init__(self, zk: KazooClient) -> None:
-        self.zk = zk
+    def __init__(self, zk: KazooClient, timeout_s: float = 10.0) -> None:
+        self.zk = BoundedZooKeeper(zk, timeout_s)
 
     def _children(self, path: str) -> list[str]:
         try:

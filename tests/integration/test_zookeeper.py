@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 
-from pipeline.zk.client import ZooKeeperUnavailable, connect
+from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable, connect
+from pipeline.zk.registry import ClusterRegistry
+from pipeline.zk.server import ZooKeeperServer
 from tests.support import free_port, wait_until
-from tests.support.zookeeper import expire_session
+from tests.support.zookeeper import expire_session, frozen, unique_chroot
 
 
 def test_chroot_is_created_and_paths_are_relative_to_it(zookeeper_server, zk_connect):
@@ -65,3 +70,29 @@ def test_ensemble_survives_the_loss_of_one_node(zk_ensemble):
     finally:
         client.stop()
         client.close()
+
+
+def test_registry_reads_fail_within_their_bound_while_zookeeper_is_stopped(tmp_path):
+    with ZooKeeperServer(tmp_path / "zookeeper") as server:
+        client = connect(server.connect_string + unique_chroot(), session_timeout_s=30)
+        try:
+            client.ensure_path("/brokers/ids")
+            registry = ClusterRegistry(client, timeout_s=1.0)
+            assert registry.brokers() == {}
+            with frozen(server):
+                started = time.monotonic()
+                with pytest.raises((ZooKeeperTimeout, ConnectionLoss)):
+                    registry.brokers()
+                assert time.monotonic() - started < 10
+            wait_until(lambda: client.connected, 20, message="the client did not reconnect")
+            wait_until(lambda: _answers(registry), 20, message="reads did not resume")
+        finally:
+            client.stop()
+            client.close()
+
+
+def _answers(registry: ClusterRegistry) -> bool:
+    try:
+        return registry.brokers() == {}
+    except (ZooKeeperTimeout, ConnectionLoss):
+        return False
