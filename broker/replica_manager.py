@@ -67,6 +67,7 @@ class AppendResult(NamedTuple):
     base_offset: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass
@@ -151,7 +152,7 @@ class ReplicaManager:
                 log.exception("append to %s-%d failed", topic, index)
                 return AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
             log.warning("rejected produce to %s-%d: %s", topic, index, exc)
-            return AppendResult(code, error_message=str(exc))
+            return AppendResult(code, error_message=str(exc), record_errors=tuple(getattr(exc, "record_errors", ())))
         if not info.duplicate:
             partition.wake_waiters()
         return AppendResult(ErrorCode.NONE, info.first_offset, info.log_start_offset)
