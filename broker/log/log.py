@@ -271,7 +271,10 @@ class Log:
             return FetchSlice(None, 0, 0)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp is >= ``timestamp``, or None."""
+        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``, or None.
+
+        As Kafka: segments and batches are skipped by their largest timestamp, so with timestamps
+        out of order this is the first such record of the first batch that reaches ``timestamp``."""
         with self._lock:
             for segment in self._segments:
                 if segment.max_timestamp >= timestamp:

@@ -232,11 +232,12 @@ def test_offset_for_timestamp(tmp_path):
         for i in range(100):
             log.append_as_leader(make_batch(2, 100, timestamp=10_000 + i * 100))
         assert log.segment_count > 3
-        assert log.offset_for_timestamp(0) == (0, 10_001)
-        assert log.offset_for_timestamp(10_001) == (0, 10_001)
-        assert log.offset_for_timestamp(10_002) == (2, 10_101)
-        assert log.offset_for_timestamp(15_050) == (102, 15_101)
-        assert log.offset_for_timestamp(19_901) == (198, 19_901)
+        # The first record whose own timestamp reaches the target, not its batch's first offset and max timestamp.
+        assert log.offset_for_timestamp(0) == (0, 10_000)
+        assert log.offset_for_timestamp(10_001) == (1, 10_001)
+        assert log.offset_for_timestamp(10_002) == (2, 10_100)
+        assert log.offset_for_timestamp(15_050) == (102, 15_100)
+        assert log.offset_for_timestamp(19_901) == (199, 19_901)
         assert log.offset_for_timestamp(19_902) is None
     finally:
         log.close()
@@ -248,6 +249,16 @@ def test_offset_for_timestamp_with_out_of_order_timestamps(log):
     assert log.offset_for_timestamp(4000) == (0, 5000)
     assert log.offset_for_timestamp(6500) == (2, 7000)
     assert log.offset_for_timestamp(8000) == (4, 9000)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_offset_for_timestamp_inside_a_batch(log, codec):
+    log.append_as_leader(make_batch(3, timestamp=1_000))
+    log.append_as_leader(make_batch(10, 50, timestamp=5_000, compression=codec))  # offsets 3..12, ts 5000..5009
+    assert log.offset_for_timestamp(5_004) == (7, 5_004)
+    assert log.offset_for_timestamp(4_000) == (3, 5_000)
+    assert log.offset_for_timestamp(5_009) == (12, 5_009)
+    assert log.offset_for_timestamp(1_001) == (1, 1_001)
 
 
 def test_compressed_batches_are_stored_as_sent(log):
