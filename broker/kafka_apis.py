@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import AdminManager, TopicError
 from broker.metadata import StandaloneMetadata
-from broker.replica_manager import FetchResult, ReplicaManager
+from broker.replica_manager import STORAGE_ERRORS, FetchResult, ReplicaManager
 from broker.server.socket_server import CloseConnection
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
@@ -317,7 +317,12 @@ class KafkaApis:
         elif timestamp < 0:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
         else:
-            found = log_.offset_for_timestamp(timestamp)
+            try:
+                found = log_.offset_for_timestamp(timestamp)
+            except STORAGE_ERRORS as exc:
+                log.error("timestamp lookup in %s-%d failed: %s", topic, index, exc)
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                return entry
             if found is not None:
                 entry["offset"], entry["timestamp"] = found
         return entry
