@@ -59,11 +59,28 @@ def test_sequence_gap_is_rejected(log):
     assert log.append_as_leader(idem(2)).first_offset == 2
 
 
-def test_new_producer_must_start_at_zero(log):
+def test_a_producer_the_log_does_not_know_is_accepted_at_any_sequence(log):
+    """Kafka (KIP-360): no state for the producer id, e.g. retention deleted all its batches."""
+    assert log.append_as_leader(idem(5)).first_offset == 0
+    assert log.append_as_leader(idem(7)).first_offset == 2
+    assert log.append_as_leader(idem(5)).duplicate
     with pytest.raises(OutOfOrderSequenceError):
-        log.append_as_leader(idem(5))
-    assert log.size_in_bytes() == 0
-    assert not log.append_as_leader(idem(0)).duplicate
+        log.append_as_leader(idem(10))
+
+
+def test_a_producer_whose_batches_retention_deleted_carries_on(tmp_path):
+    log = open_log(tmp_path, LogConfig(segment_bytes=200, retention_ms=1000))
+    try:
+        for seq in range(0, 6, 2):
+            log.append_as_leader(make_batch(2, 80, timestamp=1_000, producer_id=PID, producer_epoch=0,
+                                            base_sequence=seq))
+        log.append_as_leader(make_batch(1, 80, timestamp=100_000))  # another producer, in the active segment
+        assert log.delete_retained_segments(now_ms=100_000) > 0
+        assert log.log_start_offset == 6 and PID not in log.producer_state.producers
+        assert log.append_as_leader(idem(6)).first_offset == 7
+        assert log.append_as_leader(idem(8)).first_offset == 9
+    finally:
+        log.close()
 
 
 def test_epochs(log):
