@@ -147,7 +147,8 @@ class ReplicaManager:
         if partition is None:
             return AppendResult(self.missing_partition_error(topic, index))
         if not records:
-            return AppendResult(ErrorCode.CORRUPT_MESSAGE, error_message="the partition's record set is empty")
+            # Kafka: "Produce requests with version 3+ must have at least one record batch".
+            return AppendResult(ErrorCode.INVALID_RECORD, error_message="the partition's record set is empty")
         try:
             info = partition.log.append_as_leader(records, partition.leader_epoch)
         except OSError as exc:

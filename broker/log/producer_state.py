@@ -1,9 +1,10 @@
 """Idempotent-producer bookkeeping: per producer id, its epoch and its last five batches.
 
 This is how the log recognises a retried batch (not appended twice) and a gap in a producer's
-sequence numbers (rejected). A producer whose batches retention deleted is forgotten, and, as in
-Kafka, a producer the state does not know is accepted at whatever sequence it has reached. The state is rebuilt at load from a snapshot file, written at every
-segment roll and at close, plus a scan of the batch headers written after it.
+sequence numbers (rejected). A producer whose batches retention deleted is forgotten and, as in
+Kafka, accepted again at whatever sequence it has reached. The state is rebuilt at load from a
+snapshot file, written at every segment roll and at close, plus a scan of the batch headers
+written after it.
 """
 
 from __future__ import annotations
@@ -111,19 +112,18 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"producer {producer_id} sent epoch {epoch}, older than the current epoch {entry.epoch}"
                 )
-        if entry is None:
-            # As Kafka since 2.4 (KIP-360): a producer the log keeps no state of (its batches were
-            # all deleted by retention) is accepted at any sequence, so it carries on where it was.
-            pass
-        elif epoch != entry.epoch or not entry.batches:
-            if first_seq != 0:
+        # A producer the log keeps no state of (retention deleted all its batches) is accepted at any
+        # sequence, so that it carries on where it was (Kafka since 2.4, KIP-360).
+        if entry is not None:
+            if epoch != entry.epoch or not entry.batches:
+                if first_seq != 0:
+                    raise OutOfOrderSequenceError(
+                        f"producer {producer_id} epoch {epoch} must start at sequence 0, got {first_seq}"
+                    )
+            elif not in_sequence(entry.last_seq, first_seq):
                 raise OutOfOrderSequenceError(
-                    f"producer {producer_id} epoch {epoch} must start at sequence 0, got {first_seq}"
+                    f"producer {producer_id} sent sequence {first_seq} after {entry.last_seq}"
                 )
-        elif not in_sequence(entry.last_seq, first_seq):
-            raise OutOfOrderSequenceError(
-                f"producer {producer_id} sent sequence {first_seq} after {entry.last_seq}"
-            )
         if producer_id not in staged:
             entry = entry.copy() if entry is not None else ProducerStateEntry(producer_id, epoch)
             staged[producer_id] = entry

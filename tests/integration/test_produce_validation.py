@@ -54,6 +54,13 @@ def test_two_batches_in_one_partition_entry_are_refused_whole(conn):
     assert produce_all(conn, {0: encode_batch([b"a"])})[0]["error_code"] == ErrorCode.NONE
 
 
+@pytest.mark.parametrize("records", [b"", None], ids=["empty", "null"])
+def test_a_partition_entry_without_a_batch(conn, records):
+    answers = produce_all(conn, {0: records, 1: encode_batch([b"fine"])})
+    assert answers[0]["error_code"] == ErrorCode.INVALID_RECORD
+    assert answers[1]["error_code"] == ErrorCode.NONE
+
+
 def test_records_that_do_not_parse_get_record_errors(conn):
     batch = bytearray(encode_batch([b"first", b"second", b"third"], timestamp=1_000))
     third_offset_delta = batch.rindex(b"third") - 3  # length varint 5 of "third", key -1, offset delta
