@@ -40,6 +40,11 @@ from pipeline.protocol.batch import (
 from pipeline.protocol.compression import CODEC_NAMES
 from pipeline.protocol.records import InvalidRecordsError, validate_records
 
+# A compressed batch whose records take more than this many times max.message.bytes is refused
+# unread (INVALID_RECORD) rather than decompressed into memory: well above what real data compresses
+# by, far below what a few KiB of crafted zstd or gzip can claim.
+MAX_COMPRESSION_RATIO = 64
+
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 
@@ -521,7 +526,7 @@ def _validate_client_batch(buf: bytearray, max_batch: int) -> tuple[int, int, in
     if pid >= 0 and seq < 0:
         raise InvalidRecordError(f"producer id {pid} with an invalid sequence number {seq}")
     try:
-        validate_records(buf, 0, header)
+        validate_records(buf, 0, header, max(max_batch, 1) * MAX_COMPRESSION_RATIO)
     except InvalidRecordsError as exc:
         record_errors = [] if exc.batch_index < 0 else [(exc.batch_index, str(exc))]
         raise InvalidRecordError(f"the batch's records do not parse: {exc}", record_errors) from None

@@ -45,6 +45,7 @@ from .batch import (
     parse_header,
 )
 from .compression import CompressionError
+from .decompression_limit import decompress_at_most
 
 __all__ = [
     "Record",
@@ -640,14 +641,16 @@ def _read_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     return tuple(headers), pos
 
 
-def _record_area(buf: Buffer, pos: int, header: BatchHeader) -> tuple[bytes, int, int]:
-    """(data, start, end): where the (decompressed) records of the batch at ``pos`` lie."""
+def _record_area(buf: Buffer, pos: int, header: BatchHeader, max_size: int | None = None) -> tuple[bytes, int, int]:
+    """(data, start, end): where the (decompressed, at most ``max_size`` bytes) records of the batch
+    at ``pos`` lie."""
     codec = header.attributes & COMPRESSION_MASK
     start = pos + HEADER_SIZE
     end = pos + header.batch_length + LOG_OVERHEAD
     if codec:
         try:
-            data = _compression.decompress(codec, memoryview(buf)[start:end])
+            area = memoryview(buf)[start:end]
+            data = _compression.decompress(codec, area) if max_size is None else decompress_at_most(codec, area, max_size)
         except (CompressionError, _compression.UnknownCodecError) as exc:
             raise CorruptBatchError(f"batch at byte {pos}: {exc}") from None
         return data, 0, len(data)
@@ -689,14 +692,14 @@ class InvalidRecordsError(CorruptBatchError):
         self.batch_index = batch_index
 
 
-def validate_records(buf: Buffer, pos: int, header: BatchHeader) -> None:
+def validate_records(buf: Buffer, pos: int, header: BatchHeader, max_decompressed: int | None = None) -> None:
     """Check that the (decompressed) records of the batch at ``pos`` parse as Kafka parses them:
     exactly ``record_count`` records filling the record area, each with a consistent length,
     consecutive offset deltas from 0, no negative key, value or header lengths other than -1 (null)
     and no null header key. Raises InvalidRecordsError (CorruptBatchError if it cannot be
-    decompressed). Builds no record objects: a uniform batch is checked by re-encoding its layout,
-    any other by walking its varints."""
-    data, start, end = _record_area(buf, pos, header)
+    decompressed, or not into ``max_decompressed`` bytes). Builds no record objects: a uniform
+    batch is checked by re-encoding its layout, any other by walking its varints."""
+    data, start, end = _record_area(buf, pos, header, max_decompressed)
     count = header.record_count
     if count <= 0:
         raise InvalidRecordsError(f"the batch declares {count} records")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import cramjam
 import crc32c
 import pytest
 from kafka.record.util import encode_varint
@@ -14,6 +15,7 @@ from broker.log import InvalidRecordError, LogConfig
 from broker.log.errors import UnsupportedCompressionTypeError
 from pipeline.protocol import compression
 from pipeline.protocol.batch import parse_header
+from pipeline.protocol.decompression_limit import decompress_at_most, size_bound
 from pipeline.protocol.records import InvalidRecordsError, encode_batch, validate_records
 
 _HEAD = struct.Struct(">qiibI")
@@ -159,3 +161,36 @@ def test_validate_records_names_the_first_bad_record():
     with pytest.raises(InvalidRecordsError) as raised:
         validate_records(data, 0, parse_header(data))
     assert raised.value.batch_index == 2
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4])  # snappy cannot squeeze 64 times
+def test_a_compressed_batch_claiming_too_much_memory_is_refused_unread(tmp_path, codec):
+    """A few KiB that decompress to gigabytes must not be decompressed into the broker's memory."""
+    log = open_log(tmp_path, LogConfig(max_message_bytes=10_000))
+    try:
+        area = record(0, b"\x00" * 700_000)  # over 64 x max.message.bytes once decompressed
+        squeezed = batch(compression.compress(codec, area), 1, attributes=codec)
+        assert len(squeezed) < 10_000
+        with pytest.raises(InvalidRecordError):
+            log.append_as_leader(squeezed)
+        fits = record(0, b"\x00" * 600_000)
+        assert log.append_as_leader(batch(compression.compress(codec, fits), 1, attributes=codec)).last_offset == 0
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("codec, raw_snappy", [(1, False), (2, False), (3, False), (4, False), (2, True)])
+@pytest.mark.parametrize("data", [b"0123456789" * 10_000, bytes(range(256)) * 300, b"\x00" * 3_000_000],
+                         ids=["text", "bytes", "zeros"])
+def test_decompress_at_most(codec, raw_snappy, data):
+    packed = bytes(cramjam.snappy.compress_raw(data)) if raw_snappy else compression.compress(codec, data)
+    assert decompress_at_most(codec, packed, len(data)) == data
+    with pytest.raises(compression.CompressionError):
+        decompress_at_most(codec, packed, len(data) - 1)
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4])
+def test_framing_bounds_hold_what_the_data_decompresses_to(codec):
+    for data in (b"", b"x", b"0123456789" * 50_000, bytes(range(256)) * 3000):
+        bound = size_bound(codec, compression.compress(codec, data))
+        assert bound is not None and bound >= len(data)
