@@ -45,7 +45,7 @@ def decompress_at_most(codec: int, data: Buffer, max_size: int) -> bytes:
         return decompress(codec, data)  # no compression, or UnknownCodecError
     if codec == GZIP:
         return _gunzip(data, max_size)
-    bound = size_bound(codec, data)
+    bound = size_bound(codec, data, max_size)
     if bound is not None and bound <= max_size:
         return decompress(codec, data)
     if codec == SNAPPY:
@@ -53,29 +53,31 @@ def decompress_at_most(codec: int, data: Buffer, max_size: int) -> bytes:
     return _into_mapping(codec, data, max_size)
 
 
-def size_bound(codec: int, data: Buffer) -> int | None:
+def size_bound(codec: int, data: Buffer, stop_above: int | None = None) -> int | None:
     """At least what snappy, lz4 or zstd ``data`` decompresses to, read from its framing alone (exact
-    for snappy); None when the framing is not one this reads."""
+    for snappy); None when the framing is not one this reads. Reading stops as soon as the bound
+    passes ``stop_above``, returning what it has reached."""
+    limit = (1 << 63) if stop_above is None else stop_above
     try:
         if codec == SNAPPY:
             if bytes(data[:8]) == XERIAL_MAGIC and len(data) >= len(XERIAL_HEADER):
                 return sum(map(cramjam.snappy.decompress_raw_len, xerial_blocks(data)))
             return cramjam.snappy.decompress_raw_len(data)
         if codec == LZ4:
-            return _lz4_bound(memoryview(data))
+            return _lz4_bound(memoryview(data), limit)
         if codec == ZSTD:
-            return _zstd_bound(memoryview(data))
+            return _zstd_bound(memoryview(data), limit)
     except (cramjam.DecompressionError, IndexError, struct.error):
         return None
     return None
 
 
-def _lz4_bound(view: memoryview) -> int | None:
+def _lz4_bound(view: memoryview, limit: int) -> int | None:
     """Blocks times their declared maximum size, over every frame (LZ4 frame format)."""
     end = len(view)
     pos = 0
     total = 0
-    while pos < end:
+    while pos < end and total <= limit:
         if bytes(view[pos : pos + 4]) != LZ4_FRAME_MAGIC:
             return None
         flags, block_descriptor = view[pos + 4], view[pos + 5]
@@ -85,7 +87,7 @@ def _lz4_bound(view: memoryview) -> int | None:
         # descriptor, content size and dictionary id when flagged, header checksum
         pos += 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0) + 1
         block_checksum = 4 if flags & 0x10 else 0
-        while True:
+        while total <= limit:
             (size,) = _UINT32_LE.unpack_from(view, pos)
             pos += 4
             if size == 0:
@@ -96,12 +98,12 @@ def _lz4_bound(view: memoryview) -> int | None:
     return total
 
 
-def _zstd_bound(view: memoryview) -> int | None:
+def _zstd_bound(view: memoryview, limit: int) -> int | None:
     """Raw and RLE block sizes plus 128 KiB per compressed block, over every frame (RFC 8878)."""
     end = len(view)
     pos = 0
     total = 0
-    while pos < end:
+    while pos < end and total <= limit:
         (magic,) = _UINT32_LE.unpack_from(view, pos)
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
             pos += 8 + _UINT32_LE.unpack_from(view, pos + 4)[0]
@@ -127,7 +129,7 @@ def _zstd_bound(view: memoryview) -> int | None:
                 pos += size
             else:
                 return None
-            if header & 1:
+            if header & 1 or total > limit:
                 break
         pos += 4 if descriptor & 0x04 else 0  # content checksum
     return total

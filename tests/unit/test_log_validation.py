@@ -194,3 +194,10 @@ def test_framing_bounds_hold_what_the_data_decompresses_to(codec):
     for data in (b"", b"x", b"0123456789" * 50_000, bytes(range(256)) * 3000):
         bound = size_bound(codec, compression.compress(codec, data))
         assert bound is not None and bound >= len(data)
+
+
+@pytest.mark.parametrize("codec", [3, 4])
+def test_reading_a_framing_bound_stops_once_past_the_limit(codec):
+    packed = compression.compress(codec, bytes(range(256)) * 4000)  # several blocks
+    assert size_bound(codec, packed) > 256 * 1024
+    assert 1 <= size_bound(codec, packed, stop_above=1) < size_bound(codec, packed)
