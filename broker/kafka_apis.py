@@ -14,9 +14,10 @@ from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import AdminManager, TopicError
 from broker.metadata import StandaloneMetadata
-from broker.replica_manager import FetchResult, ReplicaManager
+from broker.replica_manager import STORAGE_ERRORS, FetchResult, ReplicaManager
 from broker.server.socket_server import CloseConnection
 from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
 from pipeline.protocol.codec import (
     SUPPORTED_VERSIONS,
     ProtocolError,
@@ -25,6 +26,7 @@ from pipeline.protocol.codec import (
     encode_response,
     read_request_header,
 )
+from pipeline.protocol.compression import ZSTD
 from pipeline.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -169,7 +171,9 @@ class KafkaApis:
     def handle_produce(self, header: RequestHeader, request: dict) -> dict | None:
         acks = request["acks"]
         topic_data = request["topic_data"]
-        if request.get("transactional_id") is not None:
+        if request.get("transactional_id") is not None or _has_transactional_batch(topic_data):
+            # Kafka refuses the whole request when a transactional batch comes without a transactional
+            # id it authorizes; this broker runs no transaction coordinator, so it authorizes none.
             error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported yet"
         elif acks not in (0, 1, -1):
             error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"
@@ -182,15 +186,21 @@ class KafkaApis:
             name = topic["name"]
             results = []
             for part in topic["partition_data"]:
-                if error is None:
-                    result = append(name, part["index"], part["records"])
-                    code, base_offset, log_start, err_msg = result
-                else:
+                records = part["records"]
+                record_errors: tuple[tuple[int, str], ...] = ()
+                if error is not None:
                     code, base_offset, log_start, err_msg = error, -1, -1, message
+                elif header.api_version < 7 and _compression_of(records) == ZSTD:
+                    code, base_offset, log_start, err_msg = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, -1,
+                                                             "Produce requests before v7 may not use zstd")
+                else:
+                    code, base_offset, log_start, err_msg, record_errors = append(name, part["index"], records)
                 if code:
                     failed = True
                 results.append({"index": part["index"], "error_code": code, "base_offset": base_offset,
-                                "log_append_time_ms": -1, "log_start_offset": log_start, "record_errors": [],
+                                "log_append_time_ms": -1, "log_start_offset": log_start,
+                                "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                                                  for i, m in record_errors],
                                 "error_message": err_msg})
             responses.append({"name": name, "partition_responses": results})
         if acks == 0:
@@ -307,7 +317,12 @@ class KafkaApis:
         elif timestamp < 0:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
         else:
-            found = log_.offset_for_timestamp(timestamp)
+            try:
+                found = log_.offset_for_timestamp(timestamp)
+            except STORAGE_ERRORS as exc:
+                log.error("timestamp lookup in %s-%d failed: %s", topic, index, exc)
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                return entry
             if found is not None:
                 entry["offset"], entry["timestamp"] = found
         return entry
@@ -371,6 +386,23 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "this broker runs no group or transaction coordinator", "node_id": -1,
                 "host": "", "port": -1}
+
+
+def _compression_of(records: memoryview | bytes | None) -> int:
+    """The codec bits of the first batch in a partition's records (0 when too short to tell)."""
+    if records is None or len(records) < HEADER_SIZE:
+        return 0
+    return records[ATTRIBUTES + 1] & COMPRESSION_MASK
+
+
+def _has_transactional_batch(topic_data: list[dict]) -> bool:
+    """Whether any partition's records start with a transactional batch (Kafka's hasTransactionalRecords)."""
+    for topic in topic_data:
+        for part in topic["partition_data"]:
+            records = part["records"]
+            if records is not None and len(records) >= HEADER_SIZE and records[ATTRIBUTES + 1] & TRANSACTIONAL_FLAG:
+                return True
+    return False
 
 
 def _api_name(api_key: int) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-from broker.log.errors import OffsetOutOfRangeError
+from broker.log.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from broker.log.log import Log
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
@@ -24,6 +24,10 @@ from pipeline.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+# What reading a log raises when its files are unusable (I/O errors, descriptors exhausted, a damaged
+# segment): KAFKA_STORAGE_ERROR for that partition, the others in the request are still served.
+STORAGE_ERRORS = (OSError, CorruptRecordError, KafkaStorageError)
 
 
 class Partition:
@@ -67,6 +71,7 @@ class AppendResult(NamedTuple):
     base_offset: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass
@@ -142,16 +147,20 @@ class ReplicaManager:
         if partition is None:
             return AppendResult(self.missing_partition_error(topic, index))
         if not records:
-            return AppendResult(ErrorCode.CORRUPT_MESSAGE, error_message="the partition's record set is empty")
+            # Kafka: "Produce requests with version 3+ must have at least one record batch".
+            return AppendResult(ErrorCode.INVALID_RECORD, error_message="the partition's record set is empty")
         try:
             info = partition.log.append_as_leader(records, partition.leader_epoch)
+        except OSError as exc:
+            log.error("append to %s-%d failed: %s", topic, index, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"storage error: {exc}")
         except Exception as exc:
             code = getattr(exc, "error_code", None)
             if code is None:
                 log.exception("append to %s-%d failed", topic, index)
                 return AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
             log.warning("rejected produce to %s-%d: %s", topic, index, exc)
-            return AppendResult(code, error_message=str(exc))
+            return AppendResult(code, error_message=str(exc), record_errors=tuple(getattr(exc, "record_errors", ())))
         if not info.duplicate:
             partition.wake_waiters()
         return AppendResult(ErrorCode.NONE, info.first_offset, info.log_start_offset)
@@ -166,6 +175,9 @@ class ReplicaManager:
             region = log_.read(offset, max_bytes, min_one_batch)
         except OffsetOutOfRangeError:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, log_.log_end_offset, log_.log_start_offset)
+        except STORAGE_ERRORS as exc:
+            log.error("reading %s-%d at offset %d failed: %s", topic, index, offset, exc)
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         if region.size == 0:
             region.close()
             return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset)

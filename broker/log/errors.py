@@ -40,9 +40,20 @@ class InvalidProducerEpochError(LogError):
 
 
 class InvalidRecordError(LogError):
-    """A request that is not a sequence of whole, self-consistent batches (INVALID_RECORD)."""
+    """A request that is not one whole, self-consistent batch, or a batch Kafka refuses from clients
+    (INVALID_RECORD). ``record_errors`` lists (index in the batch, message) of the bad records."""
 
     error_code = 87
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors or []
+
+
+class UnsupportedCompressionTypeError(LogError):
+    """A batch whose compression bits name no codec Kafka defines (UNSUPPORTED_COMPRESSION_TYPE)."""
+
+    error_code = 76
 
 
 class KafkaStorageError(LogError):

@@ -20,6 +20,7 @@ from broker.log.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    UnsupportedCompressionTypeError,
 )
 from broker.log.fetch_slice import FetchSlice
 from broker.log.log_config import LogConfig
@@ -27,13 +28,22 @@ from broker.log.log_segment import DELETED_SUFFIX, LOG_SUFFIX, MIN_BATCH_LENGTH,
 from broker.log.producer_state import ProducerStateManager
 from pipeline.protocol.batch import (
     ATTRIBUTES,
+    COMPRESSION_MASK,
     CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    CorruptBatchError,
     parse_header,
     patch_base_offset,
     patch_leader_epoch,
 )
+from pipeline.protocol.compression import CODEC_NAMES
+from pipeline.protocol.records import InvalidRecordsError, validate_records
+
+# A compressed batch whose records take more than this many times max.message.bytes is refused
+# unread (INVALID_RECORD) rather than decompressed into memory: well above what real data compresses
+# by, far below what a few KiB of crafted zstd or gzip can claim.
+MAX_COMPRESSION_RATIO = 64
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
@@ -180,41 +190,16 @@ class Log:
     # ----------------------------------------------------------------------------------- append
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1) -> AppendInfo:
-        """Validate, assign offsets to and append one or more whole RecordBatch v2 batches.
+        """Validate, assign offsets to and append one whole RecordBatch v2 batch from a client.
 
-        All or nothing: any bad batch raises before the log is touched. A retried duplicate from
-        an idempotent producer is not written; its original offsets come back with duplicate=True.
+        As Kafka does for Produce v3+, the records must be exactly one batch; a batch Kafka refuses
+        from clients (see _validate_client_batch) raises before the log is touched. A retried
+        duplicate from an idempotent producer is not written; its original offsets come back with
+        duplicate=True.
         """
         buf = bytearray(records)
         n = len(buf)
-        if n == 0:
-            raise InvalidRecordError("the request holds no record batch")
-        max_batch = self.config.max_message_bytes
-        view = memoryview(buf)
-        batches = []
-        pos = 0
-        try:
-            while pos < n:
-                if pos + HEADER_SIZE > n:
-                    raise InvalidRecordError(f"{n - pos} trailing bytes are not a whole batch")
-                _, length, _, magic, crc, attributes, last_delta, _, max_ts, pid, epoch, seq, count = parse_header(buf, pos)
-                if length < MIN_BATCH_LENGTH:
-                    raise CorruptRecordError(f"batch at byte {pos} declares length {length}, below the header size")
-                size = length + LOG_OVERHEAD
-                if pos + size > n:
-                    raise InvalidRecordError(f"batch at byte {pos} runs {pos + size - n} bytes past the request")
-                if magic != 2:
-                    raise CorruptRecordError(f"batch at byte {pos} has magic {magic}; only v2 is supported")
-                if size > max_batch:
-                    raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_batch}")
-                if crc32c.crc32c(view[pos + ATTRIBUTES : pos + size]) != crc:
-                    raise CorruptRecordError(f"batch at byte {pos} fails its CRC-32C check")
-                if count <= 0 or last_delta + 1 != count:
-                    raise InvalidRecordError(f"batch at byte {pos}: {count} records but lastOffsetDelta {last_delta}")
-                batches.append((pos, size, last_delta, max_ts, pid, epoch, seq, attributes))
-                pos += size
-        finally:
-            view.release()
+        batches = [_validate_client_batch(buf, self.config.max_message_bytes)]
 
         flush_after = False
         with self._lock:
@@ -291,7 +276,10 @@ class Log:
             return FetchSlice(None, 0, 0)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp is >= ``timestamp``, or None."""
+        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``, or None.
+
+        As Kafka: segments and batches are skipped by their largest timestamp, so with timestamps
+        out of order this is the first such record of the first batch that reaches ``timestamp``."""
         with self._lock:
             for segment in self._segments:
                 if segment.max_timestamp >= timestamp:
@@ -501,3 +489,47 @@ class Log:
             f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self._segments)})"
         )
+
+
+def _validate_client_batch(buf: bytearray, max_batch: int) -> tuple[int, int, int, int, int, int, int, int]:
+    """Check that ``buf`` is exactly one batch a client may write, as Kafka's ProduceRequest and
+    LogValidator check it: v2 framing, size, CRC, a known codec, no control flag, a sequence when
+    it has a producer id, a record count matching lastOffsetDelta, and records that parse.
+    Returns (position, size, lastOffsetDelta, max timestamp, producer id, epoch, base sequence,
+    attributes). Transactional batches are refused by the request layer, before any append."""
+    n = len(buf)
+    if n == 0:
+        raise InvalidRecordError("the request holds no record batch")
+    if n < HEADER_SIZE:
+        raise InvalidRecordError(f"{n} bytes are not a whole batch")
+    header = parse_header(buf)
+    _, length, _, magic, crc, attributes, last_delta, _, max_ts, pid, epoch, seq, count = header
+    if length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"the batch declares length {length}, below the header size")
+    size = length + LOG_OVERHEAD
+    if size > n:
+        raise InvalidRecordError(f"the batch runs {size - n} bytes past the request")
+    if magic != 2:
+        raise InvalidRecordError(f"the batch has magic {magic}; Produce v3+ carries only v2 batches")
+    if size < n:
+        raise InvalidRecordError("Produce v3+ allows exactly one record batch per partition")
+    if size > max_batch:
+        raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_batch}")
+    if crc32c.crc32c(memoryview(buf)[ATTRIBUTES:size]) != crc:
+        raise CorruptRecordError("the batch fails its CRC-32C check")
+    if attributes & COMPRESSION_MASK not in CODEC_NAMES:
+        raise UnsupportedCompressionTypeError(f"unknown compression codec {attributes & COMPRESSION_MASK}")
+    if count <= 0 or last_delta + 1 != count:
+        raise InvalidRecordError(f"the batch holds {count} records but lastOffsetDelta {last_delta}")
+    if attributes & CONTROL_FLAG:
+        raise InvalidRecordError("clients may not write control batches")
+    if pid >= 0 and seq < 0:
+        raise InvalidRecordError(f"producer id {pid} with an invalid sequence number {seq}")
+    try:
+        validate_records(buf, 0, header, max(max_batch, 1) * MAX_COMPRESSION_RATIO)
+    except InvalidRecordsError as exc:
+        record_errors = [] if exc.batch_index < 0 else [(exc.batch_index, str(exc))]
+        raise InvalidRecordError(f"the batch's records do not parse: {exc}", record_errors) from None
+    except CorruptBatchError as exc:
+        raise InvalidRecordError(f"the batch's records do not parse: {exc}") from None
+    return 0, size, last_delta, max_ts, pid, epoch, seq, attributes

@@ -17,7 +17,8 @@ from broker.log.errors import CorruptRecordError
 from broker.log.log_config import LogConfig
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
-from pipeline.protocol.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from pipeline.protocol.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError, parse_header
+from pipeline.protocol.records import decode_batch
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -198,13 +199,21 @@ class LogSegment:
             pos += off
 
     def find_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """(base offset, max timestamp) of the first batch at or after ``start_offset`` whose max
-        timestamp is >= ``timestamp``, or None."""
+        """(offset, timestamp) of the first record at or after ``start_offset`` whose timestamp is
+        >= ``timestamp``, or None (Kafka's searchForTimestamp). Only batches whose max timestamp
+        reaches ``timestamp`` are read and decoded."""
         entry_offset = self.time_index.lookup(timestamp)[1]
         position = self.index.lookup(max(entry_offset, start_offset))[1]
-        for _, header in self.iter_headers(position):
+        for batch_position, header in self.iter_headers(position):
             if header.next_offset > start_offset and header.max_timestamp >= timestamp:
-                return header.base_offset, header.max_timestamp
+                data = os.pread(self.fd, header.size, batch_position)
+                try:
+                    _, records = decode_batch(data, check_crc=False)
+                except CorruptBatchError as exc:
+                    raise CorruptRecordError(f"{self.log_path}: batch at byte {batch_position}: {exc}") from None
+                for record in records:
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
+                        return record.offset, record.timestamp
         return None
 
     # ------------------------------------------------------------------------------------- load

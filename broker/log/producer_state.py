@@ -1,8 +1,10 @@
 """Idempotent-producer bookkeeping: per producer id, its epoch and its last five batches.
 
 This is how the log recognises a retried batch (not appended twice) and a gap in a producer's
-sequence numbers (rejected). The state is rebuilt at load from a snapshot file, written at every
-segment roll and at close, plus a scan of the batch headers written after it.
+sequence numbers (rejected). A producer whose batches retention deleted is forgotten and, as in
+Kafka, accepted again at whatever sequence it has reached. The state is rebuilt at load from a
+snapshot file, written at every segment roll and at close, plus a scan of the batch headers
+written after it.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ class ProducerStateManager:
 
         Returns the original batch's metadata if this batch is a retried duplicate; otherwise
         records the batch in ``staged`` (nothing changes until :meth:`commit`). Raises
-        InvalidProducerEpochError for an older epoch and OutOfOrderSequenceError for a gap.
+        InvalidProducerEpochError for an older epoch and OutOfOrderSequenceError for a gap, or for a
+        known producer's new epoch not starting at 0.
         """
         entry = staged.get(producer_id)
         if entry is None:
@@ -109,15 +112,18 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"producer {producer_id} sent epoch {epoch}, older than the current epoch {entry.epoch}"
                 )
-        if entry is None or epoch != entry.epoch or not entry.batches:
-            if first_seq != 0:
+        # A producer the log keeps no state of (retention deleted all its batches) is accepted at any
+        # sequence, so that it carries on where it was (Kafka since 2.4, KIP-360).
+        if entry is not None:
+            if epoch != entry.epoch or not entry.batches:
+                if first_seq != 0:
+                    raise OutOfOrderSequenceError(
+                        f"producer {producer_id} epoch {epoch} must start at sequence 0, got {first_seq}"
+                    )
+            elif not in_sequence(entry.last_seq, first_seq):
                 raise OutOfOrderSequenceError(
-                    f"producer {producer_id} epoch {epoch} must start at sequence 0, got {first_seq}"
+                    f"producer {producer_id} sent sequence {first_seq} after {entry.last_seq}"
                 )
-        elif not in_sequence(entry.last_seq, first_seq):
-            raise OutOfOrderSequenceError(
-                f"producer {producer_id} sent sequence {first_seq} after {entry.last_seq}"
-            )
         if producer_id not in staged:
             entry = entry.copy() if entry is not None else ProducerStateEntry(producer_id, epoch)
             staged[producer_id] = entry

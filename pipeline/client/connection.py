@@ -1,7 +1,7 @@
 """BrokerConnection: one blocking TCP connection to a broker, with version negotiation and pipelining.
 
 On connect it asks ApiVersions (answering a v0 "unsupported version" reply by retrying at the broker's
-version) and then uses, for each API, the highest version both sides speak. Requests may be pipelined:
+version, and an answer it cannot decode by retrying at v0, as librdkafka does) and then uses, for each API, the highest version both sides speak. Requests may be pipelined:
 ``send`` queues a request and returns its correlation id; ``receive`` returns the next response, which
 the broker sends in request order. Any socket failure closes the connection and raises
 KafkaConnectionError (retriable); the owner reconnects.
@@ -82,9 +82,14 @@ class BrokerConnection:
     def _negotiate(self) -> None:
         ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
         response = self._api_versions(ours)
-        if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
-            theirs = {k["api_key"]: k["max_version"] for k in response["api_keys"]}.get(ApiKey.API_VERSIONS, 0)
-            response = self._api_versions(min(ours, theirs))
+        if response is None or response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
+            # As librdkafka does: retry at the version the broker names, or at v0 when its answer was
+            # unreadable (librdkafka's mock cluster answers a newer version in a layout of its own).
+            named = {} if response is None else {k["api_key"]: k["max_version"] for k in response["api_keys"]}
+            response = self._api_versions(min(ours, named.get(ApiKey.API_VERSIONS, 0)))
+        if response is None:
+            self.close()
+            raise KafkaConnectionError(f"malformed ApiVersions response from {self.host}:{self.port}")
         if response["error_code"] != ErrorCode.NONE:
             raise KafkaConnectionError(f"broker {self.host}:{self.port} refused ApiVersions: "
                                        f"{ErrorCode(response['error_code']).name}")
@@ -95,9 +100,10 @@ class BrokerConnection:
             if theirs is not None and theirs[0] <= high and low <= theirs[1]:
                 self.versions[key] = min(high, theirs[1])
 
-    def _api_versions(self, version: int) -> dict:
-        """One ApiVersions round trip. A broker older than ``version`` answers UNSUPPORTED_VERSION in the
-        v0 layout, so that answer is decoded as v0 (the response header is v0 for every version)."""
+    def _api_versions(self, version: int) -> dict | None:
+        """One ApiVersions round trip; None when the answer cannot be decoded. A broker older than
+        ``version`` answers UNSUPPORTED_VERSION in the v0 layout, so that answer is decoded as v0 (the
+        response header is v0 for every version)."""
         self.send(ApiKey.API_VERSIONS, {"client_software_name": "pipeline", "client_software_version": "0.1"},
                   version=version)
         _, _, _, frame = self.receive_frame()
@@ -105,9 +111,8 @@ class BrokerConnection:
             version = 0
         try:
             return decode_response(ApiKey.API_VERSIONS, version, frame)[1]
-        except ProtocolError as exc:
-            self.close()
-            raise KafkaConnectionError(f"malformed ApiVersions response from {self.host}:{self.port}: {exc}") from None
+        except ProtocolError:
+            return None
 
     def version(self, api_key: int) -> int:
         """The version of ``api_key`` this connection uses; UnsupportedVersionError if there is none."""

@@ -15,6 +15,7 @@ What each codec writes, matching what the Java client and librdkafka write and r
 from __future__ import annotations
 
 import struct
+from typing import Iterator
 
 import cramjam
 
@@ -157,12 +158,16 @@ def _xerial_compress(data: Buffer) -> bytes:
 
 
 def _xerial_decompress(data: Buffer) -> bytes:
+    return b"".join([bytes(cramjam.snappy.decompress_raw(block)) for block in xerial_blocks(data)])
+
+
+def xerial_blocks(data: Buffer) -> Iterator[memoryview]:
+    """The raw snappy blocks of a xerial snappy stream (``data`` starts with XERIAL_HEADER)."""
     # The version and compatible-version fields are not checked: some writers (e.g. Redpanda) have
     # stored them little-endian, and there has only ever been one block layout.
     view = memoryview(data)
     end = len(view)
     pos = len(XERIAL_HEADER)
-    parts = []
     while pos < end:
         if pos + 4 > end:
             raise CompressionError(f"xerial snappy stream truncated in a block length at byte {pos}")
@@ -170,6 +175,5 @@ def _xerial_decompress(data: Buffer) -> bytes:
         pos += 4
         if size < 0 or pos + size > end:
             raise CompressionError(f"xerial snappy block at byte {pos - 4} declares {size} bytes, {end - pos} remain")
-        parts.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + size])))
+        yield view[pos : pos + size]
         pos += size
-    return b"".join(parts)

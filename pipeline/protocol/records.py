@@ -45,6 +45,7 @@ from .batch import (
     parse_header,
 )
 from .compression import CompressionError
+from .decompression_limit import decompress_at_most
 
 __all__ = [
     "Record",
@@ -53,7 +54,9 @@ __all__ = [
     "decode_batch",
     "decode_records",
     "record_size",
+    "validate_records",
     "CorruptBatchError",
+    "InvalidRecordsError",
 ]
 
 Header = tuple[str, "bytes | None"]
@@ -435,14 +438,15 @@ def _uniform_size(klen: int, vlen: int, n: int) -> int:
 _UNIFORM_SIZES = _UniformSizes()
 
 
-def _decode_uniform(
-    data: bytes, start: int, end: int, n: int, base_offset: int, base_timestamp: int, log_append_time: int | None
-) -> list[Record] | None:
-    """Decode a batch by checking that it is uniform (see _Layout), or return None if it is not.
+def _uniform_fields(
+    data: bytes, start: int, end: int, n: int
+) -> tuple[list[bytes] | None, list[bytes], list[int] | None] | None:
+    """(keys or None for null keys, values, timestamp deltas or None for all 0) of a uniform batch
+    (see _Layout), or None if the record area is not uniform.
 
     The shape is guessed from the first record; the keys, values and timestamp deltas are read
     where that shape puts them, and the guess is confirmed by re-encoding them and comparing with
-    the record area, so a batch is only decoded here when a full parse would give the same records.
+    the record area, so a batch is only accepted here when a full parse would give the same records.
     """
     try:
         _, pos = _read_varint(data, start)
@@ -470,11 +474,23 @@ def _decode_uniform(
     if layout.key_slices is None:
         if _join_values_only(values, deltas) != area:
             return None
+        return None, values, deltas
+    keys = list(map(area.__getitem__, islice(layout.key_slices, n)))
+    if _join_keys_and_values(keys, values, deltas) != area:
+        return None
+    return keys, values, deltas
+
+
+def _decode_uniform(
+    data: bytes, start: int, end: int, n: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> list[Record] | None:
+    """Decode a batch whose record area is uniform (see _uniform_fields), or return None if it is not."""
+    fields = _uniform_fields(data, start, end, n)
+    if fields is None:
+        return None
+    keys, values, deltas = fields
+    if keys is None:
         keys = repeat(None, n)
-    else:
-        keys = list(map(area.__getitem__, islice(layout.key_slices, n)))
-        if _join_keys_and_values(keys, values, deltas) != area:
-            return None
     if log_append_time is not None:
         timestamps = repeat(log_append_time, n)
     elif deltas is None:
@@ -625,22 +641,28 @@ def _read_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     return tuple(headers), pos
 
 
-def _decode_body(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
-    """The records of a batch whose header (at ``pos``) has been parsed and whose bytes are in ``buf``."""
+def _record_area(buf: Buffer, pos: int, header: BatchHeader, max_size: int | None = None) -> tuple[bytes, int, int]:
+    """(data, start, end): where the (decompressed, at most ``max_size`` bytes) records of the batch
+    at ``pos`` lie."""
     codec = header.attributes & COMPRESSION_MASK
     start = pos + HEADER_SIZE
     end = pos + header.batch_length + LOG_OVERHEAD
     if codec:
         try:
-            data = _compression.decompress(codec, memoryview(buf)[start:end])
+            area = memoryview(buf)[start:end]
+            data = _compression.decompress(codec, area) if max_size is None else decompress_at_most(codec, area, max_size)
         except (CompressionError, _compression.UnknownCodecError) as exc:
             raise CorruptBatchError(f"batch at byte {pos}: {exc}") from None
-        start, end = 0, len(data)
-    elif type(buf) is bytes:
-        data = buf
-    else:
-        data = bytes(memoryview(buf)[start:end])
-        start, end = 0, len(data)
+        return data, 0, len(data)
+    if type(buf) is bytes:
+        return buf, start, end
+    data = bytes(memoryview(buf)[start:end])
+    return data, 0, len(data)
+
+
+def _decode_body(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
+    """The records of a batch whose header (at ``pos``) has been parsed and whose bytes are in ``buf``."""
+    data, start, end = _record_area(buf, pos, header)
     log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
     if header.record_count < 0:
         raise CorruptBatchError(f"batch at byte {pos} declares {header.record_count} records")
@@ -659,6 +681,99 @@ def _decode_body(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
     return _decode_record_area(
         data, start, end, header.record_count, header.base_offset, header.base_timestamp, log_append_time
     )
+
+
+class InvalidRecordsError(CorruptBatchError):
+    """A batch whose records do not parse as its header declares; ``batch_index`` is the first bad
+    record's position in the batch (-1 when the record area as a whole is wrong)."""
+
+    def __init__(self, message: str, batch_index: int = -1) -> None:
+        super().__init__(message)
+        self.batch_index = batch_index
+
+
+def validate_records(buf: Buffer, pos: int, header: BatchHeader, max_decompressed: int | None = None) -> None:
+    """Check that the (decompressed) records of the batch at ``pos`` parse as Kafka parses them:
+    exactly ``record_count`` records filling the record area, each with a consistent length,
+    consecutive offset deltas from 0, no negative key, value or header lengths other than -1 (null)
+    and no null header key. Raises InvalidRecordsError (CorruptBatchError if it cannot be
+    decompressed, or not into ``max_decompressed`` bytes). Builds no record objects: a uniform
+    batch is checked by re-encoding its layout, any other by walking its varints."""
+    data, start, end = _record_area(buf, pos, header, max_decompressed)
+    count = header.record_count
+    if count <= 0:
+        raise InvalidRecordsError(f"the batch declares {count} records")
+    if count <= _WALK_BELOW or _uniform_fields(data, start, end, count) is None:
+        _walk_records(data, start, end, count)
+
+
+# Batches of up to this many records are walked: checking a layout costs more than walking a few records.
+_WALK_BELOW = 8
+_OFFSET_DELTA = "offset delta"
+# The varints after a record's timestamp delta: the offset delta, then the lengths of key and value.
+_RECORD_FIELDS = (_OFFSET_DELTA, "key", "value")
+
+
+def _walk_records(data: Buffer, pos: int, end: int, count: int) -> None:
+    zz1 = _ZZ1
+    read_varint = _read_varint
+    index = 0
+    try:
+        while index < count:
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos)
+            record_end = pos + length
+            if length < 6 or record_end > end:
+                raise InvalidRecordsError(f"record {index} declares {length} bytes, {end - pos} left", index)
+            # pos is at the attributes byte, which carries nothing; the timestamp delta follows.
+            b = data[pos + 1]
+            pos = pos + 2 if b < 0x80 else read_varint(data, pos + 1)[1]
+            for field in _RECORD_FIELDS:
+                b = data[pos]
+                if b < 0x80:
+                    number = zz1[b]
+                    pos += 1
+                else:
+                    number, pos = read_varint(data, pos)
+                if field == _OFFSET_DELTA:
+                    if number != index:
+                        raise InvalidRecordsError(f"record {index} has offset delta {number}", index)
+                elif number > 0:
+                    pos += number
+                elif number < -1:
+                    raise InvalidRecordsError(f"record {index} has a {field} length {number}", index)
+            b = data[pos]
+            if b:
+                pos = _skip_headers(data, pos, index)
+            else:
+                pos += 1
+            if pos != record_end:
+                raise InvalidRecordsError(f"record {index} ends at byte {pos}, its length says {record_end}", index)
+            index += 1
+    except IndexError:
+        raise InvalidRecordsError(f"record {index} runs past the end of the batch", index) from None
+    if pos != end:
+        raise InvalidRecordsError(f"{end - pos} bytes left after the batch's {count} records")
+
+
+def _skip_headers(data: Buffer, pos: int, index: int) -> int:
+    count, pos = _read_varint(data, pos)
+    if count < 0:
+        raise InvalidRecordsError(f"record {index} has header count {count}", index)
+    for _ in range(count):
+        klen, pos = _read_varint(data, pos)
+        if klen < 0:
+            raise InvalidRecordsError(f"record {index} has a header key length {klen}", index)
+        vlen, pos = _read_varint(data, pos + klen)
+        if vlen < -1:
+            raise InvalidRecordsError(f"record {index} has a header value length {vlen}", index)
+        if vlen > 0:
+            pos += vlen
+    return pos
 
 
 def decode_batch(buf: Buffer, pos: int = 0, *, check_crc: bool = True) -> tuple[BatchHeader, list[Record]]:

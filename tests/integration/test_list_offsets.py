@@ -1,7 +1,8 @@
 """ListOffsets through every client that exposes it: earliest, latest and by timestamp.
 
-Each message is produced and acknowledged on its own, so it is its own batch and a timestamp lookup's
-answer does not depend on how the broker searches inside a batch.
+In ``timestamped_topic`` each message is produced and acknowledged on its own, so it is its own batch;
+``batched_topic`` holds batches of several records with distinct timestamps, plain and compressed,
+where the answer must be the first record whose own timestamp reaches the target, as Kafka's.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from pipeline.protocol.compression import GZIP, LZ4
+from pipeline.protocol.records import encode_batch
 from tests.support.clients import create_topic, run_kcat
+from tests.support.wire import KafkaConnection, produce
 
 COUNT = 30
 STEP_MS = 1000
+
+
+def an_hour_ago() -> int:
+    """A whole second about an hour ago, in ms: old enough to be in the past, new enough for retention."""
+    return (int(time.time() * 1000) - 3_600_000) // 1000 * 1000
 
 
 @pytest.fixture
@@ -23,7 +32,7 @@ def timestamped_topic(broker):
     """A one-partition topic holding COUNT messages with timestamps base, base+1s, ...; yields (topic, base)."""
     topic = "timestamps"
     create_topic(broker.bootstrap, topic, 1)
-    base = (int(time.time() * 1000) - 3_600_000) // 1000 * 1000
+    base = an_hour_ago()
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, enable_idempotence=False, linger_ms=0)
     try:
         for i in range(COUNT):
@@ -76,3 +85,55 @@ def test_kcat_offsets(broker, timestamped_topic):
     from_time = run_kcat(["-b", broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", f"s@{base + 20 * STEP_MS}",
                           "-e", "-q", "-f", "%o %s\n"]).decode().splitlines()
     assert from_time == [f"{i} m{i}" for i in range(20, COUNT)]
+
+
+BATCH = 5
+
+
+@pytest.fixture
+def batched_topic(broker):
+    """Three batches of BATCH records (plain, gzip, lz4), record i stamped base + i seconds; yields (topic, base)."""
+    topic = "batched-timestamps"
+    create_topic(broker.bootstrap, topic, 1)
+    base = an_hour_ago()
+    with KafkaConnection(broker.host, broker.port) as conn:
+        for n, codec in enumerate((0, GZIP, LZ4)):
+            first = n * BATCH
+            batch = encode_batch([f"m{first + i}".encode() * 20 for i in range(BATCH)],
+                                 timestamps=[base + (first + i) * STEP_MS for i in range(BATCH)], compression=codec)
+            result = produce(conn, topic, 0, batch)
+            assert (result.error_code, result.base_offset) == (0, first)
+    return topic, base
+
+
+# target (seconds after base) -> the offset of the first record at or after it; 3 * BATCH: none
+BATCHED_CASES = [(-60, 0), (2.5, 3), (3, 3), (4.5, 5), (6, 6), (7.5, 8), (12.2, 13), (14, 14), (15, None)]
+
+
+def test_kafka_python_offsets_inside_batches(broker, batched_topic):
+    topic, base = batched_topic
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        for seconds, offset in BATCHED_CASES:
+            found = consumer.offsets_for_times({tp: base + int(seconds * STEP_MS)})[tp]
+            if offset is None:
+                assert found is None
+            else:
+                assert (found.offset, found.timestamp) == (offset, base + offset * STEP_MS), seconds
+    finally:
+        consumer.close()
+
+
+def test_confluent_kafka_offsets_inside_batches(broker, batched_topic):
+    topic, base = batched_topic
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "list-offsets-batched",
+                         "enable.auto.commit": False})
+    try:
+        for seconds, offset in BATCHED_CASES:
+            query = ConfluentTopicPartition(topic, 0, base + int(seconds * STEP_MS))
+            (found,) = consumer.offsets_for_times([query], timeout=10)
+            assert found.error is None
+            assert found.offset == (-1 if offset is None else offset), seconds
+    finally:
+        consumer.close()

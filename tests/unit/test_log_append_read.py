@@ -46,10 +46,15 @@ def test_offsets_are_assigned_and_leader_epoch_set(log):
     assert [(h.base_offset, h.record_count, h.partition_leader_epoch) for h in headers] == [(0, 5, 7), (5, 3, -1)]
 
 
-def test_one_call_with_several_batches(log):
-    info = log.append_as_leader(make_batch(2) + make_batch(3) + make_batch(1))
-    assert (info.first_offset, info.last_offset) == (0, 5)
-    assert read_all(log) == [(0, 2), (2, 3), (5, 1)]
+def test_several_batches_in_one_append_are_refused_whole(log):
+    """Kafka: a Produce v3+ partition entry must hold exactly one batch (INVALID_RECORD), not the
+    first few batches up to a problem."""
+    log.append_as_leader(make_batch(1))
+    with pytest.raises(InvalidRecordError) as raised:
+        log.append_as_leader(make_batch(2) + make_batch(3) + make_batch(1))
+    assert raised.value.error_code == 87
+    assert log.log_end_offset == 1
+    assert read_all(log) == [(0, 1)]
 
 
 def test_read_from_the_middle_of_a_batch_starts_at_that_batch(log):
@@ -168,7 +173,7 @@ def test_bad_crc_rejected_without_touching_the_log(tmp_path):
         good = make_batch(3)
         bad = corrupt(make_batch(3), len(good) - 2)
         with pytest.raises(CorruptRecordError) as raised:
-            log.append_as_leader(good + bad)
+            log.append_as_leader(bad)
         assert raised.value.error_code == 2
         with pytest.raises(CorruptRecordError):
             log.append_as_leader(corrupt(good, CRC))
@@ -189,7 +194,7 @@ def test_framing_errors(log):
         log.append_as_leader(b"")
     bad_magic = bytearray(good)
     bad_magic[16] = 1
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(InvalidRecordError):  # Kafka: Produce v3+ carries only magic 2
         log.append_as_leader(bytes(bad_magic))
     short_length = bytearray(good)
     short_length[8:12] = (10).to_bytes(4, "big")
@@ -213,7 +218,7 @@ def test_batch_over_max_message_bytes_rejected(tmp_path):
     log = open_log(tmp_path, LogConfig(max_message_bytes=1000))
     try:
         with pytest.raises(RecordTooLargeError) as raised:
-            log.append_as_leader(small + big)
+            log.append_as_leader(big)
         assert raised.value.error_code == 10
         assert log.size_in_bytes() == 0
         assert log.append_as_leader(small).last_offset == 0
@@ -227,11 +232,12 @@ def test_offset_for_timestamp(tmp_path):
         for i in range(100):
             log.append_as_leader(make_batch(2, 100, timestamp=10_000 + i * 100))
         assert log.segment_count > 3
-        assert log.offset_for_timestamp(0) == (0, 10_001)
-        assert log.offset_for_timestamp(10_001) == (0, 10_001)
-        assert log.offset_for_timestamp(10_002) == (2, 10_101)
-        assert log.offset_for_timestamp(15_050) == (102, 15_101)
-        assert log.offset_for_timestamp(19_901) == (198, 19_901)
+        # The first record whose own timestamp reaches the target, not its batch's first offset and max timestamp.
+        assert log.offset_for_timestamp(0) == (0, 10_000)
+        assert log.offset_for_timestamp(10_001) == (1, 10_001)
+        assert log.offset_for_timestamp(10_002) == (2, 10_100)
+        assert log.offset_for_timestamp(15_050) == (102, 15_100)
+        assert log.offset_for_timestamp(19_901) == (199, 19_901)
         assert log.offset_for_timestamp(19_902) is None
     finally:
         log.close()
@@ -243,6 +249,16 @@ def test_offset_for_timestamp_with_out_of_order_timestamps(log):
     assert log.offset_for_timestamp(4000) == (0, 5000)
     assert log.offset_for_timestamp(6500) == (2, 7000)
     assert log.offset_for_timestamp(8000) == (4, 9000)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_offset_for_timestamp_inside_a_batch(log, codec):
+    log.append_as_leader(make_batch(3, timestamp=1_000))
+    log.append_as_leader(make_batch(10, 50, timestamp=5_000, compression=codec))  # offsets 3..12, ts 5000..5009
+    assert log.offset_for_timestamp(5_004) == (7, 5_004)
+    assert log.offset_for_timestamp(4_000) == (3, 5_000)
+    assert log.offset_for_timestamp(5_009) == (12, 5_009)
+    assert log.offset_for_timestamp(1_001) == (1, 1_001)
 
 
 def test_compressed_batches_are_stored_as_sent(log):

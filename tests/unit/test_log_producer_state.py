@@ -9,6 +9,7 @@ from test_log_support import make_batch, open_log, read_all
 
 from broker.log import (
     InvalidProducerEpochError,
+    InvalidRecordError,
     LogConfig,
     OutOfOrderSequenceError,
 )
@@ -58,11 +59,28 @@ def test_sequence_gap_is_rejected(log):
     assert log.append_as_leader(idem(2)).first_offset == 2
 
 
-def test_new_producer_must_start_at_zero(log):
+def test_a_producer_the_log_does_not_know_is_accepted_at_any_sequence(log):
+    """Kafka (KIP-360): no state for the producer id, e.g. retention deleted all its batches."""
+    assert log.append_as_leader(idem(5)).first_offset == 0
+    assert log.append_as_leader(idem(7)).first_offset == 2
+    assert log.append_as_leader(idem(5)).duplicate
     with pytest.raises(OutOfOrderSequenceError):
-        log.append_as_leader(idem(5))
-    assert log.size_in_bytes() == 0
-    assert not log.append_as_leader(idem(0)).duplicate
+        log.append_as_leader(idem(10))
+
+
+def test_a_producer_whose_batches_retention_deleted_carries_on(tmp_path):
+    log = open_log(tmp_path, LogConfig(segment_bytes=200, retention_ms=1000))
+    try:
+        for seq in range(0, 6, 2):
+            log.append_as_leader(make_batch(2, 80, timestamp=1_000, producer_id=PID, producer_epoch=0,
+                                            base_sequence=seq))
+        log.append_as_leader(make_batch(1, 80, timestamp=100_000))  # another producer, in the active segment
+        assert log.delete_retained_segments(now_ms=100_000) > 0
+        assert log.log_start_offset == 6 and PID not in log.producer_state.producers
+        assert log.append_as_leader(idem(6)).first_offset == 7
+        assert log.append_as_leader(idem(8)).first_offset == 9
+    finally:
+        log.close()
 
 
 def test_epochs(log):
@@ -88,20 +106,13 @@ def test_sequence_wraps_at_int32_max(log):
     assert log.append_as_leader(idem(1, count=1)).first_offset == 4
 
 
-def test_several_batches_of_one_producer_in_one_append(log):
-    info = log.append_as_leader(idem(0) + idem(2) + idem(0, pid=PID + 1, count=1))
-    assert (info.first_offset, info.last_offset) == (0, 4)
-    assert log.append_as_leader(idem(2)).duplicate  # the second batch of the request counts
-    assert log.append_as_leader(idem(4)).first_offset == 5
-
-
-def test_a_bad_batch_rejects_the_whole_append_including_producer_state(log):
-    with pytest.raises(OutOfOrderSequenceError):
-        log.append_as_leader(idem(0) + idem(2) + idem(4, pid=PID + 1))
+def test_a_request_with_several_batches_changes_no_producer_state(log):
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(idem(0) + idem(2) + idem(0, pid=PID + 1, count=1))
     assert log.log_end_offset == 0
     assert log.producer_state.producers == {}
-    assert log.append_as_leader(idem(0) + idem(2)).last_offset == 3
-    assert log.append_as_leader(idem(4)).first_offset == 4
+    assert log.append_as_leader(idem(0)).first_offset == 0
+    assert log.append_as_leader(idem(2)).first_offset == 2
 
 
 @pytest.mark.parametrize("drop_close_snapshot", [False, True])

@@ -174,7 +174,7 @@ def test_damaged_index_is_rebuilt_at_load(tmp_path, damage):
         for offset in (0, 50, 61, 119):
             with log.read(offset, 1) as fetched:
                 assert [h.base_offset for _, h in iter_batches(fetched.read_bytes())] == [offset - offset % 3]
-        assert log.offset_for_timestamp(1_020) == (54, 1_020)  # batch i holds timestamps 1000+i .. 1002+i
+        assert log.offset_for_timestamp(1_020) == (56, 1_020)  # batch i holds timestamps 1000+i .. 1002+i
     finally:
         log.close()
 
