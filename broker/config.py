@@ -57,6 +57,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("socket.request.max.bytes", int, 100 * MiB, "Largest request frame; a larger one closes the connection."),
     Property("socket.sendfile.enable", _bool, True,
              "Send fetched log data with sendfile (zero copy); false reads it into memory and sends that."),
+    Property("background.threads", int, 10, "Threads of the scheduler pool running fsyncs, deletions, retention "
+             "and checkpoints off the event loop."),
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms."),
     Property("zookeeper.connect", _str, "", "ZooKeeper connect string with chroot; empty runs standalone."),
     Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it."),
@@ -74,7 +76,7 @@ class KafkaConfig(Config):
         super().__init__(PROPERTIES, values)
         self.require_positive("log.segment.bytes", "message.max.bytes", "socket.request.max.bytes", "num.partitions",
                               "log.index.interval.bytes", "log.retention.check.interval.ms",
-                              "log.flush.scheduler.interval.ms", "zookeeper.session.timeout.ms",
+                              "log.flush.scheduler.interval.ms", "background.threads", "zookeeper.session.timeout.ms",
                               "zookeeper.connection.timeout.ms")
         if not 0 <= self["port"] <= 65535:
             raise ConfigError(f"broker property port must be within 0..65535, got {self['port']}")

@@ -8,12 +8,15 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from bisect import bisect_right
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 import crc32c
 
+from broker.log.durable_file import fsync_dir
 from broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -35,6 +38,7 @@ from pipeline.protocol.batch import (
     patch_leader_epoch,
 )
 
+DELETED_DIR_SUFFIX = "-delete"
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 
@@ -60,6 +64,9 @@ class AppendInfo(NamedTuple):
     log_append_time: int
     log_start_offset: int
     duplicate: bool
+    # Set when the append must be synced before it is acknowledged (log.flush.interval.messages reached):
+    # done once an fsync covering it has finished, or failed with that fsync's error.
+    sync: Future | None = None
 
 
 class Log:
@@ -68,6 +75,10 @@ class Log:
     Offsets are logical and contiguous. In memory the log keeps the sorted segment base offsets and
     a few values per segment; batch positions are found through the on-disk indexes. Every public
     method is safe to call from several threads.
+
+    With an ``executor`` (the broker's scheduler pool) the log never fsyncs or removes files in the
+    caller's thread: flushes an append asks for are group commits run on the pool, a rolled segment is
+    flushed there, and a deleted log's directory is removed there. Without one, it does so inline.
     """
 
     def __init__(
@@ -78,6 +89,7 @@ class Log:
         recovery_point: int = 0,
         last_shutdown_clean: bool = False,
         time_ms: Callable[[], int] = now_ms,
+        executor: Executor | None = None,
     ) -> None:
         parsed = parse_topic_partition(dir.name)
         if parsed is None:
@@ -97,9 +109,17 @@ class Log:
         self._unflushed_messages = 0
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._dir_dirty = False
+        # The parent directory must be synced for a newly created partition directory to survive a crash.
+        self._parent_dir_dirty = not dir.exists()
+        self._executor = executor
+        self._unsynced_files: list[Path] = []
+        self._sync_waiters: list[Future] = []
+        self._sync_running = False
         self._closed = False
         dir.mkdir(parents=True, exist_ok=True)
         self._load(recovery_point, last_shutdown_clean)
+        if self._parent_dir_dirty:
+            self._in_background(self.flush, 0)
 
     # ------------------------------------------------------------------------------------- load
 
@@ -254,7 +274,7 @@ class Log:
                 flush_after = self._unflushed_messages >= interval
             info = AppendInfo(first_offset, offset - 1, -1, self.log_start_offset, False)
         if flush_after:
-            self.flush()
+            info = info._replace(sync=self.sync())
         return info
 
     # ------------------------------------------------------------------------------------- read
@@ -343,8 +363,56 @@ class Log:
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_dirty = True
-        self.producer_state.take_snapshot(base)
+        # Synced by the flush that covers the rolled segment, off the caller's thread.
+        self._unsynced_files.append(self.producer_state.take_snapshot(base, durable=False))
+        if self._executor is not None:
+            self._in_background(self.flush, base)
         return segment
+
+    def _in_background(self, action: Callable[..., object], *args: object) -> None:
+        """Run ``action`` on the executor, or here when there is none or it has shut down."""
+        if self._executor is not None:
+            try:
+                self._executor.submit(action, *args)
+                return
+            except RuntimeError:
+                pass
+        action(*args)
+
+    def sync(self) -> Future | None:
+        """Flush everything appended so far; group commit when the log has an executor.
+
+        Without an executor the flush runs here and None is returned. With one, the returned future
+        is done once an fsync covering the current log end offset has finished: while one fsync runs,
+        later callers wait for the next, which covers all of them.
+        """
+        if self._executor is None:
+            self.flush()
+            return None
+        future: Future = Future()
+        with self._lock:
+            self._sync_waiters.append(future)
+            if self._sync_running:
+                return future
+            self._sync_running = True
+        self._in_background(self._run_syncs)
+        return future
+
+    def _run_syncs(self) -> None:
+        while True:
+            with self._lock:
+                waiters, self._sync_waiters = self._sync_waiters, []
+                if not waiters:
+                    self._sync_running = False
+                    return
+            try:
+                self.flush()
+            except Exception as exc:
+                for waiter in waiters:
+                    waiter.set_exception(exc)
+            else:
+                for waiter in waiters:
+                    waiter.set_result(None)
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets below ``up_to`` (default: the log end offset) and
@@ -353,7 +421,7 @@ class Log:
             if self._closed:
                 return
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-            if target <= self.recovery_point and not self._dir_dirty:
+            if target <= self.recovery_point and not self._dir_dirty and not self._parent_dir_dirty:
                 return
             fds = []
             segments = self._segments
@@ -363,19 +431,23 @@ class Log:
                 is_last = i + 1 == len(segments)
                 if is_last or segments[i + 1].base_offset > self.recovery_point:
                     fds.extend(os.dup(fd) for fd in segment.fds())
-            sync_dir = self._dir_dirty
-            self._dir_dirty = False
+            for path in self._unsynced_files:
+                try:
+                    fds.append(os.open(path, os.O_RDONLY))
+                except FileNotFoundError:
+                    pass
+            self._unsynced_files.clear()
+            sync_dirs = [self.dir] if self._dir_dirty else []
+            if self._parent_dir_dirty:
+                sync_dirs.append(self.dir.parent)
+            self._dir_dirty = self._parent_dir_dirty = False
             if target == self.log_end_offset:
                 self._unflushed_messages = 0
         try:
             for fd in fds:
                 os.fsync(fd)
-            if sync_dir:
-                dir_fd = os.open(self.dir, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
+            for directory in sync_dirs:
+                fsync_dir(directory)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -492,9 +564,15 @@ class Log:
             self._purge_pending_deletes(None)
 
     def delete(self) -> None:
-        """Close the log and remove its directory."""
+        """Close the log and remove its directory: renamed at once to ``<dir>.<uuid>-delete`` (so the
+        partition can be created again right away), removed on the executor."""
         self.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}")
+        try:
+            os.rename(self.dir, doomed)
+        except FileNotFoundError:
+            return
+        self._in_background(shutil.rmtree, doomed, True)
 
     def __repr__(self) -> str:
         return (
