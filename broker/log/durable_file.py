@@ -13,13 +13,19 @@ from pathlib import Path
 TMP_SUFFIX = ".tmp"
 
 
+def fsync_and_close(fds: list[int]) -> None:
+    """fsync each descriptor, then close them all (also when an fsync fails)."""
+    try:
+        for fd in fds:
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def fsync_dir(directory: Path) -> None:
     """fsync a directory, making the creation, rename or removal of its entries durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_and_close([os.open(directory, os.O_RDONLY | os.O_DIRECTORY)])
 
 
 def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:

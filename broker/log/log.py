@@ -9,14 +9,14 @@ import shutil
 import threading
 import time
 import uuid
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 import crc32c
 
-from broker.log.durable_file import fsync_dir
+from broker.log.durable_file import fsync_and_close, fsync_dir
 from broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -115,11 +115,12 @@ class Log:
         self._unsynced_files: list[Path] = []
         self._sync_waiters: list[Future] = []
         self._sync_running = False
+        self._flush_lock = threading.Lock()
         self._closed = False
         dir.mkdir(parents=True, exist_ok=True)
         self._load(recovery_point, last_shutdown_clean)
-        if self._parent_dir_dirty:
-            self._in_background(self.flush, 0)
+        if self._parent_dir_dirty and not self._in_background(self.flush, 0):
+            self.flush(0)
 
     # ------------------------------------------------------------------------------------- load
 
@@ -147,12 +148,13 @@ class Log:
             bases = [0]
             self._dir_dirty = True
         now = self._time_ms()
-        segments = [LogSegment(self.dir, base, self.config, now) for base in bases]
+        segments = [LogSegment(self.dir, base, self.config, now, hold_indexes=False) for base in bases]
         recover_from = len(segments) if last_shutdown_clean else max(0, bisect_right(bases, recovery_point) - 1)
 
         i = 0
         while i < len(segments):
             segment = segments[i]
+            segment.hold_indexes()
             if i >= recover_from:
                 truncated = segment.recover()
                 overlaps_next = i + 1 < len(segments) and segment.next_offset > segments[i + 1].base_offset
@@ -365,19 +367,19 @@ class Log:
         self._dir_dirty = True
         # Synced by the flush that covers the rolled segment, off the caller's thread.
         self._unsynced_files.append(self.producer_state.take_snapshot(base, durable=False))
-        if self._executor is not None:
-            self._in_background(self.flush, base)
+        # Without a running executor the periodic or the shutdown flush covers the rolled segment.
+        self._in_background(self.flush, base)
         return segment
 
-    def _in_background(self, action: Callable[..., object], *args: object) -> None:
-        """Run ``action`` on the executor, or here when there is none or it has shut down."""
-        if self._executor is not None:
-            try:
-                self._executor.submit(action, *args)
-                return
-            except RuntimeError:
-                pass
-        action(*args)
+    def _in_background(self, action: Callable[..., object], *args: object) -> bool:
+        """Submit ``action`` to the executor; False when there is none or it has shut down."""
+        if self._executor is None:
+            return False
+        try:
+            self._executor.submit(action, *args)
+        except RuntimeError:
+            return False
+        return True
 
     def sync(self) -> Future | None:
         """Flush everything appended so far; group commit when the log has an executor.
@@ -395,7 +397,8 @@ class Log:
             if self._sync_running:
                 return future
             self._sync_running = True
-        self._in_background(self._run_syncs)
+        if not self._in_background(self._run_syncs):
+            self._run_syncs()
         return future
 
     def _run_syncs(self) -> None:
@@ -416,41 +419,42 @@ class Log:
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets below ``up_to`` (default: the log end offset) and
-        move the recovery point there. The fsync runs without holding the log's lock."""
+        move the recovery point there. The fsync runs without holding the log's lock; flushes of one
+        log run one at a time, so a queue of them never holds many descriptors at once."""
+        with self._flush_lock:
+            self._flush(up_to)
+
+    def _flush(self, up_to: int | None) -> None:
         with self._lock:
             if self._closed:
                 return
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             if target <= self.recovery_point and not self._dir_dirty and not self._parent_dir_dirty:
                 return
-            fds = []
-            segments = self._segments
-            for i, segment in enumerate(segments):
-                if segment.base_offset >= target:
-                    break
-                is_last = i + 1 == len(segments)
-                if is_last or segments[i + 1].base_offset > self.recovery_point:
-                    fds.extend(os.dup(fd) for fd in segment.fds())
-            for path in self._unsynced_files:
-                try:
-                    fds.append(os.open(path, os.O_RDONLY))
-                except FileNotFoundError:
-                    pass
-            self._unsynced_files.clear()
+            # From the segment holding the recovery point to the last one starting below the target.
+            first = max(0, bisect_right(self._bases, self.recovery_point) - 1)
+            to_sync = self._segments[first : bisect_left(self._bases, target)]
+            files, self._unsynced_files = self._unsynced_files, []
             sync_dirs = [self.dir] if self._dir_dirty else []
             if self._parent_dir_dirty:
                 sync_dirs.append(self.dir.parent)
             self._dir_dirty = self._parent_dir_dirty = False
             if target == self.log_end_offset:
                 self._unflushed_messages = 0
-        try:
-            for fd in fds:
-                os.fsync(fd)
-            for directory in sync_dirs:
-                fsync_dir(directory)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        # One segment at a time, so that a flush of many segments holds three descriptors, not 3 per segment.
+        for segment in to_sync:
+            with self._lock:
+                if segment.fd < 0:
+                    continue  # deleted by retention meanwhile
+                fds = segment.open_for_sync()
+            fsync_and_close(fds)
+        for path in files:
+            try:
+                fsync_and_close([os.open(path, os.O_RDONLY)])
+            except FileNotFoundError:
+                pass
+        for directory in sync_dirs:
+            fsync_dir(directory)
         with self._lock:
             if target > self.recovery_point:
                 self.recovery_point = target
@@ -572,7 +576,8 @@ class Log:
             os.rename(self.dir, doomed)
         except FileNotFoundError:
             return
-        self._in_background(shutil.rmtree, doomed, True)
+        if not self._in_background(shutil.rmtree, doomed, True):
+            shutil.rmtree(doomed, ignore_errors=True)
 
     def __repr__(self) -> str:
         return (
