@@ -7,12 +7,14 @@ a segment's .log file until the test releases it, and records each one.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from pathlib import Path
 
 import pytest
 
+from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.records import encode_batch
 from tests.support import wait_until
 from tests.support.clients import create_topic
@@ -31,7 +33,8 @@ TOPIC = "synced"
 
 
 class FsyncGate:
-    """Wraps os.fsync: fsyncs of .log files below ``root`` are recorded and, while closed, held."""
+    """Wraps os.fsync: fsyncs of .log files below ``root`` are recorded and, while closed, held; while
+    ``fail`` is set they raise EIO."""
 
     def __init__(self, root: Path, real_fsync) -> None:
         self.root = str(root)
@@ -41,6 +44,7 @@ class FsyncGate:
         self.lock = threading.Lock()
         self.log_syncs = 0
         self.waiting = 0
+        self.fail = False
         self.events: list[str] = []
 
     def close(self) -> None:
@@ -62,6 +66,8 @@ class FsyncGate:
             finally:
                 with self.lock:
                     self.waiting -= 1
+            if self.fail:
+                raise OSError(errno.EIO, "injected fsync failure")
         self.real_fsync(fd)
 
 
@@ -130,3 +136,15 @@ def test_concurrent_producers_share_fsyncs(gated_broker):
     assert all(r.error_code == 0 for r in results)
     assert gate.log_syncs < producers, f"{gate.log_syncs} fsyncs of the log for {producers} appends"
     assert log.recovery_point == producers
+
+
+def test_a_failed_fsync_answers_kafka_storage_error_for_that_partition(gated_broker):
+    broker, gate = gated_broker
+    with KafkaConnection("127.0.0.1", broker.port, timeout=30) as conn:
+        gate.fail = True
+        failed = produce(conn, TOPIC, 0, encode_batch([b"not durable"]))
+        gate.fail = False
+        assert (failed.error_code, failed.base_offset) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+        assert api_versions(conn)
+        later = produce(conn, TOPIC, 0, encode_batch([b"durable"]))
+        assert (later.error_code, later.base_offset) == (0, 1)
