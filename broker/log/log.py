@@ -479,60 +479,75 @@ class Log:
 
     def delete_retained_segments(self, now_ms: int | None = None) -> int:
         """Delete the oldest segments that are past retention by time or by size (never the active
-        one); move the log start offset. Returns the number of segments deleted."""
-        now = self._time_ms() if now_ms is None else now_ms
-        with self._lock:
-            if self._closed:
-                return 0
-            self._purge_pending_deletes(now)
-            segments = self._segments
-            deletable = len(segments) - 1
-            count = 0
-            retention_ms = self.config.retention_ms_limit
-            if retention_ms is not None:
-                while count < deletable and now - segments[count].largest_timestamp > retention_ms:
-                    count += 1
-            retention_bytes = self.config.retention_bytes_limit
-            if retention_bytes is not None:
-                excess = self.size_in_bytes() - retention_bytes
-                by_size = 0
-                while by_size < deletable and excess - segments[by_size].size >= 0:
-                    excess -= segments[by_size].size
-                    by_size += 1
-                count = max(count, by_size)
-            if count == 0:
-                return 0
-            doomed = segments[:count]
-            del segments[:count]
-            del self._bases[:count]
-            self.log_start_offset = max(self.log_start_offset, segments[0].base_offset)
-            self.recovery_point = max(self.recovery_point, self.log_start_offset)
-            for segment in doomed:
-                self._delete_segment_files(segment, now)
-            self._dir_dirty = True
-            self.producer_state.truncate_head(self.log_start_offset)
-            return count
+        one); move the log start offset. Returns the number of segments deleted.
 
-    def _delete_segment_files(self, segment: LogSegment, now: int) -> None:
+        The segments leave the log under its lock; their files are removed after it is released, so
+        appends and reads never wait for the file system to free a large file."""
+        now = self._time_ms() if now_ms is None else now_ms
+        doomed_files: list[Path] = []
+        try:
+            with self._lock:
+                if self._closed:
+                    return 0
+                doomed_files += self._purge_pending_deletes(now)
+                return self._retain_locked(now, doomed_files)
+        finally:
+            for path in doomed_files:
+                path.unlink(missing_ok=True)
+
+    def _retain_locked(self, now: int, doomed_files: list[Path]) -> int:
+        """Drop the segments past retention (the lock is held); add the files to remove to ``doomed_files``."""
+        segments = self._segments
+        deletable = len(segments) - 1
+        count = 0
+        retention_ms = self.config.retention_ms_limit
+        if retention_ms is not None:
+            while count < deletable and now - segments[count].largest_timestamp > retention_ms:
+                count += 1
+        retention_bytes = self.config.retention_bytes_limit
+        if retention_bytes is not None:
+            excess = self.size_in_bytes() - retention_bytes
+            by_size = 0
+            while by_size < deletable and excess - segments[by_size].size >= 0:
+                excess -= segments[by_size].size
+                by_size += 1
+            count = max(count, by_size)
+        if count == 0:
+            return 0
+        doomed = segments[:count]
+        del segments[:count]
+        del self._bases[:count]
+        self.log_start_offset = max(self.log_start_offset, segments[0].base_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        for segment in doomed:
+            doomed_files += self._delete_segment_files(segment, now)
+        self._dir_dirty = True
+        self.producer_state.truncate_head(self.log_start_offset)
+        return count
+
+    def _delete_segment_files(self, segment: LogSegment, now: int) -> list[Path]:
+        """Close a segment leaving the log; the files to remove now (none when file.delete.delay.ms
+        keeps them, renamed with the .deleted suffix, for later)."""
         delay = self.config.file_delete_delay_ms
         if delay > 0:
             paths = segment.rename_for_deletion()
             segment.close()
             self._pending_deletes.append((now + delay, paths))
-        else:
-            segment.close()
-            for path in segment.paths():
-                path.unlink(missing_ok=True)
+            return []
+        segment.close()
+        return segment.paths()
 
-    def _purge_pending_deletes(self, now: int | None) -> None:
+    def _purge_pending_deletes(self, now: int | None) -> list[Path]:
+        """Take the delayed deletions due at ``now`` (all with None) off the list; return their files."""
+        due = []
         keep = []
         for deadline, paths in self._pending_deletes:
             if now is None or deadline <= now:
-                for path in paths:
-                    path.unlink(missing_ok=True)
+                due += paths
             else:
                 keep.append((deadline, paths))
         self._pending_deletes = keep
+        return due
 
     def size_in_bytes(self) -> int:
         """Total bytes of the .log files."""
@@ -565,7 +580,8 @@ class Log:
                     path.unlink(missing_ok=True)
             for segment in self._segments:
                 segment.close()
-            self._purge_pending_deletes(None)
+            for path in self._purge_pending_deletes(None):
+                path.unlink(missing_ok=True)
 
     def delete(self) -> None:
         """Close the log and remove its directory: renamed at once to ``<dir>.<uuid>-delete`` (so the
