@@ -151,6 +151,7 @@ class LogSegment:
         self.time_index.hold()
 
     def release_indexes(self) -> None:
+        """Close both index files; lookups open them for their own duration."""
         self.index.release()
         self.time_index.release()
 

@@ -11,6 +11,7 @@ import errno
 import os
 import threading
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -36,7 +37,7 @@ class FsyncGate:
     """Wraps os.fsync: fsyncs of .log files below ``root`` are recorded and, while closed, held; while
     ``fail`` is set they raise EIO."""
 
-    def __init__(self, root: Path, real_fsync) -> None:
+    def __init__(self, root: Path, real_fsync: Callable[[int], None]) -> None:
         self.root = str(root)
         self.real_fsync = real_fsync
         self.open = threading.Event()
