@@ -155,4 +155,12 @@ def help_table(table: Iterable[Property]) -> str:
     """A table as aligned text, for ``--help-config`` options."""
     rows = list(table)
     width = max(len(p.name) for p in rows)
-    return "\n".join(f"{p.name:<{width}}  default {p.default!s:<12} {p.doc}" for p in rows)
+    return "\n".join(f"{p.name:<{width}}  default {p.default!s:<12} {p.doc}{_range_text(p)}" for p in rows)
+
+
+def _range_text(prop: Property) -> str:
+    if prop.at_least is None and prop.at_most is None:
+        return ""
+    low = "" if prop.at_least is None else prop.at_least
+    high = "" if prop.at_most is None else prop.at_most
+    return f" [{low}..{high}]"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from broker.config import ConfigError, KafkaConfig, parse_overrides, read_properties_file
+from broker.config import ConfigError, KafkaConfig, help_text, parse_overrides, read_properties_file
 from tests.support import REPO_ROOT
 
 
@@ -88,3 +88,8 @@ def test_a_bad_override_is_a_one_line_start_up_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "broker: broker property log.segment.bytes=3000000000 is above its maximum 2147483647"]
+
+
+def test_help_shows_the_accepted_range():
+    (line,) = [line for line in help_text().splitlines() if line.startswith("log.segment.bytes ")]
+    assert line.endswith("[14..2147483647]")
