@@ -48,11 +48,6 @@ class IndexFile:
             raw = os.pread(fd, self.ENTRY.size, (self.entries - 1) * self.ENTRY.size)
             self.last_entry = self.ENTRY.unpack(raw)
 
-    @property
-    def is_held(self) -> bool:
-        """Whether the file is kept open."""
-        return self._fd >= 0
-
     def hold(self) -> None:
         """Keep the file open until :meth:`release` (an active segment's index, or during a rebuild)."""
         if self._fd < 0:
