@@ -1,11 +1,14 @@
 """Broker-only produce throughput: pipelined Produce requests carrying pre-encoded batches.
 
-Separates the broker's cost per request from any client's: one connection sends the same pre-built
-Produce request (one partition, BATCH records of SIZE bytes) over and over without waiting, while a
-reader thread counts the responses (acks=1) or, with acks=0, the log end offset is polled until
-every record is stored. Prints requests/s and messages/s for each (batch, acks) combination.
+Separates the broker's cost per request from any client's: each of CONNECTIONS connections sends the
+same pre-built Produce request (one partition, BATCH records of SIZE bytes) over and over without
+waiting, while a reader thread per connection counts the responses (acks=1) or, with acks=0, the log
+end offset is polled until every record is stored. Prints requests/s and messages/s for each (batch,
+acks) combination. With --flush-interval-messages the broker fsyncs the log after that many messages
+(log.flush.interval.messages); several connections then show whether concurrent appends share fsyncs.
 
     .venv/bin/python -m bench.broker_produce_bench [--messages 200000] [--size 200] [--batches 1,50] [--acks 0,1]
+        [--connections 1] [--flush-interval-messages N]
 """
 
 from __future__ import annotations
@@ -59,28 +62,40 @@ def count_responses(sock: socket.socket, expected: int) -> None:
             seen += 1
 
 
-def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: int, acks: int) -> tuple[float, float]:
+def send_requests(sock: socket.socket, chunk: bytes, times: int) -> None:
+    for _ in range(times):
+        sock.sendall(chunk)
+
+
+def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: int, acks: int,
+            connections: int) -> tuple[float, float]:
     create_topic(broker.bootstrap, topic, 1)
     records = encode_batch([b"v" * size] * batch)
     frame = encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 7, "bench", {
         "transactional_id": None, "acks": acks, "timeout_ms": 30000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
-    requests = messages // batch // PIPELINE_CHUNK * PIPELINE_CHUNK
+    chunks_each = max(1, messages // batch // PIPELINE_CHUNK // connections)
+    requests = chunks_each * PIPELINE_CHUNK * connections
     chunk = frame * PIPELINE_CHUNK
-    with socket.create_connection((broker.host, broker.port)) as sock, \
-            socket.create_connection((broker.host, broker.port)) as control:
-        started = time.perf_counter()
-        reader = threading.Thread(target=count_responses, args=(sock, requests)) if acks else None
-        if reader:
-            reader.start()
-        for _ in range(requests // PIPELINE_CHUNK):
-            sock.sendall(chunk)
-        if reader:
-            reader.join()
-        else:
-            while log_end_offset(control, topic) < requests * batch:
-                time.sleep(0.001)
-        elapsed = time.perf_counter() - started
+    socks = [socket.create_connection((broker.host, broker.port)) for _ in range(connections)]
+    try:
+        with socket.create_connection((broker.host, broker.port)) as control:
+            started = time.perf_counter()
+            threads = [threading.Thread(target=send_requests, args=(sock, chunk, chunks_each)) for sock in socks]
+            if acks:
+                threads += [threading.Thread(target=count_responses, args=(sock, chunks_each * PIPELINE_CHUNK))
+                            for sock in socks]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if not acks:
+                while log_end_offset(control, topic) < requests * batch:
+                    time.sleep(0.001)
+            elapsed = time.perf_counter() - started
+    finally:
+        for sock in socks:
+            sock.close()
     return requests / elapsed, requests * batch / elapsed
 
 
@@ -90,14 +105,21 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--batches", default="1,50", help="records per batch, comma-separated")
     parser.add_argument("--acks", default="0,1", help="acks values, comma-separated")
+    parser.add_argument("--connections", type=int, default=1, help="concurrent pipelined producer connections")
+    parser.add_argument("--flush-interval-messages", type=int, default=None,
+                        help="the broker's log.flush.interval.messages (default: unset, the page cache decides)")
     args = parser.parse_args()
-    print(f"broker produce, pre-encoded batches of {args.size}-byte records, one pipelined connection")
+    flush = args.flush_interval_messages
+    print(f"broker produce, pre-encoded batches of {args.size}-byte records, {args.connections} pipelined "
+          f"connection(s), log.flush.interval.messages={flush if flush is not None else 'unset'}")
+    overrides = {} if flush is None else {"log.flush.interval.messages": flush}
     with tempfile.TemporaryDirectory(prefix="produce-bench-") as tmp:
-        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log") as broker:
+        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log", overrides=overrides) as broker:
             for batch in (int(b) for b in args.batches.split(",")):
                 for acks in (int(a) for a in args.acks.split(",")):
                     messages = args.messages * (10 if batch >= 50 else 1)
-                    rps, mps = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks)
+                    rps, mps = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks,
+                                       args.connections)
                     print(f"  batch {batch:>4}  acks {acks:>2}: {rps:>10,.0f} requests/s {mps:>12,.0f} msg/s")
 
 

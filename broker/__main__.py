@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import signal
 import sys
 
@@ -43,6 +44,19 @@ def load_config(args: argparse.Namespace) -> KafkaConfig:
     return KafkaConfig(values)
 
 
+def raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (every log segment keeps its .log file open, and
+    every connection a socket, as in Kafka); return the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            logging.getLogger("broker").warning("cannot raise the open files limit from %d to %s: %s", soft, hard, exc)
+    return soft
+
+
 async def serve(config: KafkaConfig) -> None:
     try:
         server = KafkaServer(config)
@@ -72,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"broker: {exc}", file=sys.stderr)
         return 2
+    logging.getLogger("broker").info("open files limit: %s", raise_open_files_limit())
     try:
         import uvloop
     except ImportError:

@@ -8,32 +8,46 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable
+from typing import Callable, NamedTuple
 
-from broker.log.log_config import LogConfig
+from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig
 from broker.metadata import InvalidTopicError, StandaloneMetadata, TopicInfo, validate_topic_name
 from broker.replica_manager import ReplicaManager
+from pipeline.config import INT32_MAX, INT64_MAX, ConfigError, check_range
 from pipeline.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
-def _optional_limit(text: str) -> int | None:
-    value = int(text)
+def _unlimited_if_negative(value: int) -> int | None:
     return None if value < 0 else value
 
 
-# Kafka topic config name -> (LogConfig field, parser)
-TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], object]]] = {
-    "retention.ms": ("retention_ms", _optional_limit),
-    "retention.bytes": ("retention_bytes", _optional_limit),
-    "segment.bytes": ("segment_bytes", int),
-    "segment.ms": ("segment_ms", int),
-    "segment.index.bytes": ("max_index_size", int),
-    "index.interval.bytes": ("index_interval_bytes", int),
-    "flush.messages": ("flush_interval_messages", _optional_limit),
-    "flush.ms": ("flush_interval_ms", _optional_limit),
-    "max.message.bytes": ("max_message_bytes", int),
+def _same(value: int) -> int:
+    return value
+
+
+class TopicConfig(NamedTuple):
+    """How one Kafka topic config sets a LogConfig field, and the range Kafka accepts for it."""
+
+    field: str
+    at_least: int | None
+    at_most: int
+    convert: Callable[[int], object] = _same
+
+
+# Kafka topic config name -> its LogConfig field and bounds (Kafka's LogConfig: INT at most 2^31-1, LONG 2^63-1)
+TOPIC_CONFIGS: dict[str, TopicConfig] = {
+    "retention.ms": TopicConfig("retention_ms", -1, INT64_MAX, _unlimited_if_negative),
+    "retention.bytes": TopicConfig("retention_bytes", None, INT64_MAX, _unlimited_if_negative),
+    "segment.bytes": TopicConfig("segment_bytes", MIN_SEGMENT_BYTES, INT32_MAX),
+    "segment.ms": TopicConfig("segment_ms", 1, INT64_MAX),
+    "segment.index.bytes": TopicConfig("max_index_size", MIN_INDEX_BYTES, INT32_MAX),
+    "index.interval.bytes": TopicConfig("index_interval_bytes", 0, INT32_MAX),
+    "flush.messages": TopicConfig("flush_interval_messages", 1, INT64_MAX),
+    "flush.ms": TopicConfig("flush_interval_ms", 0, INT64_MAX),
+    "max.message.bytes": TopicConfig("max_message_bytes", 0, INT32_MAX),
+    "file.delete.delay.ms": TopicConfig("file_delete_delay_ms", 0, INT64_MAX),
 }
 
 
@@ -52,11 +66,15 @@ def topic_log_config(default: LogConfig, configs: dict[str, str]) -> LogConfig:
         entry = TOPIC_CONFIGS.get(name)
         if entry is None:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown or unsupported topic config {name!r}")
-        field, parse = entry
         try:
-            changes[field] = parse(text)
+            value = int(text)
         except (TypeError, ValueError):
             raise TopicError(ErrorCode.INVALID_CONFIG, f"topic config {name}={text!r} is not a number") from None
+        try:
+            check_range("topic config", name, value, entry.at_least, entry.at_most)
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        changes[entry.field] = entry.convert(value)
     return dataclasses.replace(default, **changes)
 
 

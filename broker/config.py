@@ -11,8 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from broker.log.log_config import LogConfig
+from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig
 from pipeline.config import (
+    INT32_MAX,
+    INT64_MAX,
     Config,
     ConfigError,
     Property,
@@ -29,38 +31,64 @@ __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overr
 MiB = 1024 * 1024
 
 PROPERTIES: tuple[Property, ...] = (
-    Property("broker.id", int, 0, "This broker's id within its cluster."),
+    Property("broker.id", int, 0, "This broker's id within its cluster.",
+             at_least=0, at_most=INT32_MAX),
     Property("listeners", _str, "", "PLAINTEXT://host:port to listen on; overrides host.name and port."),
     Property("host.name", _str, "127.0.0.1", "Address to bind when listeners is not set."),
-    Property("port", int, 9092, "TCP port to listen on when listeners is not set (0 picks a free one)."),
+    Property("port", int, 9092, "TCP port to listen on when listeners is not set (0 picks a free one).",
+             at_least=0, at_most=65535),
     Property("advertised.host.name", _str, "", "Host given to clients in Metadata (default: the bound host)."),
     Property("log.dirs", _str, "", "Comma-separated directories holding the partition logs."),
     Property("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
-    Property("num.partitions", int, 1, "Partitions of a topic created automatically or without a count."),
+    Property("num.partitions", int, 1, "Partitions of a topic created automatically or without a count.",
+             at_least=1, at_most=INT32_MAX),
     Property("auto.create.topics.enable", _bool, True, "Create a topic when a client asks for an unknown one."),
-    Property("default.replication.factor", int, 1, "Replication factor of automatically created topics."),
-    Property("log.segment.bytes", int, 1024 * MiB, "Roll a new segment when the active one reaches this size."),
-    Property("log.roll.ms", _optional_int, None, "Roll a new segment after this age (overrides log.roll.hours)."),
-    Property("log.roll.hours", int, 168, "Roll a new segment after this many hours."),
-    Property("log.index.interval.bytes", int, 4096, "Bytes of log between two entries of the sparse index."),
-    Property("log.index.size.max.bytes", int, 10 * MiB, "Largest offset index file; a full index rolls the segment."),
-    Property("log.flush.interval.messages", _optional_int, None, "fsync a log after this many messages (unset: page cache)."),
-    Property("log.flush.interval.ms", _optional_int, None, "fsync a log when its oldest unflushed message is this old."),
-    Property("log.flush.scheduler.interval.ms", int, 1000, "How often the time-based flush policy is checked."),
-    Property("log.flush.offset.checkpoint.interval.ms", int, 60000, "How often recovery points are checkpointed."),
-    Property("log.retention.ms", _optional_int, None, "Delete segments older than this (overrides minutes and hours; -1: keep)."),
-    Property("log.retention.minutes", _optional_int, None, "Delete segments older than this many minutes."),
-    Property("log.retention.hours", int, 168, "Delete segments older than this many hours."),
-    Property("log.retention.bytes", int, -1, "Delete oldest segments while a partition is larger than this (-1: no limit)."),
-    Property("log.retention.check.interval.ms", int, 300000, "How often retention is enforced."),
-    Property("message.max.bytes", int, 1048588, "Largest record batch the broker accepts."),
-    Property("socket.request.max.bytes", int, 100 * MiB, "Largest request frame; a larger one closes the connection."),
+    Property("default.replication.factor", int, 1, "Replication factor of automatically created topics.",
+             at_least=1, at_most=INT32_MAX),
+    Property("log.segment.bytes", int, 1024 * MiB, "Roll a new segment when the active one reaches this size.",
+             at_least=MIN_SEGMENT_BYTES, at_most=INT32_MAX),
+    Property("log.roll.ms", _optional_int, None, "Roll a new segment after this age (overrides log.roll.hours).",
+             at_least=1, at_most=INT64_MAX),
+    Property("log.roll.hours", int, 168, "Roll a new segment after this many hours.",
+             at_least=1, at_most=INT32_MAX),
+    Property("log.index.interval.bytes", int, 4096, "Bytes of log between two entries of the sparse index.",
+             at_least=0, at_most=INT32_MAX),
+    Property("log.index.size.max.bytes", int, 10 * MiB, "Largest offset index file; a full index rolls the segment.",
+             at_least=MIN_INDEX_BYTES, at_most=INT32_MAX),
+    Property("log.flush.interval.messages", _optional_int, None, "fsync a log after this many messages (unset: page cache).",
+             at_least=1, at_most=INT64_MAX),
+    Property("log.flush.interval.ms", _optional_int, None, "fsync a log when its oldest unflushed message is this old.",
+             at_least=0, at_most=INT64_MAX),
+    Property("log.flush.scheduler.interval.ms", int, 1000, "How often the time-based flush policy is checked.",
+             at_least=1, at_most=INT64_MAX),
+    Property("log.flush.offset.checkpoint.interval.ms", int, 60000, "How often recovery points are checkpointed.",
+             at_least=1, at_most=INT32_MAX),
+    Property("log.retention.ms", _optional_int, None, "Delete segments older than this (overrides minutes and hours; -1: keep).",
+             at_least=-1, at_most=INT64_MAX),
+    Property("log.retention.minutes", _optional_int, None, "Delete segments older than this many minutes.",
+             at_most=INT32_MAX),
+    Property("log.retention.hours", int, 168, "Delete segments older than this many hours.",
+             at_most=INT32_MAX),
+    Property("log.retention.bytes", int, -1, "Delete oldest segments while a partition is larger than this (-1: no limit).",
+             at_most=INT64_MAX),
+    Property("log.retention.check.interval.ms", int, 300000, "How often retention is enforced.",
+             at_least=1, at_most=INT64_MAX),
+    Property("message.max.bytes", int, 1048588, "Largest record batch the broker accepts.",
+             at_least=0, at_most=INT32_MAX),
+    Property("socket.request.max.bytes", int, 100 * MiB, "Largest request frame; a larger one closes the connection.",
+             at_least=1, at_most=INT32_MAX),
     Property("socket.sendfile.enable", _bool, True,
              "Send fetched log data with sendfile (zero copy); false reads it into memory and sends that."),
-    Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms."),
+    Property("background.threads", int, 10, "Threads of the scheduler pool running fsyncs, deletions, retention "
+             "and checkpoints off the event loop.",
+             at_least=1, at_most=INT32_MAX),
+    Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms.",
+             at_least=0, at_most=INT32_MAX),
     Property("zookeeper.connect", _str, "", "ZooKeeper connect string with chroot; empty runs standalone."),
-    Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it."),
-    Property("zookeeper.connection.timeout.ms", int, 18000, "How long to wait for ZooKeeper at start-up."),
+    Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it.",
+             at_least=1, at_most=INT32_MAX),
+    Property("zookeeper.connection.timeout.ms", int, 18000, "How long to wait for ZooKeeper at start-up.",
+             at_least=1, at_most=INT32_MAX),
     Property("cluster.id", _str, "", "Cluster id given in Metadata (default: generated and kept in the log dir)."),
 )
 
@@ -72,12 +100,6 @@ class KafkaConfig(Config):
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         super().__init__(PROPERTIES, values)
-        self.require_positive("log.segment.bytes", "message.max.bytes", "socket.request.max.bytes", "num.partitions",
-                              "log.index.interval.bytes", "log.retention.check.interval.ms",
-                              "log.flush.scheduler.interval.ms", "zookeeper.session.timeout.ms",
-                              "zookeeper.connection.timeout.ms")
-        if not 0 <= self["port"] <= 65535:
-            raise ConfigError(f"broker property port must be within 0..65535, got {self['port']}")
 
     @property
     def broker_id(self) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import AdminManager, TopicError
 from broker.metadata import StandaloneMetadata
-from broker.replica_manager import STORAGE_ERRORS, FetchResult, ReplicaManager
+from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.server.socket_server import CloseConnection
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
@@ -180,6 +180,7 @@ class KafkaApis:
         else:
             error, message = None, None
         append = self.replica_manager.append_records
+        syncs: list[PendingSync] | None = [] if acks else None
         responses = []
         failed = False
         for topic in topic_data:
@@ -194,7 +195,7 @@ class KafkaApis:
                     code, base_offset, log_start, err_msg = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, -1,
                                                              "Produce requests before v7 may not use zstd")
                 else:
-                    code, base_offset, log_start, err_msg, record_errors = append(name, part["index"], records)
+                    code, base_offset, log_start, err_msg, record_errors = append(name, part["index"], records, syncs)
                 if code:
                     failed = True
                 results.append({"index": part["index"], "error_code": code, "base_offset": base_offset,
@@ -209,7 +210,18 @@ class KafkaApis:
                 raise CloseConnection("an acks=0 produce request failed; see the rejection logged above")
             return None
         # acks=-1 equals acks=1 while every partition has exactly one replica.
-        return {"responses": responses, "throttle_time_ms": 0}
+        body = {"responses": responses, "throttle_time_ms": 0}
+        return self._respond_when_synced(syncs, body) if syncs else body
+
+    async def _respond_when_synced(self, syncs: list[PendingSync], body: dict) -> dict:
+        """The Produce response, once the fsyncs the appends asked for are done (log.flush.interval.messages)."""
+        failed = await self.replica_manager.wait_synced(syncs)
+        for topic in body["responses"]:
+            for result in topic["partition_responses"]:
+                code = failed.get((topic["name"], result["index"]))
+                if code is not None:
+                    result.update(error_code=code, base_offset=-1, error_message="the log could not be synced")
+        return body
 
     # -- Fetch ----------------------------------------------------------------------------------
 

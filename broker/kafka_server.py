@@ -1,8 +1,8 @@
 """KafkaServer: assembles one broker from its layers, runs its periodic tasks and shuts it down cleanly.
 
 Start-up order: load and recover the logs, listen, then read the cluster metadata and lead every
-registered partition (standalone), or join the ZooKeeper cluster (cluster mode, see ClusterMembership). Shutdown order: stop accepting, close connections, stop the periodic tasks, flush every
-log, checkpoint recovery points and write the clean-shutdown marker.
+registered partition (standalone), or join the ZooKeeper cluster (cluster mode, see ClusterMembership). Shutdown order: stop accepting, close connections, stop the scheduler (its periodic tasks and
+pending disk work), flush every log, checkpoint recovery points and write the clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
 
 from broker.admin_manager import AdminManager
 from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
 from broker.kafka_apis import KafkaApis
+from broker.kafka_scheduler import KafkaScheduler
 from broker.log.log_manager import LogManager
 from broker.metadata import StandaloneMetadata
 from broker.replica_manager import ReplicaManager
@@ -32,7 +32,7 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self.socket_server: SocketServer | None = None
         self.cluster: ClusterMembership | None = None
-        self._tasks: list[asyncio.Task] = []
+        self.scheduler: KafkaScheduler | None = None
         self._stopped = asyncio.Event()
 
     @property
@@ -47,7 +47,8 @@ class KafkaServer:
             directory.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         log_config = config.log_config()
-        self.log_manager = LogManager(log_dirs, log_config)
+        self.scheduler = KafkaScheduler(config["background.threads"])
+        self.log_manager = LogManager(log_dirs, log_config, scheduler=self.scheduler)
         self.log_manager.startup()
         log.info("loaded %d partition log(s) from %s in %.2fs", len(self.log_manager.all_logs()),
                  ",".join(map(str, log_dirs)), time.monotonic() - started)
@@ -81,10 +82,11 @@ class KafkaServer:
                                          admin, metadata, config["auto.create.topics.enable"],
                                          config["fetch.max.wait.cap.ms"]))
             mode, cluster_id = "standalone", metadata.cluster_id
-        self._schedule("log-retention", config["log.retention.check.interval.ms"], self.log_manager.run_retention)
-        self._schedule("log-flusher", config["log.flush.scheduler.interval.ms"], self.log_manager.flush_dirty_logs)
-        self._schedule("recovery-point-checkpoint", config["log.flush.offset.checkpoint.interval.ms"],
-                       self.log_manager.checkpoint_recovery_points)
+        schedule = self.scheduler.schedule
+        schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])
+        schedule("log-flusher", self.log_manager.flush_dirty_logs, config["log.flush.scheduler.interval.ms"])
+        schedule("recovery-point-checkpoint", self.log_manager.checkpoint_recovery_points,
+                 config["log.flush.offset.checkpoint.interval.ms"])
         log.info("broker %d started, listening on %s port %d (cluster id %s, %s)", config.broker_id, host,
                  bound_port, cluster_id, mode)
 
@@ -95,39 +97,26 @@ class KafkaServer:
         if self.socket_server is not None:
             await self.socket_server.stop_accepting()
             await self.socket_server.close_all()
+        await self._stop_storage()
+
+    async def _stop_storage(self) -> None:
+        """Let the scheduler finish its disk work, then flush and close every log (off the loop)."""
+        loop = asyncio.get_running_loop()
+        if self.scheduler is not None:
+            await loop.run_in_executor(None, self.scheduler.shutdown)
+            self.scheduler = None
         if self.log_manager is not None:
-            self.log_manager.shutdown()
+            await loop.run_in_executor(None, self.log_manager.shutdown)
             self.log_manager = None
-
-    def _schedule(self, name: str, interval_ms: int, action: Callable[[], object]) -> None:
-        async def run() -> None:
-            while True:
-                await asyncio.sleep(interval_ms / 1000)
-                try:
-                    action()
-                except Exception:
-                    log.exception("periodic task %s failed; it will run again", name)
-
-        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
 
     async def shutdown(self) -> None:
         log.info("shutting down")
         if self.socket_server is not None:
             await self.socket_server.stop_accepting()
             await self.socket_server.close_all()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-        self._tasks.clear()
         if self.cluster is not None:
             self.cluster.quiesce()
-        if self.log_manager is not None:
-            self.log_manager.shutdown()
-            self.log_manager = None
+        await self._stop_storage()
         # Deregister only after flushing: once /brokers/ids/<id> vanishes, the partitions go offline.
         if self.cluster is not None:
             await self.cluster.close()

@@ -2,17 +2,18 @@
 
 A standalone broker (no zookeeper.connect) is a cluster of one node. What ZooKeeper would hold for a
 cluster -- the topic registry, per-topic config overrides, the cluster id and the producer-id allocator
--- is kept in one JSON file in the first log directory, written atomically (temp file, fsync, rename).
+-- is kept in one JSON file in the first log directory, written atomically and durably.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from broker.log.durable_file import write_atomically
 
 METADATA_FILE = "__standalone_metadata.json"
 # Producer ids are handed out from blocks; the end of the current block is persisted before any id of
@@ -78,12 +79,7 @@ class StandaloneMetadata:
                 for t in self.topics.values()
             },
         }
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as out:
-            json.dump(data, out, indent=1, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self._path)
+        write_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:
         validate_topic_name(name)

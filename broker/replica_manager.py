@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
@@ -62,6 +63,14 @@ class Partition:
             for future in waiters:
                 if not future.done():
                     future.set_result(None)
+
+
+class PendingSync(NamedTuple):
+    """An append's fsync that must finish before the append is acknowledged."""
+
+    topic: str
+    index: int
+    future: Future
 
 
 class AppendResult(NamedTuple):
@@ -141,8 +150,13 @@ class ReplicaManager:
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
-    def append_records(self, topic: str, index: int, records: memoryview | bytes | None) -> AppendResult:
-        """Append one partition's batches as leader; storage errors become that partition's error code."""
+    def append_records(self, topic: str, index: int, records: memoryview | bytes | None,
+                       syncs: list[PendingSync] | None = None) -> AppendResult:
+        """Append one partition's batches as leader; storage errors become that partition's error code.
+
+        When the log says the append must be synced before it is acknowledged (its flush interval was
+        reached), the pending fsync is added to ``syncs``; :meth:`wait_synced` waits for such syncs.
+        Without ``syncs`` the caller does not wait (acks=0)."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             return AppendResult(self.missing_partition_error(topic, index))
@@ -163,7 +177,20 @@ class ReplicaManager:
             return AppendResult(code, error_message=str(exc), record_errors=tuple(getattr(exc, "record_errors", ())))
         if not info.duplicate:
             partition.wake_waiters()
+        if info.sync is not None and syncs is not None:
+            syncs.append(PendingSync(topic, index, info.sync))
         return AppendResult(ErrorCode.NONE, info.first_offset, info.log_start_offset)
+
+    @staticmethod
+    async def wait_synced(syncs: list[PendingSync]) -> dict[TopicPartition, int]:
+        """Wait until every pending fsync is done; the error code of each partition whose fsync failed."""
+        outcomes = await asyncio.gather(*(asyncio.wrap_future(sync.future) for sync in syncs), return_exceptions=True)
+        failed = {}
+        for sync, outcome in zip(syncs, outcomes):
+            if isinstance(outcome, BaseException):
+                log.error("fsync of %s-%d failed: %s", sync.topic, sync.index, outcome)
+                failed[(sync.topic, sync.index)] = ErrorCode.KAFKA_STORAGE_ERROR
+        return failed
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool) -> FetchResult:
         """Read one partition from ``offset``; the result holds a file region to send, or an error."""

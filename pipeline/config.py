@@ -13,19 +13,36 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
 class ConfigError(ValueError):
     """A property that is unknown, malformed or out of range."""
 
 
 @dataclass(frozen=True)
 class Property:
-    """One property: its Kafka name, how to parse it from text, its default, what it does, other names."""
+    """One property: its Kafka name, how to parse it from text, its default, what it does, other names,
+    and for a number the range Kafka accepts (``at_least`` .. ``at_most``, inclusive; None: unbounded)."""
 
     name: str
     parse: Callable[[str], Any]
     default: Any
     doc: str
     aliases: tuple[str, ...] = ()
+    at_least: int | None = None
+    at_most: int | None = None
+
+
+def check_range(kind: str, name: str, value: int | None, at_least: int | None, at_most: int | None) -> None:
+    """Raise ConfigError unless ``value`` (None: unset) lies within [at_least, at_most]."""
+    if value is None:
+        return
+    if at_least is not None and value < at_least:
+        raise ConfigError(f"{kind} {name}={value} is below its minimum {at_least}")
+    if at_most is not None and value > at_most:
+        raise ConfigError(f"{kind} {name}={value} is above its maximum {at_most}")
 
 
 def parse_bool(text: str) -> bool:
@@ -115,6 +132,8 @@ class Config:
                 except ValueError as exc:
                     raise ConfigError(f"{self.kind} {name}={value!r}: {exc}") from None
             self._values[prop.name] = value
+        for prop in self._table.values():
+            check_range(self.kind, prop.name, self._values[prop.name], prop.at_least, prop.at_most)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -136,4 +155,12 @@ def help_table(table: Iterable[Property]) -> str:
     """A table as aligned text, for ``--help-config`` options."""
     rows = list(table)
     width = max(len(p.name) for p in rows)
-    return "\n".join(f"{p.name:<{width}}  default {p.default!s:<12} {p.doc}" for p in rows)
+    return "\n".join(f"{p.name:<{width}}  default {p.default!s:<12} {p.doc}{_range_text(p)}" for p in rows)
+
+
+def _range_text(prop: Property) -> str:
+    if prop.at_least is None and prop.at_most is None:
+        return ""
+    low = "" if prop.at_least is None else prop.at_least
+    high = "" if prop.at_most is None else prop.at_most
+    return f" [{low}..{high}]"

@@ -1,13 +1,14 @@
 """Kafka's offset checkpoint files (e.g. recovery-point-offset-checkpoint) in a log directory.
 
 Format: a version line "0", a count line, then one "topic partition offset" line per entry. A
-write goes to a temporary file that is fsynced and renamed over the old one.
+write replaces the file atomically and durably (see durable_file).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from broker.log.durable_file import write_atomically
 
 CHECKPOINT_VERSION = 0
 
@@ -26,19 +27,7 @@ class OffsetCheckpointFile:
         lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
         lines.extend(f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items()))
         data = ("\n".join(lines) + "\n").encode()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(self.path, data)
 
     def read(self) -> dict[tuple[str, int], int]:
         """The entries, or {} when the file does not exist; CheckpointFileError when malformed."""

@@ -4,6 +4,10 @@ An index file is a sequence of fixed-size big-endian entries whose first field i
 (a relative offset or a timestamp), in increasing order. Entries live only on disk: they are
 appended with ``os.pwrite`` and searched with a binary search over ``os.pread`` reads, so the
 process keeps nothing per entry in memory, only the entry count and the last entry.
+
+The file stays open only while the index is held (the active segment's, or during recovery); an
+inactive segment's index opens its file for each operation and closes it again, so a partition with
+many segments costs about one descriptor per segment (its .log), as in Kafka.
 """
 
 from __future__ import annotations
@@ -23,22 +27,49 @@ class IndexFile:
 
     ENTRY: struct.Struct  # set by subclasses
 
-    __slots__ = ("path", "base_offset", "fd", "entries", "max_entries", "last_entry")
+    __slots__ = ("path", "base_offset", "_fd", "entries", "max_entries", "last_entry")
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, hold: bool = True) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
-        self._load_tail()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._load_tail(self._fd)
+        finally:
+            if not hold:
+                self.release()
 
-    def _load_tail(self) -> None:
-        size = os.fstat(self.fd).st_size
+    def _load_tail(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
         self.entries = size // self.ENTRY.size
         self.last_entry: tuple | None = None
         if self.entries:
-            raw = os.pread(self.fd, self.ENTRY.size, (self.entries - 1) * self.ENTRY.size)
+            raw = os.pread(fd, self.ENTRY.size, (self.entries - 1) * self.ENTRY.size)
             self.last_entry = self.ENTRY.unpack(raw)
+
+    def hold(self) -> None:
+        """Keep the file open until :meth:`release` (an active segment's index, or during a rebuild)."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def release(self) -> None:
+        """Close the file; later operations open it for their own duration."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _acquire(self) -> int:
+        """The held descriptor, or a new one the caller gives back with :meth:`_give_back`."""
+        return self._fd if self._fd >= 0 else os.open(self.path, os.O_RDWR)
+
+    def _give_back(self, fd: int) -> None:
+        if fd != self._fd:
+            os.close(fd)
+
+    def open_for_sync(self) -> int:
+        """A new descriptor of the file for an fsync in another thread; the caller closes it."""
+        return os.dup(self._fd) if self._fd >= 0 else os.open(self.path, os.O_RDONLY)
 
     @property
     def is_full(self) -> bool:
@@ -51,11 +82,15 @@ class IndexFile:
 
     def file_size_is_exact(self) -> bool:
         """Whether the file holds exactly ``entries`` whole entries."""
-        return os.fstat(self.fd).st_size == self.entries * self.ENTRY.size
+        return self.path.stat().st_size == self.entries * self.ENTRY.size
 
     def _append_entry(self, entry: tuple) -> None:
         data = self.ENTRY.pack(*entry)
-        os.pwrite(self.fd, data, self.entries * self.ENTRY.size)
+        fd = self._acquire()
+        try:
+            os.pwrite(fd, data, self.entries * self.ENTRY.size)
+        finally:
+            self._give_back(fd)
         self.entries += 1
         self.last_entry = entry
 
@@ -68,16 +103,19 @@ class IndexFile:
             return last
         entry = self.ENTRY
         size = entry.size
-        fd = self.fd
-        # Invariant: key(hi) > key; lo == 0 or key(lo) <= key.
-        lo, hi = 0, self.entries - 1
-        while (hi - lo) * size > _SEARCH_CHUNK_BYTES:
-            mid = (lo + hi) >> 1
-            if entry.unpack(os.pread(fd, size, mid * size))[0] <= key:
-                lo = mid
-            else:
-                hi = mid
-        buf = os.pread(fd, (hi - lo) * size, lo * size)
+        fd = self._acquire()
+        try:
+            # Invariant: key(hi) > key; lo == 0 or key(lo) <= key.
+            lo, hi = 0, self.entries - 1
+            while (hi - lo) * size > _SEARCH_CHUNK_BYTES:
+                mid = (lo + hi) >> 1
+                if entry.unpack(os.pread(fd, size, mid * size))[0] <= key:
+                    lo = mid
+                else:
+                    hi = mid
+            buf = os.pread(fd, (hi - lo) * size, lo * size)
+        finally:
+            self._give_back(fd)
         # Largest j in [0, hi - lo) with key(j) <= key, or -1.
         a, b = 0, hi - lo
         while a < b:
@@ -97,7 +135,11 @@ class IndexFile:
         total = self.entries * size
         pos = 0
         while pos < total:
-            buf = os.pread(self.fd, min(step, total - pos), pos)
+            fd = self._acquire()
+            try:
+                buf = os.pread(fd, min(step, total - pos), pos)
+            finally:
+                self._give_back(fd)
             if not buf:
                 return
             yield from self.ENTRY.iter_unpack(buf[: len(buf) - len(buf) % size])
@@ -105,17 +147,12 @@ class IndexFile:
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
-        os.ftruncate(self.fd, 0)
+        os.truncate(self.path, 0)
         self.entries = 0
         self.last_entry = None
 
-    def flush(self) -> None:
-        os.fsync(self.fd)
-
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.release()
 
     def rename(self, new_path: Path) -> None:
         os.rename(self.path, new_path)

@@ -8,12 +8,15 @@ import re
 import shutil
 import threading
 import time
-from bisect import bisect_right
+import uuid
+from bisect import bisect_left, bisect_right
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 import crc32c
 
+from broker.log.durable_file import fsync_and_close, fsync_dir
 from broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -45,6 +48,7 @@ from pipeline.protocol.records import InvalidRecordsError, validate_records
 # by, far below what a few KiB of crafted zstd or gzip can claim.
 MAX_COMPRESSION_RATIO = 64
 
+DELETED_DIR_SUFFIX = "-delete"
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 
@@ -70,6 +74,9 @@ class AppendInfo(NamedTuple):
     log_append_time: int
     log_start_offset: int
     duplicate: bool
+    # Set when the append must be synced before it is acknowledged (log.flush.interval.messages reached):
+    # done once an fsync covering it has finished, or failed with that fsync's error.
+    sync: Future | None = None
 
 
 class Log:
@@ -78,6 +85,10 @@ class Log:
     Offsets are logical and contiguous. In memory the log keeps the sorted segment base offsets and
     a few values per segment; batch positions are found through the on-disk indexes. Every public
     method is safe to call from several threads.
+
+    With an ``executor`` (the broker's scheduler pool) the log never fsyncs or removes files in the
+    caller's thread: flushes an append asks for are group commits run on the pool, a rolled segment is
+    flushed there, and a deleted log's directory is removed there. Without one, it does so inline.
     """
 
     def __init__(
@@ -88,6 +99,7 @@ class Log:
         recovery_point: int = 0,
         last_shutdown_clean: bool = False,
         time_ms: Callable[[], int] = now_ms,
+        executor: Executor | None = None,
     ) -> None:
         parsed = parse_topic_partition(dir.name)
         if parsed is None:
@@ -107,9 +119,18 @@ class Log:
         self._unflushed_messages = 0
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._dir_dirty = False
+        # The parent directory must be synced for a newly created partition directory to survive a crash.
+        self._parent_dir_dirty = not dir.exists()
+        self._executor = executor
+        self._unsynced_files: list[Path] = []
+        self._sync_waiters: list[Future] = []
+        self._sync_running = False
+        self._flush_lock = threading.Lock()
         self._closed = False
         dir.mkdir(parents=True, exist_ok=True)
         self._load(recovery_point, last_shutdown_clean)
+        if self._parent_dir_dirty and not self._in_background(self.flush, 0):
+            self.flush(0)
 
     # ------------------------------------------------------------------------------------- load
 
@@ -137,12 +158,13 @@ class Log:
             bases = [0]
             self._dir_dirty = True
         now = self._time_ms()
-        segments = [LogSegment(self.dir, base, self.config, now) for base in bases]
+        segments = [LogSegment(self.dir, base, self.config, now, hold_indexes=False) for base in bases]
         recover_from = len(segments) if last_shutdown_clean else max(0, bisect_right(bases, recovery_point) - 1)
 
         i = 0
         while i < len(segments):
             segment = segments[i]
+            segment.hold_indexes()
             if i >= recover_from:
                 truncated = segment.recover()
                 overlaps_next = i + 1 < len(segments) and segment.next_offset > segments[i + 1].base_offset
@@ -239,7 +261,7 @@ class Log:
                 flush_after = self._unflushed_messages >= interval
             info = AppendInfo(first_offset, offset - 1, -1, self.log_start_offset, False)
         if flush_after:
-            self.flush()
+            info = info._replace(sync=self.sync())
         return info
 
     # ------------------------------------------------------------------------------------- read
@@ -331,42 +353,96 @@ class Log:
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_dirty = True
-        self.producer_state.take_snapshot(base)
+        # Synced by the flush that covers the rolled segment, off the caller's thread.
+        self._unsynced_files.append(self.producer_state.take_snapshot(base, durable=False))
+        # Without a running executor the periodic or the shutdown flush covers the rolled segment.
+        self._in_background(self.flush, base)
         return segment
+
+    def _in_background(self, action: Callable[..., object], *args: object) -> bool:
+        """Submit ``action`` to the executor; False when there is none or it has shut down."""
+        if self._executor is None:
+            return False
+        try:
+            self._executor.submit(action, *args)
+        except RuntimeError:
+            return False
+        return True
+
+    def sync(self) -> Future | None:
+        """Flush everything appended so far; group commit when the log has an executor.
+
+        Without an executor the flush runs here and None is returned. With one, the returned future
+        is done once an fsync covering the current log end offset has finished: while one fsync runs,
+        later callers wait for the next, which covers all of them.
+        """
+        if self._executor is None:
+            self.flush()
+            return None
+        future: Future = Future()
+        with self._lock:
+            self._sync_waiters.append(future)
+            if self._sync_running:
+                return future
+            self._sync_running = True
+        if not self._in_background(self._run_syncs):
+            self._run_syncs()
+        return future
+
+    def _run_syncs(self) -> None:
+        while True:
+            with self._lock:
+                waiters, self._sync_waiters = self._sync_waiters, []
+                if not waiters:
+                    self._sync_running = False
+                    return
+            try:
+                self.flush()
+            except Exception as exc:
+                for waiter in waiters:
+                    waiter.set_exception(exc)
+            else:
+                for waiter in waiters:
+                    waiter.set_result(None)
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets below ``up_to`` (default: the log end offset) and
-        move the recovery point there. The fsync runs without holding the log's lock."""
+        move the recovery point there. The fsync runs without holding the log's lock; flushes of one
+        log run one at a time, so a queue of them never holds many descriptors at once."""
+        with self._flush_lock:
+            self._flush(up_to)
+
+    def _flush(self, up_to: int | None) -> None:
         with self._lock:
             if self._closed:
                 return
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-            if target <= self.recovery_point and not self._dir_dirty:
+            if target <= self.recovery_point and not self._dir_dirty and not self._parent_dir_dirty:
                 return
-            fds = []
-            segments = self._segments
-            for i, segment in enumerate(segments):
-                if segment.base_offset >= target:
-                    break
-                is_last = i + 1 == len(segments)
-                if is_last or segments[i + 1].base_offset > self.recovery_point:
-                    fds.extend(os.dup(fd) for fd in segment.fds())
-            sync_dir = self._dir_dirty
-            self._dir_dirty = False
+            # From the segment holding the recovery point to the last one starting below the target.
+            first = max(0, bisect_right(self._bases, self.recovery_point) - 1)
+            to_sync = self._segments[first : bisect_left(self._bases, target)]
+            files, self._unsynced_files = self._unsynced_files, []
+            sync_dirs = [self.dir] if self._dir_dirty else []
+            if self._parent_dir_dirty:
+                sync_dirs.append(self.dir.parent)
+            self._dir_dirty = self._parent_dir_dirty = False
             if target == self.log_end_offset:
                 self._unflushed_messages = 0
-        try:
-            for fd in fds:
-                os.fsync(fd)
-            if sync_dir:
-                dir_fd = os.open(self.dir, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        # One segment at a time, so that a flush of many segments holds three descriptors, not 3 per segment.
+        for segment in to_sync:
+            with self._lock:
+                if segment.fd < 0:
+                    continue  # deleted by retention meanwhile
+                fds = segment.open_for_sync()
+            fsync_and_close(fds)
+        for path in files:
+            try:
+                fsync_and_close([os.open(path, os.O_RDONLY)])
+            except FileNotFoundError:
+                pass
+        for directory in sync_dirs:
+            fsync_dir(directory)
         with self._lock:
             if target > self.recovery_point:
                 self.recovery_point = target
@@ -391,60 +467,75 @@ class Log:
 
     def delete_retained_segments(self, now_ms: int | None = None) -> int:
         """Delete the oldest segments that are past retention by time or by size (never the active
-        one); move the log start offset. Returns the number of segments deleted."""
-        now = self._time_ms() if now_ms is None else now_ms
-        with self._lock:
-            if self._closed:
-                return 0
-            self._purge_pending_deletes(now)
-            segments = self._segments
-            deletable = len(segments) - 1
-            count = 0
-            retention_ms = self.config.retention_ms_limit
-            if retention_ms is not None:
-                while count < deletable and now - segments[count].largest_timestamp > retention_ms:
-                    count += 1
-            retention_bytes = self.config.retention_bytes_limit
-            if retention_bytes is not None:
-                excess = self.size_in_bytes() - retention_bytes
-                by_size = 0
-                while by_size < deletable and excess - segments[by_size].size >= 0:
-                    excess -= segments[by_size].size
-                    by_size += 1
-                count = max(count, by_size)
-            if count == 0:
-                return 0
-            doomed = segments[:count]
-            del segments[:count]
-            del self._bases[:count]
-            self.log_start_offset = max(self.log_start_offset, segments[0].base_offset)
-            self.recovery_point = max(self.recovery_point, self.log_start_offset)
-            for segment in doomed:
-                self._delete_segment_files(segment, now)
-            self._dir_dirty = True
-            self.producer_state.truncate_head(self.log_start_offset)
-            return count
+        one); move the log start offset. Returns the number of segments deleted.
 
-    def _delete_segment_files(self, segment: LogSegment, now: int) -> None:
+        The segments leave the log under its lock; their files are removed after it is released, so
+        appends and reads never wait for the file system to free a large file."""
+        now = self._time_ms() if now_ms is None else now_ms
+        doomed_files: list[Path] = []
+        try:
+            with self._lock:
+                if self._closed:
+                    return 0
+                doomed_files += self._purge_pending_deletes(now)
+                return self._retain_locked(now, doomed_files)
+        finally:
+            for path in doomed_files:
+                path.unlink(missing_ok=True)
+
+    def _retain_locked(self, now: int, doomed_files: list[Path]) -> int:
+        """Drop the segments past retention (the lock is held); add the files to remove to ``doomed_files``."""
+        segments = self._segments
+        deletable = len(segments) - 1
+        count = 0
+        retention_ms = self.config.retention_ms_limit
+        if retention_ms is not None:
+            while count < deletable and now - segments[count].largest_timestamp > retention_ms:
+                count += 1
+        retention_bytes = self.config.retention_bytes_limit
+        if retention_bytes is not None:
+            excess = self.size_in_bytes() - retention_bytes
+            by_size = 0
+            while by_size < deletable and excess - segments[by_size].size >= 0:
+                excess -= segments[by_size].size
+                by_size += 1
+            count = max(count, by_size)
+        if count == 0:
+            return 0
+        doomed = segments[:count]
+        del segments[:count]
+        del self._bases[:count]
+        self.log_start_offset = max(self.log_start_offset, segments[0].base_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        for segment in doomed:
+            doomed_files += self._delete_segment_files(segment, now)
+        self._dir_dirty = True
+        self.producer_state.truncate_head(self.log_start_offset)
+        return count
+
+    def _delete_segment_files(self, segment: LogSegment, now: int) -> list[Path]:
+        """Close a segment leaving the log; the files to remove now (none when file.delete.delay.ms
+        keeps them, renamed with the .deleted suffix, for later)."""
         delay = self.config.file_delete_delay_ms
         if delay > 0:
             paths = segment.rename_for_deletion()
             segment.close()
             self._pending_deletes.append((now + delay, paths))
-        else:
-            segment.close()
-            for path in segment.paths():
-                path.unlink(missing_ok=True)
+            return []
+        segment.close()
+        return segment.paths()
 
-    def _purge_pending_deletes(self, now: int | None) -> None:
+    def _purge_pending_deletes(self, now: int | None) -> list[Path]:
+        """Take the delayed deletions due at ``now`` (all with None) off the list; return their files."""
+        due = []
         keep = []
         for deadline, paths in self._pending_deletes:
             if now is None or deadline <= now:
-                for path in paths:
-                    path.unlink(missing_ok=True)
+                due += paths
             else:
                 keep.append((deadline, paths))
         self._pending_deletes = keep
+        return due
 
     def size_in_bytes(self) -> int:
         """Total bytes of the .log files."""
@@ -477,12 +568,20 @@ class Log:
                     path.unlink(missing_ok=True)
             for segment in self._segments:
                 segment.close()
-            self._purge_pending_deletes(None)
+            for path in self._purge_pending_deletes(None):
+                path.unlink(missing_ok=True)
 
     def delete(self) -> None:
-        """Close the log and remove its directory."""
+        """Close the log and remove its directory: renamed at once to ``<dir>.<uuid>-delete`` (so the
+        partition can be created again right away), removed on the executor."""
         self.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}")
+        try:
+            os.rename(self.dir, doomed)
+        except FileNotFoundError:
+            return
+        if not self._in_background(shutil.rmtree, doomed, True):
+            shutil.rmtree(doomed, ignore_errors=True)
 
     def __repr__(self) -> str:
         return (

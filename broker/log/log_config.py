@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Kafka's lower bounds of segment.bytes (the overhead of the smallest legacy record, 14 bytes) and of
+# segment.index.bytes. The upper bound of both is 2^31-1: index entries hold 32-bit file positions.
+MIN_SEGMENT_BYTES = 14
+MIN_INDEX_BYTES = 4
+
 
 @dataclass
 class LogConfig:

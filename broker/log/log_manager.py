@@ -8,12 +8,14 @@ retention, flushing, and the recovery-point checkpoint.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Callable
 
 from broker.log.checkpoint import CheckpointFileError, OffsetCheckpointFile
-from broker.log.log import Log, now_ms, parse_topic_partition
+from broker.log.log import DELETED_DIR_SUFFIX, Log, now_ms, parse_topic_partition
 from broker.log.log_config import LogConfig
 
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
@@ -24,15 +26,18 @@ class LogManager:
     """Owns every Log of a broker; one directory per partition under one of ``log_dirs``.
 
     Logs loaded at startup get the default ``config``; the layer above applies per-topic
-    overrides by passing a config to :meth:`get_or_create_log`.
+    overrides by passing a config to :meth:`get_or_create_log`. The ``scheduler`` (the broker's
+    background pool) is handed to every log for its fsyncs and deletions.
     """
 
-    def __init__(self, log_dirs: list[Path], config: LogConfig, time_ms: Callable[[], int] = now_ms) -> None:
+    def __init__(self, log_dirs: list[Path], config: LogConfig, time_ms: Callable[[], int] = now_ms,
+                 scheduler: Executor | None = None) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.config = config
         self._time_ms = time_ms
+        self._scheduler = scheduler
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
 
@@ -50,6 +55,9 @@ class LogManager:
             for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
                 if not entry.is_dir():
                     continue
+                if entry.name.endswith(DELETED_DIR_SUFFIX):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
                 topic_partition = parse_topic_partition(entry.name)
                 if topic_partition is None:
                     continue
@@ -62,6 +70,7 @@ class LogManager:
                         recovery_point=recovery_points.get(topic_partition, 0),
                         last_shutdown_clean=clean,
                         time_ms=self._time_ms,
+                        executor=self._scheduler,
                     )
             marker.unlink(missing_ok=True)
 
@@ -84,6 +93,7 @@ class LogManager:
                     self._next_log_dir() / f"{topic}-{partition}",
                     config or self.config,
                     time_ms=self._time_ms,
+                    executor=self._scheduler,
                 )
                 self._logs[(topic, partition)] = log
             elif config is not None:
@@ -98,7 +108,7 @@ class LogManager:
         return min(self.log_dirs, key=lambda d: counts[d])
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Close the partition's log and remove its directory (no-op when unknown)."""
+        """Close the partition's log and remove its directory, in the background (no-op when unknown)."""
         with self._lock:
             log = self._logs.pop((topic, partition), None)
         if log is not None:

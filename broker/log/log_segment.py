@@ -1,7 +1,8 @@
 """One segment of a partition's log: a .log file of whole batches with its .index and .timeindex.
 
 The segment knows its base offset, its size and a few running values (largest timestamp, bytes
-since the last index entry, next offset); everything per batch stays in the files.
+since the last index entry, next offset); everything per batch stays in the files. The .log file stays
+open; the index files only while the segment is active (see IndexFile).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class LogSegment:
         "_first_batch_timestamp",
     )
 
-    def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int, hold_indexes: bool = True) -> None:
         stem = segment_file_prefix(base_offset)
         self.dir = dir
         self.base_offset = base_offset
@@ -73,8 +74,8 @@ class LogSegment:
         self.indexes_were_missing = not (index_path.exists() and time_index_path.exists())
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self.index = OffsetIndex(index_path, base_offset, config.max_index_size)
-        self.time_index = TimeIndex(time_index_path, base_offset, config.max_index_size)
+        self.index = OffsetIndex(index_path, base_offset, config.max_index_size, hold_indexes)
+        self.time_index = TimeIndex(time_index_path, base_offset, config.max_index_size, hold_indexes)
         self.index_interval_bytes = config.index_interval_bytes
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -139,9 +140,21 @@ class LogSegment:
         return self._first_batch_timestamp
 
     def on_become_inactive(self) -> None:
-        """Record the segment's final largest timestamp in the time index (at roll and close)."""
+        """Record the segment's final largest timestamp in the time index (at roll and close), then
+        stop holding the index files open."""
         if self.size > 0 and self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.release_indexes()
+
+    def hold_indexes(self) -> None:
+        """Keep both index files open (while active, or while recovering)."""
+        self.index.hold()
+        self.time_index.hold()
+
+    def release_indexes(self) -> None:
+        """Close both index files; lookups open them for their own duration."""
+        self.index.release()
+        self.time_index.release()
 
     # ------------------------------------------------------------------------------------- read
 
@@ -343,14 +356,18 @@ class LogSegment:
             return self.max_timestamp
         return os.fstat(self.fd).st_mtime_ns // 1_000_000
 
-    def fds(self) -> tuple[int, int, int]:
-        """The open descriptors of the .log, .index and .timeindex files."""
-        return self.fd, self.index.fd, self.time_index.fd
-
-    def flush(self) -> None:
-        os.fsync(self.fd)
-        self.index.flush()
-        self.time_index.flush()
+    def open_for_sync(self) -> list[int]:
+        """New descriptors of the .log, .index and .timeindex files, for an fsync outside the log's
+        lock; the caller closes them."""
+        fds = [os.dup(self.fd)]
+        try:
+            fds.append(self.index.open_for_sync())
+            fds.append(self.time_index.open_for_sync())
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     def close(self) -> None:
         if self.fd >= 0:

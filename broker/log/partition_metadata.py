@@ -7,8 +7,9 @@ leading the partition, so it never serves the old incarnation's data as the new 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from broker.log.durable_file import write_atomically
 
 FILE_NAME = "partition.metadata"
 
@@ -27,11 +28,5 @@ def read_topic_id(partition_dir: Path) -> str | None:
 
 
 def write_topic_id(partition_dir: Path, topic_id: str) -> None:
-    """Record ``topic_id`` durably (temp file, fsync, rename)."""
-    path = partition_dir / FILE_NAME
-    tmp = path.with_name(FILE_NAME + ".tmp")
-    with open(tmp, "w") as out:
-        out.write(f"version: 0\ntopic_id: {topic_id}\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    """Record ``topic_id`` atomically and durably."""
+    write_atomically(partition_dir / FILE_NAME, f"version: 0\ntopic_id: {topic_id}\n".encode())

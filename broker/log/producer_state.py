@@ -16,6 +16,7 @@ from collections import deque
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.log.durable_file import write_atomically
 from broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 MAX_BATCHES_PER_PRODUCER = 5
@@ -168,8 +169,10 @@ class ProducerStateManager:
         found.sort()
         return found
 
-    def take_snapshot(self, offset: int) -> None:
-        """Write the state as of ``offset`` (the log end offset) to ``<offset>.snapshot``."""
+    def take_snapshot(self, offset: int, durable: bool = True) -> Path:
+        """Write the state as of ``offset`` (the log end offset) to ``<offset>.snapshot``; return its path.
+
+        ``durable=False`` leaves syncing the file and the directory to the caller."""
         body = {
             "version": _SNAPSHOT_VERSION,
             "offset": offset,
@@ -180,9 +183,8 @@ class ProducerStateManager:
             ],
         }
         path = self.snapshot_path(offset)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(body, separators=(",", ":")))
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(body, separators=(",", ":")).encode(), durable=durable)
+        return path
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Load the newest readable snapshot at or below ``max_offset``; return its offset.

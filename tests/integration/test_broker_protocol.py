@@ -178,6 +178,16 @@ def test_create_and_delete_topic_errors(broker, client):
     assert metadata["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.parametrize("name, value", [("segment.bytes", str(2**31)), ("segment.bytes", "13"), ("segment.ms", "0"),
+                                         ("max.message.bytes", "-1"), ("retention.ms", "-2")])
+def test_create_topic_with_a_config_outside_kafkas_bounds_is_invalid_config(broker, client, name, value):
+    result = create_topic(client, "bounded", 1, {name: value})
+    assert result["error_code"] == ErrorCode.INVALID_CONFIG
+    assert f"{name}={value}" in result["error_message"]
+    metadata = client.call(ApiKey.METADATA, 8, {"topics": [{"name": "bounded"}], "allow_auto_topic_creation": False})
+    assert metadata["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_topics_and_producer_ids_survive_restart(broker, client):
     create_topic(client, "durable", 2, {"retention.ms": "-1"})
     produce(client, "durable", 1, encode_batch([b"kept"]))

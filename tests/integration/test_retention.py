@@ -61,7 +61,13 @@ def test_size_retention_deletes_old_segments_and_moves_earliest_offset(broker_fa
     partition_dir = broker.partition_dir(topic, 0)
 
     def retained_size() -> int:
-        return sum(path.stat().st_size for path in broker.segment_files(topic, 0))
+        total = 0
+        for path in broker.segment_files(topic, 0):
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:
+                pass  # renamed for deletion by a retention run between the listing and the stat
+        return total
 
     wait_until(lambda: retained_size() <= RETENTION_BYTES + SEGMENT_BYTES, timeout=20,
                message=lambda: f"retention to shrink {partition_dir} (now {retained_size()} bytes)")

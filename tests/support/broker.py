@@ -8,6 +8,7 @@ SIGTERM (`stop`) or SIGKILL (`kill`). If the broker dies while starting, the err
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -44,7 +45,9 @@ class BrokerProcess:
         log_path: Path | None = None,
         start_timeout: float = 30.0,
         python: str = sys.executable,
+        open_files_limit: tuple[int, int] | None = None,
     ) -> None:
+        """``open_files_limit`` (soft, hard) is the RLIMIT_NOFILE the process starts with."""
         self.log_dir = Path(log_dir)
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -53,6 +56,7 @@ class BrokerProcess:
         self.log_path = Path(log_path) if log_path is not None else self.log_dir.parent / f"broker-{self.port}.log"
         self.start_timeout = start_timeout
         self.python = python
+        self.open_files_limit = open_files_limit
         self.process: subprocess.Popen[bytes] | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.starts = 0
@@ -105,6 +109,7 @@ class BrokerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                preexec_fn=self._limit_open_files if self.open_files_limit else None,
             )
         try:
             self.wait_ready(self.start_timeout)
@@ -112,6 +117,13 @@ class BrokerProcess:
             self.kill()
             raise
         return self
+
+    def _limit_open_files(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.open_files_limit)
+
+    def open_files(self) -> int:
+        """How many descriptors the process has open."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def wait_ready(self, timeout: float) -> dict[int, tuple[int, int]]:
         """Poll until a connect + ApiVersions round trip succeeds; return the advertised versions."""

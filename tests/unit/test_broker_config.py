@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from broker.config import ConfigError, KafkaConfig, parse_overrides, read_properties_file
+from broker.config import ConfigError, KafkaConfig, help_text, parse_overrides, read_properties_file
+from tests.support import REPO_ROOT
 
 
 def test_defaults_match_kafka():
@@ -45,9 +49,17 @@ def test_listeners_take_precedence():
 @pytest.mark.parametrize("values, message", [
     ({"no.such.property": "1"}, "unknown broker property"),
     ({"log.segment.bytes": "lots"}, "log.segment.bytes"),
-    ({"log.segment.bytes": "0"}, "must be positive"),
+    ({"log.segment.bytes": "0"}, "log.segment.bytes=0 is below its minimum 14"),
+    ({"log.segment.bytes": str(2**31)}, "log.segment.bytes=2147483648 is above its maximum 2147483647"),
+    ({"log.roll.ms": "0"}, "log.roll.ms=0 is below its minimum 1"),
+    ({"log.flush.interval.messages": "0"}, "log.flush.interval.messages=0 is below its minimum 1"),
+    ({"log.retention.ms": "-2"}, "log.retention.ms=-2 is below its minimum -1"),
+    ({"log.index.size.max.bytes": "3"}, "log.index.size.max.bytes=3 is below its minimum 4"),
+    ({"message.max.bytes": "-1"}, "message.max.bytes=-1 is below its minimum 0"),
+    ({"background.threads": "0"}, "background.threads=0 is below its minimum 1"),
+    ({"log.segment.bytes": 2**31}, "above its maximum"),
     ({"auto.create.topics.enable": "maybe"}, "true or false"),
-    ({"port": "70000"}, "within 0..65535"),
+    ({"port": "70000"}, "port=70000 is above its maximum 65535"),
 ])
 def test_bad_values_are_clear_errors(values, message):
     with pytest.raises(ConfigError, match=message):
@@ -61,3 +73,23 @@ def test_malformed_override_and_file(tmp_path):
     path.write_text("no separator here\n")
     with pytest.raises(ConfigError, match="bad.properties:1"):
         read_properties_file(path)
+
+
+def test_bounds_are_inclusive():
+    config = KafkaConfig({"log.segment.bytes": str(2**31 - 1), "log.retention.ms": "-1", "message.max.bytes": "0",
+                          "log.index.size.max.bytes": "4", "log.flush.interval.messages": "1"})
+    assert config.log_config().segment_bytes == 2**31 - 1
+
+
+def test_a_bad_override_is_a_one_line_start_up_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "broker", "--log-dir", str(tmp_path), "--port", "0",
+                             "--override", "log.segment.bytes=3000000000"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "broker: broker property log.segment.bytes=3000000000 is above its maximum 2147483647"]
+
+
+def test_help_shows_the_accepted_range():
+    (line,) = [line for line in help_text().splitlines() if line.startswith("log.segment.bytes ")]
+    assert line.endswith("[14..2147483647]")

@@ -54,8 +54,26 @@ def test_topic_config_overrides():
     assert config.max_message_bytes == default.max_message_bytes
 
 
-@pytest.mark.parametrize("configs", [{"cleanup.policy.unknown": "x"}, {"retention.ms": "soon"}])
-def test_bad_topic_configs(configs):
-    with pytest.raises(TopicError) as info:
+@pytest.mark.parametrize("configs, message", [
+    ({"cleanup.policy.unknown": "x"}, "unknown"),
+    ({"retention.ms": "soon"}, "not a number"),
+    ({"segment.bytes": str(2**31)}, "segment.bytes=2147483648 is above its maximum 2147483647"),
+    ({"segment.bytes": "13"}, "segment.bytes=13 is below its minimum 14"),
+    ({"segment.ms": "0"}, "segment.ms=0 is below its minimum 1"),
+    ({"max.message.bytes": "-1"}, "below its minimum 0"),
+    ({"retention.ms": "-2"}, "retention.ms=-2 is below its minimum -1"),
+    ({"segment.index.bytes": "3"}, "below its minimum 4"),
+    ({"flush.messages": "0"}, "flush.messages=0 is below its minimum 1"),
+    ({"flush.ms": "-1"}, "below its minimum 0"),
+    ({"index.interval.bytes": str(2**31)}, "above its maximum"),
+])
+def test_bad_topic_configs(configs, message):
+    with pytest.raises(TopicError, match=message) as info:
         topic_log_config(LogConfig(), configs)
     assert info.value.error_code == ErrorCode.INVALID_CONFIG
+
+
+def test_topic_config_bounds_are_inclusive():
+    config = topic_log_config(LogConfig(), {"segment.bytes": str(2**31 - 1), "retention.bytes": "-5",
+                                            "segment.ms": "1", "max.message.bytes": "0"})
+    assert (config.segment_bytes, config.retention_bytes, config.segment_ms) == (2**31 - 1, None, 1)

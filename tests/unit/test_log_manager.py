@@ -145,6 +145,18 @@ def test_delete_log_removes_the_directory(dirs):
         manager.shutdown()
 
 
+def test_directories_of_deletions_cut_short_are_removed_at_startup(dirs):
+    leftover = dirs[0] / "t-0.0123456789abcdef-delete"
+    leftover.mkdir(parents=True)
+    (leftover / f"{0:020d}.log").write_bytes(b"old")
+    manager = started(dirs[:1])
+    try:
+        assert not leftover.exists()
+        assert manager.all_logs() == {}
+    finally:
+        manager.shutdown()
+
+
 def test_run_retention_and_per_topic_config(dirs):
     clock = Clock()
     manager = started(dirs[:1], LogConfig(retention_ms=60_000, file_delete_delay_ms=0), clock)

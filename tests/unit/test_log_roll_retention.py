@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from pathlib import Path
 
 import pytest
 from test_log_support import make_batch, open_log, read_all
@@ -207,3 +209,30 @@ def test_retention_survives_reopen(tmp_path):
         assert not any(name.endswith(".deleted") for name in os.listdir(reopened.dir))
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize("delay_ms", [0, 60_000])
+def test_retention_removes_files_without_holding_the_log_lock(tmp_path, monkeypatch, delay_ms):
+    clock = Clock(200_000)
+    log = open_log(tmp_path, LogConfig(retention_ms=10_000, file_delete_delay_ms=delay_ms), time_ms=clock)
+    appended_during_unlink = []
+    real_unlink = Path.unlink
+
+    def unlink(path: Path, missing_ok: bool = False) -> None:
+        if path.name.startswith(f"{0:020d}.log") and not appended_during_unlink:
+            appender = threading.Thread(target=lambda: appended_during_unlink.append(log.append_as_leader(make_batch(1))))
+            appender.start()
+            appender.join(5)
+            appended_during_unlink.append(not appender.is_alive())
+        real_unlink(path, missing_ok=missing_ok)
+
+    try:
+        fill_segments(log, 3)
+        monkeypatch.setattr(Path, "unlink", unlink)
+        assert log.delete_retained_segments() == 3
+        clock.now += delay_ms
+        log.delete_retained_segments()
+        assert appended_during_unlink[-1] is True, "an append waited for the removal of a segment file"
+    finally:
+        monkeypatch.undo()
+        log.close()
