@@ -17,7 +17,7 @@ from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager
-from broker.metadata import StandaloneMetadata
+from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.replica_manager import ReplicaManager
 from broker.server.socket_server import CloseConnection, SocketServer
 
@@ -73,13 +73,12 @@ class KafkaServer:
                 raise
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
         else:
-            metadata = StandaloneMetadata(log_dirs[0])
+            metadata = StandaloneMetadata(log_dirs[0], BrokerEndpoint(config.broker_id, advertised, bound_port))
             replica_manager = ReplicaManager(self.log_manager)
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
             admin.host_existing_topics()
-            apis_holder.append(KafkaApis(config.broker_id, advertised, bound_port, replica_manager,
-                                         admin, metadata, config["auto.create.topics.enable"],
-                                         config["fetch.max.wait.cap.ms"]))
+            apis_holder.append(KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
+                                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"]))
             mode, cluster_id = "standalone", metadata.cluster_id
         self._schedule("log-retention", config["log.retention.check.interval.ms"], self.log_manager.run_retention)
         self._schedule("log-flusher", config["log.flush.scheduler.interval.ms"], self.log_manager.flush_dirty_logs)

@@ -1,4 +1,5 @@
-"""ZooKeeper for tests: one real server per test session, a fresh chroot per test, and session expiry.
+"""ZooKeeper for tests: one real server per test session, a fresh chroot per test, session expiry, and
+pausing a server (SIGSTOP) to stand for a ZooKeeper that stopped answering.
 
 Expiring a session the way kazoo's own test harness does: a second client joins the same session
 (its id and password) and closes it, which ends the session on the server; the first client then sees
@@ -7,12 +8,17 @@ it expire, its ephemeral nodes vanish, and it must recover as after any expiry.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from pipeline.zk.server import ZooKeeperServer
 from tests.support.polling import wait_until
 
 
@@ -38,3 +44,15 @@ def expire_session(client: KazooClient, timeout: float = 20.0) -> None:
     intruder.stop()
     intruder.close()
     wait_until(lost.is_set, timeout, message="the client never saw its session expire")
+
+
+@contextmanager
+def paused(server: ZooKeeperServer) -> Iterator[None]:
+    """Stop the server process (SIGSTOP) for the block: connections stay open and nothing answers.
+    It is always continued (SIGCONT), whatever the block raises."""
+    assert server.process is not None
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)

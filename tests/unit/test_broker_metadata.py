@@ -6,24 +6,32 @@ import pytest
 
 from broker.admin_manager import TopicError, topic_log_config
 from broker.log.log_config import LogConfig
-from broker.metadata import PRODUCER_ID_BLOCK, InvalidTopicError, StandaloneMetadata, validate_topic_name
+from broker.metadata import (
+    PRODUCER_ID_BLOCK,
+    BrokerEndpoint,
+    InvalidTopicError,
+    StandaloneMetadata,
+    validate_topic_name,
+)
 from pipeline.protocol.errors import ErrorCode
+
+LOCAL = BrokerEndpoint(0, "127.0.0.1", 9092)
 
 
 def test_topics_survive_reopen(tmp_path):
-    store = StandaloneMetadata(tmp_path)
+    store = StandaloneMetadata(tmp_path, LOCAL)
     store.create_topic("events", 4, {"retention.ms": "1000"})
     cluster_id = store.cluster_id
-    reopened = StandaloneMetadata(tmp_path)
+    reopened = StandaloneMetadata(tmp_path, LOCAL)
     assert reopened.cluster_id == cluster_id
     assert reopened.topics["events"].partitions == 4
     assert reopened.topics["events"].configs == {"retention.ms": "1000"}
     reopened.delete_topic("events")
-    assert "events" not in StandaloneMetadata(tmp_path).topics
+    assert "events" not in StandaloneMetadata(tmp_path, LOCAL).topics
 
 
 def test_duplicate_topic_refused(tmp_path):
-    store = StandaloneMetadata(tmp_path)
+    store = StandaloneMetadata(tmp_path, LOCAL)
     store.create_topic("t", 1)
     with pytest.raises(FileExistsError):
         store.create_topic("t", 2)
@@ -36,11 +44,11 @@ def test_illegal_topic_names(name):
 
 
 def test_producer_ids_never_reused_after_restart(tmp_path):
-    store = StandaloneMetadata(tmp_path)
+    store = StandaloneMetadata(tmp_path, LOCAL)
     first = [store.next_producer_id() for _ in range(3)]
     assert first == [0, 1, 2]
     # A crash after handing out ids: the next process starts after the whole persisted block.
-    later = StandaloneMetadata(tmp_path).next_producer_id()
+    later = StandaloneMetadata(tmp_path, LOCAL).next_producer_id()
     assert later >= PRODUCER_ID_BLOCK
     assert later not in first
 
