@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
@@ -101,7 +102,10 @@ def test_creation_requests_are_assigned_or_refused(clients):
         controller.stop()
 
 
-def test_partitions_go_offline_with_their_broker_and_come_back_with_it(clients):
+@contextmanager
+def topic_over_two_brokers(clients: list[KazooClient]) -> Iterator[tuple[KafkaController, list[int]]]:
+    """Brokers 1 and 2 registered, broker 1's controller running and topic "t" (2 partitions) created:
+    the controller and the partitions broker 2 leads; the controller is stopped after the block."""
     zk = clients[3]
     register(clients[1], 1)
     register(clients[2], 2)
@@ -110,15 +114,20 @@ def test_partitions_go_offline_with_their_broker_and_come_back_with_it(clients):
         controller.start()
         zk.create(layout.create_topic_request_path("t"), layout.create_topic_request(2, 1, {}))
         wait_until(lambda: zk.exists(layout.partition_state_path("t", 1)), 10, message="the topic created")
-        on_two = [p for p in (0, 1) if state(zk, "t", p)["leader"] == 2]
+        yield controller, [p for p in (0, 1) if state(zk, "t", p)["leader"] == 2]
+    finally:
+        controller.stop()
+
+
+def test_partitions_go_offline_with_their_broker_and_come_back_with_it(clients):
+    zk = clients[3]
+    with topic_over_two_brokers(clients) as (_, on_two):
         clients[2].delete(layout.broker_path(2))
         wait_until(lambda: all(state(zk, "t", p)["leader"] == -1 for p in on_two), 10, message="offline")
         assert [state(zk, "t", p)["leader_epoch"] for p in on_two] == [1]
         register(clients[2], 2)
         wait_until(lambda: all(state(zk, "t", p)["leader"] == 2 for p in on_two), 10, message="back online")
         assert [(state(zk, "t", p)["leader_epoch"], state(zk, "t", p)["isr"]) for p in on_two] == [(2, [2])]
-    finally:
-        controller.stop()
 
 
 def test_a_controller_whose_session_expires_resigns_and_another_takes_over(clients):
@@ -232,14 +241,7 @@ def test_a_creation_that_failed_is_retried_without_another_change(clients, caplo
 
 def test_a_controller_fenced_by_a_newer_epoch_writes_nothing(clients):
     zk = clients[3]
-    register(clients[1], 1)
-    register(clients[2], 2)
-    controller = KafkaController(bounded(clients[0]), 1)
-    try:
-        controller.start()
-        zk.create(layout.create_topic_request_path("t"), layout.create_topic_request(2, 1, {}))
-        wait_until(lambda: zk.exists(layout.partition_state_path("t", 1)), 10, message="the topic created")
-        on_two = [p for p in (0, 1) if state(zk, "t", p)["leader"] == 2]
+    with topic_over_two_brokers(clients) as (controller, on_two):
         before = {p: state(zk, "t", p) for p in on_two}
         # A successor was elected (the epoch moved on) while this controller still believes it leads,
         # as after a session loss it has not noticed yet.
@@ -248,8 +250,6 @@ def test_a_controller_fenced_by_a_newer_epoch_writes_nothing(clients):
         clients[2].delete(layout.broker_path(2))
         wait_until(lambda: not controller.is_active, 10, message="the fenced controller resigning")
         assert {p: state(zk, "t", p) for p in on_two} == before
-    finally:
-        controller.stop()
 
 
 def test_requests_that_time_out_or_were_refused_do_not_keep_a_name_being_created(clients):
