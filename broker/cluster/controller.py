@@ -27,6 +27,7 @@ import queue
 import random
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from kazoo.client import TransactionRequest
@@ -34,7 +35,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.recipe.watchers import DataWatch
 
-from broker.cluster.metadata_cache import NO_LEADER, parse_partition_state
+from broker.cluster.metadata_cache import NO_LEADER, PartitionState, parse_partition_state
 from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
@@ -59,6 +60,18 @@ def request_error(code: int, message: str) -> bytes:
 
 # Backoff of a failed event: doubles from the first value up to the second.
 RETRY_BACKOFF_S = (0.1, 5.0)
+# Partition states written per ZooKeeper transaction on a broker change (each ~200 bytes of the 1 MB limit).
+WRITE_BATCH = 500
+
+
+@dataclass(frozen=True)
+class KnownPartition:
+    """What the controller knows of a partition: replicas, the state it last read or wrote, and that
+    state's znode version (its writes are conditional on it)."""
+
+    replicas: list[int]
+    state: PartitionState | None
+    version: int
 
 
 class ControllerFenced(Exception):
@@ -80,6 +93,9 @@ class KafkaController:
         self._active = False
         self._generation = 0
         self._watchers: dict[str, Callable[[WatchedEvent], None]] = {}
+        # Every partition's replicas and state while elected (Kafka's controller context): read once per term,
+        # then kept up to date by this controller's own writes, the only writes partition states get.
+        self._partitions: dict[tuple[str, int], KnownPartition] | None = None
         self._events: queue.Queue[tuple[str, object] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._stopped = False
@@ -204,6 +220,7 @@ class KafkaController:
         self._active = True
         self._generation += 1
         self._watchers = {}
+        self._partitions = None
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, self.epoch)
         for kind in ("brokers", "create", "delete"):
             self._events.put((kind, None))
@@ -214,6 +231,7 @@ class KafkaController:
         self._active = False
         self._generation += 1
         self._watchers = {}
+        self._partitions = None
 
     def _still_controller(self) -> bool:
         try:
@@ -243,8 +261,8 @@ class KafkaController:
 
     # -- broker changes: leadership ---------------------------------------------------------------
 
-    def _on_brokers_change(self) -> None:
-        live = {int(b) for b in self._children(layout.BROKER_IDS, "brokers")}
+    def _load_partitions(self) -> dict[tuple[str, int], KnownPartition]:
+        """Every partition's replicas, state and state version, read with pipelined requests."""
         client = self._zk.client
         topics = self._zk.sync("get_children", layout.BROKER_TOPICS)
         assignments = self._zk.all(client.get_async(layout.topic_path(t)) for t in topics)
@@ -252,50 +270,57 @@ class KafkaController:
                       for topic, found in zip(topics, assignments) if not isinstance(found, Exception)
                       for index, replicas in sorted(layout.parse_topic_assignment(found[0]).items())]
         states = self._zk.all(client.get_async(layout.partition_state_path(t, i)) for t, i, _ in partitions)
-        writes = []
-        for (topic, index, replicas), found in zip(partitions, states):
-            if isinstance(found, Exception):
-                continue
-            change = self._new_leadership(topic, index, replicas, live, *found)
-            if change is not None:
-                writes.append(change)
+        return {(topic, index): KnownPartition(replicas, parse_partition_state(found[0]), found[1].version)
+                for (topic, index, replicas), found in zip(partitions, states) if not isinstance(found, Exception)}
+
+    def _on_brokers_change(self) -> None:
+        live = {int(b) for b in self._children(layout.BROKER_IDS, "brokers")}
+        if self._partitions is None:
+            self._partitions = self._load_partitions()
+        known = self._partitions
+        writes = [(key, new) for key, partition in sorted(known.items())
+                  if (new := self._new_leadership(key, partition, live)) is not None]
         if not writes:
             return
         pending = []
-        for path, data, version in writes:
+        for start in range(0, len(writes), WRITE_BATCH):
             txn = self._fenced()
-            txn.set_data(path, data, version=version)
+            for (topic, index), new in writes[start:start + WRITE_BATCH]:
+                txn.set_data(layout.partition_state_path(topic, index),
+                             layout.partition_state(new.leader, new.leader_epoch, list(new.isr), self.epoch),
+                             version=known[(topic, index)].version)
             pending.append(txn.commit_async())
-        changed_under_us = 0
-        for results in self._zk.all(pending):
-            (outcome,) = self._check_fence(results)
-            if isinstance(outcome, Exception):
-                changed_under_us += 1
-        log.info("broker change: %d partition state(s) written", len(writes) - changed_under_us)
-        if changed_under_us:
-            raise RetryLater(f"{changed_under_us} partition state(s) changed under the controller")
+        failed = 0
+        for start, results in zip(range(0, len(writes), WRITE_BATCH), self._zk.all(pending)):
+            outcomes = self._check_fence(results)
+            if any(isinstance(outcome, Exception) for outcome in outcomes):
+                failed += len(outcomes)
+                continue
+            for ((topic, index), new), stat in zip(writes[start:start + WRITE_BATCH], outcomes):
+                known[(topic, index)] = KnownPartition(known[(topic, index)].replicas, new, stat.version)
+        log.info("broker change (live brokers %s): %d partition state(s) written", sorted(live), len(writes) - failed)
+        if failed:
+            # Someone else changed a state: what this controller knows is stale, so read it all again.
+            self._partitions = None
+            raise RetryLater(f"{failed} partition state(s) changed under the controller")
 
-    def _new_leadership(self, topic: str, index: int, replicas: list[int], live: set[int], data: bytes,
-                        stat: Any) -> tuple[str, bytes, int] | None:
-        """(state path, new state, expected version) if the partition needs a new leader, else None."""
-        state = parse_partition_state(data)
+    def _new_leadership(self, key: tuple[str, int], partition: KnownPartition,
+                        live: set[int]) -> PartitionState | None:
+        """The partition's next state if it needs a new leader (or none is left), else None."""
+        state = partition.state
         if state is None:
             return None
         if state.leader != NO_LEADER and state.leader in live:
             return None
-        candidates = [r for r in replicas if r in live]
+        candidates = [r for r in partition.replicas if r in live]
         if state.leader == NO_LEADER and not candidates:
             return None
         if candidates:
-            leader, isr = candidates[0], [candidates[0]]
-            log.debug("partition %s-%d: leader %d (epoch %d)", topic, index, leader, state.leader_epoch + 1)
-        else:
-            # Kafka keeps the last leader in the isr of an offline partition, so it can come back clean.
-            leader, isr = NO_LEADER, list(state.isr)
-            log.debug("partition %s-%d is offline: leader %d left (epoch %d)", topic, index, state.leader,
-                      state.leader_epoch + 1)
-        data = layout.partition_state(leader, state.leader_epoch + 1, isr, self.epoch)
-        return layout.partition_state_path(topic, index), data, stat.version
+            log.debug("partition %s-%d: leader %d (epoch %d)", *key, candidates[0], state.leader_epoch + 1)
+            return PartitionState(candidates[0], state.leader_epoch + 1, (candidates[0],))
+        # Kafka keeps the last leader in the isr of an offline partition, so it can come back clean.
+        log.debug("partition %s-%d is offline: leader %d left (epoch %d)", *key, state.leader, state.leader_epoch + 1)
+        return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr)
 
     # -- topic creation and deletion --------------------------------------------------------------
 
@@ -364,6 +389,10 @@ class KafkaController:
                 log.info("not creating topic %s: its request was withdrawn", topic)
                 return
             raise RetryLater(f"creating topic {topic} failed in ZooKeeper: {failures[0]!r}")
+        if self._partitions is not None:
+            for index, replica_list in replicas.items():
+                self._partitions[(topic, index)] = KnownPartition(
+                    replica_list, PartitionState(replica_list[0], 0, (replica_list[0],)), 0)
         log.info("created topic %s: %d partition(s) over brokers %s", topic, partitions, live)
 
     def _refuse(self, request_path: str, code: int, message: str) -> None:
@@ -399,4 +428,7 @@ class KafkaController:
                     if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
         if failures:
             raise RetryLater(f"deleting topic {topic} failed in ZooKeeper: {failures[0]!r}")
+        if self._partitions is not None:
+            for key in [k for k in self._partitions if k[0] == topic]:
+                del self._partitions[key]
         log.info("deleted topic %s", topic)
