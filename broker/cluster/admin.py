@@ -67,12 +67,16 @@ class ZkAdminManager:
         request_path = layout.create_topic_request_path(name)
         request = layout.create_topic_request(topic.partitions, topic.replication_factor, topic.configs)
         try:
-            await self._write_request(request_path, request, name)
+            # A request with a timeout gives ZooKeeper no longer than it; one without gets the ZooKeeper deadline.
+            await self._write_request(request_path, request, name,
+                                      max(0.0, deadline - loop.time()) if timeout_ms > 0 else None)
             if timeout_ms <= 0:
                 return
             refused = await self._outcome(name, request_path, deadline)
         except (ZooKeeperTimeout, KazooException) as exc:
-            await self._withdraw(request_path)
+            # Not waited for: ZooKeeper is not answering. kazoo sends it once connected again (after the
+            # create, if that is still queued), so the request does not outlive this answer.
+            self._zk.client.delete_async(request_path)
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
                              f"ZooKeeper is unavailable; topic {name!r} was not created ({exc or type(exc).__name__})"
                              ) from None
@@ -90,21 +94,21 @@ class ZkAdminManager:
         topic = self._cache.topics.get(name)
         return topic is not None and topic.complete
 
-    async def _write_request(self, request_path: str, request: bytes, name: str) -> None:
+    async def _write_request(self, request_path: str, request: bytes, name: str, timeout_s: float | None) -> None:
         """Create the request znode; a refused request left behind by a requester that gave up is replaced."""
         for _ in range(2):
             try:
-                await self._zk.call("create", request_path, request)
+                await self._zk.call("create", request_path, request, timeout_s=timeout_s)
                 return
             except NodeExistsError:
                 try:
-                    data, stat = await self._zk.call("get", request_path)
+                    data, stat = await self._zk.call("get", request_path, timeout_s=timeout_s)
                 except NoNodeError:
                     continue
                 if "error_code" not in layout.decode(data):
                     raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is being created") from None
                 try:
-                    await self._zk.call("delete", request_path, version=stat.version)
+                    await self._zk.call("delete", request_path, version=stat.version, timeout_s=timeout_s)
                 except (NoNodeError, KazooException):
                     continue
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is being created")
@@ -115,7 +119,7 @@ class ZkAdminManager:
         loop = asyncio.get_running_loop()
         created = asyncio.ensure_future(self._cache.wait_for(lambda: self._created(name), deadline - loop.time()))
         try:
-            while not created.done():
+            while not created.done() and loop.time() < deadline:
                 changed = asyncio.Event()
 
                 def on_change(event: WatchedEvent, changed: asyncio.Event = changed) -> None:
@@ -130,6 +134,10 @@ class ZkAdminManager:
                     # The controller consumed the request: the topic shows up in the cache.
                     await created
                     return None
+                except ZooKeeperTimeout:
+                    if loop.time() >= deadline:
+                        return None  # the request's own time ran out, not ZooKeeper's
+                    raise
                 value = layout.decode(data)
                 if "error_code" in value:
                     return int(value["error_code"]), str(value.get("error_message"))
@@ -139,8 +147,6 @@ class ZkAdminManager:
                                        return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     waiter.cancel()
-                if loop.time() >= deadline:
-                    return None
             return None
         finally:
             created.cancel()
