@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kazoo.exceptions import NoNodeError
+from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
@@ -97,14 +99,20 @@ class ZkMetadataCache:
         self._brokers_seen = False
         self._topics_seen = False
         self._changed = asyncio.Event()
-        # Watch-thread side: the generation token of each watched topic (a recreated topic gets a new one).
+        # Watch-thread side: the generation token of each watched topic (a recreated topic gets a new one),
+        # the read of every followed partition state, and those whose last read was lost with the connection.
         self._watched: dict[str, object] = {}
+        self._state_readers: dict[tuple[str, int], Callable[[], None]] = {}
+        self._unread: set[tuple[str, int]] = set()
+        self._readers_lock = threading.Lock()
+        self._connected = True
 
     # -- start-up ---------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Install the watches (call from a worker thread: the first reads are synchronous)."""
         client = self._zk.client
+        client.add_listener(self._on_session)
         ChildrenWatch(client, layout.BROKER_IDS, self._watch_brokers)
         ChildrenWatch(client, layout.BROKER_TOPICS, self._watch_topics)
         DataWatch(client, layout.CONTROLLER, self._watch_controller)
@@ -246,6 +254,77 @@ class ZkMetadataCache:
         for name in new:
             self._watch_topic(name, self._watched[name])
 
+    def _watch_state(self, name: str, index: int, token: object) -> None:
+        """Follow one partition's state znode with kazoo's async reads: a change costs one read that does not
+        wait for the others (hundreds of states changing at once are read pipelined), and nothing blocks
+        kazoo's callback thread. When the connection drops, kazoo fires every watch (so each state is read
+        again, on the new session if the old one expired); a read that fails meanwhile is issued again once
+        the client is connected (``_on_session``)."""
+        client = self._zk.client
+        path = layout.partition_state_path(name, index)
+        key = (name, index)
+
+        def wanted() -> bool:
+            if self._watched.get(name) is token:
+                return True
+            with self._readers_lock:
+                if self._state_readers.get(key) is read:
+                    del self._state_readers[key]
+            return False
+
+        def on_event(event: WatchedEvent) -> None:
+            if wanted():
+                read()
+
+        def read() -> None:
+            client.get_async(path, watch=on_event).rawlink(on_read)
+
+        def on_created(result: IAsyncResult) -> None:
+            if result.successful() and result.value is not None and wanted():
+                read()  # created between the read and the watch on its existence
+
+        def on_read(result: IAsyncResult) -> None:
+            if not wanted():
+                return
+            if result.successful():
+                state = parse_partition_state(result.value[0])
+            elif isinstance(result.exception, NoNodeError):
+                state = None
+                client.exists_async(path, watch=on_event).rawlink(on_created)
+            else:
+                # The connection or the session was lost: read again once connected.
+                with self._readers_lock:
+                    if not self._connected:
+                        self._unread.add(key)
+                        return
+                read()
+                return
+
+            def apply(changes: CacheChanges) -> None:
+                topic = self.topics.get(name)
+                if topic is None:
+                    return
+                if state is None:
+                    topic.states.pop(index, None)
+                else:
+                    topic.states[index] = state
+                changes.partitions.add(key)
+            self._post(apply)
+
+        with self._readers_lock:
+            self._state_readers[key] = read
+        read()
+
+    def _on_session(self, state: str) -> None:
+        with self._readers_lock:
+            self._connected = state == KazooState.CONNECTED
+            again = [self._state_readers[k] for k in self._unread if k in self._state_readers]
+            if self._connected:
+                self._unread.clear()
+        if self._connected:
+            for read in again:
+                read()
+
     def _watch_topic(self, name: str, token: object) -> None:
         watched_partitions: set[int] = set()
 
@@ -280,27 +359,8 @@ class ZkMetadataCache:
             for index in sorted(replicas):
                 if index not in watched_partitions:
                     watched_partitions.add(index)
-                    DataWatch(self._zk.client, layout.partition_state_path(name, index), state_watcher(index))
+                    self._watch_state(name, index, token)
             return None
-
-        def state_watcher(index: int) -> Callable[[bytes | None, object], bool | None]:
-            def on_state(data: bytes | None, stat: object) -> bool | None:
-                if self._watched.get(name) is not token:
-                    return False
-                state = parse_partition_state(data)
-
-                def apply(changes: CacheChanges) -> None:
-                    topic = self.topics.get(name)
-                    if topic is None:
-                        return
-                    if state is None:
-                        topic.states.pop(index, None)
-                    else:
-                        topic.states[index] = state
-                    changes.partitions.add((name, index))
-                self._post(apply)
-                return None
-            return on_state
 
         # Config first: when the partitions appear, their logs are created with the topic's overrides.
         DataWatch(self._zk.client, layout.topic_config_path(name), on_config)

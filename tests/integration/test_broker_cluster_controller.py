@@ -279,3 +279,23 @@ def test_requests_that_time_out_or_were_refused_do_not_keep_a_name_being_created
         assert "left" in cache.topics
 
     asyncio.run(scenario())
+
+
+def test_the_cache_follows_partition_states_across_a_session_expiry(clients):
+    zk = clients[3]
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        cache = ZkMetadataCache(bounded(clients[0]), loop)
+        await loop.run_in_executor(None, cache.start)
+        zk.create(layout.topic_path("t"), layout.topic_assignment({0: [1]}))
+        zk.create(layout.partition_state_path("t", 0), layout.partition_state(1, 0, [1], 1), makepath=True)
+        assert await cache.wait_for(lambda: cache.partition_state("t", 0) == PartitionState(1, 0, (1,)), 5)
+        # The server forgets the session's watches; the cache must set them again on its new session.
+        await loop.run_in_executor(None, expire_session, clients[0])
+        await loop.run_in_executor(None, wait_until, lambda: clients[0].connected, 10)
+        for epoch in (1, 2):
+            zk.set(layout.partition_state_path("t", 0), layout.partition_state(-1, epoch, [1], 1))
+            assert await cache.wait_for(lambda: cache.partition_state("t", 0) == PartitionState(-1, epoch, (1,)), 5)
+
+    asyncio.run(scenario())
