@@ -10,14 +10,13 @@ from pipeline.protocol.records import encode_batch
 from pipeline.zk.server import ZooKeeperServer
 from tests.support import BrokerProcess, wait_until, wire
 from tests.support.clients import create_topic
-from tests.support.cluster import BrokerCluster, metadata, metadata_request, parse_metadata
+from tests.support.cluster import BrokerCluster, create_topics_result, metadata, metadata_request, parse_metadata
 from tests.support.zookeeper import paused
 
 SESSION_TIMEOUT_MS = 6000
 LEADER_NOT_AVAILABLE = 5
 REQUEST_TIMED_OUT = 7
 COORDINATOR_NOT_AVAILABLE = 15
-API_CREATE_TOPICS = 19
 API_INIT_PRODUCER_ID = 22
 
 
@@ -26,16 +25,6 @@ def init_producer_id(conn: wire.KafkaConnection) -> tuple[int, int]:
     reader = conn.request(API_INIT_PRODUCER_ID, 0, wire.Writer().string(None).int32(60000).getvalue())
     reader.int32()  # throttle
     return reader.int16(), reader.int64()
-
-
-def create_topics_error(conn: wire.KafkaConnection, topic: str, timeout_ms: int) -> int:
-    """CreateTopics v1 for one topic with one partition: that topic's error code."""
-    body = (wire.Writer().array_len(1).string(topic).int32(1).int16(1).array_len(0).array_len(0)
-            .int32(timeout_ms).int8(0).getvalue())
-    reader = conn.request(API_CREATE_TOPICS, 1, body)
-    assert reader.int32() == 1
-    reader.string()
-    return reader.int16()
 
 
 def test_a_stopped_zookeeper_holds_up_nothing_and_everything_resumes(tmp_path, broker_cluster_factory):
@@ -74,7 +63,7 @@ def served_through_the_outage(server: ZooKeeperServer, broker: BrokerProcess, cl
 
         def create() -> int:
             with wire.KafkaConnection(broker.host, broker.port, timeout=deadline_s) as other:
-                return create_topics_error(other, "created-in-the-dark", timeout_ms=30000)
+                return create_topics_result(other, "created-in-the-dark", 1, timeout_ms=30000)[0]
         with ThreadPoolExecutor(2) as pool:
             producer_id, creation = pool.submit(ask_for_a_producer_id), pool.submit(create)
             assert producer_id.result()[0] == COORDINATOR_NOT_AVAILABLE

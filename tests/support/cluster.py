@@ -26,6 +26,8 @@ from tests.support import wire
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
 
+API_CREATE_TOPICS = 19
+
 def metadata_request(topics: list[str] | None = None, allow_create: bool = False) -> bytes:
     """A Metadata v5 request body (all topics when ``topics`` is None)."""
     body = wire.Writer()
@@ -73,6 +75,17 @@ def metadata(broker: BrokerProcess, topics: list[str] | None = None, allow_creat
     """Metadata v5 from one broker, parsed (see ``parse_metadata``)."""
     with wire.KafkaConnection(broker.host, broker.port, timeout=15.0) as conn:
         return parse_metadata(conn.request(wire.API_METADATA, 5, metadata_request(topics, allow_create)))
+
+
+def create_topics_result(conn: wire.KafkaConnection, topic: str, partitions: int,
+                         timeout_ms: int) -> tuple[int, str | None]:
+    """CreateTopics v1 for one topic (replication factor 1) on ``conn``: (error code, error message)."""
+    body = (wire.Writer().array_len(1).string(topic).int32(partitions).int16(1).array_len(0).array_len(0)
+            .int32(timeout_ms).int8(0).getvalue())
+    reader = conn.request(API_CREATE_TOPICS, 1, body)
+    assert reader.int32() == 1
+    reader.string()
+    return reader.int16(), reader.string()
 
 
 class BrokerCluster:
