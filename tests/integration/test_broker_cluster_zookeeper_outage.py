@@ -1,5 +1,6 @@
 """A cluster broker while ZooKeeper stops answering (SIGSTOP): requests that need ZooKeeper fail fast with
-retriable errors or go on in the background, nothing waits behind them, and all resumes after SIGCONT."""
+retriable errors or go on in the background, nothing waits behind them (produce and fetch to partitions
+the broker leads go on from its cached metadata), and all resumes after SIGCONT."""
 
 from __future__ import annotations
 
@@ -47,11 +48,14 @@ def served_through_the_outage(server: ZooKeeperServer, broker: BrokerProcess, cl
             asked = conn.send(wire.API_METADATA, 5, metadata_request(["born-in-the-dark"], allow_create=True))
             produced = conn.send(wire.API_PRODUCE, 3,
                                  wire.produce_request_body("existing", [(0, encode_batch([b"during"]))]))
+            fetched = conn.send(wire.API_FETCH, 4, wire.fetch_request_body("existing", 0, 0, max_wait_ms=0))
             answer = parse_metadata(conn.receive(asked))
             (result,) = wire.parse_produce_response(conn.receive(produced))
+            (read,) = wire.parse_fetch_response(conn.receive(fetched))
             elapsed = time.monotonic() - started
         assert answer["topics"]["born-in-the-dark"]["error"] == LEADER_NOT_AVAILABLE
         assert result.error_code == 0, f"produce to a led partition: error {result.error_code}"
+        assert read.error_code == 0 and read.high_watermark == 1
         assert elapsed < 3.0
 
         # Requests that need ZooKeeper give up within the ZooKeeper deadline, with retriable errors.
