@@ -19,6 +19,7 @@ LEADER_NOT_AVAILABLE = 5
 REQUEST_TIMED_OUT = 7
 COORDINATOR_NOT_AVAILABLE = 15
 API_INIT_PRODUCER_ID = 22
+API_DELETE_TOPICS = 20
 
 
 def init_producer_id(conn: wire.KafkaConnection) -> tuple[int, int]:
@@ -26,6 +27,15 @@ def init_producer_id(conn: wire.KafkaConnection) -> tuple[int, int]:
     reader = conn.request(API_INIT_PRODUCER_ID, 0, wire.Writer().string(None).int32(60000).getvalue())
     reader.int32()  # throttle
     return reader.int16(), reader.int64()
+
+
+def delete_topics_result(conn: wire.KafkaConnection, topic: str, timeout_ms: int) -> int:
+    """DeleteTopics v1 for one topic: its error code."""
+    reader = conn.request(API_DELETE_TOPICS, 1, wire.Writer().array_len(1).string(topic).int32(timeout_ms).getvalue())
+    reader.int32()  # throttle
+    assert reader.int32() == 1
+    reader.string()
+    return reader.int16()
 
 
 def test_a_stopped_zookeeper_holds_up_nothing_and_everything_resumes(tmp_path, broker_cluster_factory):
@@ -39,8 +49,9 @@ def test_a_stopped_zookeeper_holds_up_nothing_and_everything_resumes(tmp_path, b
 
 
 def served_through_the_outage(server: ZooKeeperServer, broker: BrokerProcess, cluster: BrokerCluster) -> None:
-    create_topic(broker.bootstrap, "existing", partitions=1)
-    cluster.wait_for_metadata("existing", 1)
+    for topic in ("existing", "doomed"):
+        create_topic(broker.bootstrap, topic, partitions=1)
+        cluster.wait_for_metadata(topic, 1)
 
     with paused(server):
         with wire.KafkaConnection(broker.host, broker.port, timeout=3.0) as conn:
@@ -68,10 +79,14 @@ def served_through_the_outage(server: ZooKeeperServer, broker: BrokerProcess, cl
         def create() -> int:
             with wire.KafkaConnection(broker.host, broker.port, timeout=deadline_s) as other:
                 return create_topics_result(other, "created-in-the-dark", 1, timeout_ms=30000)[0]
-        with ThreadPoolExecutor(2) as pool:
-            producer_id, creation = pool.submit(ask_for_a_producer_id), pool.submit(create)
+        def delete() -> int:
+            with wire.KafkaConnection(broker.host, broker.port, timeout=deadline_s) as other:
+                return delete_topics_result(other, "doomed", timeout_ms=30000)
+        with ThreadPoolExecutor(3) as pool:
+            producer_id, creation, deletion = pool.submit(ask_for_a_producer_id), pool.submit(create), pool.submit(delete)
             assert producer_id.result()[0] == COORDINATOR_NOT_AVAILABLE
             assert creation.result() == REQUEST_TIMED_OUT
+            assert deletion.result() == REQUEST_TIMED_OUT
 
     def created() -> bool:
         topic = metadata(broker, ["born-in-the-dark"], allow_create=True)["topics"]["born-in-the-dark"]
