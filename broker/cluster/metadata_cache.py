@@ -3,7 +3,7 @@
 Live brokers (/brokers/ids), the controller (/controller), every topic's replica assignment
 (/brokers/topics/<t>), per-topic configs (/config/topics/<t>) and each partition's state (leader,
 leader epoch, isr). Watch callbacks run in kazoo's threads: they only read the znode they were told
-about and hand the result to the event loop with ``call_soon_threadsafe``; the cache itself is only
+about (partition states with pipelined async reads) and hand the result to the event loop; the cache itself is only
 read and changed on the event loop thread, so request handlers read it without locks.
 
 Changes are coalesced: watch threads queue them and the loop applies everything queued in one callback,
@@ -11,7 +11,8 @@ then hands ``on_change`` what changed (CacheChanges: which topics, which partiti
 that rewrites P partition states costs the loop O(P) in a few callbacks, not a full pass per state.
 It implements MetadataView, so Metadata responses are built from it as from the standalone registry.
 
-kazoo re-arms DataWatch and ChildrenWatch after a session expiry, so the view is re-read by itself.
+kazoo re-arms DataWatch and ChildrenWatch after a session expiry, and fires the plain watches on partition
+states when the connection drops, so the whole view is read again by itself on a new session.
 """
 
 from __future__ import annotations
