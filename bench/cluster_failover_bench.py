@@ -105,7 +105,8 @@ def one_run(base_dir: Path, zk_connect: str, partitions: int, topic_count: int) 
         in_zk = set(lost)
 
         def offline_in_zk() -> bool:
-            in_zk.difference_update(key for key, leader in zk_leaders(cluster.zk, sorted(in_zk)).items() if leader == -1)
+            leaders = zk_leaders(cluster.zk, sorted(in_zk))
+            in_zk.difference_update(key for key, leader in leaders.items() if leader == -1)
             return not in_zk
         wait_until(offline_in_zk, 300, interval=0.01, message="the victim's partitions offline in ZooKeeper")
         zk_done = time.monotonic() - t0

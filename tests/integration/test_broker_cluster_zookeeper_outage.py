@@ -83,7 +83,8 @@ def served_through_the_outage(server: ZooKeeperServer, broker: BrokerProcess, cl
             with wire.KafkaConnection(broker.host, broker.port, timeout=deadline_s) as other:
                 return delete_topics_result(other, "doomed", timeout_ms=30000)
         with ThreadPoolExecutor(3) as pool:
-            producer_id, creation, deletion = pool.submit(ask_for_a_producer_id), pool.submit(create), pool.submit(delete)
+            producer_id = pool.submit(ask_for_a_producer_id)
+            creation, deletion = pool.submit(create), pool.submit(delete)
             assert producer_id.result()[0] == COORDINATOR_NOT_AVAILABLE
             assert creation.result() == REQUEST_TIMED_OUT
             assert deletion.result() == REQUEST_TIMED_OUT
