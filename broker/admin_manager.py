@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Protocol
 
 from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig
 from broker.metadata import InvalidTopicError, StandaloneMetadata, TopicInfo, validate_topic_name
@@ -78,6 +78,84 @@ def topic_log_config(default: LogConfig, configs: dict[str, str]) -> LogConfig:
     return dataclasses.replace(default, **changes)
 
 
+def stored_topic_log_config(default: LogConfig, topic: str, configs: dict[str, str]) -> LogConfig:
+    """The LogConfig of a topic that already exists: its overrides that are still valid (bounds may have
+    tightened since it was created); each invalid one is logged and the default used in its place, so a
+    stored value never keeps the broker from starting or a partition from being led."""
+    valid = {}
+    for name, text in configs.items():
+        try:
+            topic_log_config(default, {name: text})
+        except TopicError as exc:
+            log.warning("topic %s: ignoring its config %s=%r (%s)", topic, name, text, exc)
+            continue
+        valid[name] = text
+    return topic_log_config(default, valid)
+
+
+class TopicAdmin(Protocol):
+    """Topic creation and deletion as the request handlers use them, standalone or in a cluster."""
+
+    async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                           configs: dict[str, str] | None = None, validate_only: bool = False,
+                           timeout_ms: int = 30000) -> None:
+        """Create a topic (-1 counts take the defaults); TopicError with Kafka's code when refused."""
+        ...
+
+    async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
+        """Delete a topic; TopicError with Kafka's code when refused."""
+        ...
+
+    def auto_create(self, name: str) -> None:
+        """Create ``name`` with the defaults for a Metadata request, or start creating it;
+        TopicError(INVALID_TOPIC_EXCEPTION) at once for an illegal name."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class NewTopic:
+    """A creation request that passed validation, with the broker defaults filled in."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+def validate_name(name: str) -> None:
+    """TopicError(INVALID_TOPIC_EXCEPTION) unless ``name`` is a legal Kafka topic name."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+
+
+def validate_new_topic(name: str, partitions: int, replication_factor: int, configs: dict[str, str] | None,
+                       default_log_config: LogConfig, default_partitions: int, default_replication_factor: int,
+                       available_brokers: int) -> NewTopic:
+    """Check a creation request as Kafka does (name, counts, configs); -1 counts take the defaults.
+
+    Standalone and cluster mode both validate with this; TopicError with Kafka's code when refused.
+    """
+    validate_name(name)
+    if partitions == -1:
+        partitions = default_partitions
+    if partitions < 1:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}")
+    if replication_factor == -1:
+        replication_factor = default_replication_factor
+    if replication_factor < 1:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"replication factor must be at least 1, got {replication_factor}")
+    if replication_factor > available_brokers:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"replication factor {replication_factor} is larger than the {available_brokers} "
+                         f"available broker(s)")
+    configs = dict(configs or {})
+    topic_log_config(default_log_config, configs)
+    return NewTopic(name, partitions, replication_factor, configs)
+
+
 class AdminManager:
     """Topic creation and deletion on a standalone broker: the registry first, then the logs."""
 
@@ -100,43 +178,34 @@ class AdminManager:
             self._host(info)
 
     def _host(self, info: TopicInfo) -> None:
-        config = topic_log_config(self._default_log_config, info.configs)
+        config = stored_topic_log_config(self._default_log_config, info.name, info.configs)
         for index in range(info.partitions):
             self._replica_manager.make_leader(info.name, index, config)
 
-    def topics(self) -> dict[str, TopicInfo]:
-        return self._metadata.topics
+    async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                           configs: dict[str, str] | None = None, validate_only: bool = False,
+                           timeout_ms: int = 30000) -> None:
+        """Create a topic at once; -1 partitions or replication factor take the broker defaults."""
+        self._create(name, partitions, replication_factor, configs, validate_only)
 
-    def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo | None:
-        """Create a topic; -1 partitions or replication factor take the broker defaults."""
-        try:
-            validate_topic_name(name)
-        except InvalidTopicError as exc:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+    def auto_create(self, name: str) -> None:
+        self._create(name, -1, -1, None, False)
+
+    def _create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str] | None,
+                validate_only: bool) -> None:
+        topic = validate_new_topic(name, partitions, replication_factor, configs, self._default_log_config,
+                                   self._default_partitions, 1, self._broker_count)
         if name in self._metadata.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        if partitions == -1:
-            partitions = self._default_partitions
-        if partitions < 1:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}")
-        if replication_factor == -1:
-            replication_factor = 1
-        if not 1 <= replication_factor <= self._broker_count:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} is larger than the {self._broker_count} "
-                             f"available broker(s)" if replication_factor > 0 else
-                             f"replication factor must be at least 1, got {replication_factor}")
-        configs = dict(configs or {})
-        topic_log_config(self._default_log_config, configs)
         if validate_only:
-            return None
-        info = self._metadata.create_topic(name, partitions, configs)
+            return
+        info = self._metadata.create_topic(name, topic.partitions, topic.configs)
         self._host(info)
-        log.info("created topic %s with %d partition(s)%s", name, partitions, f" and configs {configs}" if configs else "")
-        return info
+        log.info("created topic %s with %d partition(s)%s", name, topic.partitions,
+                 f" and configs {topic.configs}" if topic.configs else "")
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
+        """Delete a topic and its logs at once."""
         info = self._metadata.topics.get(name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")

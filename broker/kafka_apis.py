@@ -8,12 +8,13 @@ concern one partition or topic are answered with that entry's error code.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from broker.admin_manager import AdminManager, TopicError
-from broker.metadata import StandaloneMetadata
+from broker.admin_manager import TopicAdmin, TopicError
+from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.server.socket_server import CloseConnection
 from pipeline.protocol.api_keys import ApiKey
@@ -33,23 +34,19 @@ log = logging.getLogger(__name__)
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
-# Kafka's "not requested" value for authorized-operations fields.
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 ISOLATION_READ_COMMITTED = 1
 
 
 class KafkaApis:
     """The request handlers of one broker, dispatched by API key."""
 
-    def __init__(self, broker_id: int, advertised_host: str, advertised_port: int, replica_manager: ReplicaManager,
-                 admin: AdminManager, metadata: StandaloneMetadata, auto_create_topics: bool,
-                 fetch_max_wait_cap_ms: int) -> None:
+    def __init__(self, broker_id: int, replica_manager: ReplicaManager, admin: TopicAdmin, metadata: MetadataView,
+                 producer_ids: ProducerIdManager, auto_create_topics: bool, fetch_max_wait_cap_ms: int) -> None:
         self.broker_id = broker_id
-        self.advertised_host = advertised_host
-        self.advertised_port = advertised_port
         self.replica_manager = replica_manager
         self.admin = admin
         self.metadata = metadata
+        self.producer_ids = producer_ids
         self.auto_create_topics = auto_create_topics
         self.fetch_max_wait_cap_ms = fetch_max_wait_cap_ms
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
@@ -119,52 +116,29 @@ class KafkaApis:
     def handle_metadata(self, header: RequestHeader, request: dict) -> dict:
         requested = request.get("topics")
         allow_create = request.get("allow_auto_topic_creation", True) and self.auto_create_topics
-        topics = self.admin.topics()
+        view = self.metadata
         if requested is None or (header.api_version == 0 and not requested):
-            names = sorted(topics)
+            names = view.topic_names()
         else:
             names = [t["name"] for t in requested]
-        entries = []
-        for name in names:
-            info = topics.get(name)
-            if info is None and allow_create:
-                info = self._auto_create(name)
-            if info is None:
-                entries.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
-                                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-                continue
-            entries.append({
-                "error_code": ErrorCode.NONE,
-                "name": name,
-                "is_internal": False,
-                "partitions": [self._partition_metadata(name, index) for index in range(info.partitions)],
-                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-            })
-        return {
-            "throttle_time_ms": 0,
-            "brokers": [{"node_id": self.broker_id, "host": self.advertised_host, "port": self.advertised_port,
-                         "rack": None}],
-            "cluster_id": self.metadata.cluster_id,
-            "controller_id": self.broker_id,
-            "topics": entries,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-        }
+        errors: dict[str, int] = {}
+        if allow_create:
+            for name in names:
+                if view.describe_topic(name) is None:
+                    errors[name] = self._auto_create(name)
+        return metadata_response(view, names, errors)
 
-    def _partition_metadata(self, topic: str, index: int) -> dict:
-        partition = self.replica_manager.get_partition(topic, index)
-        if partition is None:
-            return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
-                    "leader_epoch": -1, "replica_nodes": [self.broker_id], "isr_nodes": [], "offline_replicas": []}
-        return {"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": self.broker_id,
-                "leader_epoch": partition.leader_epoch, "replica_nodes": [self.broker_id],
-                "isr_nodes": [self.broker_id], "offline_replicas": []}
-
-    def _auto_create(self, name: str):
+    def _auto_create(self, name: str) -> int:
+        """Create (or start creating) an unknown topic a Metadata request names; the error its entry
+        gets if it is not there yet: LEADER_NOT_AVAILABLE while being created, as Kafka answers, or why not."""
         try:
-            return self.admin.create_topic(name)
+            self.admin.auto_create(name)
         except TopicError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode.LEADER_NOT_AVAILABLE
             log.info("not auto-creating topic %r: %s", name, exc)
-            return None
+            return exc.error_code
+        return ErrorCode.LEADER_NOT_AVAILABLE
 
     # -- Produce --------------------------------------------------------------------------------
 
@@ -356,37 +330,60 @@ class KafkaApis:
             return {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         return {"name": name, "error_code": error.error_code, "error_message": str(error)}
 
-    def handle_create_topics(self, header: RequestHeader, request: dict) -> dict:
-        results = []
-        for topic in request["topics"]:
-            try:
-                self.admin.create_topic(*self.topic_to_create(topic), validate_only=request.get("validate_only", False))
-            except TopicError as exc:
-                results.append(self.topic_result(topic["name"], exc))
-            else:
-                results.append(self.topic_result(topic["name"]))
-        return {"throttle_time_ms": 0, "topics": results}
+    def handle_create_topics(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        return self._create_topics(request)
 
-    def handle_delete_topics(self, header: RequestHeader, request: dict) -> dict:
-        results = []
-        for name in request["topic_names"]:
+    async def _create_topics(self, request: dict) -> dict:
+        timeout_ms = request.get("timeout_ms", 30000)
+        validate_only = request.get("validate_only", False)
+
+        async def create(topic: dict) -> dict:
             try:
-                self.admin.delete_topic(name)
+                await self.admin.create_topic(*self.topic_to_create(topic), validate_only=validate_only,
+                                              timeout_ms=timeout_ms)
             except TopicError as exc:
-                results.append(self.topic_result(name, exc))
-            else:
-                results.append(self.topic_result(name))
-        return {"throttle_time_ms": 0, "responses": results}
+                return self.topic_result(topic["name"], exc)
+            return self.topic_result(topic["name"])
+        results = await asyncio.gather(*(create(t) for t in request["topics"]))
+        return {"throttle_time_ms": 0, "topics": list(results)}
+
+    def handle_delete_topics(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        return self._delete_topics(request)
+
+    async def _delete_topics(self, request: dict) -> dict:
+        timeout_ms = request.get("timeout_ms", 30000)
+
+        async def delete(name: str) -> dict:
+            try:
+                await self.admin.delete_topic(name, timeout_ms)
+            except TopicError as exc:
+                return self.topic_result(name, exc)
+            return self.topic_result(name)
+        results = await asyncio.gather(*(delete(n) for n in request["topic_names"]))
+        return {"throttle_time_ms": 0, "responses": list(results)}
 
     # -- InitProducerId -------------------------------------------------------------------------
 
-    def handle_init_producer_id(self, header: RequestHeader, request: dict) -> dict:
+    def handle_init_producer_id(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
         if request.get("transactional_id") is not None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "producer_id": -1, "producer_epoch": -1}
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-                "producer_id": self.metadata.next_producer_id(), "producer_epoch": 0}
+        producer_id = self.producer_ids.next_producer_id()
+        if isinstance(producer_id, int):
+            return self._producer_id_response(producer_id)
+        return self._producer_id_later(producer_id)
 
+    async def _producer_id_later(self, pending: Awaitable[int]) -> dict:
+        try:
+            return self._producer_id_response(await pending)
+        except ProducerIdUnavailable as exc:
+            log.warning("no producer id to hand out: %s", exc)
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "producer_id": -1, "producer_epoch": -1}
+
+    @staticmethod
+    def _producer_id_response(producer_id: int) -> dict:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
 
     # -- FindCoordinator ------------------------------------------------------------------------
 

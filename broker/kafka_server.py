@@ -17,7 +17,7 @@ from broker.config import KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.kafka_scheduler import KafkaScheduler
 from broker.log.log_manager import LogManager
-from broker.metadata import StandaloneMetadata
+from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.replica_manager import ReplicaManager
 from broker.server.socket_server import CloseConnection, SocketServer
 
@@ -74,13 +74,12 @@ class KafkaServer:
                 raise
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
         else:
-            metadata = StandaloneMetadata(log_dirs[0])
+            metadata = StandaloneMetadata(log_dirs[0], BrokerEndpoint(config.broker_id, advertised, bound_port))
             replica_manager = ReplicaManager(self.log_manager)
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
             admin.host_existing_topics()
-            apis_holder.append(KafkaApis(config.broker_id, advertised, bound_port, replica_manager,
-                                         admin, metadata, config["auto.create.topics.enable"],
-                                         config["fetch.max.wait.cap.ms"]))
+            apis_holder.append(KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
+                                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"]))
             mode, cluster_id = "standalone", metadata.cluster_id
         schedule = self.scheduler.schedule
         schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])

@@ -1,8 +1,12 @@
-"""Cluster metadata for a standalone broker: topics, their partition counts and configs, kept in the log dir.
+"""Cluster metadata: what a Metadata response is built from, and the standalone broker's own registry.
 
-A standalone broker (no zookeeper.connect) is a cluster of one node. What ZooKeeper would hold for a
-cluster -- the topic registry, per-topic config overrides, the cluster id and the producer-id allocator
--- is kept in one JSON file in the first log directory, written atomically and durably.
+``MetadataView`` is the small interface the one Metadata response builder (``metadata_response``) reads:
+live brokers, the controller, the cluster id and each topic's partitions with their leaders. A cluster
+broker's ZkMetadataCache implements it from ZooKeeper; StandaloneMetadata implements it for a standalone
+broker (no zookeeper.connect), a cluster of one node that leads every partition. What ZooKeeper would hold
+for a cluster -- the topic registry, per-topic config overrides, the cluster id and the producer-id
+allocator -- StandaloneMetadata keeps in one JSON file in the first log directory, written atomically
+(temp file, fsync, rename, fsync of the directory).
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Awaitable, Mapping, Protocol
+
+from pipeline.protocol.errors import ErrorCode
 
 from broker.log.durable_file import write_atomically
 
@@ -36,6 +43,97 @@ def validate_topic_name(name: str) -> None:
             f"topic name {name!r} must be 1-249 characters of ASCII letters, digits, '.', '_' and '-'")
 
 
+NO_LEADER = -1
+# The leader epoch a Metadata response gives when it does not advertise one (clients then skip epoch checks).
+NO_LEADER_EPOCH = -1
+# Kafka's "not requested" value for authorized-operations fields.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """A live broker's id and advertised address."""
+
+    broker_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """One partition as a Metadata response describes it; ``leader`` is NO_LEADER while it has none."""
+
+    index: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+class MetadataView(Protocol):
+    """What a broker knows of its cluster, as Metadata requests see it."""
+
+    cluster_id: str
+    controller_id: int
+
+    def live_brokers(self) -> list[BrokerEndpoint]:
+        """Every live broker, by id."""
+        ...
+
+    def topic_names(self) -> list[str]:
+        """Every topic, sorted."""
+        ...
+
+    def describe_topic(self, name: str) -> list[PartitionView] | None:
+        """The topic's partitions by index; None if the topic is unknown, [] while its layout is being read."""
+        ...
+
+
+class ProducerIdUnavailable(Exception):
+    """No producer id can be handed out now (the allocator's store is unavailable); clients retry."""
+
+
+class ProducerIdManager(Protocol):
+    """Hands out producer ids for InitProducerId (Kafka's ProducerIdManager)."""
+
+    def next_producer_id(self) -> int | Awaitable[int]:
+        """A new id, or an awaitable of one when a new block must be claimed first (it may raise
+        ProducerIdUnavailable)."""
+        ...
+
+
+def metadata_response(view: MetadataView, names: list[str], topic_errors: Mapping[str, int]) -> dict:
+    """The body of a Metadata response for ``names``; ``topic_errors`` overrides the error of an unknown
+    topic (e.g. LEADER_NOT_AVAILABLE while it is being created, INVALID_TOPIC_EXCEPTION)."""
+    entries = []
+    for name in names:
+        partitions = view.describe_topic(name)
+        if not partitions:
+            default = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partitions is None else ErrorCode.LEADER_NOT_AVAILABLE
+            entries.append({"error_code": topic_errors.get(name, default), "name": name, "partitions": [],
+                            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        entries.append({"error_code": ErrorCode.NONE, "name": name, "is_internal": False, "partitions": [{
+            "error_code": ErrorCode.NONE if p.leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": p.index,
+            "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": list(p.offline_replicas),
+        } for p in partitions], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+                    for b in view.live_brokers()],
+        "cluster_id": view.cluster_id,
+        "controller_id": view.controller_id,
+        "topics": entries,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
 @dataclass
 class TopicInfo:
     """One topic: its partition count and config overrides (Kafka topic-level names)."""
@@ -47,10 +145,13 @@ class TopicInfo:
 
 
 class StandaloneMetadata:
-    """The topic registry and id allocators of a one-node cluster, persisted in the log dir."""
+    """The topic registry and id allocators of a one-node cluster, persisted in the log dir; as a
+    MetadataView, ``local`` is the only broker, the controller and the leader of every partition."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, local: BrokerEndpoint) -> None:
         self._path = Path(log_dir) / METADATA_FILE
+        self.local = local
+        self.controller_id = local.broker_id
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id = ""
         self._next_producer_id = 0
@@ -80,6 +181,23 @@ class StandaloneMetadata:
             },
         }
         write_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+    # -- MetadataView -----------------------------------------------------------------------------
+
+    def live_brokers(self) -> list[BrokerEndpoint]:
+        return [self.local]
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics)
+
+    def describe_topic(self, name: str) -> list[PartitionView] | None:
+        info = self.topics.get(name)
+        if info is None:
+            return None
+        me = (self.local.broker_id,)
+        return [PartitionView(index, self.local.broker_id, NO_LEADER_EPOCH, me, me) for index in range(info.partitions)]
+
+    # -- the registry -----------------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:
         validate_topic_name(name)

@@ -1,135 +1,216 @@
 """ZkAdminManager: topic creation and deletion in cluster mode, through ZooKeeper and the controller.
 
-The receiving broker validates the request as the standalone AdminManager does, writes a request
-znode (/admin/create_topics/<t> or /admin/delete_topics/<t>) and waits, without blocking the event
-loop, until its own cache shows the controller's result: the topic with every partition's state, or
-the topic gone. A creation the controller refuses comes back as an error written into the request
-znode, which this broker reads and removes. ZooKeeper calls run in the loop's default executor.
+The receiving broker validates the request as the standalone AdminManager does (validate_new_topic),
+writes a request znode (/admin/create_topics/<t> or /admin/delete_topics/<t>) and waits, without
+blocking the event loop, until its own cache shows the controller's result: the topic with every
+partition's state, or the topic gone. A creation the controller refuses comes back as an error written
+into the request znode, which this broker reads and removes; a creation not done in time has its request
+withdrawn (removed), so a topic name never stays "being created". Every ZooKeeper call is bounded: when
+ZooKeeper does not answer, the request fails with Kafka's retriable REQUEST_TIMED_OUT.
+
+Auto-creation (a Metadata request naming an unknown topic) does not wait: it starts the creation in the
+background and the Metadata answer says LEADER_NOT_AVAILABLE for the topic, as Kafka's does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import DataWatch
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
-from broker.admin_manager import TopicError, topic_log_config
-from broker.log.log_config import LogConfig
-from broker.metadata import InvalidTopicError, validate_topic_name
+from broker.admin_manager import TopicError, validate_name, validate_new_topic
 from broker.cluster.metadata_cache import ZkMetadataCache
+from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
+from broker.log.log_config import LogConfig
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
 
 log = logging.getLogger(__name__)
 
+# How long a background auto-creation waits for the controller before withdrawing its request.
+AUTO_CREATE_TIMEOUT_MS = 30000
+
 
 class ZkAdminManager:
     """CreateTopics / DeleteTopics / auto-creation of one broker, carried out by the controller."""
 
-    def __init__(self, zk: KazooClient, cache: ZkMetadataCache, default_log_config: LogConfig,
+    def __init__(self, zk: BoundedZk, cache: ZkMetadataCache, default_log_config: LogConfig,
                  default_partitions: int, default_replication_factor: int) -> None:
         self._zk = zk
         self._cache = cache
         self._default_log_config = default_log_config
         self._default_partitions = default_partitions
         self._default_replication_factor = default_replication_factor
+        self._auto_creating: dict[str, asyncio.Task] = {}
 
-    async def _zk_call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, lambda: function(*args, **kwargs))
+    # -- creation ---------------------------------------------------------------------------------
 
     async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
                            configs: dict[str, str] | None = None, validate_only: bool = False,
                            timeout_ms: int = 30000) -> None:
         """Create a topic through the controller; TopicError with Kafka's code when refused or late."""
-        try:
-            validate_topic_name(name)
-        except InvalidTopicError as exc:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
-        if partitions == -1:
-            partitions = self._default_partitions
-        if partitions < 1:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}")
-        if replication_factor == -1:
-            replication_factor = self._default_replication_factor
-        live = len(self._cache.brokers)
-        if replication_factor < 1:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor must be at least 1, got {replication_factor}")
-        if replication_factor > live:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} is larger than the {live} live broker(s)")
-        configs = dict(configs or {})
-        topic_log_config(self._default_log_config, configs)
-        if name in self._cache.topics or await self._zk_call(self._zk.exists, layout.topic_path(name)):
+        topic = validate_new_topic(name, partitions, replication_factor, configs, self._default_log_config,
+                                   self._default_partitions, self._default_replication_factor,
+                                   len(self._cache.brokers))
+        if layout.estimated_creation_bytes(name, topic.partitions, topic.replication_factor) > layout.MAX_REQUEST_BYTES:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"{topic.partitions} partitions are more than one ZooKeeper transaction can create "
+                             f"(its {layout.MAX_REQUEST_BYTES}-byte request limit)")
+        if name in self._cache.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if validate_only:
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
         request_path = layout.create_topic_request_path(name)
-        refused: asyncio.Future = asyncio.get_running_loop().create_future()
+        request = layout.create_topic_request(topic.partitions, topic.replication_factor, topic.configs)
         try:
-            await self._zk_call(self._zk.create, request_path,
-                                layout.create_topic_request(partitions, replication_factor, configs))
-        except NodeExistsError:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is being created") from None
-        await self._zk_call(DataWatch, self._zk, request_path, self._refusal_watcher(refused))
-        if timeout_ms <= 0:
-            return
-        created = asyncio.ensure_future(
-            self._cache.wait_for(lambda: (t := self._cache.topics.get(name)) is not None and t.complete,
-                                 timeout_ms / 1000))
+            # A request with a timeout gives ZooKeeper no longer than it; one without gets the ZooKeeper deadline.
+            await self._write_request(request_path, request, name,
+                                      max(0.0, deadline - loop.time()) if timeout_ms > 0 else None)
+            if timeout_ms <= 0:
+                return
+            refused = await self._outcome(name, request_path, deadline)
+        except (ZooKeeperTimeout, KazooException) as exc:
+            # Not waited for: ZooKeeper is not answering. kazoo sends it once connected again (after the
+            # create, if that is still queued), so the request does not outlive this answer.
+            self._zk.client.delete_async(request_path)
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"ZooKeeper is unavailable; topic {name!r} was not created ({exc or type(exc).__name__})"
+                             ) from None
+        if refused is not None:
+            await self._withdraw(request_path)
+            raise TopicError(*refused)
+        if not self._created(name):
+            await self._withdraw(request_path)
+            if not self._created(name):
+                raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                                 f"the controller did not create topic {name!r} within {timeout_ms} ms")
+        log.info("topic %s created by the controller: %d partition(s)", name, topic.partitions)
+
+    def _created(self, name: str) -> bool:
+        topic = self._cache.topics.get(name)
+        return topic is not None and topic.complete
+
+    async def _write_request(self, request_path: str, request: bytes, name: str, timeout_s: float | None) -> None:
+        """Create the request znode; a refused request left behind by a requester that gave up is replaced."""
+        for _ in range(2):
+            try:
+                await self._zk.call("create", request_path, request, timeout_s=timeout_s)
+                return
+            except NodeExistsError:
+                try:
+                    data, stat = await self._zk.call("get", request_path, timeout_s=timeout_s)
+                except NoNodeError:
+                    continue
+                if "error_code" not in layout.decode(data):
+                    raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is being created") from None
+                try:
+                    await self._zk.call("delete", request_path, version=stat.version, timeout_s=timeout_s)
+                except (NoNodeError, KazooException):
+                    continue
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is being created")
+
+    async def _outcome(self, name: str, request_path: str, deadline: float) -> tuple[int, str] | None:
+        """Wait until the topic is in the cache (None) or the controller refused it ((code, message)), or
+        the deadline (None; the caller looks at the cache)."""
+        loop = asyncio.get_running_loop()
+        created = asyncio.ensure_future(self._cache.wait_for(lambda: self._created(name), deadline - loop.time()))
         try:
-            done, _ = await asyncio.wait({created, refused}, return_when=asyncio.FIRST_COMPLETED)
+            while not created.done() and loop.time() < deadline:
+                changed = asyncio.Event()
+
+                def on_change(event: WatchedEvent, changed: asyncio.Event = changed) -> None:
+                    try:
+                        loop.call_soon_threadsafe(changed.set)
+                    except RuntimeError:
+                        pass  # the loop closed: the broker is shutting down
+                try:
+                    data, _ = await self._zk.call("get", request_path, watch=on_change,
+                                                  timeout_s=max(0.0, deadline - loop.time()))
+                except NoNodeError:
+                    # The controller consumed the request: the topic shows up in the cache.
+                    await created
+                    return None
+                except ZooKeeperTimeout:
+                    if loop.time() >= deadline:
+                        return None  # the request's own time ran out, not ZooKeeper's
+                    raise
+                value = layout.decode(data)
+                if "error_code" in value:
+                    return int(value["error_code"]), str(value.get("error_message"))
+                waiter = asyncio.ensure_future(changed.wait())
+                try:
+                    await asyncio.wait({created, waiter}, timeout=max(0.0, deadline - loop.time()),
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+            return None
         finally:
             created.cancel()
-        if refused in done:
-            code, message = refused.result()
-            await self._zk_call(self._delete_quietly, request_path)
-            raise TopicError(code, message)
-        refused.cancel()
-        if not created.result():
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
-                             f"the controller did not create topic {name!r} within {timeout_ms} ms")
-        log.info("topic %s created by the controller: %d partition(s)", name, partitions)
 
-    def _refusal_watcher(self, refused: asyncio.Future) -> Callable[[bytes | None, object], bool | None]:
-        loop = asyncio.get_running_loop()
-
-        def settle(code: int, message: str) -> None:
-            if not refused.done():
-                refused.set_result((code, message))
-
-        def on_request(data: bytes | None, stat: object) -> bool | None:
-            if data is None or refused.done():
-                return False
-            value = layout.decode(data)
-            if "error_code" in value:
-                loop.call_soon_threadsafe(settle, int(value["error_code"]), str(value.get("error_message")))
-                return False
-            return None
-        return on_request
-
-    def _delete_quietly(self, path: str) -> None:
+    async def _withdraw(self, request_path: str) -> None:
+        """Remove a creation request that failed or timed out (the controller leaves a refused one to us)."""
         try:
-            self._zk.delete(path)
+            await self._zk.call("delete", request_path)
         except NoNodeError:
             pass
+        except (ZooKeeperTimeout, KazooException) as exc:
+            # ZooKeeper is unavailable: kazoo still sends the delete once it reconnects, and a later request
+            # for this name replaces a refused one.
+            log.warning("could not withdraw %s yet: %s", request_path, exc or type(exc).__name__)
+
+    def auto_create(self, name: str) -> None:
+        """Start creating ``name`` in the background with the defaults; TopicError at once if the name is illegal."""
+        validate_name(name)
+        if name in self._auto_creating:
+            return
+        task = asyncio.ensure_future(self.create_topic(name, timeout_ms=AUTO_CREATE_TIMEOUT_MS))
+        self._auto_creating[name] = task
+        task.add_done_callback(lambda done: self._auto_created(name, done))
+
+    def _auto_created(self, name: str, task: asyncio.Task) -> None:
+        self._auto_creating.pop(name, None)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None:
+            log.info("auto-created topic %s", name)
+        elif isinstance(error, TopicError):
+            if error.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.info("not auto-creating topic %r: %s", name, error)
+        else:
+            log.error("auto-creating topic %r failed", name, exc_info=error)
+
+    def close(self) -> None:
+        """Stop background creations (at shutdown)."""
+        for task in list(self._auto_creating.values()):
+            task.cancel()
+
+    # -- deletion ---------------------------------------------------------------------------------
 
     async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
-        """Delete a topic through the controller; TopicError if unknown or late."""
-        if name not in self._cache.topics and not await self._zk_call(self._zk.exists, layout.topic_path(name)):
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        """Delete a topic through the controller; TopicError if unknown, late, or ZooKeeper is unavailable.
+
+        A deletion request that times out stays, as in Kafka: the topic is marked for deletion.
+        """
         try:
-            await self._zk_call(self._zk.create, layout.delete_topic_request_path(name), b"")
-        except NodeExistsError:
-            pass
+            if name not in self._cache.topics and not await self._zk.call("exists", layout.topic_path(name)):
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            try:
+                await self._zk.call("create", layout.delete_topic_request_path(name), b"")
+            except NodeExistsError:
+                pass
+        except (ZooKeeperTimeout, KazooException) as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"ZooKeeper is unavailable; topic {name!r} was not deleted ({exc or type(exc).__name__})"
+                             ) from None
         if timeout_ms <= 0:
             return
         if not await self._cache.wait_for(lambda: name not in self._cache.topics, timeout_ms / 1000):
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
                              f"the controller did not delete topic {name!r} within {timeout_ms} ms")
         log.info("topic %s deleted by the controller", name)
+

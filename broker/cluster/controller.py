@@ -12,6 +12,12 @@ Every broker runs one. It competes for the ephemeral /controller znode whenever 
 
 All of it runs on one thread fed by a queue (Kafka's controller event loop): watch callbacks only
 enqueue, so decisions never race each other and kazoo's threads never block on controller work.
+Every ZooKeeper call is bounded (BoundedZk) and reads and writes of many znodes are pipelined: a broker
+change costs a few round trips, not a few per partition. Every write is a transaction that first checks
+the version of /controller_epoch this controller wrote when it was elected (Kafka's zkVersion check), so
+a controller that lost its session and does not know it yet cannot overwrite its successor's decisions.
+An event that fails (ZooKeeper slow or gone, a partition changed under it) is retried with backoff; a
+creation that cannot be carried out (over ZooKeeper's request size limit) is refused, never retried.
 """
 
 from __future__ import annotations
@@ -21,14 +27,16 @@ import queue
 import random
 import threading
 import uuid
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.protocol.states import KazooState
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.client import TransactionRequest
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.states import KazooState, WatchedEvent
+from kazoo.recipe.watchers import DataWatch
 
-from broker.cluster.metadata_cache import NO_LEADER, parse_partition_state
+from broker.cluster.metadata_cache import NO_LEADER, PartitionState, parse_partition_state
+from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
 
@@ -50,18 +58,49 @@ def request_error(code: int, message: str) -> bytes:
     return layout.encode({"version": 1, "error_code": int(code), "error_message": message})
 
 
+# Backoff of a failed event: doubles from the first value up to the second.
+RETRY_BACKOFF_S = (0.1, 5.0)
+# Partition states written per ZooKeeper transaction on a broker change (each ~200 bytes of the 1 MB limit).
+WRITE_BATCH = 500
+
+
+@dataclass(frozen=True)
+class KnownPartition:
+    """What the controller knows of a partition: replicas, the state it last read or wrote, and that
+    state's znode version (its writes are conditional on it)."""
+
+    replicas: list[int]
+    state: PartitionState | None
+    version: int
+
+
+class ControllerFenced(Exception):
+    """/controller_epoch moved on: another broker was elected since this one was."""
+
+
+class RetryLater(Exception):
+    """An event could not be carried out completely for a passing reason; it runs again after a backoff."""
+
+
 class KafkaController:
     """Controller election and, while elected, the controller's duties, on one event thread."""
 
-    def __init__(self, zk: KazooClient, broker_id: int) -> None:
+    def __init__(self, zk: BoundedZk, broker_id: int) -> None:
         self._zk = zk
         self.broker_id = broker_id
         self.epoch = 0
+        self._epoch_version = -1
         self._active = False
         self._generation = 0
+        self._watchers: dict[str, Callable[[WatchedEvent], None]] = {}
+        # Every partition's replicas and state while elected (Kafka's controller context): read once per term,
+        # then kept up to date by this controller's own writes, the only writes partition states get.
+        self._partitions: dict[tuple[str, int], KnownPartition] | None = None
         self._events: queue.Queue[tuple[str, object] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._stopped = False
+        self._failures: dict[str, int] = {}
+        self._retry_timers: dict[str, threading.Timer] = {}
 
     @property
     def is_active(self) -> bool:
@@ -69,12 +108,14 @@ class KafkaController:
 
     def start(self) -> None:
         self._thread.start()
-        self._zk.add_listener(self._on_session_state)
-        DataWatch(self._zk, layout.CONTROLLER, self._on_controller_node)
+        self._zk.client.add_listener(self._on_session_state)
+        DataWatch(self._zk.client, layout.CONTROLLER, self._on_controller_node)
 
     def stop(self) -> None:
         self._stopped = True
-        self._zk.remove_listener(self._on_session_state)
+        self._zk.client.remove_listener(self._on_session_state)
+        for timer in list(self._retry_timers.values()):
+            timer.cancel()
         self._events.put(None)
         self._thread.join(10)
 
@@ -93,15 +134,18 @@ class KafkaController:
         elif state == KazooState.CONNECTED:
             self._events.put(("elect", None))
 
-    def _watch(self, kind: str) -> Callable[[list[str]], bool | None]:
-        generation = self._generation
+    def _watcher(self, kind: str) -> Callable[[WatchedEvent], None]:
+        """One watch function per event kind and term: kazoo keeps a function once per path, so reading
+        with it again re-arms the watch without stacking duplicates."""
+        watcher = self._watchers.get(kind)
+        if watcher is None:
+            generation = self._generation
 
-        def on_children(children: list[str]) -> bool | None:
-            if self._stopped or generation != self._generation:
-                return False
-            self._events.put((kind, None))
-            return None
-        return on_children
+            def on_event(event: WatchedEvent) -> None:
+                if not self._stopped and generation == self._generation:
+                    self._events.put((kind, None))
+            watcher = self._watchers[kind] = on_event
+        return watcher
 
     # -- the event thread -------------------------------------------------------------------------
 
@@ -115,193 +159,276 @@ class KafkaController:
             kind, _ = event
             if kind not in ("elect", "resign") and not self._active:
                 continue
+            self._retry_timers.pop(kind, None)
             try:
                 handlers[kind]()
-            except Exception:
+            except ControllerFenced:
+                log.warning("broker %d was fenced: another controller was elected", self.broker_id)
+                self._resign()
+            except (RetryLater, ZooKeeperTimeout, KazooException) as exc:
                 if self._stopped:
                     return
-                log.exception("controller event %s failed; retrying after the next change", kind)
-                if self._active and not self._still_controller():
-                    self._resign()
+                self._retry(kind, exc)
+            except Exception as exc:
+                if self._stopped:
+                    return
+                log.exception("controller event %s failed", kind)
+                self._retry(kind, exc)
+            else:
+                self._failures.pop(kind, None)
+
+    def _retry(self, kind: str, reason: Exception) -> None:
+        failures = self._failures[kind] = self._failures.get(kind, 0) + 1
+        delay = min(RETRY_BACKOFF_S[1], RETRY_BACKOFF_S[0] * 2 ** (failures - 1))
+        log.warning("controller event %s failed (%s); retrying in %.1fs", kind, reason or type(reason).__name__,
+                    delay)
+        if kind in self._retry_timers:
+            return
+        timer = threading.Timer(delay, self._events.put, args=((kind, None),))
+        timer.daemon = True
+        self._retry_timers[kind] = timer
+        timer.start()
 
     def _elect(self) -> None:
         if self._active:
             if self._still_controller():
                 return
             self._resign()
-        try:
-            self._zk.create(layout.CONTROLLER, layout.controller_data(self.broker_id), ephemeral=True)
-        except NodeExistsError:
-            return
-        self.epoch = self._bump_epoch()
+        while True:
+            try:
+                data, stat = self._zk.sync("get", layout.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self._zk.sync("create", layout.CONTROLLER_EPOCH, b"0", makepath=True)
+                except NodeExistsError:
+                    pass
+                continue
+            epoch = int(data.decode() or 0) + 1
+            # Kafka's election: the ephemeral node and the epoch bump in one transaction.
+            txn = self._zk.client.transaction()
+            txn.create(layout.CONTROLLER, layout.controller_data(self.broker_id), ephemeral=True)
+            txn.set_data(layout.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+            created, bumped = self._zk.wait(txn.commit_async())
+            if isinstance(created, NodeExistsError):
+                return
+            if isinstance(bumped, BadVersionError):
+                continue
+            if isinstance(created, Exception) or isinstance(bumped, Exception):
+                raise RetryLater(f"the election transaction failed: {created!r}, {bumped!r}")
+            break
+        self.epoch, self._epoch_version = epoch, bumped.version
         self._active = True
         self._generation += 1
+        self._watchers = {}
+        self._partitions = None
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, self.epoch)
-        ChildrenWatch(self._zk, layout.BROKER_IDS, self._watch("brokers"))
-        ChildrenWatch(self._zk, layout.ADMIN_CREATE_TOPICS, self._watch("create"))
-        ChildrenWatch(self._zk, layout.ADMIN_DELETE_TOPICS, self._watch("delete"))
+        for kind in ("brokers", "create", "delete"):
+            self._events.put((kind, None))
 
     def _resign(self) -> None:
         if self._active:
             log.info("broker %d is no longer the controller", self.broker_id)
         self._active = False
         self._generation += 1
+        self._watchers = {}
+        self._partitions = None
 
     def _still_controller(self) -> bool:
         try:
-            data, stat = self._zk.get(layout.CONTROLLER)
+            data, stat = self._zk.sync("get", layout.CONTROLLER)
         except NoNodeError:
             return False
         return (layout.decode(data).get("brokerid") == self.broker_id
-                and stat.ephemeralOwner == self._zk.client_id[0])
+                and stat.ephemeralOwner == self._zk.client.client_id[0])
 
-    def _bump_epoch(self) -> int:
-        while True:
-            try:
-                data, stat = self._zk.get(layout.CONTROLLER_EPOCH)
-            except NoNodeError:
-                try:
-                    self._zk.create(layout.CONTROLLER_EPOCH, b"1", makepath=True)
-                    return 1
-                except NodeExistsError:
-                    continue
-            epoch = int(data.decode() or 0) + 1
-            try:
-                self._zk.set(layout.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
-                return epoch
-            except BadVersionError:
-                continue
+    def _fenced(self) -> TransactionRequest:
+        """A transaction that only applies while /controller_epoch is still the one this controller wrote."""
+        txn = self._zk.client.transaction()
+        txn.check(layout.CONTROLLER_EPOCH, self._epoch_version)
+        return txn
 
-    def _live_brokers(self) -> list[int]:
-        return sorted(int(b) for b in self._zk.get_children(layout.BROKER_IDS))
+    def _check_fence(self, results: list[Any]) -> list[Any]:
+        """The results of a ``_fenced`` transaction's own operations; ControllerFenced if the check failed."""
+        if isinstance(results, Exception):
+            raise results
+        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+            raise ControllerFenced()
+        return results[1:]
+
+    def _children(self, path: str, kind: str) -> list[str]:
+        """The children of ``path``, watched: a change enqueues ``kind``."""
+        return self._zk.sync("get_children", path, watch=self._watcher(kind))
 
     # -- broker changes: leadership ---------------------------------------------------------------
 
-    def _on_brokers_change(self) -> None:
-        if not self._still_controller():
-            self._resign()
-            return
-        live = set(self._live_brokers())
-        for topic in self._zk.get_children(layout.BROKER_TOPICS):
-            try:
-                replicas = layout.parse_topic_assignment(self._zk.get(layout.topic_path(topic))[0])
-            except NoNodeError:
-                continue
-            for index, replica_list in sorted(replicas.items()):
-                self._elect_leader(topic, index, replica_list, live)
+    def _load_partitions(self) -> dict[tuple[str, int], KnownPartition]:
+        """Every partition's replicas, state and state version, read with pipelined requests."""
+        client = self._zk.client
+        topics = self._zk.sync("get_children", layout.BROKER_TOPICS)
+        assignments = self._zk.all(client.get_async(layout.topic_path(t)) for t in topics)
+        partitions = [(topic, index, replicas)
+                      for topic, found in zip(topics, assignments) if not isinstance(found, Exception)
+                      for index, replicas in sorted(layout.parse_topic_assignment(found[0]).items())]
+        states = self._zk.all(client.get_async(layout.partition_state_path(t, i)) for t, i, _ in partitions)
+        return {(topic, index): KnownPartition(replicas, parse_partition_state(found[0]), found[1].version)
+                for (topic, index, replicas), found in zip(partitions, states) if not isinstance(found, Exception)}
 
-    def _elect_leader(self, topic: str, index: int, replicas: list[int], live: set[int]) -> None:
-        path = layout.partition_state_path(topic, index)
-        try:
-            data, stat = self._zk.get(path)
-        except NoNodeError:
+    def _on_brokers_change(self) -> None:
+        live = {int(b) for b in self._children(layout.BROKER_IDS, "brokers")}
+        if self._partitions is None:
+            self._partitions = self._load_partitions()
+        known = self._partitions
+        writes = [(key, new) for key, partition in sorted(known.items())
+                  if (new := self._new_leadership(key, partition, live)) is not None]
+        if not writes:
             return
-        state = parse_partition_state(data)
+        pending = []
+        for start in range(0, len(writes), WRITE_BATCH):
+            txn = self._fenced()
+            for (topic, index), new in writes[start:start + WRITE_BATCH]:
+                txn.set_data(layout.partition_state_path(topic, index),
+                             layout.partition_state(new.leader, new.leader_epoch, list(new.isr), self.epoch),
+                             version=known[(topic, index)].version)
+            pending.append(txn.commit_async())
+        failed = 0
+        for start, results in zip(range(0, len(writes), WRITE_BATCH), self._zk.all(pending)):
+            outcomes = self._check_fence(results)
+            if any(isinstance(outcome, Exception) for outcome in outcomes):
+                failed += len(outcomes)
+                continue
+            for ((topic, index), new), stat in zip(writes[start:start + WRITE_BATCH], outcomes):
+                known[(topic, index)] = KnownPartition(known[(topic, index)].replicas, new, stat.version)
+        log.info("broker change (live brokers %s): %d partition state(s) written", sorted(live), len(writes) - failed)
+        if failed:
+            # Someone else changed a state: what this controller knows is stale, so read it all again.
+            self._partitions = None
+            raise RetryLater(f"{failed} partition state(s) changed under the controller")
+
+    def _new_leadership(self, key: tuple[str, int], partition: KnownPartition,
+                        live: set[int]) -> PartitionState | None:
+        """The partition's next state if it needs a new leader (or none is left), else None."""
+        state = partition.state
         if state is None:
-            return
+            return None
         if state.leader != NO_LEADER and state.leader in live:
-            return
-        candidates = [r for r in replicas if r in live]
+            return None
+        candidates = [r for r in partition.replicas if r in live]
         if state.leader == NO_LEADER and not candidates:
-            return
+            return None
         if candidates:
-            leader, isr = candidates[0], [candidates[0]]
-            log.info("partition %s-%d: leader %d (epoch %d)", topic, index, leader, state.leader_epoch + 1)
-        else:
-            # Kafka keeps the last leader in the isr of an offline partition, so it can come back clean.
-            leader, isr = NO_LEADER, list(state.isr)
-            log.info("partition %s-%d is offline: leader %d left (epoch %d)", topic, index, state.leader,
-                     state.leader_epoch + 1)
-        try:
-            self._zk.set(path, layout.partition_state(leader, state.leader_epoch + 1, isr, self.epoch),
-                         version=stat.version)
-        except (BadVersionError, NoNodeError):
-            log.info("partition %s-%d changed under the controller; it will be looked at again", topic, index)
+            log.debug("partition %s-%d: leader %d (epoch %d)", *key, candidates[0], state.leader_epoch + 1)
+            return PartitionState(candidates[0], state.leader_epoch + 1, (candidates[0],))
+        # Kafka keeps the last leader in the isr of an offline partition, so it can come back clean.
+        log.debug("partition %s-%d is offline: leader %d left (epoch %d)", *key, state.leader, state.leader_epoch + 1)
+        return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr)
 
     # -- topic creation and deletion --------------------------------------------------------------
 
     def _on_create_requests(self) -> None:
-        for topic in sorted(self._zk.get_children(layout.ADMIN_CREATE_TOPICS)):
-            if not self._still_controller():
-                self._resign()
-                return
-            self._create_topic(topic)
+        self._each_request(self._children(layout.ADMIN_CREATE_TOPICS, "create"), self._create_topic)
+
+    def _on_delete_requests(self) -> None:
+        self._each_request(self._children(layout.ADMIN_DELETE_TOPICS, "delete"), self._delete_topic)
+
+    def _each_request(self, topics: list[str], handle: Callable[[str], None]) -> None:
+        """Handle every request; one that fails for a passing reason does not hold up the others."""
+        failed: list[str] = []
+        for topic in sorted(topics):
+            try:
+                handle(topic)
+            except (RetryLater, ZooKeeperTimeout, KazooException) as exc:
+                log.warning("request for topic %s: %s", topic, exc or type(exc).__name__)
+                failed.append(topic)
+        if failed:
+            raise RetryLater(f"request(s) for {', '.join(failed)} will be tried again")
 
     def _create_topic(self, topic: str) -> None:
         request_path = layout.create_topic_request_path(topic)
         try:
-            data, _ = self._zk.get(request_path)
+            data, _ = self._zk.sync("get", request_path)
         except NoNodeError:
             return
         request = layout.decode(data)
         if "error_code" in request:
             return
-        if self._zk.exists(layout.topic_path(topic)):
+        if self._zk.sync("exists", layout.topic_path(topic)):
             self._refuse(request_path, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists")
             return
-        live = self._live_brokers()
+        live = sorted(int(b) for b in self._zk.sync("get_children", layout.BROKER_IDS))
         partitions, factor = int(request["partitions"]), int(request["replication_factor"])
         if not 1 <= factor <= len(live):
             self._refuse(request_path, ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"replication factor {factor} is larger than the {len(live)} live broker(s)")
             return
+        if partitions < 1 or layout.estimated_creation_bytes(topic, partitions, factor) > layout.MAX_REQUEST_BYTES:
+            self._refuse(request_path, ErrorCode.INVALID_PARTITIONS,
+                         f"{partitions} partitions cannot be created in one ZooKeeper transaction")
+            return
         replicas = assign_replicas(live, partitions, factor, start=random.randrange(len(live)))
         config_path = layout.topic_config_path(topic)
         configs = layout.topic_config(request.get("configs", {}))
-        if self._zk.exists(config_path):
-            self._zk.set(config_path, configs)
-        else:
-            self._zk.create(config_path, configs, makepath=True)
-        txn = self._zk.transaction()
-        txn.create(layout.topic_path(topic), layout.topic_assignment(replicas, topic_id=uuid.uuid4().hex))
-        txn.create(layout.partitions_path(topic), b"")
-        for index, replica_list in replicas.items():
-            txn.create(f"{layout.partitions_path(topic)}/{index}", b"")
-            txn.create(layout.partition_state_path(topic, index),
-                       layout.partition_state(replica_list[0], 0, [replica_list[0]], self.epoch))
-        txn.delete(request_path)
-        results = txn.commit()
-        failures = [r for r in results if isinstance(r, Exception)]
-        if failures:
-            log.warning("creating topic %s failed in ZooKeeper: %r", topic, failures[0])
+        ops = layout.topic_creation_ops(topic, replicas, uuid.uuid4().hex, self.epoch)
+        size = layout.transaction_bytes(ops + [(config_path, configs), (request_path, b"")])
+        if size > layout.MAX_REQUEST_BYTES:
+            self._refuse(request_path, ErrorCode.INVALID_REQUEST,
+                         f"creating topic {topic!r} takes a {size}-byte ZooKeeper transaction, more than ZooKeeper's "
+                         f"{layout.MAX_REQUEST_BYTES}-byte limit")
             return
+        txn = self._fenced()
+        if self._zk.sync("exists", config_path):
+            txn.set_data(config_path, configs)
+        else:
+            txn.create(config_path, configs)
+        for path, value in ops:
+            txn.create(path, value)
+        txn.delete(request_path)
+        failures = [r for r in self._check_fence(self._zk.wait(txn.commit_async()))
+                    if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failures:
+            if isinstance(failures[0], NoNodeError) and not self._zk.sync("exists", request_path):
+                log.info("not creating topic %s: its request was withdrawn", topic)
+                return
+            raise RetryLater(f"creating topic {topic} failed in ZooKeeper: {failures[0]!r}")
+        if self._partitions is not None:
+            for index, replica_list in replicas.items():
+                self._partitions[(topic, index)] = KnownPartition(
+                    replica_list, PartitionState(replica_list[0], 0, (replica_list[0],)), 0)
         log.info("created topic %s: %d partition(s) over brokers %s", topic, partitions, live)
 
     def _refuse(self, request_path: str, code: int, message: str) -> None:
         log.info("refusing %s: %s", request_path, message)
         try:
-            self._zk.set(request_path, request_error(code, message))
+            self._zk.sync("set", request_path, request_error(code, message))
         except NoNodeError:
             pass
 
-    def _on_delete_requests(self) -> None:
-        for topic in sorted(self._zk.get_children(layout.ADMIN_DELETE_TOPICS)):
-            if not self._still_controller():
-                self._resign()
-                return
-            self._delete_topic(topic)
-
     def _delete_topic(self, topic: str) -> None:
-        txn = self._zk.transaction()
+        client = self._zk.client
         partitions_path = layout.partitions_path(topic)
         try:
-            indexes = self._zk.get_children(partitions_path)
+            indexes = self._zk.sync("get_children", partitions_path)
         except NoNodeError:
             indexes = None
-        for index in indexes or ():
-            for child in self._zk.get_children(f"{partitions_path}/{index}"):
+        children = self._zk.all(client.get_children_async(f"{partitions_path}/{i}") for i in indexes or ())
+        txn = self._fenced()
+        for index, found in zip(indexes or (), children):
+            for child in [] if isinstance(found, Exception) else found:
                 txn.delete(f"{partitions_path}/{index}/{child}")
             txn.delete(f"{partitions_path}/{index}")
         if indexes is not None:
             txn.delete(partitions_path)
-        if self._zk.exists(layout.topic_path(topic)):
+        topic_exists, config_exists = self._zk.all([client.exists_async(layout.topic_path(topic)),
+                                                    client.exists_async(layout.topic_config_path(topic))])
+        if topic_exists:
             txn.delete(layout.topic_path(topic))
-        if self._zk.exists(layout.topic_config_path(topic)):
+        if config_exists:
             txn.delete(layout.topic_config_path(topic))
         txn.delete(layout.delete_topic_request_path(topic))
-        results = txn.commit()
-        failures = [r for r in results if isinstance(r, Exception)]
+        failures = [r for r in self._check_fence(self._zk.wait(txn.commit_async()))
+                    if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
         if failures:
-            log.warning("deleting topic %s failed in ZooKeeper: %r", topic, failures[0])
-            return
+            raise RetryLater(f"deleting topic {topic} failed in ZooKeeper: {failures[0]!r}")
+        if self._partitions is not None:
+            for key in [k for k in self._partitions if k[0] == topic]:
+                del self._partitions[key]
         log.info("deleted topic %s", topic)

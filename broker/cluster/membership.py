@@ -2,8 +2,10 @@
 
 Start-up: connect to ZooKeeper (the chroot is created if missing), create the persistent layout and
 the cluster id, register /brokers/ids/<id> (refusing a duplicate id), load the cluster view from the
-watches and lead what it names, then join the controller election. ZooKeeper calls made here run in
-the loop's executor so the event loop never waits on ZooKeeper.
+watches and lead what it names, then join the controller election. Start-up calls run in the loop's
+executor so the event loop never waits on ZooKeeper; every call after that is bounded (BoundedZk, with
+``zookeeper.session.timeout.ms`` as the deadline) and requests that need ZooKeeper fail with a retriable
+error when it does not answer.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ from typing import Any, Callable
 
 from kazoo.client import KazooClient
 
-from broker.cluster.registry import SESSION_FILE, BrokerIdInUse, BrokerRegistry
-from broker.cluster.kafka_apis import ClusterKafkaApis
-from broker.config import ConfigError, KafkaConfig
-from broker.cluster.controller import KafkaController
-from broker.log.log_manager import LogManager
-from broker.cluster.partition_leadership import PartitionLeadership
-from broker.replica_manager import ReplicaManager
 from broker.cluster.admin import ZkAdminManager
+from broker.cluster.controller import KafkaController
 from broker.cluster.metadata_cache import ZkMetadataCache
+from broker.cluster.partition_leadership import PartitionLeadership
+from broker.cluster.registry import BrokerIdInUse, BrokerRegistry, ZkProducerIdManager
+from broker.cluster.zk_calls import BoundedZk
+from broker.config import ConfigError, KafkaConfig
+from broker.kafka_apis import KafkaApis
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
 from pipeline.zk.client import connect
 
 log = logging.getLogger(__name__)
@@ -40,23 +43,24 @@ class ClusterMembership:
         self.registry: BrokerRegistry | None = None
         self.cache: ZkMetadataCache | None = None
         self.controller: KafkaController | None = None
+        self.admin: ZkAdminManager | None = None
         self.cluster_id = ""
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, function, *args)
 
-    async def start(self) -> ClusterKafkaApis:
+    async def start(self) -> KafkaApis:
         """Join the cluster; return the request handlers to serve with."""
         config = self.config
         loop = asyncio.get_running_loop()
         session_timeout_s = config["zookeeper.session.timeout.ms"] / 1000
         connection_timeout_s = config["zookeeper.connection.timeout.ms"] / 1000
-        self.zk = zk = await loop.run_in_executor(
+        self.zk = client = await loop.run_in_executor(
             None, lambda: connect(config["zookeeper.connect"], timeout_s=connection_timeout_s,
                                   session_timeout_s=session_timeout_s))
+        zk = BoundedZk(client, session_timeout_s)
         broker_id = config.broker_id
-        self.registry = registry = BrokerRegistry(zk, broker_id, self.advertised_host, self.port,
-                                                  config.log_dirs[0] / SESSION_FILE, session_timeout_s)
+        self.registry = registry = BrokerRegistry(zk, broker_id, self.advertised_host, self.port, session_timeout_s)
         await self._call(registry.create_persistent_paths)
         self.cluster_id = await self._call(registry.cluster_id)
         try:
@@ -66,7 +70,7 @@ class ClusterMembership:
         registry.start()
 
         leadership: list[PartitionLeadership] = []
-        self.cache = cache = ZkMetadataCache(zk, loop, on_change=lambda: leadership[0].reconcile())
+        self.cache = cache = ZkMetadataCache(zk, loop, on_change=lambda changes: leadership[0].reconcile(changes))
         cache.cluster_id = self.cluster_id
         replica_manager = ReplicaManager(self.log_manager, is_known=cache.is_known)
         log_config = config.log_config()
@@ -76,14 +80,17 @@ class ClusterMembership:
             log.warning("the cluster view was not complete after %.0fs; serving what is known", connection_timeout_s)
         self.controller = KafkaController(zk, broker_id)
         await self._call(self.controller.start)
-        admin = ZkAdminManager(zk, cache, log_config, config["num.partitions"], config["default.replication.factor"])
-        return ClusterKafkaApis(broker_id, self.advertised_host, self.port, replica_manager, admin, cache, registry,
-                                config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"])
+        self.admin = admin = ZkAdminManager(zk, cache, log_config, config["num.partitions"],
+                                            config["default.replication.factor"])
+        return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
+                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"])
 
     def quiesce(self) -> None:
         """Stop acting on the cluster (controller duties, leadership changes) before the logs close."""
         if self.cache is not None:
             self.cache.on_change = None
+        if self.admin is not None:
+            self.admin.close()
         if self.controller is not None:
             self.controller.stop()
             self.controller = None

@@ -3,29 +3,36 @@
 Live brokers (/brokers/ids), the controller (/controller), every topic's replica assignment
 (/brokers/topics/<t>), per-topic configs (/config/topics/<t>) and each partition's state (leader,
 leader epoch, isr). Watch callbacks run in kazoo's threads: they only read the znode they were told
-about and hand the result to the event loop with ``call_soon_threadsafe``; the cache itself is only
-read and changed on the event loop thread, so request handlers read it without locks. After every
-applied change the ``on_change`` callback runs (leadership follows the states) and waiters wake.
+about (partition states with pipelined async reads) and hand the result to the event loop; the cache itself is only
+read and changed on the event loop thread, so request handlers read it without locks.
 
-kazoo re-arms DataWatch and ChildrenWatch after a session expiry, so the view is re-read by itself.
+Changes are coalesced: watch threads queue them and the loop applies everything queued in one callback,
+then hands ``on_change`` what changed (CacheChanges: which topics, which partitions), so a broker failure
+that rewrites P partition states costs the loop O(P) in a few callbacks, not a full pass per state.
+It implements MetadataView, so Metadata responses are built from it as from the standalone registry.
+
+kazoo re-arms DataWatch and ChildrenWatch after a session expiry, and fires the plain watches on partition
+states when the connection drops, so the whole view is read again by itself on a new session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
+from broker.metadata import NO_LEADER, NO_LEADER_EPOCH, BrokerEndpoint, PartitionView
 from pipeline.zk import layout
 
 log = logging.getLogger(__name__)
-
-NO_LEADER = -1
 
 
 @dataclass(frozen=True)
@@ -57,16 +64,18 @@ class ClusterTopic:
         return bool(self.replicas) and all(p in self.states for p in self.replicas)
 
 
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    """A live broker's id and advertised address, from its registration."""
+@dataclass
+class CacheChanges:
+    """What one batch of applied watch events changed: topics (created, deleted, or their assignment,
+    config or id) and single partition states; ``brokers`` when the live brokers changed."""
 
-    broker_id: int
-    host: str
-    port: int
+    topics: set[str] = field(default_factory=set)
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    brokers: bool = False
 
 
 def parse_partition_state(data: bytes | None) -> PartitionState | None:
+    """The state a controller wrote in a partition's state znode; None for an empty or missing one."""
     value = layout.decode(data)
     if not value:
         return None
@@ -76,12 +85,14 @@ def parse_partition_state(data: bytes | None) -> PartitionState | None:
 class ZkMetadataCache:
     """The cluster as this broker sees it, kept current by ZooKeeper watches, read on the event loop."""
 
-    def __init__(self, zk: KazooClient, loop: asyncio.AbstractEventLoop,
-                 on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, zk: BoundedZk, loop: asyncio.AbstractEventLoop,
+                 on_change: Callable[[CacheChanges], None] | None = None) -> None:
         self._zk = zk
         self._loop = loop
-        # Called on the event loop after every applied change; None detaches (at shutdown).
+        # Called on the event loop after every applied batch of changes; None detaches (at shutdown).
         self.on_change = on_change
+        self._queued: list[Callable[[CacheChanges], None]] = []
+        self._queue_lock = threading.Lock()
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id = NO_LEADER
         self.cluster_id = ""
@@ -89,16 +100,23 @@ class ZkMetadataCache:
         self._brokers_seen = False
         self._topics_seen = False
         self._changed = asyncio.Event()
-        # Watch-thread side: the generation token of each watched topic (a recreated topic gets a new one).
+        # Watch-thread side: the generation token of each watched topic (a recreated topic gets a new one),
+        # the read of every followed partition state, and those whose last read was lost with the connection.
         self._watched: dict[str, object] = {}
+        self._state_readers: dict[tuple[str, int], Callable[[], None]] = {}
+        self._unread: set[tuple[str, int]] = set()
+        self._readers_lock = threading.Lock()
+        self._connected = True
 
     # -- start-up ---------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Install the watches (call from a worker thread: the first reads are synchronous)."""
-        ChildrenWatch(self._zk, layout.BROKER_IDS, self._watch_brokers)
-        ChildrenWatch(self._zk, layout.BROKER_TOPICS, self._watch_topics)
-        DataWatch(self._zk, layout.CONTROLLER, self._watch_controller)
+        client = self._zk.client
+        client.add_listener(self._on_session)
+        ChildrenWatch(client, layout.BROKER_IDS, self._watch_brokers)
+        ChildrenWatch(client, layout.BROKER_TOPICS, self._watch_topics)
+        DataWatch(client, layout.CONTROLLER, self._watch_controller)
 
     @property
     def loaded(self) -> bool:
@@ -133,45 +151,87 @@ class ZkMetadataCache:
         info = self.topics.get(topic)
         return info is not None and index in info.replicas
 
+    # -- MetadataView -----------------------------------------------------------------------------
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics)
+
+    def describe_topic(self, name: str) -> list[PartitionView] | None:
+        """Leaders as ZooKeeper names them, if alive. Leader epochs are not advertised (NO_LEADER_EPOCH):
+        OffsetForLeaderEpoch is not served, and librdkafka would otherwise validate positions with it."""
+        topic = self.topics.get(name)
+        if topic is None:
+            return None
+        live = self.brokers
+        views = []
+        for index, replicas in sorted(topic.replicas.items()):
+            state = topic.states.get(index)
+            leader = state.leader if state is not None and state.leader in live else NO_LEADER
+            views.append(PartitionView(index, leader, NO_LEADER_EPOCH, tuple(replicas),
+                                       tuple(b for b in state.isr if b in live) if state is not None else (),
+                                       tuple(b for b in replicas if b not in live)))
+        return views
+
     # -- watch callbacks (kazoo threads) ----------------------------------------------------------
 
-    def _post(self, change: Callable[[], None]) -> None:
-        def apply() -> None:
-            change()
-            self._changed.set()
-            if self.on_change is not None:
-                try:
-                    self.on_change()
-                except Exception:
-                    log.exception("applying a cluster metadata change failed")
+    def _post(self, change: Callable[[CacheChanges], None]) -> None:
+        """Queue a change for the loop; the first one queued schedules the callback that applies them all."""
+        with self._queue_lock:
+            self._queued.append(change)
+            if len(self._queued) > 1:
+                return
         try:
-            self._loop.call_soon_threadsafe(apply)
+            self._loop.call_soon_threadsafe(self._apply_queued)
         except RuntimeError:
             pass  # the loop is closed: the broker is shutting down
 
-    def _watch_brokers(self, children: list[str]) -> None:
-        # Registrations are read again on every change: a broker that left and came back between two
-        # watch events may have a new address.
-        live: dict[int, BrokerEndpoint] = {}
-        for child in children:
-            broker_id = int(child)
+    def _apply_queued(self) -> None:
+        with self._queue_lock:
+            queued, self._queued = self._queued, []
+        changes = CacheChanges()
+        for change in queued:
+            change(changes)
+        self._changed.set()
+        if self.on_change is not None:
             try:
-                data, _ = self._zk.get(layout.broker_path(broker_id))
-            except NoNodeError:
-                continue
-            value = layout.decode(data)
-            live[broker_id] = BrokerEndpoint(broker_id, value["host"], int(value["port"]))
+                self.on_change(changes)
+            except Exception:
+                log.exception("applying a cluster metadata change failed")
 
-        def apply() -> None:
-            self.brokers = live
+    def _watch_brokers(self, children: list[str]) -> None:
+        # Registrations are read again on every change (all at once): a broker that left and came back
+        # between two watch events may have a new address.
+        client = self._zk.client
+        ids = [int(child) for child in children]
+        try:
+            found = self._zk.all(client.get_async(layout.broker_path(b)) for b in ids)
+        except ZooKeeperTimeout as exc:
+            log.warning("could not read the broker registrations: %s", exc)
+            found = [exc] * len(ids)
+        read: dict[int, BrokerEndpoint] = {}
+        unread: list[int] = []
+        for broker_id, result in zip(ids, found):
+            if isinstance(result, NoNodeError):
+                continue
+            if isinstance(result, Exception):
+                unread.append(broker_id)
+                continue
+            value = layout.decode(result[0])
+            read[broker_id] = BrokerEndpoint(broker_id, value["host"], int(value["port"]))
+
+        def apply(changes: CacheChanges) -> None:
+            # A registration that could not be read keeps the address known so far.
+            kept = {b: self.brokers[b] for b in unread if b in self.brokers}
+            self.brokers = dict(sorted({**kept, **read}.items()))
             self._brokers_seen = True
+            changes.brokers = True
         self._post(apply)
 
     def _watch_controller(self, data: bytes | None, stat: object) -> None:
         value = layout.decode(data)
         controller = int(value["brokerid"]) if value else NO_LEADER
 
-        def apply() -> None:
+        def apply(changes: CacheChanges) -> None:
             self.controller_id = controller
         self._post(apply)
 
@@ -183,15 +243,88 @@ class ZkMetadataCache:
         for name in new:
             self._watched[name] = object()
 
-        def apply() -> None:
+        def apply(changes: CacheChanges) -> None:
             for name in [t for t in self.topics if t not in current]:
                 del self.topics[name]
+                changes.topics.add(name)
             for name in new:
                 self.topics[name] = ClusterTopic(name)
+                changes.topics.add(name)
             self._topics_seen = True
         self._post(apply)
         for name in new:
             self._watch_topic(name, self._watched[name])
+
+    def _watch_state(self, name: str, index: int, token: object) -> None:
+        """Follow one partition's state znode with kazoo's async reads: a change costs one read that does not
+        wait for the others (hundreds of states changing at once are read pipelined), and nothing blocks
+        kazoo's callback thread. When the connection drops, kazoo fires every watch (so each state is read
+        again, on the new session if the old one expired); a read that fails meanwhile is issued again once
+        the client is connected (``_on_session``)."""
+        client = self._zk.client
+        path = layout.partition_state_path(name, index)
+        key = (name, index)
+
+        def wanted() -> bool:
+            if self._watched.get(name) is token:
+                return True
+            with self._readers_lock:
+                if self._state_readers.get(key) is read:
+                    del self._state_readers[key]
+            return False
+
+        def on_event(event: WatchedEvent) -> None:
+            if wanted():
+                read()
+
+        def read() -> None:
+            client.get_async(path, watch=on_event).rawlink(on_read)
+
+        def on_created(result: IAsyncResult) -> None:
+            if result.successful() and result.value is not None and wanted():
+                read()  # created between the read and the watch on its existence
+
+        def on_read(result: IAsyncResult) -> None:
+            if not wanted():
+                return
+            if result.successful():
+                state = parse_partition_state(result.value[0])
+            elif isinstance(result.exception, NoNodeError):
+                state = None
+                client.exists_async(path, watch=on_event).rawlink(on_created)
+            else:
+                # The connection or the session was lost: read again once connected.
+                with self._readers_lock:
+                    if not self._connected:
+                        self._unread.add(key)
+                        return
+                read()
+                return
+
+            def apply(changes: CacheChanges) -> None:
+                topic = self.topics.get(name)
+                if topic is None:
+                    return
+                if state is None:
+                    topic.states.pop(index, None)
+                else:
+                    topic.states[index] = state
+                changes.partitions.add(key)
+            self._post(apply)
+
+        with self._readers_lock:
+            self._state_readers[key] = read
+        read()
+
+    def _on_session(self, state: str) -> None:
+        with self._readers_lock:
+            self._connected = state == KazooState.CONNECTED
+            again = [self._state_readers[k] for k in self._unread if k in self._state_readers]
+            if self._connected:
+                self._unread.clear()
+        if self._connected:
+            for read in again:
+                read()
 
     def _watch_topic(self, name: str, token: object) -> None:
         watched_partitions: set[int] = set()
@@ -201,10 +334,11 @@ class ZkMetadataCache:
                 return False
             configs = {k: str(v) for k, v in layout.decode(data).get("config", {}).items()}
 
-            def apply() -> None:
+            def apply(changes: CacheChanges) -> None:
                 topic = self.topics.get(name)
                 if topic is not None:
                     topic.configs = configs
+                    changes.topics.add(name)
             self._post(apply)
             return None
 
@@ -216,36 +350,19 @@ class ZkMetadataCache:
             replicas = layout.parse_topic_assignment(data)
             topic_id = layout.parse_topic_id(data)
 
-            def apply() -> None:
+            def apply(changes: CacheChanges) -> None:
                 topic = self.topics.get(name)
                 if topic is not None:
                     topic.replicas = replicas
                     topic.topic_id = topic_id
+                    changes.topics.add(name)
             self._post(apply)
             for index in sorted(replicas):
                 if index not in watched_partitions:
                     watched_partitions.add(index)
-                    DataWatch(self._zk, layout.partition_state_path(name, index), state_watcher(index))
+                    self._watch_state(name, index, token)
             return None
 
-        def state_watcher(index: int) -> Callable[[bytes | None, object], bool | None]:
-            def on_state(data: bytes | None, stat: object) -> bool | None:
-                if self._watched.get(name) is not token:
-                    return False
-                state = parse_partition_state(data)
-
-                def apply() -> None:
-                    topic = self.topics.get(name)
-                    if topic is None:
-                        return
-                    if state is None:
-                        topic.states.pop(index, None)
-                    else:
-                        topic.states[index] = state
-                self._post(apply)
-                return None
-            return on_state
-
         # Config first: when the partitions appear, their logs are created with the topic's overrides.
-        DataWatch(self._zk, layout.topic_config_path(name), on_config)
-        DataWatch(self._zk, layout.topic_path(name), on_assignment)
+        DataWatch(self._zk.client, layout.topic_config_path(name), on_config)
+        DataWatch(self._zk.client, layout.topic_path(name), on_assignment)

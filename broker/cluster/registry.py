@@ -2,29 +2,30 @@
 ephemeral /brokers/ids/<id> registration, kept across session expiries -- and the producer-id blocks.
 
 After a session expiry kazoo opens a new session by itself; the registry listens for that and
-registers again (ephemeral nodes died with the old session). The current session's id and password
-are written to ``<log dir>/zookeeper_session.json`` so that tests can expire the session from outside.
+registers again (ephemeral nodes died with the old session). The session's credentials stay in memory:
+nothing outside the process can join or end the session.
+
+ZkProducerIdManager hands out producer ids from the blocks the registry claims (Kafka's ZooKeeper-mode
+ProducerIdManager); every ZooKeeper call here is bounded (BoundedZk).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
-import os
 import threading
 import time
 import uuid
-from pathlib import Path
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
+from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
+from broker.metadata import ProducerIdUnavailable
 from pipeline.zk import layout
 
 log = logging.getLogger(__name__)
 
-SESSION_FILE = "zookeeper_session.json"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
@@ -35,13 +36,11 @@ class BrokerIdInUse(RuntimeError):
 class BrokerRegistry:
     """Registers this broker in ZooKeeper and keeps it registered for the life of the process."""
 
-    def __init__(self, zk: KazooClient, broker_id: int, host: str, port: int, session_file: Path,
-                 session_timeout_s: float) -> None:
+    def __init__(self, zk: BoundedZk, broker_id: int, host: str, port: int, session_timeout_s: float) -> None:
         self._zk = zk
         self.broker_id = broker_id
         self.host = host
         self.port = port
-        self._session_file = Path(session_file)
         self._session_timeout_s = session_timeout_s
         self._closed = threading.Event()
         self._session_lost = False
@@ -50,16 +49,16 @@ class BrokerRegistry:
 
     def create_persistent_paths(self) -> None:
         for path in layout.PERSISTENT_PATHS:
-            self._zk.ensure_path(path)
+            self._zk.sync("ensure_path", path)
 
     def cluster_id(self) -> str:
         """The cluster id in /cluster/id, created by the first broker that asks."""
         try:
-            self._zk.create(layout.CLUSTER_ID, layout.encode({"version": "1", "id": uuid.uuid4().hex[:22]}),
-                            makepath=True)
+            self._zk.sync("create", layout.CLUSTER_ID, layout.encode({"version": "1", "id": uuid.uuid4().hex[:22]}),
+                          makepath=True)
         except NodeExistsError:
             pass
-        return layout.decode(self._zk.get(layout.CLUSTER_ID)[0])["id"]
+        return layout.decode(self._zk.sync("get", layout.CLUSTER_ID)[0])["id"]
 
     def register(self) -> None:
         """Create /brokers/ids/<id>; BrokerIdInUse if another broker holds it.
@@ -71,14 +70,14 @@ class BrokerRegistry:
         deadline = time.monotonic() + self._session_timeout_s + 2
         while True:
             try:
-                self._zk.create(path, layout.broker_registration(self.host, self.port), ephemeral=True)
+                self._zk.sync("create", path, layout.broker_registration(self.host, self.port), ephemeral=True)
                 break
             except NodeExistsError:
                 try:
-                    data, stat = self._zk.get(path)
+                    data, stat = self._zk.sync("get", path)
                 except NoNodeError:
                     continue
-                if stat.ephemeralOwner == self._zk.client_id[0]:
+                if stat.ephemeralOwner == self._zk.client.client_id[0]:
                     break
                 holder = layout.decode(data)
                 same_address = holder.get("host") == self.host and holder.get("port") == self.port
@@ -88,16 +87,15 @@ class BrokerRegistry:
                         f"{holder.get('host')}:{holder.get('port')}; give this broker another broker.id") from None
                 log.info("waiting for the registration of broker %d's previous session to expire", self.broker_id)
                 self._closed.wait(0.25)
-        self._write_session_file()
         log.info("registered broker %d at %s:%d in ZooKeeper", self.broker_id, self.host, self.port)
 
     def start(self) -> None:
         """Re-register after every new session (call once registered)."""
-        self._zk.add_listener(self._on_session_state)
+        self._zk.client.add_listener(self._on_session_state)
 
     def close(self) -> None:
         self._closed.set()
-        self._zk.remove_listener(self._on_session_state)
+        self._zk.client.remove_listener(self._on_session_state)
 
     # -- session expiry ---------------------------------------------------------------------------
 
@@ -121,24 +119,18 @@ class BrokerRegistry:
                 log.warning("registering again failed (%s); retrying", exc)
                 self._closed.wait(0.5)
 
-    def _write_session_file(self) -> None:
-        session_id, password = self._zk.client_id
-        tmp = self._session_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"session_id": session_id, "password": password.hex(),
-                                   "broker_id": self.broker_id}))
-        os.replace(tmp, self._session_file)
-
     # -- producer ids -----------------------------------------------------------------------------
 
-    def allocate_producer_id_block(self) -> tuple[int, int]:
+    async def claim_producer_id_block(self) -> tuple[int, int]:
         """Claim the next block of producer ids (first, last) with a compare-and-swap on its znode."""
         while True:
             try:
-                data, stat = self._zk.get(layout.PRODUCER_ID_BLOCK)
+                data, stat = await self._zk.call("get", layout.PRODUCER_ID_BLOCK)
             except NoNodeError:
                 first, last = 0, PRODUCER_ID_BLOCK_SIZE - 1
                 try:
-                    self._zk.create(layout.PRODUCER_ID_BLOCK, layout.producer_id_block(self.broker_id, first, last))
+                    await self._zk.call("create", layout.PRODUCER_ID_BLOCK,
+                                        layout.producer_id_block(self.broker_id, first, last))
                     return first, last
                 except NodeExistsError:
                     continue
@@ -146,8 +138,50 @@ class BrokerRegistry:
             first = 0 if previous is None else previous[1] + 1
             last = first + PRODUCER_ID_BLOCK_SIZE - 1
             try:
-                self._zk.set(layout.PRODUCER_ID_BLOCK, layout.producer_id_block(self.broker_id, first, last),
-                             version=stat.version)
+                await self._zk.call("set", layout.PRODUCER_ID_BLOCK,
+                                    layout.producer_id_block(self.broker_id, first, last), version=stat.version)
                 return first, last
             except BadVersionError:
                 continue
+
+
+class ZkProducerIdManager:
+    """Producer ids for InitProducerId from blocks claimed in ZooKeeper, one claim at a time.
+
+    An id of the current block is handed out at once; when the block is used up, one claim runs and
+    every request that needs an id waits for it (bounded: ProducerIdUnavailable when ZooKeeper does not
+    answer). No lock is held while ZooKeeper is asked.
+    """
+
+    def __init__(self, registry: BrokerRegistry) -> None:
+        self._registry = registry
+        self._next, self._last = 0, -1
+        self._claim: asyncio.Future[None] | None = None
+
+    def next_producer_id(self) -> int | asyncio.Future[int]:
+        if self._next <= self._last:
+            return self._take()
+        return asyncio.ensure_future(self._after_claim())
+
+    def _take(self) -> int:
+        producer_id = self._next
+        self._next += 1
+        return producer_id
+
+    async def _after_claim(self) -> int:
+        while self._next > self._last:
+            if self._claim is None:
+                self._claim = asyncio.ensure_future(self._claim_block())
+            await asyncio.shield(self._claim)
+        return self._take()
+
+    async def _claim_block(self) -> None:
+        try:
+            first, last = await self._registry.claim_producer_id_block()
+        except (ZooKeeperTimeout, KazooException) as exc:
+            raise ProducerIdUnavailable(f"claiming a block of producer ids failed: {exc or type(exc).__name__}"
+                                        ) from None
+        finally:
+            self._claim = None
+        log.info("claimed producer ids %d..%d", first, last)
+        self._next, self._last = first, last

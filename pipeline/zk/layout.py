@@ -106,6 +106,40 @@ def partition_state(leader: int, leader_epoch: int, isr: list[int], controller_e
                    "controller_epoch": controller_epoch})
 
 
+# ZooKeeper refuses (and drops the connection of) a request larger than its jute.maxbuffer, 1 MB less a byte
+# by default; a topic's creation is one transaction, so it has to fit.
+MAX_REQUEST_BYTES = 0xFFFFF
+# What a create operation adds to its path and data inside a transaction: op header, lengths, the open ACL
+# and flags (about 50 bytes), rounded up.
+TRANSACTION_OP_OVERHEAD = 64
+
+
+def topic_creation_ops(topic: str, replicas: dict[int, list[int]], topic_id: str,
+                       controller_epoch: int) -> list[tuple[str, bytes]]:
+    """(path, data) of every znode a topic's creation writes, in creation order."""
+    ops = [(topic_path(topic), topic_assignment(replicas, topic_id=topic_id)), (partitions_path(topic), b"")]
+    for index, replica_list in sorted(replicas.items()):
+        ops.append((f"{partitions_path(topic)}/{index}", b""))
+        ops.append((partition_state_path(topic, index),
+                    partition_state(replica_list[0], 0, [replica_list[0]], controller_epoch)))
+    return ops
+
+
+def transaction_bytes(ops: list[tuple[str, bytes]]) -> int:
+    """About how many bytes a ZooKeeper transaction of these creates takes on the wire (an upper bound)."""
+    return sum(len(path.encode()) + len(data) + TRANSACTION_OP_OVERHEAD for path, data in ops)
+
+
+def estimated_creation_bytes(topic: str, partitions: int, replication_factor: int) -> int:
+    """``transaction_bytes`` of a topic's creation, estimated from its last (longest) partition, without
+    building every partition: cheap even for an absurd partition count."""
+    last = partitions - 1
+    sample = {last: [2**31 - 1] * replication_factor}
+    one = topic_creation_ops(topic, sample, "0" * 32, 2**31 - 1)
+    per_partition = transaction_bytes(one[2:]) + len(topic_assignment(sample)) - len(topic_assignment({}))
+    return transaction_bytes(one[:2]) + partitions * per_partition
+
+
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
 

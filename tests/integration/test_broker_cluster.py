@@ -12,12 +12,13 @@ from pipeline.protocol.records import decode_records, encode_batch
 from pipeline.zk import layout
 from tests.support import CLEAN_SHUTDOWN_MARKER, BrokerError, BrokerProcess, free_port, wait_until, wire
 from tests.support.clients import create_topic, kafka_python_consume
-from tests.support.cluster import BrokerCluster, metadata
+from tests.support.cluster import BrokerCluster, create_topics_result, metadata
 
 SHORT_SESSION = {"zookeeper.session.timeout.ms": 4000}
 NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
+INVALID_PARTITIONS = 37
 API_INIT_PRODUCER_ID = 22
 
 
@@ -190,9 +191,7 @@ def test_a_broker_whose_session_expires_registers_again_and_keeps_serving(zk_con
     cluster.expire_session(victim)
     wait_until(lambda: any(victim not in m for m in memberships), 20, message="the expired registration vanishing")
     wait_until(lambda: victim in memberships[-1], 20, message="the broker registering again")
-    wait_until(lambda: cluster.session_id(victim) != old_session, 10, message="a new session file")
-    stat = cluster.zk.exists(layout.broker_path(victim))
-    assert stat is not None and stat.ephemeralOwner == cluster.session_id(victim)
+    wait_until(lambda: cluster.session_id(victim) not in (None, old_session), 10, message="a new session")
     assert cluster.wait_for_metadata("expiring", 3) == leaders
     produce_values(cluster, "expiring", mine, victim, [b"two"])
     assert fetch_values(cluster, "expiring", mine, victim) == [b"one", b"two"]
@@ -278,3 +277,27 @@ def test_an_unreachable_zookeeper_is_a_clear_start_up_error(tmp_path):
         broker.kill()
     assert broker.returncode == 1
     assert "cannot start: no ZooKeeper server" in broker.log_text()
+
+
+def test_the_zookeeper_session_is_not_written_to_disk(zk_connect, broker_cluster_factory):
+    cluster = broker_cluster_factory(zk_connect, size=1)
+    broker = cluster.brokers[1]
+    create_topic(broker.bootstrap, "anything", partitions=1)
+    session = cluster.session_id(1)
+    assert session is not None
+    traces = {str(session).encode(), f"{session:x}".encode(), f"{session:#x}".encode()}
+    for path in broker.log_dir.rglob("*"):
+        if path.is_file():
+            content = path.read_bytes()
+            assert not any(trace in content for trace in traces), f"{path} holds the broker's ZooKeeper session"
+
+
+def test_a_topic_too_big_for_zookeeper_is_refused_at_once_and_others_are_served(zk_connect, broker_cluster_factory):
+    cluster = broker_cluster_factory(zk_connect, size=1)
+    broker = cluster.brokers[1]
+    with wire.KafkaConnection(broker.host, broker.port, timeout=10.0) as conn:
+        code, message = create_topics_result(conn, "enormous", 100_000, timeout_ms=30000)
+        assert code == INVALID_PARTITIONS and message and "ZooKeeper" in message
+        assert create_topics_result(conn, "ordinary", 2, timeout_ms=30000) == (0, None)
+    assert cluster.zk.get_children(layout.ADMIN_CREATE_TOPICS) == []
+    cluster.wait_for_metadata("ordinary", 2)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
-from broker.cluster.controller import KafkaController
-from broker.cluster.metadata_cache import PartitionState, ZkMetadataCache
+from broker.admin_manager import TopicError
+from broker.cluster.admin import ZkAdminManager
+from broker.cluster.controller import KafkaController, request_error
+from broker.cluster.metadata_cache import CacheChanges, PartitionState, ZkMetadataCache
+from broker.cluster.zk_calls import BoundedZk
+from broker.log.log_config import LogConfig
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
 from pipeline.zk.client import connect
@@ -29,6 +35,10 @@ def clients(zk_connect: str) -> Iterator[list[KazooClient]]:
         client.close()
 
 
+def bounded(client: KazooClient) -> BoundedZk:
+    return BoundedZk(client, timeout_s=10)
+
+
 def register(client: KazooClient, broker_id: int) -> None:
     client.create(layout.broker_path(broker_id), layout.broker_registration("127.0.0.1", 9000 + broker_id),
                   ephemeral=True)
@@ -45,7 +55,7 @@ def controller_of(client: KazooClient) -> int | None:
 
 
 def test_one_controller_is_elected_and_another_takes_over_with_a_higher_epoch(clients):
-    first, second = KafkaController(clients[0], 1), KafkaController(clients[1], 2)
+    first, second = KafkaController(bounded(clients[0]), 1), KafkaController(bounded(clients[1]), 2)
     try:
         first.start()
         wait_until(lambda: controller_of(clients[3]) == 1, 10, message="broker 1 elected")
@@ -66,7 +76,7 @@ def test_creation_requests_are_assigned_or_refused(clients):
     zk = clients[3]
     register(clients[1], 1)
     register(clients[2], 2)
-    controller = KafkaController(clients[0], 1)
+    controller = KafkaController(bounded(clients[0]), 1)
     try:
         controller.start()
         zk.create(layout.create_topic_request_path("orders"), layout.create_topic_request(4, 1, {"retention.ms": "5"}))
@@ -92,28 +102,36 @@ def test_creation_requests_are_assigned_or_refused(clients):
         controller.stop()
 
 
-def test_partitions_go_offline_with_their_broker_and_come_back_with_it(clients):
+@contextmanager
+def topic_over_two_brokers(clients: list[KazooClient]) -> Iterator[tuple[KafkaController, list[int]]]:
+    """Brokers 1 and 2 registered, broker 1's controller running and topic "t" (2 partitions) created:
+    the controller and the partitions broker 2 leads; the controller is stopped after the block."""
     zk = clients[3]
     register(clients[1], 1)
     register(clients[2], 2)
-    controller = KafkaController(clients[0], 1)
+    controller = KafkaController(bounded(clients[0]), 1)
     try:
         controller.start()
         zk.create(layout.create_topic_request_path("t"), layout.create_topic_request(2, 1, {}))
         wait_until(lambda: zk.exists(layout.partition_state_path("t", 1)), 10, message="the topic created")
-        on_two = [p for p in (0, 1) if state(zk, "t", p)["leader"] == 2]
+        yield controller, [p for p in (0, 1) if state(zk, "t", p)["leader"] == 2]
+    finally:
+        controller.stop()
+
+
+def test_partitions_go_offline_with_their_broker_and_come_back_with_it(clients):
+    zk = clients[3]
+    with topic_over_two_brokers(clients) as (_, on_two):
         clients[2].delete(layout.broker_path(2))
         wait_until(lambda: all(state(zk, "t", p)["leader"] == -1 for p in on_two), 10, message="offline")
         assert [state(zk, "t", p)["leader_epoch"] for p in on_two] == [1]
         register(clients[2], 2)
         wait_until(lambda: all(state(zk, "t", p)["leader"] == 2 for p in on_two), 10, message="back online")
         assert [(state(zk, "t", p)["leader_epoch"], state(zk, "t", p)["isr"]) for p in on_two] == [(2, [2])]
-    finally:
-        controller.stop()
 
 
 def test_a_controller_whose_session_expires_resigns_and_another_takes_over(clients):
-    first, second = KafkaController(clients[0], 1), KafkaController(clients[1], 2)
+    first, second = KafkaController(bounded(clients[0]), 1), KafkaController(bounded(clients[1]), 2)
     try:
         first.start()
         wait_until(lambda: first.is_active, 10, message="broker 1 acting")
@@ -135,8 +153,8 @@ def test_the_cache_follows_brokers_topics_and_states(clients):
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        changes: list[int] = []
-        cache = ZkMetadataCache(clients[0], loop, on_change=lambda: changes.append(1))
+        changes: list[CacheChanges] = []
+        cache = ZkMetadataCache(bounded(clients[0]), loop, on_change=changes.append)
         await loop.run_in_executor(None, cache.start)
         assert await cache.wait_for(lambda: cache.loaded, 5)
         assert cache.brokers == {} and cache.topics == {}
@@ -168,5 +186,116 @@ def test_the_cache_follows_brokers_topics_and_states(clients):
         await loop.run_in_executor(None, clients[1].delete, layout.broker_path(1))
         assert await cache.wait_for(lambda: not cache.brokers, 5)
         assert changes
+
+    asyncio.run(scenario())
+
+
+def refusal_of(zk: KazooClient, topic: str) -> tuple[int, str] | None:
+    data = zk.get(layout.create_topic_request_path(topic))[0]
+    value = layout.decode(data)
+    return (value["error_code"], value["error_message"]) if "error_code" in value else None
+
+
+def test_creations_too_big_for_one_transaction_are_refused_and_others_go_on(clients):
+    zk = clients[3]
+    register(clients[1], 1)
+    controller = KafkaController(bounded(clients[0]), 1)
+    try:
+        controller.start()
+        # Too many partitions: refused from the estimate, before anything is built.
+        zk.create(layout.create_topic_request_path("huge"), layout.create_topic_request(1_000_000, 1, {}))
+        # Few partitions, but with configs the transaction passes ZooKeeper's limit.
+        zk.create(layout.create_topic_request_path("heavy"),
+                  layout.create_topic_request(1500, 1, {"x": "y" * 700_000}))
+        zk.create(layout.create_topic_request_path("normal"), layout.create_topic_request(2, 1, {}))
+        huge = wait_until(lambda: refusal_of(zk, "huge"), 20, message="the refusal of 'huge'")
+        heavy = wait_until(lambda: refusal_of(zk, "heavy"), 20, message="the refusal of 'heavy'")
+        assert huge[0] == ErrorCode.INVALID_PARTITIONS and "transaction" in huge[1]
+        assert heavy[0] == ErrorCode.INVALID_REQUEST and "limit" in heavy[1]
+        wait_until(lambda: zk.exists(layout.partition_state_path("normal", 1)), 10, message="'normal' created")
+        assert zk.exists(layout.topic_path("huge")) is None and zk.exists(layout.topic_path("heavy")) is None
+    finally:
+        controller.stop()
+
+
+def test_a_creation_that_failed_is_retried_without_another_change(clients, caplog):
+    zk = clients[3]
+    register(clients[1], 1)
+    controller = KafkaController(bounded(clients[0]), 1)
+    # The controller cannot write topic configs for now: every creation fails in ZooKeeper (NoAuth).
+    zk.set_acls(layout.CONFIG_TOPICS, [make_acl("world", "anyone", read=True, write=True, delete=True, admin=True)])
+    try:
+        controller.start()
+        wait_until(lambda: controller.is_active, 10, message="the controller elected")
+        zk.create(layout.create_topic_request_path("later"), layout.create_topic_request(1, 1, {}))
+        wait_until(lambda: "create failed" in caplog.text, 10, message="a failed creation")
+        assert zk.exists(layout.topic_path("later")) is None
+        zk.set_acls(layout.CONFIG_TOPICS, OPEN_ACL_UNSAFE)
+        # No further change in ZooKeeper: the controller's own retry creates it.
+        wait_until(lambda: zk.exists(layout.partition_state_path("later", 0)), 15, message="'later' created")
+        assert zk.get_children(layout.ADMIN_CREATE_TOPICS) == []
+    finally:
+        zk.set_acls(layout.CONFIG_TOPICS, OPEN_ACL_UNSAFE)
+        controller.stop()
+
+
+def test_a_controller_fenced_by_a_newer_epoch_writes_nothing(clients):
+    zk = clients[3]
+    with topic_over_two_brokers(clients) as (controller, on_two):
+        before = {p: state(zk, "t", p) for p in on_two}
+        # A successor was elected (the epoch moved on) while this controller still believes it leads,
+        # as after a session loss it has not noticed yet.
+        data, stat = zk.get(layout.CONTROLLER_EPOCH)
+        zk.set(layout.CONTROLLER_EPOCH, str(int(data) + 1).encode(), version=stat.version)
+        clients[2].delete(layout.broker_path(2))
+        wait_until(lambda: not controller.is_active, 10, message="the fenced controller resigning")
+        assert {p: state(zk, "t", p) for p in on_two} == before
+
+
+def test_requests_that_time_out_or_were_refused_do_not_keep_a_name_being_created(clients):
+    zk = clients[3]
+    register(clients[1], 1)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        cache = ZkMetadataCache(bounded(clients[0]), loop)
+        await loop.run_in_executor(None, cache.start)
+        assert await cache.wait_for(lambda: cache.loaded and 1 in cache.brokers, 5)
+        admin = ZkAdminManager(bounded(clients[0]), cache, LogConfig(), 1, 1)
+        # No controller runs: the creation times out, and its request is withdrawn.
+        with pytest.raises(TopicError) as timed_out:
+            await admin.create_topic("slow", 1, 1, timeout_ms=300)
+        assert timed_out.value.error_code == ErrorCode.REQUEST_TIMED_OUT
+        assert zk.exists(layout.create_topic_request_path("slow")) is None
+        # A refusal whose requester went away: a new request for the name replaces it.
+        zk.create(layout.create_topic_request_path("left"),
+                  request_error(ErrorCode.INVALID_REPLICATION_FACTOR, "refused long ago"))
+        controller = KafkaController(bounded(clients[2]), 1)
+        controller.start()
+        try:
+            await admin.create_topic("left", 1, 1, timeout_ms=10000)
+        finally:
+            controller.stop()
+        assert "left" in cache.topics
+
+    asyncio.run(scenario())
+
+
+def test_the_cache_follows_partition_states_across_a_session_expiry(clients):
+    zk = clients[3]
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        cache = ZkMetadataCache(bounded(clients[0]), loop)
+        await loop.run_in_executor(None, cache.start)
+        zk.create(layout.topic_path("t"), layout.topic_assignment({0: [1]}))
+        zk.create(layout.partition_state_path("t", 0), layout.partition_state(1, 0, [1], 1), makepath=True)
+        assert await cache.wait_for(lambda: cache.partition_state("t", 0) == PartitionState(1, 0, (1,)), 5)
+        # The server forgets the session's watches; the cache must set them again on its new session.
+        await loop.run_in_executor(None, expire_session, clients[0])
+        await loop.run_in_executor(None, wait_until, lambda: clients[0].connected, 10)
+        for epoch in (1, 2):
+            zk.set(layout.partition_state_path("t", 0), layout.partition_state(-1, epoch, [1], 1))
+            assert await cache.wait_for(lambda: cache.partition_state("t", 0) == PartitionState(-1, epoch, (1,)), 5)
 
     asyncio.run(scenario())

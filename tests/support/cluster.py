@@ -4,11 +4,17 @@ Brokers get ids 1..N, their own log dirs and loopback ports, and every override 
 zookeeper.session.timeout.ms). The cluster keeps a kazoo client of its own on the same chroot to
 look at what the brokers wrote (controller, partition states), and can kill, restart and expire the
 session of one broker. ``wait_for_metadata`` polls Metadata from every live broker until they agree.
+
+A broker's session is expired the way a long pause expires it in production: the broker process is
+stopped (SIGSTOP) until ZooKeeper has ended its session (its ephemeral registration vanishes), then
+continued; its client then finds the session expired. Brokers keep their session credentials to
+themselves, so nothing else can end it.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import signal
 from pathlib import Path
 from typing import Mapping
 
@@ -20,11 +26,10 @@ from tests.support import wire
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
 
-SESSION_FILE = "zookeeper_session.json"
+API_CREATE_TOPICS = 19
 
-
-def metadata(broker: BrokerProcess, topics: list[str] | None = None, allow_create: bool = False) -> dict:
-    """Metadata v5 from one broker, parsed: brokers, controller, cluster id, topics -> partitions."""
+def metadata_request(topics: list[str] | None = None, allow_create: bool = False) -> bytes:
+    """A Metadata v5 request body (all topics when ``topics`` is None)."""
     body = wire.Writer()
     if topics is None:
         body.int32(-1)
@@ -33,8 +38,11 @@ def metadata(broker: BrokerProcess, topics: list[str] | None = None, allow_creat
         for name in topics:
             body.string(name)
     body.int8(1 if allow_create else 0)
-    with wire.KafkaConnection(broker.host, broker.port, timeout=15.0) as conn:
-        reader = conn.request(3, 5, body.getvalue())
+    return body.getvalue()
+
+
+def parse_metadata(reader: wire.Reader) -> dict:
+    """A Metadata v5 response body: brokers, controller, cluster id, topics -> error and partitions."""
     reader.int32()  # throttle
     brokers = {}
     for _ in range(reader.int32()):
@@ -61,6 +69,23 @@ def metadata(broker: BrokerProcess, topics: list[str] | None = None, allow_creat
             partitions[index] = {"error": p_error, "leader": leader, "replicas": replicas, "isr": isr}
         result_topics[name] = {"error": error, "partitions": partitions}
     return {"brokers": brokers, "cluster_id": cluster_id, "controller": controller, "topics": result_topics}
+
+
+def metadata(broker: BrokerProcess, topics: list[str] | None = None, allow_create: bool = False) -> dict:
+    """Metadata v5 from one broker, parsed (see ``parse_metadata``)."""
+    with wire.KafkaConnection(broker.host, broker.port, timeout=15.0) as conn:
+        return parse_metadata(conn.request(wire.API_METADATA, 5, metadata_request(topics, allow_create)))
+
+
+def create_topics_result(conn: wire.KafkaConnection, topic: str, partitions: int,
+                         timeout_ms: int) -> tuple[int, str | None]:
+    """CreateTopics v1 for one topic (replication factor 1) on ``conn``: (error code, error message)."""
+    body = (wire.Writer().array_len(1).string(topic).int32(partitions).int16(1).array_len(0).array_len(0)
+            .int32(timeout_ms).int8(0).getvalue())
+    reader = conn.request(API_CREATE_TOPICS, 1, body)
+    assert reader.int32() == 1
+    reader.string()
+    return reader.int16(), reader.string()
 
 
 class BrokerCluster:
@@ -178,15 +203,18 @@ class BrokerCluster:
 
     # -- failures -------------------------------------------------------------------------------
 
-    def expire_session(self, broker_id: int, timeout: float = 20.0) -> None:
-        """End the broker's ZooKeeper session from outside (joining it with its id and password)."""
-        broker = self.brokers[broker_id]
-        info = json.loads((broker.log_dir / SESSION_FILE).read_text())
-        hosts = self.zk_connect.partition("/")[0]
-        intruder = KazooClient(hosts=hosts, client_id=(info["session_id"], bytes.fromhex(info["password"])))
-        intruder.start(timeout)
-        intruder.stop()
-        intruder.close()
+    def expire_session(self, broker_id: int, timeout: float = 30.0) -> None:
+        """Expire the broker's ZooKeeper session: pause the process until ZooKeeper has ended the session
+        (its registration is gone), then let it go on."""
+        pid = self.brokers[broker_id].pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: self.zk.exists(layout.broker_path(broker_id)) is None, timeout,
+                       message=f"broker {broker_id}'s session expiring while it is paused")
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
-    def session_id(self, broker_id: int) -> int:
-        return json.loads((self.brokers[broker_id].log_dir / SESSION_FILE).read_text())["session_id"]
+    def session_id(self, broker_id: int) -> int | None:
+        """The session that holds the broker's registration (the ephemeral owner), None if unregistered."""
+        stat = self.zk.exists(layout.broker_path(broker_id))
+        return None if stat is None else stat.ephemeralOwner

@@ -1,4 +1,5 @@
-"""ZooKeeper for tests: one real server per test session, a fresh chroot per test, and session expiry.
+"""ZooKeeper for tests: one real server per test session, a fresh chroot per test, session expiry, and
+pausing a server (SIGSTOP) to stand for a ZooKeeper that stopped answering.
 
 Expiring a session the way kazoo's own test harness does: a second client joins the same session
 (its id and password) and closes it, which ends the session on the server; the first client then sees

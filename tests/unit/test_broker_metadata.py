@@ -2,28 +2,40 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from broker.admin_manager import TopicError, topic_log_config
+from broker.admin_manager import AdminManager, TopicError, topic_log_config
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
 from broker.log.log_config import LogConfig
-from broker.metadata import PRODUCER_ID_BLOCK, InvalidTopicError, StandaloneMetadata, validate_topic_name
+from broker.metadata import (
+    PRODUCER_ID_BLOCK,
+    BrokerEndpoint,
+    InvalidTopicError,
+    StandaloneMetadata,
+    validate_topic_name,
+)
 from pipeline.protocol.errors import ErrorCode
+
+LOCAL = BrokerEndpoint(0, "127.0.0.1", 9092)
 
 
 def test_topics_survive_reopen(tmp_path):
-    store = StandaloneMetadata(tmp_path)
+    store = StandaloneMetadata(tmp_path, LOCAL)
     store.create_topic("events", 4, {"retention.ms": "1000"})
     cluster_id = store.cluster_id
-    reopened = StandaloneMetadata(tmp_path)
+    reopened = StandaloneMetadata(tmp_path, LOCAL)
     assert reopened.cluster_id == cluster_id
     assert reopened.topics["events"].partitions == 4
     assert reopened.topics["events"].configs == {"retention.ms": "1000"}
     reopened.delete_topic("events")
-    assert "events" not in StandaloneMetadata(tmp_path).topics
+    assert "events" not in StandaloneMetadata(tmp_path, LOCAL).topics
 
 
 def test_duplicate_topic_refused(tmp_path):
-    store = StandaloneMetadata(tmp_path)
+    store = StandaloneMetadata(tmp_path, LOCAL)
     store.create_topic("t", 1)
     with pytest.raises(FileExistsError):
         store.create_topic("t", 2)
@@ -36,11 +48,11 @@ def test_illegal_topic_names(name):
 
 
 def test_producer_ids_never_reused_after_restart(tmp_path):
-    store = StandaloneMetadata(tmp_path)
+    store = StandaloneMetadata(tmp_path, LOCAL)
     first = [store.next_producer_id() for _ in range(3)]
     assert first == [0, 1, 2]
     # A crash after handing out ids: the next process starts after the whole persisted block.
-    later = StandaloneMetadata(tmp_path).next_producer_id()
+    later = StandaloneMetadata(tmp_path, LOCAL).next_producer_id()
     assert later >= PRODUCER_ID_BLOCK
     assert later not in first
 
@@ -77,3 +89,23 @@ def test_topic_config_bounds_are_inclusive():
     config = topic_log_config(LogConfig(), {"segment.bytes": str(2**31 - 1), "retention.bytes": "-5",
                                             "segment.ms": "1", "max.message.bytes": "0"})
     assert (config.segment_bytes, config.retention_bytes, config.segment_ms) == (2**31 - 1, None, 1)
+
+
+def test_a_stored_topic_config_now_out_of_bounds_is_ignored_not_fatal(tmp_path):
+    store = StandaloneMetadata(tmp_path, LOCAL)
+    store.create_topic("events", 2, {"retention.ms": "1000"})
+    # Written by an older version that accepted a segment size the index positions cannot address.
+    path = tmp_path / "__standalone_metadata.json"
+    data = json.loads(path.read_text())
+    data["topics"]["events"]["configs"]["segment.bytes"] = str(2**31)
+    path.write_text(json.dumps(data))
+    log_manager = LogManager([tmp_path], LogConfig())
+    log_manager.startup()
+    try:
+        replica_manager = ReplicaManager(log_manager)
+        AdminManager(StandaloneMetadata(tmp_path, LOCAL), replica_manager, LogConfig(), 1).host_existing_topics()
+        config = replica_manager.get_partition("events", 1).log.config
+        assert config.segment_bytes == LogConfig().segment_bytes
+        assert config.retention_ms == 1000
+    finally:
+        log_manager.shutdown()

@@ -13,7 +13,7 @@ from test_log_support import make_batch, open_log
 from broker.log import LogConfig
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.partition_metadata import write_topic_id
-from broker.metadata import StandaloneMetadata
+from broker.metadata import BrokerEndpoint, StandaloneMetadata
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_partition_metadata_file(tmp_path, disk_ops):
 
 
 def test_standalone_metadata_file(tmp_path, disk_ops):
-    store = StandaloneMetadata(tmp_path)
+    store = StandaloneMetadata(tmp_path, BrokerEndpoint(0, "127.0.0.1", 9092))
     disk_ops.clear()
     store.create_topic("t", 1)
     assert_atomic_and_durable(disk_ops, tmp_path / "__standalone_metadata.json")

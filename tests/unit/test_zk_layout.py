@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -46,3 +47,13 @@ def test_json_round_trips():
     consumer = layout.decode(layout.consumer_registration({"events": 2}, "static"))
     assert consumer["subscription"] == {"events": 2} and consumer["pattern"] == "static"
     assert layout.decode(b"") == {}
+
+
+@pytest.mark.parametrize("partitions,factor", [(1, 1), (9, 2), (10, 3), (999, 1), (2500, 3)])
+def test_the_creation_size_estimate_is_an_upper_bound_of_the_transaction(partitions, factor):
+    brokers = list(range(1001, 1001 + factor))
+    replicas = {p: [brokers[(p + r) % factor] for r in range(factor)] for p in range(partitions)}
+    ops = layout.topic_creation_ops("some-topic", replicas, uuid.uuid4().hex, controller_epoch=12)
+    actual = layout.transaction_bytes(ops)
+    estimate = layout.estimated_creation_bytes("some-topic", partitions, factor)
+    assert actual <= estimate <= actual * 1.2
