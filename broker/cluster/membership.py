@@ -25,6 +25,7 @@ from broker.cluster.zk_calls import BoundedZk
 from broker.config import ConfigError, KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager
+from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
 from broker.replica_manager import ReplicaManager
 from pipeline.zk.client import connect
 
@@ -63,6 +64,10 @@ class ClusterMembership:
         self.registry = registry = BrokerRegistry(zk, broker_id, self.advertised_host, self.port, session_timeout_s)
         await self._call(registry.create_persistent_paths)
         self.cluster_id = await self._call(registry.cluster_id)
+        try:
+            await self._call(check_and_claim, config.log_dirs, self.cluster_id, broker_id)
+        except InconsistentLogDirError as exc:
+            raise ConfigError(str(exc)) from None
         try:
             await self._call(registry.register)
         except BrokerIdInUse as exc:

@@ -301,3 +301,27 @@ def test_a_topic_too_big_for_zookeeper_is_refused_at_once_and_others_are_served(
         assert create_topics_result(conn, "ordinary", 2, timeout_ms=30000) == (0, None)
     assert cluster.zk.get_children(layout.ADMIN_CREATE_TOPICS) == []
     cluster.wait_for_metadata("ordinary", 2)
+
+
+def test_a_log_dir_of_one_cluster_is_never_joined_to_another(zk_connect, broker_cluster_factory):
+    cluster = broker_cluster_factory(zk_connect, size=1)
+    broker = cluster.brokers[1]
+    create_topic(broker.bootstrap, "precious", partitions=1)
+    produce_values(cluster, "precious", 0, 1, [b"kept"])
+    broker.stop()
+    # The same log dir pointed at another chroot (a new, empty cluster): joining it would delete "precious".
+    stray = BrokerProcess(broker.log_dir, port=broker.port, log_path=broker.log_dir.parent / "stray.log",
+                          overrides={"zookeeper.connect": f"{zk_connect}-elsewhere", "broker.id": 1})
+    try:
+        stray.start()
+    except BrokerError:
+        pass
+    else:
+        raise AssertionError("a broker joined another cluster with this log dir")
+    finally:
+        stray.kill()
+    assert stray.returncode not in (0, None)
+    assert "does not match cluster.id" in stray.log_text()
+    assert any(broker.log_dir.glob("precious-0/*.log"))
+    broker.start()
+    assert fetch_values(cluster, "precious", 0, 1) == [b"kept"]
