@@ -22,7 +22,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from broker.admin_manager import TopicError, validate_name, validate_new_topic
 from broker.cluster.metadata_cache import ZkMetadataCache
-from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
+from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.log.log_config import LogConfig
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout

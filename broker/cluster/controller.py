@@ -36,7 +36,7 @@ from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.recipe.watchers import DataWatch
 
 from broker.cluster.metadata_cache import NO_LEADER, PartitionState, parse_partition_state
-from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
+from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
 

@@ -21,7 +21,7 @@ from broker.cluster.controller import KafkaController
 from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.partition_leadership import PartitionLeadership
 from broker.cluster.registry import BrokerIdInUse, BrokerRegistry, ZkProducerIdManager
-from broker.cluster.zk_calls import BoundedZk
+from pipeline.zk.client import BoundedZk
 from broker.config import ConfigError, KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager

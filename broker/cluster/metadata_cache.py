@@ -28,7 +28,7 @@ from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
+from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.metadata import NO_LEADER, NO_LEADER_EPOCH, BrokerEndpoint, PartitionView
 from pipeline.zk import layout
 

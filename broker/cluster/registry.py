@@ -20,7 +20,7 @@ import uuid
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
-from broker.cluster.zk_calls import BoundedZk, ZooKeeperTimeout
+from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.metadata import ProducerIdUnavailable
 from pipeline.zk import layout
 

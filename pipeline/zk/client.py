@@ -4,13 +4,17 @@ The chroot is created if missing (a new cluster under /dc1 needs no manual step)
 is rooted there, so every path of :mod:`pipeline.zk.layout` is relative to the cluster.
 
 kazoo's blocking calls wait for ever while the server is slow or gone (it queues requests while it
-reconnects). :class:`BoundedZooKeeper` gives the reads and writes a client needs with a bound instead:
-each waits at most its timeout for the answer, and fails at once while the client is not connected.
+reconnects). :class:`BoundedZk` is the one mechanism that bounds them: every request is a kazoo async
+request waited on for at most a deadline, on a thread or on the event loop, alone or many at once.
+:class:`BoundedZooKeeper` is the same with the calls clients make by name, failing at once while the
+client is not connected.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import asyncio
+import time
+from typing import Any, Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException
@@ -66,51 +70,116 @@ def connect(connect_string: str, *, timeout_s: float = 15.0,
     return client
 
 
-class ZooKeeperTimeout(KazooException):
-    """A ZooKeeper request got no answer within its bound: the server is slow or unreachable."""
+class ZooKeeperTimeout(KazooException, TimeoutError):
+    """A ZooKeeper request got no answer within its bound: the server is slow, stopped or unreachable."""
 
 
 Watch = Callable[[Any], object]
 
 
-class BoundedZooKeeper:
-    """The requests of a started kazoo ``client``, each waiting at most ``timeout_s`` for its answer.
+class BoundedZk:
+    """A kazoo client whose calls all end within a deadline (the broker's way to call ZooKeeper).
 
-    A request made while the client is not connected (SUSPENDED, reconnecting) fails at once with
-    ConnectionLoss; one that gets no answer in time raises :class:`ZooKeeperTimeout`. Both are
-    KazooExceptions, as kazoo's own failures. A request that timed out may still be carried out once
-    the connection is back: callers write only what stays correct when it lands late.
+    ``sync`` / ``all`` wait on a thread; ``call`` / ``wait_async`` await on the event loop without holding
+    a thread: the future is completed from kazoo's thread. A request that timed out may still be carried
+    out once the connection is back: callers write only what stays correct when it lands late.
     """
 
     def __init__(self, client: KazooClient, timeout_s: float) -> None:
         self.client = client
         self.timeout_s = timeout_s
 
-    def _wait(self, start: Callable[..., IAsyncResult], what: str, path: str, *args: Any, **kwargs: Any) -> Any:
-        if not self.client.connected:
-            raise ConnectionLoss(f"ZooKeeper {what} {path}: not connected")
+    def _deadline(self, timeout_s: float | None) -> float:
+        return self.timeout_s if timeout_s is None else max(0.0, min(timeout_s, self.timeout_s))
+
+    def _request(self, operation: str, args: tuple, kwargs: dict) -> IAsyncResult:
+        return getattr(self.client, f"{operation}_async")(*args, **kwargs)
+
+    # -- threads ----------------------------------------------------------------------------------
+
+    def wait(self, result: IAsyncResult, timeout_s: float | None = None) -> Any:
+        """The outcome of one async request (its value, or its exception raised); ZooKeeperTimeout if late."""
+        deadline = self._deadline(timeout_s)
         try:
-            return start(path, *args, **kwargs).get(timeout=self.timeout_s)
+            return result.get(timeout=deadline)
         except KazooTimeoutError:
-            raise ZooKeeperTimeout(f"ZooKeeper {what} {path}: no answer within {self.timeout_s:g}s") from None
+            raise ZooKeeperTimeout(f"ZooKeeper did not answer within {deadline:.1f}s") from None
+
+    def sync(self, operation: str, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        """Run kazoo's ``<operation>_async`` (get, set, create, ...) and wait for it with the deadline."""
+        return self.wait(self._request(operation, args, kwargs), timeout_s)
+
+    def all(self, results: Iterable[IAsyncResult], timeout_s: float | None = None) -> list[Any]:
+        """Outcomes of requests already issued, in order: a value, or the exception the request failed with.
+
+        ZooKeeperTimeout if any is still unanswered at the one shared deadline.
+        """
+        pending = list(results)
+        deadline = self._deadline(timeout_s)
+        end = time.monotonic() + deadline
+        for result in pending:
+            if not result.wait(max(0.0, end - time.monotonic())):
+                raise ZooKeeperTimeout(f"ZooKeeper did not answer {len(pending)} request(s) within {deadline:.1f}s")
+        return [result.value if result.successful() else result.exception for result in pending]
+
+    # -- the event loop ---------------------------------------------------------------------------
+
+    async def wait_async(self, result: IAsyncResult, timeout_s: float | None = None) -> Any:
+        """``wait`` for coroutines: the loop is never blocked and no thread waits."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+
+        def settle(done: IAsyncResult) -> None:
+            if future.done():
+                return
+            if done.successful():
+                future.set_result(done.value)
+            else:
+                future.set_exception(done.exception)
+
+        def on_done(done: IAsyncResult) -> None:
+            try:
+                loop.call_soon_threadsafe(settle, done)
+            except RuntimeError:
+                pass  # the loop closed while ZooKeeper was answering: nobody is waiting any more
+        result.rawlink(on_done)
+        deadline = self._deadline(timeout_s)
+        try:
+            return await asyncio.wait_for(future, deadline)
+        except asyncio.TimeoutError:
+            raise ZooKeeperTimeout(f"ZooKeeper did not answer within {deadline:.1f}s") from None
+
+    async def call(self, operation: str, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        """``sync`` for coroutines."""
+        return await self.wait_async(self._request(operation, args, kwargs), timeout_s)
+
+
+class BoundedZooKeeper(BoundedZk):
+    """The requests a client makes, by name, each bounded; one made while the client is not connected
+    (SUSPENDED, reconnecting) fails at once with ConnectionLoss instead of waiting out its bound."""
+
+    def _request(self, operation: str, args: tuple, kwargs: dict) -> IAsyncResult:
+        if not self.client.connected:
+            raise ConnectionLoss(f"ZooKeeper {operation} {args[0] if args else ''}: not connected")
+        return super()._request(operation, args, kwargs)
 
     def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat]:
-        return self._wait(self.client.get_async, "get", path, watch=watch)
+        return self.sync("get", path, watch=watch)
 
     def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
-        return self._wait(self.client.get_children_async, "get_children", path, watch=watch)
+        return self.sync("get_children", path, watch=watch)
 
     def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
-        return self._wait(self.client.exists_async, "exists", path, watch=watch)
+        return self.sync("exists", path, watch=watch)
 
     def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str:
-        return self._wait(self.client.create_async, "create", path, value, ephemeral=ephemeral, makepath=makepath)
+        return self.sync("create", path, value, ephemeral=ephemeral, makepath=makepath)
 
     def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
-        return self._wait(self.client.set_async, "set", path, value, version=version)
+        return self.sync("set", path, value, version=version)
 
     def delete(self, path: str, version: int = -1) -> None:
-        self._wait(self.client.delete_async, "delete", path, version=version)
+        self.sync("delete", path, version=version)
 
     def ensure_path(self, path: str) -> None:
-        self._wait(self.client.ensure_path_async, "ensure_path", path)
+        self.sync("ensure_path", path)

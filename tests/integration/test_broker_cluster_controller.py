@@ -14,7 +14,7 @@ from broker.admin_manager import TopicError
 from broker.cluster.admin import ZkAdminManager
 from broker.cluster.controller import KafkaController, request_error
 from broker.cluster.metadata_cache import CacheChanges, PartitionState, ZkMetadataCache
-from broker.cluster.zk_calls import BoundedZk
+from pipeline.zk.client import BoundedZk
 from broker.log.log_config import LogConfig
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
