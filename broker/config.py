@@ -55,6 +55,16 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.retention.check.interval.ms", int, 300000, "How often retention is enforced."),
     Property("message.max.bytes", int, 1048588, "Largest record batch the broker accepts."),
     Property("socket.request.max.bytes", int, 100 * MiB, "Largest request frame; a larger one closes the connection."),
+    Property("queued.max.request.bytes", int, 100 * MiB,
+             "Request bytes read but not yet answered, across all connections; at this many, the broker stops "
+             "reading sockets until some are answered (-1: no cap). One request larger than the rest of the "
+             "cap is still read."),
+    Property("connections.max.idle.ms", int, 600000, "Close connections silent for this long (-1: never)."),
+    Property("max.connections", int, 1000, "Connections the broker keeps open; more are closed right after accept."),
+    Property("max.connections.per.ip", int, 2**31 - 1,
+             "Connections from one address; more are closed right after accept."),
+    Property("max.connections.per.ip.overrides", _str, "",
+             "Per-address exceptions to max.connections.per.ip: host:count,host:count."),
     Property("socket.sendfile.enable", _bool, True,
              "Send fetched log data with sendfile (zero copy); false reads it into memory and sends that."),
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms."),
