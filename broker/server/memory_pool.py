@@ -5,10 +5,10 @@ those bytes once the request they belong to is answered. A connection asks :meth
 may read; at zero it stops reading its socket (TCP then holds the client back) and waits in
 :meth:`wait` until bytes are released.
 
-One connection at a time may read past the cap (the overflow holder): without it, two connections each
-holding part of a large request could fill the pool and wait for each other forever, and a request
-larger than the whole cap could never be read. The holder gives the overflow back once it has
-completed a request, so memory stays within the cap plus one request.
+One connection at a time, in the middle of a request, may read past the cap (the overflow holder):
+without it, two connections each holding part of a large request could fill the pool and wait for each
+other forever, and a request larger than the whole cap could never be read. The holder gives the
+overflow back once it has answered a request, so memory stays within the cap plus about one request.
 """
 
 from __future__ import annotations
@@ -32,14 +32,18 @@ class RequestMemoryPool:
         """Readers waiting for bytes to be released."""
         return sum(not waiter.done() for waiter in self._waiters)
 
-    def readable(self, holder: object) -> int:
-        """How many bytes ``holder`` may read now; 0 means wait for :meth:`wait`."""
+    def readable(self, holder: object, partial: bool) -> int:
+        """How many bytes ``holder`` may read now; 0 means wait for :meth:`wait`.
+
+        ``partial``: the holder has read part of a request. Only such a holder may take the overflow; one
+        between requests would keep it while waiting for its client.
+        """
         if self.capacity is None:
             return UNLIMITED
         room = self.capacity - self.used
         if room > 0:
             return room
-        if self._overflow_holder is None:
+        if self._overflow_holder is None and partial:
             self._overflow_holder = holder
         return UNLIMITED if self._overflow_holder is holder else 0
 

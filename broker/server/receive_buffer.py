@@ -3,7 +3,8 @@
 Memory follows the bytes that actually arrived, never what a frame header announces: the buffer starts
 small, doubles only when reads fill it (a pipelining client, or a frame longer than the buffer, whose
 bytes it then holds contiguously for the handler), and goes back to the standard read size as soon as
-a large request has been taken out and nothing is left unread.
+a large request has been followed by a smaller one with nothing left unread (and to the initial size
+when the connection is quiet, see SocketServer's periodic scan).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class ReceiveBuffer:
         self.start = 0
         self.end = 0
         self._filled = False
+        self.last_frame_bytes = 0
 
     @property
     def capacity(self) -> int:
@@ -92,10 +94,20 @@ class ReceiveBuffer:
         if frame_end > self.end:
             return None
         self.start = frame_end
+        self.last_frame_bytes = length
         return memoryview(self.data)[start + 4 : frame_end]
 
-    def shrink(self, size: int = READ_SIZE) -> None:
-        """Drop a buffer larger than ``size`` that holds nothing unread (after a large request, or when idle)."""
-        if self.start == self.end and len(self.data) > size:
-            self.data = bytearray(size)
+    def shrink(self) -> None:
+        """Go back to the read size once nothing is unread, unless the last frame needed this size.
+
+        A client whose requests are all large keeps its buffer instead of growing it again for each.
+        """
+        if self.start == self.end and len(self.data) > max(READ_SIZE, 2 * self.last_frame_bytes):
+            self.data = bytearray(READ_SIZE)
+            self.start = self.end = 0
+
+    def release_idle(self) -> None:
+        """Go back to the initial size if nothing is unread (the connection has been quiet for a while)."""
+        if self.start == self.end and len(self.data) > INITIAL_SIZE:
+            self.data = bytearray(INITIAL_SIZE)
             self.start = self.end = 0

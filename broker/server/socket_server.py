@@ -32,22 +32,23 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
-from broker.server.receive_buffer import INITIAL_SIZE, READ_SIZE, FrameTooLarge, ReceiveBuffer
+from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
 
 log = logging.getLogger(__name__)
 
 # Bytes of pending small responses worth one send call before handling more frames.
 _COALESCE_LIMIT = 256 * 1024
 # Frames one connection handles before letting the others run.
-FRAMES_PER_TURN = 64
+FRAMES_PER_TURN = 100
 # Accept failures for lack of descriptors: retry after a delay doubling up to the maximum; log at most
 # once per interval while they last.
 _ACCEPT_BACKOFF_MIN = 0.02
 _ACCEPT_BACKOFF_MAX = 1.0
 _ACCEPT_LOG_INTERVAL = 10.0
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-# The idle scan runs this often at most, and often enough to close a connection within ~1.25x the timeout.
-_IDLE_SCAN_MAX_INTERVAL = 5.0
+# The periodic scan runs this often at most, and often enough to close a connection within ~1.25x the idle
+# timeout.
+_SCAN_MAX_INTERVAL = 5.0
 UNLIMITED = 2**31 - 1
 
 
@@ -110,8 +111,7 @@ class SocketServer:
         self.bound_port = listener.getsockname()[1]
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._accept_loop()))
-        if self._idle_seconds is not None:
-            self._tasks.append(loop.create_task(self._idle_scan(self._idle_seconds)))
+        self._tasks.append(loop.create_task(self._scan(self._idle_seconds)))
 
     async def stop_accepting(self) -> None:
         """Close the listening socket; established connections go on until close_all()."""
@@ -187,20 +187,21 @@ class SocketServer:
             connection.release()
             connection.sock.close()
 
-    async def _idle_scan(self, idle_seconds: float) -> None:
-        """Close connections silent for longer than connections.max.idle.ms; give idle ones' buffers back."""
-        interval = min(idle_seconds / 4, _IDLE_SCAN_MAX_INTERVAL)
+    async def _scan(self, idle_seconds: float | None) -> None:
+        """Every few seconds: close connections silent for longer than connections.max.idle.ms, and give the
+        buffers of quiet connections back."""
+        interval = _SCAN_MAX_INTERVAL if idle_seconds is None else min(idle_seconds / 4, _SCAN_MAX_INTERVAL)
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for task, connection in list(self.connections.items()):
                 silent = now - connection.last_active
-                if silent > idle_seconds and not connection.awaiting_handler:
+                if idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
                     log.info("closing connection from %s: idle for %.0f ms (connections.max.idle.ms %.0f)",
                              connection.peer, silent * 1000, idle_seconds * 1000)
                     task.cancel()
                 elif silent > interval and connection.waiting_for_data:
-                    connection.buffer.shrink(INITIAL_SIZE)
+                    connection.buffer.release_idle()
 
 
 async def _cancel(tasks: list[asyncio.Task]) -> None:
@@ -244,14 +245,19 @@ class _Connection:
         self.charged = 0
 
     async def run(self) -> None:
-        buffer = self.buffer
+        buffer, handler, peer = self.buffer, self.handler, self.peer
+        next_frame = buffer.next_frame
         handled = 0
+        # Bytes of the frames answered in this turn, given back to the pool at the end of the turn.
+        answered = 0
         while True:
             try:
-                frame = buffer.next_frame()
+                frame = next_frame()
             except FrameTooLarge as exc:
                 raise CloseConnection(str(exc)) from None
             if frame is None:
+                self._answered(answered)
+                answered = 0
                 if self.pending:
                     await self._flush()
                 buffer.shrink()
@@ -263,37 +269,46 @@ class _Connection:
                 continue
             size = 4 + len(frame)
             try:
-                response = self.handler(frame, self.peer)
+                response = handler(frame, peer)
                 if response is not None and not isinstance(response, (list, tuple)):
-                    # A handler waiting for data: send what is ready first so earlier responses are not held.
-                    if self.pending:
-                        await self._flush()
-                    self.awaiting_handler = True
-                    try:
-                        response = await response
-                    finally:
-                        self.awaiting_handler = False
-                        self.last_active = time.monotonic()
+                    self._answered(answered)
+                    answered = 0
+                    response = await self._wait_for(response)
             finally:
                 frame.release()
             if response:
                 self._queue(response)
-            self.charged -= size
-            self.pool.release(size, self)
+            answered += size
             handled += 1
             if handled >= FRAMES_PER_TURN:
                 # Let the other connections run before the next frames of this one.
-                if self.pending:
-                    await self._flush()
-                handled = 0
+                self._answered(answered)
+                answered = handled = 0
                 await asyncio.sleep(0)
-            elif self.pending_bytes >= _COALESCE_LIMIT:
+            if self.pending_bytes >= _COALESCE_LIMIT:
                 await self._flush()
+
+    def _answered(self, size: int) -> None:
+        """Give the bytes of answered requests back to the pool."""
+        if size:
+            self.charged -= size
+            self.pool.release(size, self)
+
+    async def _wait_for(self, response: Awaitable[Chunks | None]) -> Chunks | None:
+        """Wait for a handler that waits for data, sending the responses already queued first."""
+        if self.pending:
+            await self._flush()
+        self.awaiting_handler = True
+        try:
+            return await response
+        finally:
+            self.awaiting_handler = False
+            self.last_active = time.monotonic()
 
     async def _read(self) -> bool:
         """Read what the socket has (waiting for it, and for room in the pool); False at end of stream."""
         while True:
-            allowed = self.pool.readable(self)
+            allowed = self.pool.readable(self, self.buffer.unread > 0)
             if not allowed:
                 self.yielded = True
                 await self.pool.wait()
