@@ -224,7 +224,7 @@ def test_a_pipelining_connection_does_not_starve_another(servers):
 
 
 def test_silent_connection_is_closed_after_the_idle_timeout(servers):
-    server = servers(connections_max_idle_ms=300)
+    server = servers(connections_max_idle_ms=1000)
     silent = server.connect()
     active = server.connect()
     wait_until(lambda: len(server.connection_states()) == 2, message="two connections")
