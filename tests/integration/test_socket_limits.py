@@ -119,3 +119,22 @@ def test_accept_backs_off_while_descriptors_run_out_and_resumes(broker_factory):
             sock.close()
         if stuck is not None:
             stuck.close()
+
+
+def test_broker_properties_limit_connections_and_close_idle_ones(broker_factory):
+    broker = broker_factory(overrides={"max.connections": 2, "connections.max.idle.ms": 1000})
+    clients = [socket.create_connection((broker.host, broker.port), timeout=10) for _ in range(2)]
+    try:
+        assert all(answers_api_versions(sock, timeout=10) for sock in clients)
+        refused = socket.create_connection((broker.host, broker.port), timeout=10)
+        clients.append(refused)
+        assert refused.recv(1) == b""
+        assert "already has the configured maximum of 2 connections" in broker.log_text()
+        # Both accepted connections go silent and are closed after connections.max.idle.ms.
+        for sock in clients[:2]:
+            assert sock.recv(1) == b""
+        with wire.KafkaConnection(broker.host, broker.port) as conn:
+            wire.api_versions(conn)
+    finally:
+        for sock in clients:
+            sock.close()
