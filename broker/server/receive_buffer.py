@@ -2,9 +2,10 @@
 
 Memory follows the bytes that actually arrived, never what a frame header announces: the buffer starts
 small, doubles only when reads fill it (a pipelining client, or a frame longer than the buffer, whose
-bytes it then holds contiguously for the handler), and goes back to the standard read size as soon as
-a large request has been followed by a smaller one with nothing left unread (and to the initial size
-when the connection is quiet, see SocketServer's periodic scan).
+bytes it then holds contiguously for the handler), and goes back to the standard read size once a
+large request has been followed by about ten smaller ones (so that a client sending mostly large
+requests does not regrow its buffer for each) and nothing is left unread, and to the initial size when
+the connection is quiet (see SocketServer's periodic scan).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class ReceiveBuffer:
         self.start = 0
         self.end = 0
         self._filled = False
-        self.last_frame_bytes = 0
+        # The largest recent frame: a larger frame sets it, each smaller one lowers it by 1/16.
+        self.recent_peak_bytes = 0
 
     @property
     def capacity(self) -> int:
@@ -94,15 +96,16 @@ class ReceiveBuffer:
         if frame_end > self.end:
             return None
         self.start = frame_end
-        self.last_frame_bytes = length
+        peak = self.recent_peak_bytes
+        self.recent_peak_bytes = length if length > peak else peak - (peak >> 4)
         return memoryview(self.data)[start + 4 : frame_end]
 
     def shrink(self) -> None:
-        """Go back to the read size once nothing is unread, unless the last frame needed this size.
+        """Go back to the read size once nothing is unread, unless recent frames needed this size.
 
-        A client whose requests are all large keeps its buffer instead of growing it again for each.
+        A client whose requests are mostly large keeps its buffer instead of growing it again for each.
         """
-        if self.start == self.end and len(self.data) > max(READ_SIZE, 2 * self.last_frame_bytes):
+        if self.start == self.end and len(self.data) > max(READ_SIZE, 2 * self.recent_peak_bytes):
             self.data = bytearray(READ_SIZE)
             self.start = self.end = 0
 

@@ -127,9 +127,12 @@ def test_buffer_grows_for_a_large_request_and_shrinks_after_it(servers):
     assert read_frame(client) == echoed(big)
     connection = only_connection(server)
     assert server.call(lambda: connection.buffer.capacity) >= len(big)
-    client.sendall(frame(b"small"))
-    assert read_frame(client) == echoed(b"small")
-    wait_until(lambda: server.call(lambda: connection.buffer.capacity) <= READ_SIZE,
+
+    def small_request_answered_and_buffer_shrunk() -> bool:
+        client.sendall(frame(b"small"))
+        assert read_frame(client) == echoed(b"small")
+        return server.call(lambda: connection.buffer.capacity) <= READ_SIZE
+    wait_until(small_request_answered_and_buffer_shrunk, interval=0,
                message=lambda: f"the buffer back to {READ_SIZE} bytes (has {connection.buffer.capacity})")
 
 
