@@ -77,6 +77,18 @@ PROPERTIES: tuple[Property, ...] = (
              at_least=0, at_most=INT32_MAX),
     Property("socket.request.max.bytes", int, 100 * MiB, "Largest request frame; a larger one closes the connection.",
              at_least=1, at_most=INT32_MAX),
+    Property("queued.max.request.bytes", int, 100 * MiB,
+             "Request bytes read but not yet answered, across all connections; at this many, the broker stops "
+             "reading sockets until some are answered (-1: no cap). One request larger than the rest of the "
+             "cap is still read.", at_least=-1, at_most=INT64_MAX),
+    Property("connections.max.idle.ms", int, 600000, "Close connections silent for this long (-1: never).",
+             at_least=-1, at_most=INT64_MAX),
+    Property("max.connections", int, 1000, "Connections the broker keeps open; more are closed right after accept.",
+             at_least=0, at_most=INT32_MAX),
+    Property("max.connections.per.ip", int, 2**31 - 1,
+             "Connections from one address; more are closed right after accept.", at_least=0, at_most=INT32_MAX),
+    Property("max.connections.per.ip.overrides", _str, "",
+             "Per-address exceptions to max.connections.per.ip: host:count,host:count."),
     Property("socket.sendfile.enable", _bool, True,
              "Send fetched log data with sendfile (zero copy); false reads it into memory and sends that."),
     Property("background.threads", int, 10, "Threads of the scheduler pool running fsyncs, deletions, retention "

@@ -19,6 +19,7 @@ from broker.kafka_scheduler import KafkaScheduler
 from broker.log.log_manager import LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.replica_manager import ReplicaManager
+from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
 from broker.server.socket_server import CloseConnection, SocketServer
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,12 @@ class KafkaServer:
             if not apis_holder:
                 raise CloseConnection("the broker is still joining its cluster")
             return apis_holder[0].handle(frame, peer)
-        self.socket_server = SocketServer(host, port, handle, config["socket.request.max.bytes"],
-                                          use_sendfile=config["socket.sendfile.enable"])
+        self.socket_server = SocketServer(
+            host, port, handle, config["socket.request.max.bytes"], use_sendfile=config["socket.sendfile.enable"],
+            queued_max_request_bytes=config["queued.max.request.bytes"],
+            connections_max_idle_ms=config["connections.max.idle.ms"],
+            max_connections=config["max.connections"], max_connections_per_ip=config["max.connections.per.ip"],
+            max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]))
         await self.socket_server.start()
         advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
         bound_port = self.socket_server.bound_port

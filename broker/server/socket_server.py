@@ -1,12 +1,21 @@
 """SocketServer: accepts TCP connections and moves length-prefixed Kafka frames to and from a handler.
 
-Each connection reads into one growing buffer, cuts it into frames (4-byte big-endian length first),
-hands every complete frame to the request handler in arrival order and writes the responses back in
-that same order (clients pipeline requests). Responses are lists of chunks: bytes-like chunks are
-coalesced into as few ``send`` calls as possible, and file regions (objects with ``fd``, ``position``
-and ``size``) go from the page cache to the socket with ``os.sendfile`` -- or, with ``use_sendfile``
-off (``socket.sendfile.enable=false``, for comparing the two in benchmarks), are read with ``os.pread``
-and sent like any other bytes.
+Each connection reads into its own :class:`~broker.server.receive_buffer.ReceiveBuffer`, hands every
+complete frame to the request handler in arrival order and writes the responses back in that same
+order (clients pipeline requests). Responses are lists of chunks: bytes-like chunks are coalesced into
+as few ``send`` calls as possible, and file regions (objects with ``fd``, ``position`` and ``size``) go
+from the page cache to the socket with ``os.sendfile`` -- or, with ``use_sendfile`` off
+(``socket.sendfile.enable=false``, for comparing the two in benchmarks), are read with ``os.pread`` and
+sent like any other bytes.
+
+Whatever clients send, memory and service stay bounded:
+- request bytes read but not yet answered are capped across all connections (``queued.max.request.bytes``,
+  :class:`~broker.server.memory_pool.RequestMemoryPool`): at the cap, connections stop reading;
+- a connection handles at most ``FRAMES_PER_TURN`` frames before yielding to the others;
+- connections over ``max.connections`` / ``max.connections.per.ip`` are closed right after accept, and
+  connections silent for ``connections.max.idle.ms`` are closed by a periodic scan;
+- when accept fails for lack of file descriptors, the server backs off (logging at most every few
+  seconds) and goes on serving the connections it has.
 
 A frame longer than ``socket.request.max.bytes``, or a handler that raises, closes only that connection.
 """
@@ -18,15 +27,29 @@ import errno
 import logging
 import os
 import socket
-import struct
+import time
 from typing import Any, Awaitable, Callable, Protocol, Sequence
+
+from broker.server.connection_quotas import ConnectionQuotas
+from broker.server.memory_pool import RequestMemoryPool
+from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
 
 log = logging.getLogger(__name__)
 
-_FRAME_LENGTH = struct.Struct(">i")
-_READ_SIZE = 256 * 1024
 # Bytes of pending small responses worth one send call before handling more frames.
 _COALESCE_LIMIT = 256 * 1024
+# Frames one connection handles before letting the others run.
+FRAMES_PER_TURN = 100
+# Accept failures for lack of descriptors: retry after a delay doubling up to the maximum; log at most
+# once per interval while they last.
+_ACCEPT_BACKOFF_MIN = 0.02
+_ACCEPT_BACKOFF_MAX = 1.0
+_ACCEPT_LOG_INTERVAL = 10.0
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# The periodic scan runs this often at most, and often enough to close a connection within ~1.25x the idle
+# timeout.
+_SCAN_MAX_INTERVAL = 5.0
+UNLIMITED = 2**31 - 1
 
 
 class FileRegion(Protocol):
@@ -50,18 +73,30 @@ Handler = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]"
 
 
 class SocketServer:
-    """Listens on one address and serves every connection with the given request handler."""
+    """Listens on one address and serves every connection with the given request handler.
+
+    ``queued_max_request_bytes`` None (or negative) and ``connections_max_idle_ms`` None (or negative)
+    mean no cap and no idle timeout.
+    """
 
     def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int, *,
-                 use_sendfile: bool = True) -> None:
+                 use_sendfile: bool = True, queued_max_request_bytes: int | None = None,
+                 connections_max_idle_ms: int | None = None, max_connections: int = UNLIMITED,
+                 max_connections_per_ip: int = UNLIMITED,
+                 max_connections_per_ip_overrides: dict[str, int] | None = None) -> None:
         self._host = host
         self._use_sendfile = use_sendfile
         self._port = port
         self._handler = handler
         self._max_request_bytes = max_request_bytes
+        cap = queued_max_request_bytes
+        self.memory_pool = RequestMemoryPool(cap if cap is not None and cap > 0 else None)
+        idle = connections_max_idle_ms
+        self._idle_seconds = idle / 1000 if idle is not None and idle > 0 else None
+        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
         self._listener: socket.socket | None = None
-        self._accept_task: asyncio.Task | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._tasks: list[asyncio.Task] = []
+        self.connections: dict[asyncio.Task, _Connection] = {}
         self.bound_port: int = port
 
     async def start(self) -> None:
@@ -74,56 +109,69 @@ class SocketServer:
         listener.setblocking(False)
         self._listener = listener
         self.bound_port = listener.getsockname()[1]
-        self._accept_task = asyncio.get_running_loop().create_task(self._accept_loop())
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._accept_loop()))
+        self._tasks.append(loop.create_task(self._scan(self._idle_seconds)))
 
     async def stop_accepting(self) -> None:
         """Close the listening socket; established connections go on until close_all()."""
-        if self._accept_task is not None:
-            self._accept_task.cancel()
-            try:
-                await self._accept_task
-            except asyncio.CancelledError:
-                pass
-            self._accept_task = None
+        await _cancel(self._tasks)
+        self._tasks.clear()
         if self._listener is not None:
             self._listener.close()
             self._listener = None
 
     async def close_all(self) -> None:
         """Close every client connection."""
-        tasks = list(self._connections)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await _cancel(list(self.connections))
 
     @property
     def connection_count(self) -> int:
-        return len(self._connections)
+        return len(self.connections)
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
         assert self._listener is not None
+        backoff = 0.0
+        failures = 0
+        last_logged = float("-inf")
         while True:
             try:
                 sock, addr = await loop.sock_accept(self._listener)
             except OSError as exc:
-                # EMFILE and friends: keep the server alive, back off briefly.
-                log.error("accept failed: %s", exc)
-                await asyncio.sleep(0.1)
+                if exc.errno not in _OUT_OF_RESOURCES:
+                    log.warning("accept failed: %s", exc)
+                    continue
+                # Out of descriptors: the connection waits in the backlog. Retrying at once would spin,
+                # so wait longer each time; existing connections are served meanwhile.
+                failures += 1
+                backoff = min(max(backoff * 2, _ACCEPT_BACKOFF_MIN), _ACCEPT_BACKOFF_MAX)
+                now = time.monotonic()
+                if now - last_logged >= _ACCEPT_LOG_INTERVAL:
+                    log.error("accept failed %d time(s): %s; retrying every %.2fs at most while it lasts",
+                              failures, exc, _ACCEPT_BACKOFF_MAX)
+                    last_logged, failures = now, 0
+                await asyncio.sleep(backoff)
+                continue
+            if backoff:
+                log.info("accepting connections again")
+                backoff, failures, last_logged = 0.0, 0, float("-inf")
+            address = addr[0]
+            refused = self.quotas.try_open(address)
+            if refused is not None:
+                log.warning("refused connection from %s:%s: %s", address, addr[1], refused)
+                sock.close()
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            peer = f"{addr[0]}:{addr[1]}"
-            task = loop.create_task(self._serve(sock, peer))
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
+            connection = _Connection(sock, f"{address}:{addr[1]}", self._handler, self._max_request_bytes,
+                                     self.memory_pool, self._use_sendfile)
+            task = loop.create_task(self._serve(connection, address))
+            self.connections[task] = connection
+            task.add_done_callback(self.connections.pop)
 
-    async def _serve(self, sock: socket.socket, peer: str) -> None:
-        connection = _Connection(sock, peer, self._handler, self._max_request_bytes, self._use_sendfile)
+    async def _serve(self, connection: _Connection, address: str) -> None:
+        peer = connection.peer
         try:
             await connection.run()
         except (ConnectionError, TimeoutError) as exc:
@@ -135,98 +183,160 @@ class SocketServer:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", peer)
         finally:
+            self.quotas.close(address)
             connection.release()
-            sock.close()
+            connection.sock.close()
+
+    async def _scan(self, idle_seconds: float | None) -> None:
+        """Every few seconds: close connections silent for longer than connections.max.idle.ms, and give the
+        buffers of quiet connections back."""
+        interval = _SCAN_MAX_INTERVAL if idle_seconds is None else min(idle_seconds / 4, _SCAN_MAX_INTERVAL)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for task, connection in list(self.connections.items()):
+                silent = now - connection.last_active
+                if idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
+                    log.info("closing connection from %s: idle for %.0f ms (connections.max.idle.ms %.0f)",
+                             connection.peer, silent * 1000, idle_seconds * 1000)
+                    task.cancel()
+                elif silent > interval and connection.waiting_for_data:
+                    connection.buffer.release_idle()
+
+
+async def _cancel(tasks: list[asyncio.Task]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
 
 
 class _Connection:
     """One client connection: frame reading, in-order handling and response writing."""
 
     def __init__(self, sock: socket.socket, peer: str, handler: Handler, max_request_bytes: int,
-                 use_sendfile: bool = True) -> None:
+                 pool: RequestMemoryPool, use_sendfile: bool = True) -> None:
         self.sock = sock
         self.send_region = _sendfile if use_sendfile else _read_and_send
         self.peer = peer
         self.handler = handler
-        self.max_request_bytes = max_request_bytes
+        self.pool = pool
         self.loop = asyncio.get_running_loop()
-        self.buffer = bytearray(_READ_SIZE)
-        self.start = 0
-        self.end = 0
+        self.buffer = ReceiveBuffer(max_request_bytes)
+        # Request bytes read and charged to the pool, given back as their requests are answered.
+        self.charged = 0
         self.pending: list[Any] = []
         self.pending_bytes = 0
+        self.last_active = time.monotonic()
+        self.awaiting_handler = False
+        # Whether this connection waited in _read (the loop ran others) since its last turn began.
+        self.yielded = False
+        self.waiting_for_data = False
 
     def release(self) -> None:
         for chunk in self.pending:
             if not isinstance(chunk, (bytes, bytearray, memoryview)):
                 chunk.close()
         self.pending.clear()
+        self.pool.release(self.charged, self)
+        self.charged = 0
 
     async def run(self) -> None:
+        buffer, handler, peer = self.buffer, self.handler, self.peer
+        next_frame = buffer.next_frame
+        handled = 0
+        # Bytes of the frames answered in this turn, given back to the pool at the end of the turn.
+        answered = 0
         while True:
-            if not await self._fill():
-                return
-            await self._handle_frames()
-            if self.pending:
-                await self._flush()
-
-    async def _fill(self) -> bool:
-        """Read more bytes; False at a clean end of stream."""
-        if self.start == self.end:
-            self.start = self.end = 0
-        elif self.start > 0 and len(self.buffer) - self.end < _READ_SIZE // 4:
-            # Move the unread tail to the front instead of growing forever.
-            remaining = self.end - self.start
-            self.buffer[:remaining] = self.buffer[self.start : self.end]
-            self.start, self.end = 0, remaining
-        if len(self.buffer) - self.end < 4096:
-            # A new buffer rather than extend(): views of old frames may still be alive.
-            grown = bytearray(len(self.buffer) * 2)
-            grown[: self.end - self.start] = self.buffer[self.start : self.end]
-            self.buffer, self.end, self.start = grown, self.end - self.start, 0
-        view = memoryview(self.buffer)[self.end :]
-        try:
-            n = await self.loop.sock_recv_into(self.sock, view)
-        finally:
-            view.release()
-        if n == 0:
-            if self.end > self.start:
-                log.warning("connection from %s closed in the middle of a frame (%d bytes unread)",
-                            self.peer, self.end - self.start)
-            return False
-        self.end += n
-        return True
-
-    async def _handle_frames(self) -> None:
-        while self.end - self.start >= 4:
-            (length,) = _FRAME_LENGTH.unpack_from(self.buffer, self.start)
-            if length < 0 or length > self.max_request_bytes:
-                raise CloseConnection(
-                    f"frame of {length} bytes is outside 0..socket.request.max.bytes ({self.max_request_bytes})")
-            frame_end = self.start + 4 + length
-            if frame_end > self.end:
-                if frame_end - self.start > len(self.buffer):
-                    # Make room for the whole frame in one place.
-                    tail = bytes(self.buffer[self.start : self.end])
-                    self.buffer = bytearray(max(frame_end - self.start, len(self.buffer) * 2))
-                    self.buffer[: len(tail)] = tail
-                    self.start, self.end = 0, len(tail)
-                return
-            frame = memoryview(self.buffer)[self.start + 4 : frame_end]
-            self.start = frame_end
             try:
-                response = self.handler(frame, self.peer)
+                frame = next_frame()
+            except FrameTooLarge as exc:
+                raise CloseConnection(str(exc)) from None
+            if frame is None:
+                self._answered(answered)
+                answered = 0
+                if self.pending:
+                    await self._flush()
+                buffer.shrink()
+                if not await self._read():
+                    return
+                if self.yielded:
+                    handled = 0
+                    self.yielded = False
+                continue
+            size = 4 + len(frame)
+            try:
+                response = handler(frame, peer)
                 if response is not None and not isinstance(response, (list, tuple)):
-                    # A handler waiting for data: send what is ready first so earlier responses are not held.
-                    if self.pending:
-                        await self._flush()
-                    response = await response
+                    self._answered(answered)
+                    answered = 0
+                    response = await self._wait_for(response)
             finally:
                 frame.release()
             if response:
                 self._queue(response)
-                if self.pending_bytes >= _COALESCE_LIMIT:
-                    await self._flush()
+            answered += size
+            handled += 1
+            if handled >= FRAMES_PER_TURN:
+                # Let the other connections run before the next frames of this one.
+                self._answered(answered)
+                answered = handled = 0
+                await asyncio.sleep(0)
+            if self.pending_bytes >= _COALESCE_LIMIT:
+                await self._flush()
+
+    def _answered(self, size: int) -> None:
+        """Give the bytes of answered requests back to the pool."""
+        if size:
+            self.charged -= size
+            self.pool.release(size, self)
+
+    async def _wait_for(self, response: Awaitable[Chunks | None]) -> Chunks | None:
+        """Wait for a handler that waits for data, sending the responses already queued first."""
+        if self.pending:
+            await self._flush()
+        self.awaiting_handler = True
+        try:
+            return await response
+        finally:
+            self.awaiting_handler = False
+            self.last_active = time.monotonic()
+
+    async def _read(self) -> bool:
+        """Read what the socket has (waiting for it, and for room in the pool); False at end of stream."""
+        while True:
+            allowed = self.pool.readable(self, self.buffer.unread > 0)
+            if not allowed:
+                self.yielded = True
+                await self.pool.wait()
+                continue
+            view = self.buffer.space()
+            try:
+                space = len(view)
+                received = self.sock.recv_into(view, min(space, allowed))
+            except BlockingIOError:
+                received = -1
+            finally:
+                view.release()
+            if received > 0:
+                self.buffer.advance(received, space)
+                self.charged += received
+                self.pool.charge(received)
+                self.last_active = time.monotonic()
+                return True
+            if received == 0:
+                if self.buffer.unread:
+                    log.warning("connection from %s closed in the middle of a frame (%d bytes unread)",
+                                self.peer, self.buffer.unread)
+                return False
+            self.waiting_for_data = self.yielded = True
+            try:
+                await _ready(self.loop, self.sock, self.loop.add_reader, self.loop.remove_reader)
+            finally:
+                self.waiting_for_data = False
 
     def _queue(self, chunks: Chunks) -> None:
         for chunk in chunks:
@@ -255,6 +365,7 @@ class _Connection:
             for chunk in chunks:
                 if not isinstance(chunk, (bytes, bytearray, memoryview)):
                     chunk.close()
+        self.last_active = time.monotonic()
 
 
 async def _sendfile(loop: asyncio.AbstractEventLoop, sock: socket.socket, fd: int, position: int, size: int) -> None:
@@ -268,7 +379,7 @@ async def _sendfile(loop: asyncio.AbstractEventLoop, sock: socket.socket, fd: in
         try:
             sent = os.sendfile(out, fd, position, size)
         except BlockingIOError:
-            await _writable(loop, sock)
+            await _ready(loop, sock, loop.add_writer, loop.remove_writer)
             continue
         except OSError as exc:
             if exc.errno == errno.EINTR:
@@ -284,7 +395,7 @@ async def _read_and_send(loop: asyncio.AbstractEventLoop, sock: socket.socket, f
                          size: int) -> None:
     """Send ``size`` bytes of ``fd`` from ``position`` by reading them into memory first (no sendfile)."""
     while size > 0:
-        data = os.pread(fd, min(size, _READ_SIZE * 4), position)
+        data = os.pread(fd, min(size, READ_SIZE * 4), position)
         if not data:
             raise ConnectionError(f"file region ended {size} bytes early")
         await loop.sock_sendall(sock, data)
@@ -292,15 +403,17 @@ async def _read_and_send(loop: asyncio.AbstractEventLoop, sock: socket.socket, f
         size -= len(data)
 
 
-async def _writable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+async def _ready(loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                 watch: Callable[..., Any], unwatch: Callable[[int], Any]) -> None:
+    """Wait until ``sock`` is readable or writable: ``watch``/``unwatch`` are the loop's add/remove_reader or _writer."""
     future = loop.create_future()
 
     def ready() -> None:
         if not future.done():
             future.set_result(None)
 
-    loop.add_writer(sock.fileno(), ready)
+    watch(sock.fileno(), ready)
     try:
         await future
     finally:
-        loop.remove_writer(sock.fileno())
+        unwatch(sock.fileno())
