@@ -1,0 +1,152 @@
+"""The registry's REST API over HTTP against a running `python -m schemas.registry` process (standalone)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.support.registry import CONTENT_TYPE, REPO_ROOT, RegistryProcess, standalone_registry
+
+
+def user(*extra: dict) -> dict:
+    return {"schema": json.dumps({"type": "record", "name": "User",
+                                  "fields": [{"name": "id", "type": "long"}, *extra]})}
+
+
+V1 = user()
+V2 = user({"name": "email", "type": ["null", "string"], "default": None})
+NO_DEFAULT = user({"name": "age", "type": "int"})
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
+    yield from standalone_registry(tmp_path)
+
+
+def test_register_lookup_and_read_back(registry: RegistryProcess) -> None:
+    call = registry.call
+    status, first = call("POST", "/subjects/a-value/versions", V1)
+    assert status == 200 and set(first) == {"id"}
+    assert call("POST", "/subjects/a-value/versions", V1) == (200, first)
+    assert call("POST", "/subjects/b-value/versions", V1) == (200, first)
+    status, second = call("POST", "/subjects/a-value/versions", V2)
+    assert status == 200 and second["id"] > first["id"]
+    status, found = call("POST", "/subjects/a-value", V1)
+    assert status == 200 and (found["version"], found["id"]) == (1, first["id"])
+    assert json.loads(found["schema"]) == json.loads(V1["schema"])
+    status, by_id = call("GET", f"/schemas/ids/{first['id']}")
+    assert status == 200 and json.loads(by_id["schema"]) == json.loads(V1["schema"])
+    assert call("GET", f"/schemas/ids/{first['id']}/schema") == (200, json.loads(V1["schema"]))
+    assert call("GET", f"/schemas/ids/{first['id']}/subjects") == (200, ["a-value", "b-value"])
+    assert call("GET", f"/schemas/ids/{first['id']}/versions") == (
+        200, [{"subject": "a-value", "version": 1}, {"subject": "b-value", "version": 1}])
+    assert call("GET", "/schemas/types") == (200, ["AVRO"])
+    assert call("GET", "/subjects") == (200, ["a-value", "b-value"])
+    assert call("GET", "/subjects/a-value/versions") == (200, [1, 2])
+    status, latest = call("GET", "/subjects/a-value/versions/latest")
+    assert status == 200 and (latest["version"], latest["id"]) == (2, second["id"])
+    assert call("GET", "/subjects/a-value/versions/1/schema") == (200, json.loads(V1["schema"]))
+    with urllib.request.urlopen(registry.url + "/subjects") as response:
+        assert response.headers["Content-Type"] == CONTENT_TYPE
+
+
+def test_error_codes(registry: RegistryProcess) -> None:
+    call = registry.call
+    assert call("GET", "/subjects/nope/versions")[1]["error_code"] == 40401
+    assert call("GET", "/schemas/ids/12345") == (404, {"error_code": 40403, "message": "Schema not found"})
+    assert call("POST", "/subjects/a-value/versions", {"schema": "{nope"})[0:1] == (422,)
+    assert call("POST", "/subjects/a-value/versions", {"schema": "{nope"})[1]["error_code"] == 42201
+    status, body = call("POST", "/subjects/a-value/versions", {**V1, "schemaType": "PROTOBUF"})
+    assert (status, body["error_code"]) == (422, 42201) and "PROTOBUF" in body["message"]
+    call("POST", "/subjects/a-value/versions", V1)
+    assert call("GET", "/subjects/a-value/versions/9")[1]["error_code"] == 40402
+    status, body = call("GET", "/subjects/a-value/versions/zero")
+    assert (status, body["error_code"]) == (422, 42202)
+    status, body = call("PUT", "/config", {"compatibility": "SIDEWAYS"})
+    assert (status, body["error_code"]) == (422, 42203)
+    assert call("POST", "/subjects/a-value", V2)[1]["error_code"] == 40403
+
+
+def test_incompatible_schema_is_refused_and_nothing_is_stored(registry: RegistryProcess) -> None:
+    call = registry.call
+    call("POST", "/subjects/a-value/versions", V1)
+    status, body = call("POST", "/subjects/a-value/versions", NO_DEFAULT)
+    assert (status, body["error_code"]) == (409, 409)
+    assert call("GET", "/subjects/a-value/versions") == (200, [1])
+    assert call("POST", "/subjects/a-value", NO_DEFAULT)[1]["error_code"] == 40403
+    assert call("POST", "/compatibility/subjects/a-value/versions/latest", NO_DEFAULT) == (
+        200, {"is_compatible": False})
+    status, verbose = call("POST", "/compatibility/subjects/a-value/versions?verbose=true", NO_DEFAULT)
+    assert status == 200 and not verbose["is_compatible"] and "age" in verbose["messages"][0]
+    assert call("POST", "/compatibility/subjects/a-value/versions/1", V2) == (200, {"is_compatible": True})
+    assert call("POST", "/subjects/a-value/versions", V2)[0] == 200
+
+
+def test_soft_and_permanent_deletes(registry: RegistryProcess) -> None:
+    call = registry.call
+    call("POST", "/subjects/a-value/versions", V1)
+    call("POST", "/subjects/a-value/versions", V2)
+    assert call("DELETE", "/subjects/a-value/versions/1?permanent=true")[1]["error_code"] == 40407
+    assert call("DELETE", "/subjects/a-value/versions/1") == (200, 1)
+    assert call("GET", "/subjects/a-value/versions") == (200, [2])
+    assert call("GET", "/subjects/a-value/versions?deleted=true") == (200, [1, 2])
+    assert call("DELETE", "/subjects/a-value") == (200, [2])
+    assert call("DELETE", "/subjects/a-value")[1]["error_code"] == 40404
+    assert call("GET", "/subjects") == (200, [])
+    assert call("GET", "/subjects?deleted=true") == (200, ["a-value"])
+    assert call("DELETE", "/subjects/a-value?permanent=true") == (200, [1, 2])
+    assert call("GET", "/subjects?deleted=true") == (200, [])
+
+
+def test_config_and_mode(registry: RegistryProcess) -> None:
+    call = registry.call
+    assert call("GET", "/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert call("PUT", "/config", {"compatibility": "FULL"}) == (200, {"compatibility": "FULL"})
+    assert call("GET", "/config/a-value")[1]["error_code"] == 40408
+    assert call("GET", "/config/a-value?defaultToGlobal=true") == (200, {"compatibilityLevel": "FULL"})
+    assert call("PUT", "/config/a-value", {"compatibility": "NONE"}) == (200, {"compatibility": "NONE"})
+    call("POST", "/subjects/a-value/versions", V1)
+    assert call("POST", "/subjects/a-value/versions", NO_DEFAULT)[0] == 200
+    assert call("DELETE", "/config/a-value") == (200, {"compatibilityLevel": "NONE"})
+    assert call("DELETE", "/config") == (200, {"compatibilityLevel": "FULL"})
+    assert call("GET", "/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert call("GET", "/mode") == (200, {"mode": "READWRITE"})
+    assert call("PUT", "/mode", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    assert call("POST", "/subjects/b-value/versions", V1)[1]["error_code"] == 42205
+
+
+def test_metrics_count_requests_by_endpoint_and_status(registry: RegistryProcess) -> None:
+    registry.call("GET", "/subjects/nope/versions")
+    with urllib.request.urlopen(registry.url + "/metrics") as response:
+        text = response.read().decode()
+    assert ('schema_registry_requests_total{endpoint="/subjects/{subject}/versions",method="GET",status="404"} 1.0'
+            in text)
+    assert "schema_registry_request_seconds_bucket" in text
+
+
+def test_restart_keeps_everything(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with RegistryProcess(tmp_path / "first.log", data_dir=data) as first:
+        schema_id = first.call("POST", "/subjects/a-value/versions", V1)[1]["id"]
+        first.call("PUT", "/config/a-value", {"compatibility": "FULL"})
+        assert first.stop() == 0
+    with RegistryProcess(tmp_path / "second.log", data_dir=data) as second:
+        assert second.call("GET", "/subjects/a-value/versions/1")[1]["id"] == schema_id
+        assert second.call("GET", "/config/a-value") == (200, {"compatibilityLevel": "FULL"})
+        assert second.call("POST", "/subjects/b-value/versions", V2)[1]["id"] > schema_id
+
+
+def test_command_line_help_and_one_line_errors() -> None:
+    run = [sys.executable, "-m", "schemas.registry"]
+    shown = subprocess.run([*run, "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "--zookeeper" in shown.stdout and "--data-dir" in shown.stdout
+    failed = subprocess.run([*run, "--zookeeper", "127.0.0.1:1/x", "--zookeeper-timeout", "1"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1].startswith("schemas.registry: error: no ZooKeeper server")
