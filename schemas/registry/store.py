@@ -4,7 +4,10 @@ Every instance reads and writes the backend, so several instances on one ZooKeep
 state. Ids come from one counter raised atomically and are created together with the schema's
 fingerprint in one multi-op: a schema registered concurrently by two instances ends up with one id
 (the loser's id is skipped, never handed out again), and ids are never reused, even after a hard
-delete, because the counter only grows. Schemas by id never change, so they are cached per process.
+delete, because the counter only grows. A new version is created only if its number is still free,
+else the registration starts again: two instances registering in one subject at once never add one
+schema twice nor skip the compatibility check against the version the other added. Schemas by id never
+change, so they are cached per process.
 """
 
 from __future__ import annotations
@@ -167,6 +170,14 @@ class SchemaRegistryStore:
         if self.mode() != "READWRITE":
             raise errors.operation_not_permitted(f"Subject {subject} is in read-only mode")
         text = canonical(schema_text)
+        while True:
+            registered = self._add_version(subject, text)
+            if registered is not None:
+                return registered
+
+    def _add_version(self, subject: str, text: str) -> int | None:
+        """One attempt to register `text` after the versions seen now; None if another writer added a
+        version meanwhile (the caller starts again, so the check is always against the true latest)."""
         known = self._id_of(text)
         versions = self._versions(subject)
         live = sorted(n for n, r in versions.items() if not r["deleted"])
@@ -177,12 +188,9 @@ class SchemaRegistryStore:
         if reasons:
             raise errors.incompatible(reasons)
         schema_id = self._allocate(text)
-        while True:
-            number = max(versions, default=0) + 1
-            record = _encode({"id": schema_id, "deleted": False})
-            if self.backend.create_all([(layout.version_path(subject, number), record)]):
-                return schema_id
-            versions = self._versions(subject)
+        number = max(versions, default=0) + 1
+        record = _encode({"id": schema_id, "deleted": False})
+        return schema_id if self.backend.create_all([(layout.version_path(subject, number), record)]) else None
 
     def check(self, subject: str, version: object | None, schema_text: str,
               schema_type: str | None = None) -> list[str]:

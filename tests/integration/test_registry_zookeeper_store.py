@@ -11,6 +11,7 @@ import pytest
 from pipeline.zk.client import connect
 from schemas.registry import layout
 from schemas.registry.backends import ZooKeeperBackend
+from schemas.registry.errors import RegistryError
 from schemas.registry.store import SchemaRegistryStore
 
 
@@ -52,6 +53,35 @@ def test_concurrent_registrations_get_distinct_ids_and_one_id_per_schema(
     assert len({next(iter(found)) for found in by_schema.values()}) == 10
     counter = int(first.backend.get(layout.ID_COUNTER))
     assert counter >= max(ids)
+    for subject in first.subjects():
+        registered = [first.version(subject, number)["id"] for number in first.versions(subject)]
+        assert len(registered) == len(set(registered)), f"{subject} holds one schema twice: {registered}"
+
+
+def test_concurrent_registrations_in_one_subject_are_each_checked_against_the_one_before(
+        stores: list[SchemaRegistryStore]) -> None:
+    first, second = stores
+    base = {"type": "record", "name": "R", "fields": [{"name": "f", "type": "int"}]}
+    first.register("r-value", json.dumps(base))
+    # Each adds a field with a default (compatible with version 1) of an enum of its own symbol, so
+    # no two of them can read each other's data: exactly one may follow version 1.
+    candidates = [json.dumps({**base, "fields": base["fields"] + [
+        {"name": "g", "type": {"type": "enum", "name": "G", "symbols": [f"S{index}"]}, "default": f"S{index}"}]})
+        for index in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = list(pool.map(lambda job: attempt(*job), zip([first, second] * 4, candidates)))
+    assert outcomes.count(True) == 1, outcomes
+    assert first.versions("r-value") == [1, 2]
+
+
+def attempt(store: SchemaRegistryStore, text: str) -> bool:
+    """Register `text` under r-value; False if it was refused as incompatible."""
+    try:
+        store.register("r-value", text)
+    except RegistryError as error:
+        assert error.code == 409
+        return False
+    return True
 
 
 def test_a_new_instance_sees_everything_and_never_reuses_ids(zk_connect: str,
