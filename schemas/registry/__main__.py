@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -42,9 +43,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def open_backend(args: argparse.Namespace) -> Backend:
-    if args.zookeeper:
-        return ZooKeeperBackend(connect(args.zookeeper, timeout_s=args.zookeeper_timeout), args.zookeeper_timeout)
-    return DirectoryBackend(args.data_dir or DEFAULT_DATA_DIR)
+    if not args.zookeeper:
+        return DirectoryBackend(args.data_dir or DEFAULT_DATA_DIR)
+    # kazoo logs every failed connection attempt; a failure to start is reported once, by main.
+    kazoo_log = logging.getLogger("kazoo")
+    level = kazoo_log.level
+    kazoo_log.setLevel(logging.CRITICAL + 1)
+    try:
+        client = connect(args.zookeeper, timeout_s=args.zookeeper_timeout)
+    finally:
+        kazoo_log.setLevel(level)
+    return ZooKeeperBackend(client, args.zookeeper_timeout)
 
 
 async def serve(store: SchemaRegistryStore, host: str, port: int) -> None:
@@ -57,7 +66,7 @@ async def serve(store: SchemaRegistryStore, host: str, port: int) -> None:
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
-        print(f"schema registry listening on {host}:{port}", file=sys.stderr, flush=True)
+        logging.getLogger("schemas.registry").info("schema registry listening on %s:%d", host, port)
         await stop.wait()
     finally:
         await runner.cleanup()
@@ -65,6 +74,8 @@ async def serve(store: SchemaRegistryStore, host: str, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         backend = open_backend(args)
     except (ZooKeeperUnavailable, ValueError, OSError) as error:

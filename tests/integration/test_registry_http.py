@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -149,4 +150,21 @@ def test_command_line_help_and_one_line_errors() -> None:
     failed = subprocess.run([*run, "--zookeeper", "127.0.0.1:1/x", "--zookeeper-timeout", "1"], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1
-    assert failed.stderr.strip().splitlines()[-1].startswith("schemas.registry: error: no ZooKeeper server")
+    assert failed.stderr.startswith("schemas.registry: error: no ZooKeeper server")
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+
+
+def test_bad_input_is_answered_and_the_registry_keeps_serving(registry: RegistryProcess) -> None:
+    call = registry.call
+    garbage = urllib.request.Request(registry.url + "/subjects/a-value/versions", data=b"{not json", method="POST",
+                                     headers={"Content-Type": CONTENT_TYPE})
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(garbage)
+    assert raised.value.code == 400 and json.loads(raised.value.read())["error_code"] == 400
+    assert call("POST", "/subjects/a-value/versions", {"schema": 42})[1]["error_code"] == 42201
+    no_fields = json.dumps({"type": "record", "name": "X"})
+    assert call("POST", "/subjects/a-value/versions", {"schema": no_fields})[1]["error_code"] == 42201
+    assert call("GET", "/schemas/ids/abc")[1]["error_code"] == 40403
+    assert call("GET", "/no/such/path")[0] == 404
+    assert call("PUT", "/mode", {"mode": ["READONLY"]})[1]["error_code"] == 42204
+    assert call("POST", "/subjects/a-value/versions", V1)[0] == 200
