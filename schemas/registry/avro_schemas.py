@@ -12,6 +12,7 @@ import json
 from enum import Enum
 
 import avro.errors
+import avro.name
 import avro.schema
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
@@ -53,19 +54,35 @@ def parse_level(value: object) -> CompatibilityLevel:
         raise errors.invalid_compatibility_level(value) from None
 
 
-def parse(schema_text: str) -> avro.schema.Schema:
-    """The parsed schema; 42201 if `schema_text` is not a valid Avro schema."""
+def parse(schema_text: str, names: avro.name.Names | None = None) -> avro.schema.Schema:
+    """The parsed schema; 42201 if `schema_text` is not a valid Avro schema.
+
+    `names` holds the named types of the schema's references (it gains the schema's own types).
+    """
     if not isinstance(schema_text, str) or not schema_text.strip():
         raise errors.invalid_schema("the schema is empty")
     try:
-        return avro.schema.parse(schema_text)
-    except (avro.errors.AvroException, json.JSONDecodeError, TypeError, ValueError, KeyError) as error:
-        raise errors.invalid_schema(str(error)) from None
+        return avro.schema.make_avsc_object(json.loads(schema_text), names)
+    except (avro.errors.AvroException, json.JSONDecodeError, TypeError, ValueError, KeyError,
+            AttributeError) as error:
+        raise errors.invalid_schema(str(error) or type(error).__name__) from None
 
 
-def canonical(schema_text: str) -> str:
+def canonical(schema_text: str, names: avro.name.Names | None = None) -> str:
     """The canonical JSON text of `schema_text`; 42201 if it is invalid."""
-    return json.dumps(parse(schema_text).to_json(), separators=(",", ":"))
+    return parse_canonical(schema_text, names)[0]
+
+
+def parse_canonical(schema_text: str, names: avro.name.Names | None = None) -> tuple[str, avro.schema.Schema]:
+    """(canonical JSON text, parsed schema) of `schema_text`; 42201 if it is invalid.
+
+    Types defined by references (in `names`) stay references by name, as the schema text has them.
+    """
+    referenced = avro.name.Names()
+    if names is not None:
+        referenced.names = dict(names.names)
+    parsed = parse(schema_text, names)
+    return json.dumps(parsed.to_json(referenced), separators=(",", ":")), parsed
 
 
 def fingerprint(canonical_text: str) -> str:
@@ -80,15 +97,14 @@ def _reasons(reader: avro.schema.Schema, writer: avro.schema.Schema, role: str) 
     return [f"{role}: {kinds} at {', '.join(sorted(result.locations))} ({', '.join(sorted(map(str, result.messages)))})"]
 
 
-def incompatibilities(new: str, existing: list[str], level: CompatibilityLevel) -> list[str]:
-    """Why schema `new` cannot follow the `existing` versions (oldest first) at `level`; [] if it can."""
+def incompatibilities(new_schema: avro.schema.Schema, existing: list[avro.schema.Schema],
+                      level: CompatibilityLevel) -> list[str]:
+    """Why schema `new_schema` cannot follow the `existing` versions (oldest first) at `level`; [] if it can."""
     if level is CompatibilityLevel.NONE or not existing:
         return []
     against = existing if level.transitive else existing[-1:]
-    new_schema = parse(new)
     reasons: list[str] = []
-    for old_text in reversed(against):
-        old_schema = parse(old_text)
+    for old_schema in reversed(against):
         if level.new_reads_old:
             reasons += _reasons(new_schema, old_schema, "the new schema cannot read data written with an old one")
         if level.old_reads_new:

@@ -87,3 +87,8 @@ def subject_level_config_not_found(subject: str) -> RegistryError:
 
 def bad_request(detail: str) -> RegistryError:
     return RegistryError(400, 400, detail)
+
+
+def reference_exists(subject: str, version: int) -> RegistryError:
+    return RegistryError(422, 42206, f"One or more references exist to the schema "
+                                     f"{{subject={subject},version={version}}}")

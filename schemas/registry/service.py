@@ -119,22 +119,22 @@ async def register(request: web.Request) -> web.Response:
 async def lookup(request: web.Request) -> web.Response:
     value = await body(request)
     return reply(await run(store_of(request).lookup, request.match_info["subject"], schema_field(value),
-                           value.get("schemaType"), flag(request, "deleted")))
+                           value.get("schemaType"), flag(request, "deleted"), value.get("references")))
 
 
-async def schema_text(request: web.Request) -> str:
+async def schema_record(request: web.Request) -> dict[str, Any]:
     store = store_of(request)
     wanted = schema_id(request)
-    cached = store.cached_schema_text(wanted)
-    return cached if cached is not None else await run(store.schema_text, wanted)
+    cached = store.cached_schema(wanted)
+    return cached if cached is not None else await run(store.schema, wanted)
 
 
 async def schema_by_id(request: web.Request) -> web.Response:
-    return reply({"schema": await schema_text(request)})
+    return reply(await schema_record(request))
 
 
 async def raw_schema_by_id(request: web.Request) -> web.Response:
-    return reply(json.loads(await schema_text(request)))
+    return reply(json.loads((await schema_record(request))["schema"]))
 
 
 async def versions_of_id(request: web.Request) -> web.Response:
@@ -170,6 +170,11 @@ async def raw_version(request: web.Request) -> web.Response:
     return reply(json.loads(found["schema"]))
 
 
+async def referenced_by(request: web.Request) -> web.Response:
+    return reply(await run(store_of(request).referenced_by, request.match_info["subject"],
+                           request.match_info["version"]))
+
+
 async def delete_subject(request: web.Request) -> web.Response:
     return reply(await run(store_of(request).delete_subject, request.match_info["subject"],
                            flag(request, "permanent")))
@@ -186,7 +191,7 @@ async def compatibility(request: web.Request) -> web.Response:
     if version_ is not None:
         parse_version(version_)
     reasons = await run(store_of(request).check, request.match_info["subject"], version_, schema_field(value),
-                        value.get("schemaType"))
+                        value.get("schemaType"), value.get("references"))
     result: dict[str, Any] = {"is_compatible": not reasons}
     if flag(request, "verbose"):
         result["messages"] = reasons
@@ -249,6 +254,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/subjects/{subject}/versions/{version}", version),
     ("DELETE", "/subjects/{subject}/versions/{version}", delete_version),
     ("GET", "/subjects/{subject}/versions/{version}/schema", raw_version),
+    ("GET", "/subjects/{subject}/versions/{version}/referencedby", referenced_by),
     ("POST", "/compatibility/subjects/{subject}/versions", compatibility),
     ("POST", "/compatibility/subjects/{subject}/versions/{version}", compatibility),
     ("GET", "/config", get_config),

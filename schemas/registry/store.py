@@ -8,6 +8,11 @@ delete, because the counter only grows. A new version is created only if its num
 else the registration starts again: two instances registering in one subject at once never add one
 schema twice nor skip the compatibility check against the version the other added. Schemas by id never
 change, so they are cached per process.
+
+Schema references are Confluent's: a list of {"name", "subject", "version"} naming registered versions
+whose types the schema uses by name. The types are resolved (transitively) to parse and check the
+schema; the canonical text keeps them as names, and one id stands for a text with its references. A
+version that a live schema references cannot be deleted (42206).
 """
 
 from __future__ import annotations
@@ -16,8 +21,12 @@ import json
 import threading
 from typing import Any
 
+import avro.name
+import avro.schema
+
 from . import errors, layout
-from .avro_schemas import DEFAULT_LEVEL, CompatibilityLevel, canonical, fingerprint, incompatibilities, parse_level
+from .avro_schemas import (DEFAULT_LEVEL, CompatibilityLevel, fingerprint, incompatibilities, parse, parse_canonical,
+                           parse_level)
 from .backends import Backend
 
 SUPPORTED_TYPES = ("AVRO",)
@@ -48,49 +57,103 @@ class SchemaRegistryStore:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self._schemas: dict[int, str] = {}
+        self._schemas: dict[int, dict[str, Any]] = {}
+        self._parsed: dict[int, avro.schema.Schema] = {}
         self._ids: dict[str, int] = {}
         self._cache_lock = threading.Lock()
 
     # -- schemas by id ----------------------------------------------------------------------------
 
-    def cached_schema_text(self, schema_id: int) -> str | None:
-        """The canonical text of schema `schema_id` if this process has read it before (no backend call)."""
+    def cached_schema(self, schema_id: int) -> dict[str, Any] | None:
+        """{"schema"[, "references"]} of `schema_id` if this process has read it before (no backend call)."""
         return self._schemas.get(schema_id)
 
-    def schema_text(self, schema_id: int) -> str:
-        """The canonical text of schema `schema_id`; 40403 if no such id was allocated."""
+    def schema(self, schema_id: int) -> dict[str, Any]:
+        """{"schema": canonical text[, "references": [...]]} of `schema_id`; 40403 if it was never allocated."""
         cached = self._schemas.get(schema_id)
         if cached is not None:
             return cached
         record = _json(self.backend.get(layout.schema_path(schema_id)))
         if record is None:
             raise errors.schema_not_found()
+        shown = {"schema": record["schema"]}
+        if record.get("references"):
+            shown["references"] = record["references"]
         with self._cache_lock:
-            self._schemas[schema_id] = record["schema"]
-        return record["schema"]
+            self._schemas[schema_id] = shown
+        return shown
 
-    def _id_of(self, canonical_text: str) -> int | None:
-        cached = self._ids.get(canonical_text)
+    def schema_text(self, schema_id: int) -> str:
+        """The canonical text of schema `schema_id`; 40403 if no such id was allocated."""
+        return self.schema(schema_id)["schema"]
+
+    def parsed(self, schema_id: int) -> avro.schema.Schema:
+        """Schema `schema_id` parsed with the types of its references."""
+        cached = self._parsed.get(schema_id)
+        if cached is None:
+            cached = self._parse_into(avro.name.Names(), schema_id, set())
+            with self._cache_lock:
+                self._parsed[schema_id] = cached
+        return cached
+
+    def _parse_into(self, names: avro.name.Names, schema_id: int, seen: set[int]) -> avro.schema.Schema:
+        record = self.schema(schema_id)
+        self._resolve_into(names, record.get("references", []), seen)
+        return parse(record["schema"], names)
+
+    def _resolve_into(self, names: avro.name.Names, references: Any, seen: set[int]) -> None:
+        """Add the named types of `references` (Confluent's {"name", "subject", "version"}) to `names`."""
+        if not isinstance(references, list):
+            raise errors.invalid_schema("references must be a list")
+        for reference in references:
+            if not isinstance(reference, dict) or not {"name", "subject", "version"} <= set(reference):
+                raise errors.invalid_schema(f"a reference needs name, subject and version: {reference}")
+            try:
+                target = self.version(str(reference["subject"]), reference["version"])["id"]
+            except errors.RegistryError:
+                raise errors.invalid_schema(f"reference {reference['name']} to subject {reference['subject']} "
+                                            f"version {reference['version']} not found") from None
+            if target not in seen:
+                seen.add(target)
+                self._parse_into(names, target, seen)
+
+    def _prepare(self, schema_text: str, references: Any) -> tuple[str, list[Any], avro.schema.Schema]:
+        """(canonical text, references, parsed schema) of a request's schema; 42201 if invalid."""
+        references = references or []
+        names = avro.name.Names()
+        self._resolve_into(names, references, set())
+        text, parsed = parse_canonical(schema_text, names)
+        return text, references, parsed
+
+    @staticmethod
+    def _identity(canonical_text: str, references: list[Any]) -> str:
+        """What one id stands for: the canonical text, and the references if there are any."""
+        return json.dumps([canonical_text, references], sort_keys=True) if references else canonical_text
+
+    def _id_of(self, identity: str) -> int | None:
+        cached = self._ids.get(identity)
         if cached is not None:
             return cached
-        data = self.backend.get(layout.fingerprint_path(fingerprint(canonical_text)))
+        data = self.backend.get(layout.fingerprint_path(fingerprint(identity)))
         if data is None:
             return None
         with self._cache_lock:
-            self._ids[canonical_text] = int(data)
+            self._ids[identity] = int(data)
         return int(data)
 
-    def _allocate(self, canonical_text: str) -> int:
-        """The id of `canonical_text`, allocated now if no instance has allocated one yet."""
+    def _allocate(self, canonical_text: str, references: list[Any]) -> int:
+        """The id of the schema, allocated now if no instance has allocated one yet."""
+        identity = self._identity(canonical_text, references)
+        record = {"schema": canonical_text, "schemaType": "AVRO"}
+        if references:
+            record["references"] = references
         while True:
-            known = self._id_of(canonical_text)
+            known = self._id_of(identity)
             if known is not None:
                 return known
             candidate = self.backend.increment(layout.ID_COUNTER)
-            record = _encode({"schema": canonical_text, "schemaType": "AVRO"})
-            if self.backend.create_all([(layout.schema_path(candidate), record),
-                                        (layout.fingerprint_path(fingerprint(canonical_text)),
+            if self.backend.create_all([(layout.schema_path(candidate), _encode(record)),
+                                        (layout.fingerprint_path(fingerprint(identity)),
                                          str(candidate).encode())]):
                 return candidate
 
@@ -103,6 +166,21 @@ class SchemaRegistryStore:
                 if record["id"] == schema_id and not record["deleted"]:
                     found.append((subject, version))
         return found
+
+    def referenced_by(self, subject: str, version: object) -> list[int]:
+        """Ids of the schemas whose references name this version of `subject`."""
+        number = self.version(subject, version, deleted=True)["version"]
+        found = []
+        for name in self.backend.children(layout.SCHEMAS):
+            for reference in self.schema(int(name)).get("references", []):
+                if reference.get("subject") == subject and str(reference.get("version")) == str(number):
+                    found.append(int(name))
+        return sorted(found)
+
+    def _refuse_if_referenced(self, subject: str, numbers: list[int]) -> None:
+        for number in numbers:
+            if any(self.subject_versions_of_id(user) for user in self.referenced_by(subject, number)):
+                raise errors.reference_exists(subject, number)
 
     # -- subjects and versions --------------------------------------------------------------------
 
@@ -138,7 +216,7 @@ class SchemaRegistryStore:
         return sorted(self._existing(subject, deleted))
 
     def version(self, subject: str, version: object, deleted: bool = False) -> dict[str, Any]:
-        """{"subject", "version", "id", "schema"} of one version ("latest" is the newest live one)."""
+        """{"subject", "version", "id", "schema"[, "references"]} of one version ("latest": the newest live)."""
         number = parse_version(version)
         shown = self._existing(subject, deleted)
         if number is None:
@@ -146,66 +224,64 @@ class SchemaRegistryStore:
         record = shown.get(number)
         if record is None:
             raise errors.version_not_found(subject, version)
-        return {"subject": subject, "version": number, "id": record["id"],
-                "schema": self.schema_text(record["id"])}
+        return {"subject": subject, "version": number, "id": record["id"], **self.schema(record["id"])}
 
     def lookup(self, subject: str, schema_text: str, schema_type: str | None = None,
-               deleted: bool = False) -> dict[str, Any]:
-        """The version of `subject` holding `schema_text`; 40401 for no subject, 40403 for no such schema."""
+               deleted: bool = False, references: Any = None) -> dict[str, Any]:
+        """The version of `subject` holding the schema; 40401 for no subject, 40403 for no such schema."""
         check_type(schema_type)
-        text = canonical(schema_text)
         shown = self._existing(subject, deleted)
-        schema_id = self._id_of(text)
+        text, references, _ = self._prepare(schema_text, references)
+        schema_id = self._id_of(self._identity(text, references))
         for number in sorted(shown, reverse=True):
             if shown[number]["id"] == schema_id:
-                return {"subject": subject, "version": number, "id": schema_id, "schema": text}
+                return {"subject": subject, "version": number, "id": schema_id, **self.schema(schema_id)}
         raise errors.schema_not_found()
 
     def register(self, subject: str, schema_text: str, schema_type: str | None = None,
-                 references: list[Any] | None = None) -> int:
+                 references: Any = None) -> int:
         """The id of `schema_text` under `subject`, adding a version if it is new there (409 if incompatible)."""
         check_type(schema_type)
-        if references:
-            raise errors.invalid_schema("schema references are not supported by this registry")
         if self.mode() != "READWRITE":
             raise errors.operation_not_permitted(f"Subject {subject} is in read-only mode")
-        text = canonical(schema_text)
+        text, references, parsed = self._prepare(schema_text, references)
         while True:
-            registered = self._add_version(subject, text)
+            registered = self._add_version(subject, text, references, parsed)
             if registered is not None:
                 return registered
 
-    def _add_version(self, subject: str, text: str) -> int | None:
-        """One attempt to register `text` after the versions seen now; None if another writer added a
+    def _add_version(self, subject: str, text: str, references: list[Any],
+                     parsed: avro.schema.Schema) -> int | None:
+        """One attempt to register the schema after the versions seen now; None if another writer added a
         version meanwhile (the caller starts again, so the check is always against the true latest)."""
-        known = self._id_of(text)
+        known = self._id_of(self._identity(text, references))
         versions = self._versions(subject)
         live = sorted(n for n, r in versions.items() if not r["deleted"])
         if known is not None and any(versions[n]["id"] == known for n in live):
             return known
-        reasons = incompatibilities(text, [self.schema_text(versions[n]["id"]) for n in live],
+        reasons = incompatibilities(parsed, [self.parsed(versions[n]["id"]) for n in live],
                                     self.compatibility(subject))
         if reasons:
             raise errors.incompatible(reasons)
-        schema_id = self._allocate(text)
+        schema_id = self._allocate(text, references)
         number = max(versions, default=0) + 1
         record = _encode({"id": schema_id, "deleted": False})
         return schema_id if self.backend.create_all([(layout.version_path(subject, number), record)]) else None
 
     def check(self, subject: str, version: object | None, schema_text: str,
-              schema_type: str | None = None) -> list[str]:
-        """Why `schema_text` is not compatible with `subject` (all live versions when `version` is None)."""
+              schema_type: str | None = None, references: Any = None) -> list[str]:
+        """Why the schema is not compatible with `subject` (all live versions when `version` is None)."""
         check_type(schema_type)
-        text = canonical(schema_text)
+        _, _, parsed = self._prepare(schema_text, references)
         level = self.compatibility(subject)
         if version is None:
             try:
                 shown = self._existing(subject, False)
             except errors.RegistryError:
                 return []
-            return incompatibilities(text, [self.schema_text(shown[n]["id"]) for n in sorted(shown)], level)
-        existing = self.version(subject, version)["schema"]
-        return incompatibilities(text, [existing], CompatibilityLevel(level.value.replace("_TRANSITIVE", "")))
+            return incompatibilities(parsed, [self.parsed(shown[n]["id"]) for n in sorted(shown)], level)
+        existing = self.parsed(self.version(subject, version)["id"])
+        return incompatibilities(parsed, [existing], CompatibilityLevel(level.value.replace("_TRANSITIVE", "")))
 
     def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
         """Soft-delete every live version, or with `permanent` remove the soft-deleted subject entirely."""
@@ -220,6 +296,7 @@ class SchemaRegistryStore:
             return sorted(versions)
         if not live:
             raise errors.subject_soft_deleted(subject)
+        self._refuse_if_referenced(subject, live)
         for number in live:
             self.backend.put(layout.version_path(subject, number),
                              _encode({"id": versions[number]["id"], "deleted": True}))
@@ -246,6 +323,7 @@ class SchemaRegistryStore:
         else:
             if record["deleted"]:
                 raise errors.version_soft_deleted(subject, number)
+            self._refuse_if_referenced(subject, [number])
             self.backend.put(layout.version_path(subject, number), _encode({"id": record["id"], "deleted": True}))
         return number
 

@@ -11,12 +11,12 @@ from typing import Iterator
 import pytest
 from fastavro import parse_schema, schemaless_reader
 from fastavro.utils import generate_one
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from schemas.events import load_schema, subject_for
+from schemas.events import load_schema, references, source_schema, subject_for
 from tests.support.registry import RegistryProcess, standalone_registry
 
 
@@ -56,3 +56,22 @@ def test_avro_serializer_round_trip_with_the_wire_format(registry: RegistryProce
     decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(encoded, context)
     assert decoded["query"] == event["query"] and decoded["header"]["server"] == event["header"]["server"]
     assert decoded == schemaless_reader(io.BytesIO(encoded[5:]), parse_schema(writer))
+
+
+def test_client_registers_with_references(registry: RegistryProcess) -> None:
+    client = SchemaRegistryClient({"url": registry.url})
+    header = references("PageViewEvent")[0]
+    client.register_schema(header, Schema(json.dumps(source_schema("EventHeader")), "AVRO"))
+    refs = [SchemaReference(header, header, 1)]
+    text = json.dumps(source_schema("PageViewEvent"))
+    schema_id = client.register_schema(subject_for("PageViewEvent"), Schema(text, "AVRO", refs))
+    fetched = SchemaRegistryClient({"url": registry.url}).get_schema(schema_id)
+    assert [(r.name, r.subject, r.version) for r in fetched.references] == [(header, header, 1)]
+    event = generate_one(parse_schema(load_schema("PageViewEvent")))
+    context = SerializationContext("PageViewEvent", MessageField.VALUE)
+    serializer = AvroSerializer(client, Schema(text, "AVRO", refs), conf={"auto.register.schemas": False,
+                                                                          "use.latest.version": True})
+    encoded = serializer(event, context)
+    assert struct.unpack(">I", encoded[1:5])[0] == schema_id
+    decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(encoded, context)
+    assert decoded == schemaless_reader(io.BytesIO(encoded[5:]), parse_schema(load_schema("PageViewEvent")))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from schemas.registry.avro_schemas import CompatibilityLevel, canonical, incompatibilities
+from schemas.registry.avro_schemas import CompatibilityLevel, canonical, incompatibilities, parse
 
 
 def user(*fields: dict) -> str:
@@ -26,7 +26,7 @@ WIDENED = user({"name": "id", "type": "int"}, {"name": "name", "type": ["string"
 
 
 def ok(new: str, old: str, level: str) -> bool:
-    return incompatibilities(canonical(new), [canonical(old)], CompatibilityLevel(level)) == []
+    return incompatibilities(parse(new), [parse(old)], CompatibilityLevel(level)) == []
 
 
 @pytest.mark.parametrize(("new", "old", "backward", "forward"), [
@@ -52,9 +52,9 @@ def test_transitive_levels_check_every_version_the_others_only_the_latest() -> N
     first = user({"name": "id", "type": "int"})
     second = user({"name": "id", "type": "int"}, {"name": "a", "type": "int", "default": 0})
     third = user({"name": "id", "type": "int"}, {"name": "a", "type": "int"})
-    history = [canonical(first), canonical(second)]
-    assert incompatibilities(canonical(third), history, CompatibilityLevel.BACKWARD) == []
-    assert incompatibilities(canonical(third), history, CompatibilityLevel.BACKWARD_TRANSITIVE) != []
+    history = [parse(first), parse(second)]
+    assert incompatibilities(parse(third), history, CompatibilityLevel.BACKWARD) == []
+    assert incompatibilities(parse(third), history, CompatibilityLevel.BACKWARD_TRANSITIVE) != []
 
 
 def test_canonical_form_ignores_layout_and_attribute_order() -> None:

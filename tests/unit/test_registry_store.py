@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import avro.schema
 import pytest
+
+from schemas import events
 
 from schemas.registry.backends import DirectoryBackend
 from schemas.registry.errors import RegistryError
@@ -104,3 +107,30 @@ def test_config_levels_fall_back_to_global_then_backward(store: SchemaRegistrySt
     assert store.delete_config("a-value").value == "NONE"
     assert store.config("a-value") is None
     assert store.compatibility("a-value").value == "FULL"
+
+
+def test_schema_references_resolve_identify_and_protect_their_targets(store: SchemaRegistryStore) -> None:
+    header = events.references("PageViewEvent")[0]
+    header_id = store.register(header, json.dumps(events.source_schema("EventHeader")))
+    refs = [{"name": header, "subject": header, "version": 1}]
+    text = json.dumps(events.source_schema("PageViewEvent", 1))
+    schema_id = store.register("PageViewEvent-value", text, references=refs)
+    assert schema_id != header_id
+    assert store.register("PageViewEvent-value", text, references=refs) == schema_id
+    assert store.schema(schema_id)["references"] == refs
+    assert json.loads(store.schema_text(schema_id))["fields"][0]["type"] in ("EventHeader", header)
+    assert store.lookup("PageViewEvent-value", text, references=refs)["id"] == schema_id
+    assert store.parsed(schema_id).to_json() == fastavro_free(events.load_schema("PageViewEvent", 1))
+    evolved = json.dumps(events.source_schema("PageViewEvent", 2))
+    assert store.check("PageViewEvent-value", None, evolved, references=refs) == []
+    assert store.register("PageViewEvent-value", evolved, references=refs) > schema_id
+    assert store.referenced_by(header, 1) == [schema_id, schema_id + 1]
+    assert code_of(store.delete_version, header, 1) == 42206
+    assert code_of(store.register, "x-value", text) == 42201
+    missing = [{"name": header, "subject": header, "version": 9}]
+    assert code_of(store.register, "x-value", text, references=missing) == 42201
+
+
+def fastavro_free(schema: dict) -> dict:
+    """`schema` as the avro package writes it back, to compare parsed forms."""
+    return avro.schema.parse(json.dumps(schema)).to_json()
