@@ -4,6 +4,7 @@ Starts ZooKeeper and two `python -m schemas.registry` processes on one chroot, t
 requests in flight from one aiohttp client:
   - registration: POST /subjects/{s}/versions of --schemas distinct schemas on instance A
     (each a new id: a ZooKeeper counter update and a multi-op, plus the subject's version);
+  - registration again of the same schemas (what a serializer does at start: answered with the id);
   - uncached GET /schemas/ids/{id}: each id read once on instance B, which has never read it
     (one ZooKeeper read per request);
   - cached GET /schemas/ids/{id}: --reads reads of the same ids on instance B (served from memory).
@@ -65,6 +66,7 @@ async def measure(first: str, second: str, schemas: int, reads: int, concurrency
                 await response.read()
 
         results = {"register": await timed(schemas, concurrency, register)}
+        results["reregister"] = await timed(schemas, concurrency, register)
         results["get_uncached"] = await timed(schemas, concurrency, read)
         results["get_cached"] = await timed(reads, concurrency, read)
     return results
@@ -91,6 +93,7 @@ def main() -> None:
         results = asyncio.run(measure(first.url, second.url, args.schemas, args.reads, args.concurrency))
     print(f"schema registry on {backend}, {args.concurrency} requests in flight, one client process")
     print(f"  registration (new id)          {results['register']:10,.0f} requests/s  ({args.schemas} schemas)")
+    print(f"  registration (already there)   {results['reregister']:10,.0f} requests/s  ({args.schemas} schemas)")
     print(f"  GET /schemas/ids/{{id}} uncached {results['get_uncached']:10,.0f} requests/s  ({args.schemas} ids)")
     print(f"  GET /schemas/ids/{{id}} cached   {results['get_cached']:10,.0f} requests/s  ({args.reads} reads)")
 

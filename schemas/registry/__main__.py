@@ -13,6 +13,7 @@ import asyncio
 import logging
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aiohttp import web
@@ -24,6 +25,7 @@ from .service import make_app
 from .store import SchemaRegistryStore
 
 DEFAULT_DATA_DIR = Path("var/schema-registry")
+STORE_THREADS = 32
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -60,6 +62,8 @@ async def serve(store: SchemaRegistryStore, host: str, port: int) -> None:
     """Serve until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Store calls wait on ZooKeeper round trips, not on the CPU: many may be in flight at once.
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="store"))
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     runner = web.AppRunner(make_app(store), access_log=None)
