@@ -4,5 +4,6 @@
 events (PageViewEvent, ClickEvent, SearchEvent, ProfileViewEvent, AdImpressionEvent), the operational
 events (ServiceCallEvent, SystemMetricsEvent) and the audit's AuditCount, plus later versions of a type
 as `<Name>.v<N>.avsc`. `schemas.events` loads them as self-contained schemas and names their topics and
-registry subjects.
+registry subjects. `schemas.registry` is the schema registry service (`python -m schemas.registry`), with
+the Confluent Schema Registry's REST API.
 """

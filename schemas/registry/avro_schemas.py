@@ -64,7 +64,7 @@ def parse(schema_text: str, names: avro.name.Names | None = None) -> avro.schema
     try:
         return avro.schema.make_avsc_object(json.loads(schema_text), names)
     except (avro.errors.AvroException, json.JSONDecodeError, TypeError, ValueError, KeyError,
-            AttributeError) as error:
+            AttributeError, RecursionError) as error:
         raise errors.invalid_schema(str(error) or type(error).__name__) from None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any, Awaitable, Callable
 
@@ -23,6 +24,7 @@ from . import errors
 from .store import SUPPORTED_TYPES, SchemaRegistryStore, parse_version
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+LOG = logging.getLogger("schemas.registry")
 STORE_KEY = web.AppKey("store", SchemaRegistryStore)
 METRICS_KEY = web.AppKey("metrics", object)
 
@@ -96,6 +98,9 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     except (KazooException, OSError) as error:
         failure = errors.store_error(f"{type(error).__name__}: {error}")
         response = reply(failure.body(), failure.status)
+    except Exception as error:  # a bug must cost one request its answer, never the service
+        LOG.exception("%s %s failed", request.method, request.path)
+        response = reply({"error_code": 500, "message": f"Internal server error: {type(error).__name__}"}, 500)
     metrics.requests.labels(endpoint, request.method, str(response.status)).inc()
     metrics.latency.labels(endpoint, request.method).observe(time.perf_counter() - started)
     return response

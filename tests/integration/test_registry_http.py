@@ -165,6 +165,8 @@ def test_bad_input_is_answered_and_the_registry_keeps_serving(registry: Registry
     no_fields = json.dumps({"type": "record", "name": "X"})
     assert call("POST", "/subjects/a-value/versions", {"schema": no_fields})[1]["error_code"] == 42201
     assert call("GET", "/schemas/ids/abc")[1]["error_code"] == 40403
+    deep = {"schema": "[" * 5000 + "]" * 5000}
+    assert call("POST", "/subjects/a-value/versions", deep)[1]["error_code"] == 42201
     assert call("GET", "/no/such/path")[0] == 404
     assert call("PUT", "/mode", {"mode": ["READONLY"]})[1]["error_code"] == 42204
     assert call("POST", "/subjects/a-value/versions", V1)[0] == 200
