@@ -4,8 +4,11 @@ of both loses nothing and allocates no id twice."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+from pipeline.zk.server import ZooKeeperServer
+from tests.support.polling import wait_until
 from tests.support.registry import RegistryProcess
 
 
@@ -38,3 +41,26 @@ def test_two_instances_agree_on_ids_and_subjects_and_survive_restart(tmp_path: P
         assert again.call("GET", f"/schemas/ids/{a}")[0] == 200
         assert again.call("GET", "/config/a-value") == (200, {"compatibilityLevel": "NONE"})
         assert again.call("POST", "/subjects/d-value/versions", schema("D"))[1]["id"] > max(a, b)
+
+
+def test_zookeeper_outage_is_a_bounded_backend_error_and_the_registry_recovers(tmp_path: Path) -> None:
+    server = ZooKeeperServer(tmp_path / "zookeeper").start()
+    try:
+        registry = RegistryProcess(tmp_path / "registry.log", zookeeper=server.connect_string + "/outage",
+                                   extra_args=("--zookeeper-timeout", "2")).start()
+        try:
+            schema_id = registry.call("POST", "/subjects/a-value/versions", schema("A"))[1]["id"]
+            assert registry.call("GET", f"/schemas/ids/{schema_id}")[0] == 200
+            server.stop()
+            started = time.monotonic()
+            status, body = registry.call("GET", "/subjects")
+            assert time.monotonic() - started < 10
+            assert status == 500 and body["error_code"] in (50001, 50002), body
+            assert registry.call("GET", f"/schemas/ids/{schema_id}")[0] == 200
+            server.start()
+            wait_until(lambda: registry.call("GET", "/subjects") == (200, ["a-value"]), 30,
+                       message="the registry to serve again after ZooKeeper returned")
+        finally:
+            assert registry.stop() == 0
+    finally:
+        server.stop()

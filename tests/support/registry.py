@@ -43,12 +43,13 @@ class RegistryProcess:
     """A registry child process; `zookeeper` (connect string) or `data_dir` says where its state lives."""
 
     def __init__(self, log_path: Path, *, zookeeper: str | None = None, data_dir: Path | None = None,
-                 port: int | None = None, start_timeout: float = 30.0) -> None:
+                 port: int | None = None, start_timeout: float = 30.0, extra_args: tuple[str, ...] = ()) -> None:
         self.log_path = Path(log_path)
         self.zookeeper = zookeeper
         self.data_dir = data_dir
         self.port = port if port is not None else free_port()
         self.start_timeout = start_timeout
+        self.extra_args = extra_args
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -60,7 +61,8 @@ class RegistryProcess:
 
     def command(self) -> list[str]:
         where = ["--zookeeper", self.zookeeper] if self.zookeeper else ["--data-dir", str(self.data_dir)]
-        return [sys.executable, "-m", "schemas.registry", *where, "--host", "127.0.0.1", "--port", str(self.port)]
+        return [sys.executable, "-m", "schemas.registry", *where, "--host", "127.0.0.1", "--port", str(self.port),
+                *self.extra_args]
 
     def _answers(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
