@@ -8,6 +8,7 @@ content, per-partition order, and that each key landed on the partition the Defa
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
@@ -34,6 +35,25 @@ def expected_messages(case: str) -> list[tuple[bytes | None, bytes]]:
     return keyed + keyless
 
 
+def read_partitions(port: int, topic: str) -> dict[int, list[tuple[bytes | None, bytes]]]:
+    """Every message of every partition of ``topic``, read by offset with the SimpleConsumer."""
+    by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    simple = SimpleConsumer("127.0.0.1", port)
+    try:
+        for partition in range(PARTITIONS):
+            offset = 0
+            while True:
+                message_set = simple.fetch(FetchRequest(topic, partition, offset, 64 * 1024))
+                got = [(m.key, m.value) for m in message_set]
+                if not got:
+                    break
+                by_partition[partition].extend((bytes(k) if k is not None else None, bytes(v)) for k, v in got)
+                offset = message_set.next_offset
+    finally:
+        simple.close()
+    return by_partition
+
+
 @pytest.mark.parametrize("codec, mode, acks", list(itertools.product(CODECS, MODES, ACKS)))
 def test_round_trip(shared_broker, codec, mode, acks):
     topic = f"rt-{codec}-{mode}-{'all' if acks == -1 else acks}"
@@ -50,20 +70,14 @@ def test_round_trip(shared_broker, codec, mode, acks):
         producer.send(ProducerData(topic, None, [value for _, value in messages[300:]]))
 
     partitioner = DefaultPartitioner()
-    by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {p: [] for p in range(PARTITIONS)}
-    simple = SimpleConsumer("127.0.0.1", shared_broker.port)
-    try:
-        for partition in range(PARTITIONS):
-            offset = 0
-            while True:
-                message_set = simple.fetch(FetchRequest(topic, partition, offset, 64 * 1024))
-                got = [(m.key, m.value) for m in message_set]
-                if not got:
-                    break
-                by_partition[partition].extend((bytes(k) if k is not None else None, bytes(v)) for k, v in got)
-                offset = message_set.next_offset
-    finally:
-        simple.close()
+    # With acks=0 nothing tells the producer its requests were appended: a fetch on another connection can
+    # overtake the last of them, so read until every message is there or the deadline passes.
+    deadline = time.monotonic() + 15
+    while True:
+        by_partition = read_partitions(shared_broker.port, topic)
+        if sum(map(len, by_partition.values())) >= len(messages) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
 
     stored = [m for p in range(PARTITIONS) for m in by_partition[p]]
     assert sorted(stored, key=repr) == sorted(messages, key=repr)
