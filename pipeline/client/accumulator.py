@@ -201,5 +201,8 @@ class RecordAccumulator:
         with self._lock:
             self.closed = True
             ready = self._drain_locked(self._clock())
+            # The caller reports these itself: they leave the queue now, not when a sender releases them.
+            self._queued -= sum(len(batch) for batch in ready)
+            self._work.notify_all()
             self._space.notify_all()
             return ready

@@ -26,6 +26,12 @@ class Encoder(ABC):
         """Encode a list of messages (subclasses may do it faster than one call each)."""
         return list(map(self.encode, messages))
 
+    def encode_for(self, topic: str, messages: Sequence[Any]) -> list:
+        """Encode messages bound for ``topic``: what the producer calls. Encoders whose bytes depend on the
+        topic (a schema registry subject named after it, as Kafka's ``Serializer.serialize(topic, data)``)
+        override this; the others encode the same whatever the topic."""
+        return self.encode_all(messages)
+
 
 class DefaultEncoder(Encoder):
     """Passes bytes through unchanged (bytearray and memoryview become bytes); anything else is an error."""

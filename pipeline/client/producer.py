@@ -144,6 +144,8 @@ class Producer:
         self._accumulator: RecordAccumulator | None = None
         self._thread: threading.Thread | None = None
         self._stats_lock = threading.Lock()
+        self._release_on_exit = False
+        self._released = False
         if cfg.is_async:
             self._accumulator = RecordAccumulator(cfg.batch_size, cfg.linger_s, cfg.queue_max, cfg.enqueue_timeout_ms)
             self._thread = threading.Thread(target=self._run_sender, name=f"producer-sender-{cfg.client_id}",
@@ -213,11 +215,20 @@ class Producer:
                     raise TimeoutError(f"producer close timed out after {timeout}s; "
                                        f"{sum(len(p) for p in left)} queued messages were not sent")
         finally:
+            # A sender still in a send after a timed-out close releases the connections when it ends.
+            self._release_on_exit = True
             if self._thread is None or not self._thread.is_alive():
-                self.cluster.close()
-                close_discovery = getattr(self._discovery, "close", None)
-                if close_discovery is not None:
-                    close_discovery()
+                self._release_connections()
+
+    def _release_connections(self) -> None:
+        with self._stats_lock:
+            if self._released:
+                return
+            self._released = True
+        self.cluster.close()
+        close_discovery = getattr(self._discovery, "close", None)
+        if close_discovery is not None:
+            close_discovery()
 
     def __enter__(self) -> "Producer":
         return self
@@ -269,7 +280,7 @@ class Producer:
         if key is not None:
             key = self.key_encoder.encode(key)
         messages = data.messages
-        return key, self.encoder.encode_all(messages)
+        return key, self.encoder.encode_for(data.topic, messages)
 
     def _batches(self, data: ProducerData) -> list[ProducerBatch]:
         """Partition and encode one ProducerData into batches that each fit max.request.size."""
@@ -326,7 +337,7 @@ class Producer:
     # -- async ------------------------------------------------------------------------------------
 
     def _enqueue(self, data: ProducerData) -> None:
-        values = self.encoder.encode_all(data.messages)
+        values = self.encoder.encode_for(data.topic, data.messages)
         if not values:
             return
         key = data.key
@@ -399,6 +410,8 @@ class Producer:
             pending = accumulator.wait_for_batches(1.0)
             if not pending:
                 if accumulator.closed and accumulator.queued == 0:
+                    if self._release_on_exit:
+                        self._release_connections()
                     return
                 continue
             batches: list[ProducerBatch] = []

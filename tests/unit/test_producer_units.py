@@ -10,7 +10,7 @@ import pytest
 from pipeline.client.accumulator import QueueFullError, RecordAccumulator
 from pipeline.client.encoder import DefaultEncoder, Encoder, StringEncoder, load_instance
 from pipeline.client.partitioner import DefaultPartitioner, Partitioner
-from pipeline.client.producer import MessageSizeTooLargeError, Producer, ProducerData, _TopicState
+from pipeline.client.producer import CallbackHandler, MessageSizeTooLargeError, Producer, ProducerData, _TopicState
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.sender import ProducerBatch, _rounds, encode_produce_request
 from pipeline.config import ConfigError
@@ -18,6 +18,7 @@ from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import encode_request
 from pipeline.protocol.compression import GZIP
 from pipeline.protocol.records import decode_records, encode_batch
+from tests.support.polling import wait_until
 
 BROKERS = {"metadata.broker.list": "127.0.0.1:1"}
 
@@ -250,3 +251,53 @@ def test_producer_data_accepts_a_single_message() -> None:
     assert ProducerData("t", None, b"one").messages == [b"one"]
     assert ProducerData("t", None, "text").messages == ["text"]
     assert ProducerData("t", None, (b"a", b"b")).messages == [b"a", b"b"]
+
+
+class _TopicTaggingEncoder(Encoder):
+    """Writes the topic into every value, as an encoder whose schema depends on the topic does."""
+
+    def encode(self, message: object) -> bytes:
+        raise AssertionError("the producer must call encode_for(topic, messages)")
+
+    def encode_for(self, topic: str, messages: list) -> list:
+        return [f"{topic}:{m}".encode() for m in messages]
+
+
+def test_encoder_is_told_the_topic_sync_and_async() -> None:
+    producer = _offline_producer(**{"serializer.class": _TopicTaggingEncoder()})
+    [batch] = producer._batches(ProducerData("t", None, ["a", "b"]))
+    assert [r.value for r in decode_records(batch.records)[0]] == [b"t:a", b"t:b"]
+    producer.close()
+    producer = _offline_producer(**{"serializer.class": _TopicTaggingEncoder(), "producer.type": "async",
+                                    "queue.time": 60000, "batch.size": 1000})
+    producer._topics["t"] = _TopicState(4, math.inf)
+    producer.send(ProducerData("t", None, ["c"]))
+    [pending] = producer._accumulator.abort()
+    assert pending.values == [b"t:c"]
+    producer.close()
+
+
+def test_close_that_times_out_leaves_no_sender_thread_behind() -> None:
+    # Nothing listens on 127.0.0.1:1: the sender is busy failing and retrying when close() gives up.
+    failed: list[int] = []
+    sending = threading.Event()
+
+    class Recorder(CallbackHandler):
+        def before_send(self, batch: object) -> None:
+            sending.set()
+
+        def after_send(self, batch: object, result: object) -> None:
+            failed.append(batch.count)
+
+    producer = Producer({**BROKERS, "producer.type": "async", "queue.time": 0, "message.send.max.retries": 50,
+                         "retry.backoff.ms": 50}, Recorder())
+    producer._topics["t"] = _TopicState(4, math.inf)
+    producer.send(ProducerData("t", None, [b"a", b"b"]))
+    assert sending.wait(10)
+    # Still queued when close() gives up: close() reports it, the sender must not wait for it.
+    producer.send(ProducerData("t", None, [b"c"]))
+    with pytest.raises(TimeoutError):
+        producer.close(timeout=0.05)
+    wait_until(lambda: not producer._thread.is_alive(), timeout=30, message="sender thread to end")
+    assert sum(failed) == 3
+    assert producer._released
