@@ -1,0 +1,133 @@
+"""Avro messages in the Confluent wire format: our Producer's encoder and the matching decoder.
+
+A message is one magic byte 0, the writer schema's registry id as 4 big-endian bytes, then the record in
+Avro binary encoding without any schema or framing (fastavro's schemaless form). Any Confluent-compatible
+deserializer reads what `AvroEncoder` writes, and `AvroDecoder` reads what theirs write.
+
+The subject of a topic's values is `<topic>-value` (TopicNameStrategy). The encoder finds each topic's
+schema id once (registering the schema, or only looking it up) and then encodes without asking again;
+the decoder fetches each writer schema once by id and resolves it into the reader schema given for the
+topic, so events written with an older or newer compatible schema read as the schema the reader knows.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any, Callable, Mapping, Sequence
+
+import fastavro
+from fastavro import schemaless_reader, schemaless_writer
+
+from pipeline.client.encoder import Encoder
+from schemas.events import subject_for
+from schemas.registry_client import SchemaRegistryClient
+
+__all__ = ["MAGIC_BYTE", "AvroDecoder", "AvroEncoder", "WireFormatError", "schema_id_of"]
+
+MAGIC_BYTE = 0
+_PREFIX = struct.Struct(">bI")
+
+
+class WireFormatError(ValueError):
+    """Bytes that are not a message in the Confluent wire format."""
+
+
+def schema_id_of(message: bytes) -> int:
+    """The registry id of the schema `message` was written with."""
+    if len(message) < _PREFIX.size:
+        raise WireFormatError(f"a message of {len(message)} bytes is too short for the Confluent wire format")
+    magic, schema_id = _PREFIX.unpack_from(message)
+    if magic != MAGIC_BYTE:
+        raise WireFormatError(f"unknown magic byte {magic} (the Confluent wire format starts with 0)")
+    return schema_id
+
+
+class AvroEncoder(Encoder):
+    """Encodes records (dicts) for our Producer, one writer schema per topic.
+
+    `schemas` maps each topic to its writer schema (a dict); `default_schema`, if given, is used for
+    topics not in the map. With `auto_register` (the default, as Confluent's serializer) a schema new to
+    its subject is registered; without it, it must already be registered there.
+    """
+
+    def __init__(self, registry: SchemaRegistryClient, schemas: Mapping[str, Mapping[str, Any]] | None = None, *,
+                 default_schema: Mapping[str, Any] | None = None, auto_register: bool = True,
+                 subject_name: Callable[[str], str] = subject_for) -> None:
+        self.registry = registry
+        self.schemas = dict(schemas or {})
+        self.default_schema = default_schema
+        self.auto_register = auto_register
+        self.subject_name = subject_name
+        self._writers: dict[str, tuple[bytes, Any]] = {}
+
+    def writer_for(self, topic: str) -> tuple[bytes, Any]:
+        """(the 5-byte prefix with the schema id, the parsed schema) for `topic`'s values."""
+        found = self._writers.get(topic)
+        if found is None:
+            schema = self.schemas.get(topic, self.default_schema)
+            if schema is None:
+                raise KeyError(f"AvroEncoder has no schema for topic {topic!r}")
+            subject = self.subject_name(topic)
+            schema = dict(schema)
+            schema_id = (self.registry.register if self.auto_register else self.registry.lookup)(subject, schema)
+            found = self._writers[topic] = (_PREFIX.pack(MAGIC_BYTE, schema_id), fastavro.parse_schema(schema))
+        return found
+
+    def schema_id(self, topic: str) -> int:
+        """The registry id of the schema `topic`'s values are written with."""
+        return schema_id_of(self.writer_for(topic)[0])
+
+    def encode_for(self, topic: str, messages: Sequence[Any]) -> list:
+        prefix, parsed = self.writer_for(topic)
+        out = []
+        buffer = io.BytesIO()
+        write, getvalue, seek, truncate = buffer.write, buffer.getvalue, buffer.seek, buffer.truncate
+        for record in messages:
+            if record is None:
+                out.append(None)
+                continue
+            write(prefix)
+            schemaless_writer(buffer, parsed, record)
+            out.append(getvalue())
+            seek(0)
+            truncate()
+        return out
+
+    def encode(self, message: Any) -> bytes | None:
+        if len(self.schemas) != 1 or self.default_schema is not None:
+            raise TypeError("AvroEncoder.encode needs the topic: use encode_for(topic, messages)")
+        return self.encode_for(next(iter(self.schemas)), [message])[0]
+
+
+class AvroDecoder:
+    """Decodes Confluent wire-format messages into dicts.
+
+    `reader_schemas` maps a topic to the schema its records are read as (resolving each writer's schema
+    into it, with Avro's schema resolution rules); a topic without one, or a call without a topic, reads
+    with the writer's own schema.
+    """
+
+    def __init__(self, registry: SchemaRegistryClient,
+                 reader_schemas: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.registry = registry
+        self._readers = {topic: fastavro.parse_schema(dict(schema)) for topic, schema in (reader_schemas or {}).items()}
+        self._pairs: dict[tuple[int, str | None], tuple[Any, Any]] = {}
+
+    def decode(self, message: bytes, topic: str | None = None) -> Any:
+        """The record in `message` (None stays None)."""
+        if message is None:
+            return None
+        schema_id = schema_id_of(message)
+        pair = self._pairs.get((schema_id, topic))
+        if pair is None:
+            writer = self.registry.schema(schema_id).parsed
+            pair = self._pairs[(schema_id, topic)] = (writer, self._readers.get(topic) if topic else None)
+        writer, reader = pair
+        stream = io.BytesIO(message)
+        stream.seek(_PREFIX.size)
+        record = schemaless_reader(stream, writer, reader)
+        if stream.tell() != len(message):
+            raise WireFormatError(f"{len(message) - stream.tell()} bytes left after the record "
+                                  f"(schema id {schema_id})")
+        return record
