@@ -32,13 +32,20 @@ from __future__ import annotations
 import collections
 import math
 import random
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from producers import catalog
+from producers.catalog import Endpoint
 from producers.hosts import HostResources
 from producers.sampling import Weighted, Zipf
 from producers.servicecalls import call_outcome
 from producers.vocabulary import AdInventory, SearchVocabulary
+
+
+Uniform = Callable[[], float]
+"""A source of uniform variates in [0, 1): a seeded `random.Random().random`."""
+Call = tuple[str, str, Endpoint]
+"""A backend call: callee service, endpoint, and the endpoint's latency model."""
 
 
 class Event(NamedTuple):
@@ -217,11 +224,15 @@ class Workload:
             server.last_sample_ms, server.next_sample_ms = due, due + interval
             out.append(self._stamp(server, "SystemMetricsEvent", server.key, {"header": None, **fields}, due))
 
+    def member_at_rank(self, rank: int) -> int:
+        """The member id of popularity rank `rank` (1 is the most popular member)."""
+        return ((rank - 1) * self._scale + self._offset) % self.members + 1
+
     # -- the member model ---------------------------------------------------------------------------------
 
-    def _member(self, uniform: Any) -> int:
+    def _member(self, uniform: Uniform) -> int:
         """A member id drawn by popularity."""
-        return (self._popularity.sample(uniform) * self._scale + self._offset) % self.members + 1
+        return ((self._popularity.sample(uniform) - 1) * self._scale + self._offset) % self.members + 1
 
     def _new_session(self, rng: random.Random) -> _Session:
         uniform = rng.random
@@ -278,7 +289,7 @@ class Workload:
         elif action == AD:
             self._show_ads(server, session, uniform)
 
-    def _target(self, page: str, uniform: Any) -> int | None:
+    def _target(self, page: str, uniform: Uniform) -> int | None:
         """What a page of kind `page` shows: a member, a job, a company, or nothing in particular."""
         if page == "profile":
             return self._member(uniform)
@@ -303,19 +314,20 @@ class Workload:
 
     def _view_profile(self, server: _Server, session: _Session, viewed: int, source: str,
                       referrer: str | None) -> None:
-        """A profile page view; when the profile is another member's, the ProfileViewEvent keyed by it too."""
+        """A profile page view; when the profile is another member's, then the ProfileViewEvent keyed by it."""
         uniform = server.rng.random
         for _ in range(8):
             if viewed != session.member:
                 break
             viewed = self._member(uniform)
+        self._page_view(server, session, "profile", catalog.PAGES["profile"].url.format(target=viewed), referrer)
         if viewed != session.member:
             server.queue.append(("ProfileViewEvent", str(viewed).encode("ascii"), {
                 "header": None, "viewerMemberId": session.member, "viewedMemberId": viewed, "source": source,
             }))
-        self._view_page(server, session, "profile", viewed, referrer)
+        self._call_backends(server, session, self._page_calls["profile"])
 
-    def _click(self, server: _Server, session: _Session, uniform: Any) -> None:
+    def _click(self, server: _Server, session: _Session, uniform: Uniform) -> None:
         link = self._links[session.page].pick(uniform)
         target_url = None
         if link.target is not None:
@@ -337,7 +349,7 @@ class Workload:
         self._page_view(server, session, "search-results", search.url, session.url)
         self._call_backends(server, session, self._search_calls[search.vertical] + self._page_calls["search-results"])
 
-    def _show_ads(self, server: _Server, session: _Session, uniform: Any) -> None:
+    def _show_ads(self, server: _Server, session: _Session, uniform: Uniform) -> None:
         """The member scrolls the next one or two ad slots of the page into view: one impression each."""
         slots = catalog.PAGES[session.page].ad_slots
         shown = 1 if uniform() < 0.6 else 2
@@ -349,7 +361,7 @@ class Workload:
             }))
             session.ads_shown = position + 1
 
-    def _call_backends(self, server: _Server, session: _Session, calls: list) -> None:
+    def _call_backends(self, server: _Server, session: _Session, calls: list[Call]) -> None:
         rng, queue, caller, key = server.rng, server.queue, self.service, session.key
         for callee, endpoint, model in calls:
             latency, status = call_outcome(rng, model)
