@@ -300,21 +300,24 @@ def test_service_calls_fan_out_from_page_views_with_a_latency_tail_and_a_few_err
 
 
 def test_one_endpoints_latency_is_log_normal_around_its_median_with_a_long_tail() -> None:
-    endpoint, rng = ENDPOINTS["feed", "getUpdates"], random.Random(4)
-    outcomes = [call_outcome(rng, endpoint) for _ in range(100_000)]
+    endpoint, rng = ENDPOINTS["identity", "getMember"], random.Random(4)
+    draws = 200_000
+    outcomes = [call_outcome(rng, endpoint) for _ in range(draws)]
     latencies = sorted(latency for latency, status in outcomes if status == 200)
 
     def quantile(q: float) -> float:
         return latencies[int(q * len(latencies))]
 
-    assert quantile(0.5) == pytest.approx(endpoint.median_ms, rel=0.05)
-    assert quantile(0.99) > 3.5 * quantile(0.5)
-    assert quantile(0.999) > 5 * quantile(0.5)
-    errors = sum(status >= 500 and status != 504 for _, status in outcomes) / len(outcomes)
+    assert quantile(0.5) == pytest.approx(endpoint.median_ms, rel=0.03)
+    assert quantile(0.9) == pytest.approx(endpoint.median_ms * math.exp(1.2816 * endpoint.sigma), rel=0.05)
+    # The tail beyond the log-normal: garbage-collection pauses and TCP retransmissions.
+    assert quantile(0.995) > 10 * endpoint.median_ms
+    assert sum(latency >= 200 for latency in latencies) / len(latencies) == pytest.approx(0.002, rel=0.35)
+    errors = sum(status in (500, 503) for _, status in outcomes) / draws
     assert errors == pytest.approx(endpoint.error_rate, rel=0.25)
     tight, rng = ENDPOINTS["ads", "selectAds"], random.Random(4)
-    timeouts = [latency for latency, status in (call_outcome(rng, tight) for _ in range(100_000)) if status == 504]
-    assert 0.002 < len(timeouts) / 100_000 < 0.03 and set(timeouts) == {tight.timeout_ms}
+    timeouts = [latency for latency, status in (call_outcome(rng, tight) for _ in range(draws)) if status == 504]
+    assert 0.002 < len(timeouts) / draws < 0.03 and set(timeouts) == {tight.timeout_ms}
 
 
 def test_weighted_picks_in_proportion_to_the_weights() -> None:
