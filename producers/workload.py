@@ -79,8 +79,8 @@ FIRST_JOB_ID, FIRST_COMPANY_ID = 3_700_000_000, 1_000
 TARGET_EXPONENT = 1.0
 """Zipf exponent of job and company popularity."""
 
-_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
-_UUID_SET = (0x4000 << 64) | (0x8000 << 48)
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+"""A random hex digit -> the UUID variant digit (binary 10xx) keeping its two low bits."""
 
 
 class _Session:
@@ -187,31 +187,31 @@ class Workload:
         self._rotation = (start + extra) % len(servers)
         return out
 
-    def _emit(self, server: _Server, now_ms: int, quota: int, out: list[Event]) -> None:
-        """Append the next `quota` events of `server`, stepping its sessions whenever its queue runs dry."""
-        queue, stamp = server.queue, self._stamp
-        for _ in range(quota):
+    def _emit(self, server: _Server, time_ms: int, quota: int, out: list[Event]) -> None:
+        """Append the next `quota` events of `server` with their headers (eventTime `time_ms`), stepping its
+        sessions whenever its queue runs dry."""
+        queue, name, datacenter, service = server.queue, server.name, self.datacenter, self.service
+        sequence = server.sequence
+        for event_id in uuid4_texts(server.rng, quota):
             while not queue:
                 self._step(server)
             topic, key, value = queue.popleft()
-            out.append(stamp(server, topic, key, value, now_ms))
-
-    def _stamp(self, server: _Server, topic: str, key: bytes, value: dict[str, Any], time_ms: int) -> Event:
-        """The event with its header filled in: a fresh event id, the time and the server's next sequence number."""
-        value["header"] = {
-            "eventId": uuid4_text(server.rng),
-            "eventTime": time_ms,
-            "server": server.name,
-            "datacenter": self.datacenter,
-            "service": self.service,
-            "sequence": server.sequence,
-        }
-        server.sequence += 1
-        server.events += 1
-        return Event(topic, key, value, server.name)
+            value["header"] = {
+                "eventId": event_id,
+                "eventTime": time_ms,
+                "server": name,
+                "datacenter": datacenter,
+                "service": service,
+                "sequence": sequence,
+            }
+            sequence += 1
+            out.append(Event(topic, key, value, name))
+        server.sequence = sequence
+        server.events += quota
 
     def _sample_hosts(self, server: _Server, now_ms: int, out: list[Event]) -> None:
-        """Append a SystemMetricsEvent of `server` for every sample due by now_ms, stamped with its due time."""
+        """Append a SystemMetricsEvent of `server` for every sample due by now_ms, stamped with its due time
+        (each goes to the front of the server's queue and is emitted at once)."""
         interval = self.metrics_interval_ms
         if server.next_sample_ms is None:
             server.last_sample_ms = now_ms
@@ -222,7 +222,8 @@ class Workload:
                                         server.requests, server.calls, server.events)
             server.requests = server.calls = server.events = 0
             server.last_sample_ms, server.next_sample_ms = due, due + interval
-            out.append(self._stamp(server, "SystemMetricsEvent", server.key, {"header": None, **fields}, due))
+            server.queue.appendleft(("SystemMetricsEvent", server.key, {"header": None, **fields}))
+            self._emit(server, due, 1, out)
 
     def member_at_rank(self, rank: int) -> int:
         """The member id of popularity rank `rank` (1 is the most popular member)."""
@@ -237,7 +238,7 @@ class Workload:
     def _new_session(self, rng: random.Random) -> _Session:
         uniform = rng.random
         member = -1 if uniform() < self.guest_share else self._member(uniform)
-        return _Session(member, uuid4_text(rng), self._user_agents.pick(uniform))
+        return _Session(member, uuid4_texts(rng, 1)[0], self._user_agents.pick(uniform))
 
     def _step(self, server: _Server) -> None:
         """Advance one random open session of `server` by one action, queueing the events it makes."""
@@ -372,10 +373,12 @@ class Workload:
         server.calls += len(calls)
 
 
-def uuid4_text(rng: random.Random) -> str:
-    """A random (version 4) UUID in canonical text form, its 122 random bits from `rng`."""
-    digits = "%032x" % ((rng.getrandbits(128) & _UUID_CLEAR) | _UUID_SET)
-    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+def uuid4_texts(rng: random.Random, count: int) -> list[str]:
+    """`count` random (version 4) UUIDs in canonical text form, their 122 random bits from `rng`."""
+    digits = rng.randbytes(16 * count).hex()
+    return [f"{digits[i:i + 8]}-{digits[i + 8:i + 12]}-4{digits[i + 13:i + 16]}-"
+            f"{_VARIANT[digits[i + 16]]}{digits[i + 17:i + 20]}-{digits[i + 20:i + 32]}"
+            for i in range(0, 32 * count, 32)]
 
 
 def _permutation(rng: random.Random, n: int) -> tuple[int, int]:

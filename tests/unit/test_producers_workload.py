@@ -75,6 +75,10 @@ def test_headers_name_the_server_and_carry_canonical_unique_uuid4_ids(sample: li
         assert parsed.version == 4 and str(parsed) == header["eventId"]
         ids.add(header["eventId"])
     assert len(ids) == len(sample)
+    # Fresh random bits for every id: no 44-bit stretch (hex digits 1-11 or 17-27) recurs anywhere.
+    digits = [event_id.replace("-", "") for event_id in ids]
+    stretches = {text[1:12] for text in digits} | {text[17:28] for text in digits}
+    assert len(stretches) == 2 * len(digits)
 
 
 def test_each_call_returns_count_events_stamped_now_plus_the_metrics_due() -> None:
