@@ -159,10 +159,8 @@ class Workload:
         self._transitions = {action: Weighted(row) for action, row in TRANSITIONS.items()}
         self._navigation = Weighted((key, page.navigation_weight) for key, page in catalog.PAGES.items())
         self._links = {key: Weighted((link, link.weight) for link in page.links) for key, page in catalog.PAGES.items()}
-        self._page_calls = {key: [(callee, endpoint, catalog.ENDPOINTS[callee, endpoint])
-                                  for callee, endpoint in page.calls] for key, page in catalog.PAGES.items()}
-        self._search_calls = {vertical: [(callee, endpoint, catalog.ENDPOINTS[callee, endpoint])
-                                         for callee, endpoint in calls]
+        self._page_calls = {key: _with_models(page.calls) for key, page in catalog.PAGES.items()}
+        self._search_calls = {vertical: _with_models(calls) + self._page_calls["search-results"]
                               for vertical, calls in catalog.SEARCH_CALLS.items()}
         self._servers = [_Server(name, random.Random(f"server/{seed}/{name}"), sessions_per_server)
                          for name in self.servers]
@@ -300,9 +298,9 @@ class Workload:
             return FIRST_COMPANY_ID + self._companies.sample(uniform)
         return None
 
-    def _view_page(self, server: _Server, session: _Session, page: str, target: Any, referrer: str | None) -> None:
-        url = catalog.PAGES[page].url.format(target=target) if target is not None else catalog.PAGES[page].url
-        self._page_view(server, session, page, url, referrer)
+    def _view_page(self, server: _Server, session: _Session, page: str, target: int | None,
+                   referrer: str | None) -> None:
+        self._page_view(server, session, page, catalog.PAGES[page].url.format(target=target), referrer)
         self._call_backends(server, session, self._page_calls[page])
 
     def _page_view(self, server: _Server, session: _Session, page: str, url: str, referrer: str | None) -> None:
@@ -333,8 +331,7 @@ class Workload:
         target_url = None
         if link.target is not None:
             target = self._target(link.target, uniform)
-            page = catalog.PAGES[link.target]
-            target_url = page.url.format(target=target) if target is not None else page.url
+            target_url = catalog.PAGES[link.target].url.format(target=target)
             session.link_page, session.link_target, session.link_from = link.target, target, session.page
         server.queue.append(("ClickEvent", session.key, {
             "header": None, "memberId": session.member, "pageKey": session.page, "elementId": link.element_id,
@@ -348,7 +345,7 @@ class Workload:
             "resultCount": search.result_count,
         }))
         self._page_view(server, session, "search-results", search.url, session.url)
-        self._call_backends(server, session, self._search_calls[search.vertical] + self._page_calls["search-results"])
+        self._call_backends(server, session, self._search_calls[search.vertical])
 
     def _show_ads(self, server: _Server, session: _Session, uniform: Uniform) -> None:
         """The member scrolls the next one or two ad slots of the page into view: one impression each."""
@@ -379,6 +376,10 @@ def uuid4_texts(rng: random.Random, count: int) -> list[str]:
     return [f"{digits[i:i + 8]}-{digits[i + 8:i + 12]}-4{digits[i + 13:i + 16]}-"
             f"{_VARIANT[digits[i + 16]]}{digits[i + 17:i + 20]}-{digits[i + 20:i + 32]}"
             for i in range(0, 32 * count, 32)]
+
+
+def _with_models(calls: tuple[tuple[str, str], ...]) -> list[Call]:
+    return [(callee, endpoint, catalog.ENDPOINTS[callee, endpoint]) for callee, endpoint in calls]
 
 
 def _permutation(rng: random.Random, n: int) -> tuple[int, int]:
