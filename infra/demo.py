@@ -1,4 +1,5 @@
-"""The demo behind `make pipeline-up` / `make pipeline-down`: ZooKeeper and the dc1 cluster of three brokers.
+"""The demo behind `make pipeline-up` / `make pipeline-down`: ZooKeeper, the dc1 cluster of three brokers, the
+schema registry and the frontend emulators.
 
 `up` starts (or reuses, when they already run) a standalone ZooKeeper (`python -m pipeline.zk.server`) and
 three brokers in cluster mode (`python -m broker`, ids 1-3) under the chroot /dc1, the first datacenter
@@ -7,13 +8,17 @@ It waits until ZooKeeper serves, every broker answers and the cluster has three 
 then drives the cluster with our own command line, `python -m pipeline --zookeeper ...`, printing each
 command: creates the topic, describes it (leaders spread over the brokers), produces a few thousand
 keyed lines, reads them with a ZooKeeper consumer group (the paper's ConsumerConnector), describes the
-group (lag 0 everywhere after the read) and shows the cluster. Any mismatch exits non-zero with the reason.
+group (lag 0 everywhere after the read) and shows the cluster. Then pipeline stage 1: the schema registry
+(`python -m schemas.registry`, state in ZooKeeper under /schema-registry) and a run of the frontend
+emulators (`python -m producers`) publishing Avro events into dc1, checked against their own audit: per
+server, topic and window, the AuditCount records equal the events stored. Any mismatch exits non-zero
+with the reason.
 
-`down` stops the brokers (SIGTERM, waiting for each), then ZooKeeper; it also stops a standalone broker
-left by the earlier single-broker demo (var/broker.pid). Both commands are idempotent.
+`down` stops the registry and the brokers (SIGTERM, waiting for each), then ZooKeeper; it also stops a
+standalone broker left by the earlier single-broker demo (var/broker.pid). Both commands are idempotent.
 
 Environment: DEMO_VAR_DIR (default ./var), DEMO_ZOOKEEPER_PORT (2181), DEMO_BROKER_PORT (9092, the first
-of three consecutive broker ports).
+of three consecutive broker ports), DEMO_REGISTRY_PORT (8081).
 """
 
 from __future__ import annotations
@@ -49,6 +54,13 @@ GROUP = "demo-readers"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 CLI_TIMEOUT_S = 120.0
+REGISTRY_PORT = int(os.environ.get("DEMO_REGISTRY_PORT", "8081"))
+REGISTRY_URL = f"http://{HOST}:{REGISTRY_PORT}"
+REGISTRY_ZOOKEEPER = f"{HOST}:{ZOOKEEPER_PORT}/schema-registry"
+EMULATOR_SERVERS = 4
+EMULATOR_RATE = 2000
+EMULATOR_SECONDS = 10
+AUDIT_WINDOW_MS = 5000
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,13 @@ def broker_service(broker_id: int) -> Service:
                     "--override", f"zookeeper.connect={ZOOKEEPER}", "--override", f"broker.id={broker_id}",
                     "--override", f"num.partitions={PARTITIONS}"),
                    VAR / f"broker-{broker_id}.pid", VAR / f"broker-{broker_id}.log", f"{HOST}:{port}", log_dir)
+
+
+def registry_service() -> Service:
+    return Service("schema registry", "schemas.registry",
+                   ("--zookeeper", REGISTRY_ZOOKEEPER, "--host", HOST, "--port", str(REGISTRY_PORT)),
+                   VAR / "schema-registry.pid", VAR / "schema-registry.log", REGISTRY_URL,
+                   Path(REGISTRY_ZOOKEEPER))
 
 
 def legacy_broker_service() -> Service:
@@ -179,6 +198,16 @@ def broker_answers(service: Service) -> bool:
             admin.list_topics()
         return True
     except KafkaClientError:
+        return False
+
+
+def registry_answers() -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(REGISTRY_URL + "/subjects", timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
         return False
 
 
@@ -346,7 +375,80 @@ def start_cluster() -> dict[Service, subprocess.Popen | int]:
                  START_TIMEOUT_S)
     wait_for(f"brokers {list(BROKER_IDS)} and a controller in ZooKeeper {ZOOKEEPER}", cluster_complete, processes,
              START_TIMEOUT_S)
+    registry = registry_service()
+    processes[registry] = start_or_reuse(registry)
+    wait_for(f"the schema registry to answer on {REGISTRY_URL}", registry_answers, processes, START_TIMEOUT_S)
     return processes
+
+
+def topic_end_offsets(topics: list[str]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> latest offset, for the topics that exist."""
+    from pipeline.client.admin import LATEST_TIMESTAMP, AdminClient
+
+    offsets = {}
+    with AdminClient(bootstrap_servers(), client_id="demo", timeout_s=10.0) as admin:
+        existing = set(admin.list_topics())
+        for topic in topics:
+            if topic in existing:
+                for partition, offset in admin.list_offsets(topic, timestamp=LATEST_TIMESTAMP).items():
+                    offsets[(topic, partition)] = offset or 0
+    return offsets
+
+
+def read_from(topic: str, start: dict[tuple[str, int], int]) -> list:
+    """Every record of `topic` after the offsets in `start` (from 0 for partitions not in it)."""
+    from pipeline.client import Consumer
+    from pipeline.client.admin import AdminClient
+
+    with AdminClient(bootstrap_servers(), client_id="demo", timeout_s=10.0) as admin:
+        (description,) = admin.describe_topics([topic])
+    partitions = {(topic, p.partition): start.get((topic, p.partition), 0) for p in description.partitions}
+    consumer = Consumer({"metadata.broker.list": bootstrap_servers(), "consumer.timeout.ms": 3000},
+                        partitions=partitions)
+    try:
+        return list(consumer)
+    finally:
+        consumer.close()
+
+
+def run_emulators() -> None:
+    """Run the frontend emulators into dc1 for a few seconds; check their audit counts against what was stored."""
+    from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
+    from schemas.registry_client import SchemaRegistryClient
+    from schemas.serde import AvroDecoder
+
+    topics = [*EVENT_TOPICS, AUDIT_TOPIC]
+    before = topic_end_offsets(topics)
+    words = ["python", "-m", "producers", "--datacenter", "dc1", "--zookeeper", ZOOKEEPER, "--registry", REGISTRY_URL,
+             "--servers", str(EMULATOR_SERVERS), "--rate", str(EMULATOR_RATE), "--duration", str(EMULATOR_SECONDS),
+             "--audit-window-ms", str(AUDIT_WINDOW_MS)]
+    print(f"$ {' '.join(words)}", flush=True)
+    result = subprocess.run([sys.executable, *words[1:]], cwd=REPO_ROOT, capture_output=True,
+                            timeout=EMULATOR_SECONDS + CLI_TIMEOUT_S)
+    for line in result.stderr.decode(errors="replace").splitlines():
+        print(f"  {line.split(': ', 1)[-1] if ' producers.' in line else line}".rstrip())
+    if result.returncode != 0:
+        sys.exit(f"the emulators failed (exit {result.returncode})")
+    decoder = AvroDecoder(SchemaRegistryClient(REGISTRY_URL))
+    stored: dict[tuple[str, str, int], int] = {}
+    for topic in EVENT_TOPICS:
+        for record in read_from(topic, before):
+            header = decoder.decode(record.value, topic)["header"]
+            time_ms = int(header["eventTime"].timestamp() * 1000)
+            key = (header["server"], topic, time_ms - time_ms % AUDIT_WINDOW_MS)
+            stored[key] = stored.get(key, 0) + 1
+    audited: dict[tuple[str, str, int], int] = {}
+    for record in read_from(AUDIT_TOPIC, before):
+        count = decoder.decode(record.value, AUDIT_TOPIC)
+        key = (count["host"], count["topic"], int(count["windowStart"].timestamp() * 1000))
+        audited[key] = audited.get(key, 0) + count["count"]
+    if not stored or audited != stored:
+        wrong = sorted(k for k in set(stored) | set(audited) if stored.get(k) != audited.get(k))
+        sys.exit(f"the audit does not match the events stored: {len(wrong)} of {len(stored)} (server, topic, window) "
+                 f"counts differ, e.g. {wrong[:3]}")
+    print(f"  OK: {sum(stored.values())} events in {len(EVENT_TOPICS)} topics, every one decoded with its registered "
+          f"schema; the {len(audited)} producer audit counts (server, topic, {AUDIT_WINDOW_MS // 1000} s window) "
+          f"equal the events stored")
 
 
 def up() -> None:
@@ -362,6 +464,7 @@ def up() -> None:
     out = pipeline_cli("cluster").stdout.decode()
     if f"Brokers: {len(BROKER_IDS)}" not in out or "Controller: broker" not in out:
         sys.exit(f"`cluster` should show {len(BROKER_IDS)} brokers and a controller")
+    run_emulators()
     print(f"\nOK in {time.monotonic() - started:.1f}s. Running now:")
     for service in processes:
         print(f"  {service.name:<10} {service.address:<16} pid {read_pid(service)}  data {shown(service.data)}, "
@@ -371,6 +474,8 @@ def up() -> None:
           f"  .venv/bin/python -m pipeline --zookeeper {ZOOKEEPER} topics describe {TOPIC}\n"
           f"  .venv/bin/python -m pipeline --zookeeper {ZOOKEEPER} consume {TOPIC} --from-beginning --max-messages 5\n"
           f"  .venv/bin/python -m pipeline --zookeeper {ZOOKEEPER} consumer-groups describe {GROUP}\n"
+          f"  curl -s {REGISTRY_URL}/subjects\n"
+          f"  .venv/bin/python -m producers --zookeeper {ZOOKEEPER} --registry {REGISTRY_URL} --rate 500\n"
           f"stop it with: make pipeline-down")
 
 
@@ -407,19 +512,21 @@ def stop(service: Service) -> bool:
 def down() -> None:
     # All brokers get SIGTERM at once and shut down side by side; ZooKeeper only after the last one is
     # gone, since each deregisters from it on the way out.
+    registry_stopped = stop(registry_service())
     brokers = [broker_service(broker_id) for broker_id in BROKER_IDS] + [legacy_broker_service()]
     stopping = [(broker, pid) for broker in brokers if (pid := signal_stop(broker)) is not None]
     for broker, pid in stopping:
         wait_stopped(broker, pid)
     zookeeper_stopped = stop(zookeeper_service())
-    if not stopping and not zookeeper_stopped:
+    if not stopping and not zookeeper_stopped and not registry_stopped:
         print("no demo process running")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description="Start or stop the demo: ZooKeeper and a 3-broker cluster (chroot /dc1) under ./var/. "
-                    "`up` also creates a topic, produces, reads with a consumer group and checks the counts.")
+        description="Start or stop the demo: ZooKeeper, a 3-broker cluster (chroot /dc1) and the schema registry "
+                    "under ./var/. `up` also creates a topic, produces, reads with a consumer group and checks the "
+                    "counts, then runs the frontend emulators and checks their audit counts.")
     parser.add_argument("action", choices=["up", "down"])
     args = parser.parse_args()
     up() if args.action == "up" else down()

@@ -21,8 +21,8 @@ The model:
   (`producers.servicecalls`: log-normal latencies with stalls, timeouts, errors).
 - Every host samples its resources once per `metrics_interval_ms` of now_ms time (`producers.hosts`),
   the hosts' phases staggered over the interval; a SystemMetricsEvent carries the due time as eventTime.
-- Keys: the member id in ASCII decimal (b"12345"; b"-1" for guests) for activity events and service
-  calls, the viewed member for ProfileViewEvent (the paper's semantic partitioning), the host name for
+- Keys: the member id in ASCII decimal (b"12345"; a guest's session id, since all guests share memberId
+  -1 and would otherwise crowd one partition) for activity events and service calls, the viewed member for ProfileViewEvent (the paper's semantic partitioning), the host name for
   SystemMetricsEvent.
 - Headers: every server numbers its events 0, 1, 2, ... over all topics, in the order they are returned.
 """
@@ -91,7 +91,8 @@ class _Session:
 
     def __init__(self, member: int, session_id: str, user_agent: str) -> None:
         self.member = member
-        self.key = str(member).encode("ascii")
+        # A guest has no member id: its session id keeps its events together and spreads guests out.
+        self.key = (str(member) if member >= 0 else session_id).encode("ascii")
         self.session_id = session_id
         self.user_agent = user_agent
         self.action = END

@@ -1,7 +1,8 @@
 """`infra/demo.py up|down` (behind make pipeline-up/down) end to end, in a temporary var dir on free ports.
 
-`up` must start ZooKeeper and three brokers, pass its own checks (topic over the 3 brokers, produce, a
-consumer group reading everything, lag 0) and leave the processes running; a second `up` reuses them;
+`up` must start ZooKeeper, three brokers and the schema registry, pass its own checks (topic over the 3
+brokers, produce, a consumer group reading everything, lag 0, the emulators' audit equal to the events
+stored) and leave the processes running; a second `up` reuses them;
 `down` must stop every process it started (the Java ZooKeeper under its launcher included) and be
 idempotent; it also stops a standalone broker left by the earlier single-broker demo.
 """
@@ -71,7 +72,7 @@ def demo_env(tmp_path: Path):
     """Environment for the demo: its own var dir and free ports; kills whatever it left behind after the test."""
     var = tmp_path / "var"
     env = {**os.environ, "DEMO_VAR_DIR": str(var), "DEMO_ZOOKEEPER_PORT": str(free_port()),
-           "DEMO_BROKER_PORT": str(consecutive_free_ports(BROKERS))}
+           "DEMO_BROKER_PORT": str(consecutive_free_ports(BROKERS)), "DEMO_REGISTRY_PORT": str(free_port())}
     started: set[int] = set()
     yield env, var, started
     # After a failed assertion: whatever the pid files name (and below it) may still run.
@@ -86,7 +87,7 @@ def demo_env(tmp_path: Path):
             os.kill(pid, signal.SIGKILL)
 
 
-def run_demo(env: dict, action: str, timeout: float = 90) -> subprocess.CompletedProcess:
+def run_demo(env: dict, action: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(DEMO), action], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -105,20 +106,21 @@ def test_up_checks_the_cluster_reuses_it_and_down_stops_everything(demo_env):
     first = run_demo(env, "up")
     assert first.returncode == 0, first.stdout + first.stderr
     pids = pid_files(var)
-    assert set(pids) == {"zookeeper", "broker-1", "broker-2", "broker-3"}
+    assert set(pids) == {"zookeeper", "broker-1", "broker-2", "broker-3", "schema-registry"}
     started |= set(pids.values())
     java = descendants(pids["zookeeper"])
     assert java, "the ZooKeeper launcher should run the Java server as its child"
     started |= java
     assert all(alive(pid) for pid in started)
     assert "Brokers: 3" in first.stdout and "OK in" in first.stdout
+    assert "producer audit counts (server, topic, 5 s window) equal the events stored" in first.stdout
     for broker_id in range(1, BROKERS + 1):
         assert (var / "dc1" / f"broker-{broker_id}").is_dir()
         assert (var / f"broker-{broker_id}.log").exists()
 
     again = run_demo(env, "up")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.count("reusing it") == BROKERS + 1
+    assert again.stdout.count("reusing it") == BROKERS + 2
     assert pid_files(var) == pids
     # The group reads only this run's messages: its committed offsets cover the first run's.
     assert "group demo-readers read 5000 messages" in again.stdout
@@ -127,7 +129,8 @@ def test_up_checks_the_cluster_reuses_it_and_down_stops_everything(demo_env):
     assert down.returncode == 0, down.stdout + down.stderr
     assert [pid for pid in started if alive(pid)] == []
     assert pid_files(var) == {}
-    assert down.stdout.index("stopped broker") < down.stdout.index("stopped ZooKeeper")
+    assert down.stdout.index("stopped schema registry") < down.stdout.index("stopped broker") \
+        < down.stdout.index("stopped ZooKeeper")
 
     down_again = run_demo(env, "down")
     assert down_again.returncode == 0, down_again.stdout + down_again.stderr

@@ -173,6 +173,8 @@ def test_session_walks_visit_every_action_and_page(sample: list[Event]) -> None:
 def test_keys_are_member_ids_the_viewed_member_for_profile_views_and_the_host_for_metrics(
         sample: list[Event]) -> None:
     profile_views = 0
+    guest_sessions = {e.value["sessionId"].encode() for e in sample
+                      if e.topic == "PageViewEvent" and e.value["memberId"] == -1}
     for server, events in by_server(sample).items():
         request_key = None
         for event in events:
@@ -185,16 +187,21 @@ def test_keys_are_member_ids_the_viewed_member_for_profile_views_and_the_host_fo
             elif event.topic == "ServiceCallEvent":
                 assert event.key == request_key
             else:
-                assert event.key == str(event.value["memberId"]).encode("ascii")
+                if event.value["memberId"] == -1:
+                    assert event.key in guest_sessions
+                else:
+                    assert event.key == str(event.value["memberId"]).encode("ascii")
                 if event.topic == "PageViewEvent":
                     request_key = event.key
     assert profile_views > 1000
 
 
-def test_guests_are_keyed_minus_one_and_see_only_public_pages(sample: list[Event]) -> None:
+def test_guests_are_keyed_by_session_and_see_only_public_pages(sample: list[Event]) -> None:
     guest_views = [event for event in sample if event.topic == "PageViewEvent" and event.value["memberId"] == -1]
     assert 0.01 < len(guest_views) / sum(event.topic == "PageViewEvent" for event in sample) < 0.15
-    assert all(event.key == b"-1" and event.value["pageKey"] in PUBLIC_PAGES for event in guest_views)
+    assert all(event.key == event.value["sessionId"].encode() and event.value["pageKey"] in PUBLIC_PAGES
+               for event in guest_views)
+    assert len({event.key for event in guest_views}) > 1
 
 
 @pytest.mark.parametrize("n, exponent", [(1, 1.1), (2, 0.5), (12, 1.0), (60, 1.1), (60, 0.7), (25, 2.5), (200, 4.0)])

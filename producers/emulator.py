@@ -1,0 +1,277 @@
+"""The frontend emulator: N servers of one datacenter publishing Avro events at a target rate, audited.
+
+`FrontendEmulator.run` draws events from the workload model at the rate the `RateController` sets and
+hands each to one async Producer (batching, compression), keyed by member id, encoded in the Confluent
+wire format with the id the registry gave the topic's schema. The producer's callback settles every
+event in the `AuditCounter` as acknowledged or failed; windows that closed are published as AuditCount
+records by the `AuditPublisher` thread, retried until the broker takes them. Stopping (SIGTERM, or the
+duration) sends what is queued, then publishes the counts of the windows still open.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from typing import Any, Sequence
+
+from prometheus_client import start_http_server
+
+from pipeline.client import Producer, ProducerData
+from pipeline.client.errors import KafkaClientError
+from pipeline.client.encoder import Encoder
+from pipeline.client.producer import CallbackHandler, ProducerBatch
+from pipeline.protocol.errors import KafkaProtocolError
+from producers.audit import AuditCounter
+from producers.config import EmulatorConfig
+from producers.metrics import EmulatorMetrics, total
+from producers.rate import RateController
+from producers.workload import Event, Workload
+from schemas.events import AUDIT_NAME, EVENT_TOPICS, load_schema
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroEncoder
+
+__all__ = ["AuditPublisher", "EmulatedEvent", "EncodedEvents", "FrontendEmulator"]
+
+log = logging.getLogger(__name__)
+
+_MAX_CHUNK_S = 0.01
+_CLOSE_EVERY_S = 0.5
+_STATUS_EVERY_S = 10.0
+
+
+class EmulatedEvent:
+    """What the emulator hands the producer: the encoded event and what the audit needs once it is settled."""
+
+    __slots__ = ("topic", "server", "event_time", "encoded", "sent_at")
+
+    def __init__(self, topic: str, server: str, event_time: int, encoded: bytes, sent_at: float) -> None:
+        self.topic = topic
+        self.server = server
+        self.event_time = event_time
+        self.encoded = encoded
+        self.sent_at = sent_at
+
+
+class EncodedEvents(Encoder):
+    """The producer's encoder for EmulatedEvents: they were encoded already, a topic's at a time."""
+
+    def encode(self, message: EmulatedEvent) -> bytes:
+        return message.encoded
+
+    def encode_for(self, topic: str, messages: Sequence[EmulatedEvent]) -> list:
+        return [m.encoded for m in messages]
+
+
+class _Settler(CallbackHandler):
+    """Settles each sent batch's events in the audit and the metrics (on the producer's sender thread)."""
+
+    def __init__(self, audit: AuditCounter, metrics: EmulatorMetrics) -> None:
+        self.audit = audit
+        self.metrics = metrics
+
+    def after_send(self, batch: ProducerBatch, result: Any) -> None:
+        settle(batch.messages, not isinstance(result, BaseException), self.audit, self.metrics)
+
+
+def settle(events: Sequence[EmulatedEvent], acknowledged: bool, audit: AuditCounter, metrics: EmulatorMetrics) -> None:
+    """Count `events` (one topic's) as acknowledged or failed in the audit and the metrics."""
+    audit.settled([(e.server, e.topic, e.event_time, len(e.encoded)) for e in events], acknowledged)
+    if not events:
+        return
+    topic = events[0].topic
+    if acknowledged:
+        metrics.acknowledged.labels(topic).inc(len(events))
+        metrics.bytes.labels(topic).inc(sum(len(e.encoded) for e in events))
+        metrics.latency.observe(time.monotonic() - min(e.sent_at for e in events))
+    else:
+        metrics.failed.labels(topic).inc(len(events))
+
+
+class AuditPublisher:
+    """A thread that publishes AuditCount records to the audit topic, retrying what the broker refused."""
+
+    def __init__(self, config: dict[str, Any], registry: SchemaRegistryClient, topic: str,
+                 metrics: EmulatorMetrics, retry_backoff_s: float = 1.0) -> None:
+        self.topic = topic
+        self.metrics = metrics
+        self.retry_backoff_s = retry_backoff_s
+        self.encoder = AvroEncoder(registry, {topic: load_schema(AUDIT_NAME)})
+        self.producer = Producer({**config, "producer.type": "sync", "serializer.class": self.encoder})
+        self.published = 0
+        self._pending: list[dict[str, Any]] = []
+        self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
+        self._give_up = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audit-publisher", daemon=True)
+
+    def start(self) -> "AuditPublisher":
+        self.encoder.writer_for(self.topic)
+        self._thread.start()
+        return self
+
+    def publish(self, records: list[dict[str, Any]]) -> None:
+        if records:
+            self._queue.put(records)
+
+    def close(self, timeout_s: float) -> int:
+        """Publish what is queued, retrying for at most `timeout_s`; the number of records left unpublished."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._give_up.set()
+            self._thread.join()
+        left = len(self._pending) + sum(len(batch) for batch in self._queue.queue if batch)
+        self.producer.close()
+        return left
+
+    def _run(self) -> None:
+        closing = False
+        while not (closing and not self._pending):
+            try:
+                item = self._queue.get(block=not self._pending and not closing)
+                while True:
+                    if item is None:
+                        closing = True
+                    else:
+                        self._pending.extend(item)
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            if not self._pending:
+                continue
+            try:
+                self.producer.send([ProducerData(self.topic, r["topic"].encode(), [r]) for r in self._pending])
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                self.metrics.audit_failures.inc()
+                log.warning("could not publish %d audit counts (will retry): %s", len(self._pending), exc)
+                if self._give_up.wait(self.retry_backoff_s):
+                    return
+                continue
+            self.published += len(self._pending)
+            self.metrics.audit_published.inc(len(self._pending))
+            self._pending = []
+
+
+class FrontendEmulator:
+    """N emulated frontend servers of one datacenter; `run(stop)` publishes until `stop` or the duration."""
+
+    def __init__(self, config: EmulatorConfig, metrics: EmulatorMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or EmulatorMetrics()
+        self.metrics.target_rate.set(config["rate"])
+        self.workload = Workload(config["datacenter"], config["servers"], seed=config["seed"],
+                                 members=config["members"], zipf_exponent=config["zipf.exponent"],
+                                 service=config["service"], metrics_interval_ms=config["system.metrics.interval.ms"])
+        self.audit = AuditCounter(window_ms=config["audit.window.ms"], datacenter=config["datacenter"],
+                                  application=config["service"])
+        self.registry = SchemaRegistryClient(config["schema.registry.url"])
+        self.encoder = AvroEncoder(self.registry, {topic: load_schema(name) for topic, name in EVENT_TOPICS.items()})
+        self.sent = 0
+        self.send_errors = 0
+        self.skipped = 0
+        self.elapsed_s = 0.0
+        self._metrics_server: Any = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Publish until `stop` is set or the duration passed; then flush, publish the open windows, close."""
+        config = self.config
+        for topic in EVENT_TOPICS:
+            self.encoder.writer_for(topic)
+        if config["metrics.port"] is not None:
+            self._metrics_server, _ = start_http_server(config["metrics.port"], registry=self.metrics.registry)
+        producer_config = config.producer_config()
+        publisher = AuditPublisher({k: v for k, v in producer_config.items()
+                                    if k in ("metadata.broker.list", "zookeeper.connect", "client.id")}
+                                   | {"request.required.acks": -1, "compression.codec": "none"},
+                                   self.registry, config["audit.topic"], self.metrics).start()
+        producer = Producer({**producer_config, "serializer.class": EncodedEvents()}, _Settler(self.audit, self.metrics))
+        log.info("emulating %d %s servers in %s at %.0f events/s%s", config["servers"], config["service"],
+                 config["datacenter"], config["rate"],
+                 f" for {config['duration.s']:.0f} s" if config["duration.s"] is not None else "")
+        try:
+            self._publish(producer, publisher, stop)
+        finally:
+            try:
+                producer.close(config["shutdown.timeout.s"])
+            except TimeoutError as exc:
+                log.error("%s", exc)
+            finally:
+                publisher.publish(self.audit.close_windows(None))
+                left = publisher.close(config["shutdown.timeout.s"])
+                if left:
+                    log.error("%d audit counts could not be published before shutdown", left)
+                if self._metrics_server is not None:
+                    self._metrics_server.shutdown()
+                    self._metrics_server.server_close()
+                self.registry.close()
+        log.info("sent %d events in %.1f s (%.0f events/s; %d acknowledged, %d failed, %d skipped behind "
+                 "schedule); %d audit counts published", self.sent, self.elapsed_s,
+                 self.sent / self.elapsed_s if self.elapsed_s else 0.0, total(self.metrics.acknowledged),
+                 total(self.metrics.failed), self.skipped, publisher.published)
+
+    def _publish(self, producer: Producer, publisher: AuditPublisher, stop: threading.Event) -> None:
+        config = self.config
+        start = time.monotonic()
+        end = None if config["duration.s"] is None else start + config["duration.s"]
+        rate = RateController(config["rate"], start)
+        chunk = max(1, int(config["rate"] * _MAX_CHUNK_S))
+        audit, metrics, workload = self.audit, self.metrics, self.workload
+        send = producer.send
+        encode_for = self.encoder.encode_for
+        next_close = start + _CLOSE_EVERY_S
+        status_at, status_sent, status_skipped = start + _STATUS_EVERY_S, 0, 0
+        while not stop.is_set():
+            now = time.monotonic()
+            if end is not None and now >= end:
+                break
+            if now >= next_close:
+                publisher.publish(audit.close_windows(int(time.time() * 1000)))
+                next_close = now + _CLOSE_EVERY_S
+            if now >= status_at:
+                self._report(now - status_at + _STATUS_EVERY_S, self.sent - status_sent, rate.skipped - status_skipped)
+                status_at, status_sent, status_skipped = now + _STATUS_EVERY_S, self.sent, rate.skipped
+            due = rate.due(now)
+            if due == 0:
+                stop.wait(max(0.0, min(rate.next_due(), next_close, end or next_close) - now))
+                continue
+            now_ms = int(time.time() * 1000)
+            events = workload.next_events(now_ms, min(due, chunk))
+            by_topic: dict[str, list[Event]] = {}
+            for event in events:
+                group = by_topic.get(event.topic)
+                if group is None:
+                    by_topic[event.topic] = [event]
+                else:
+                    group.append(event)
+            # In flight before the producer can call back about any of them.
+            audit.sent_all(collections.Counter((e.server, e.topic) for e in events), now_ms)
+            sent_at = time.monotonic()
+            for topic, group in by_topic.items():
+                values = encode_for(topic, [e.value for e in group])
+                metrics.sent.labels(topic).inc(len(group))
+                for event, value in zip(group, values):
+                    emitted = EmulatedEvent(topic, event.server, now_ms, value, sent_at)
+                    try:
+                        send(ProducerData(topic, event.key, [emitted]))
+                    except (KafkaClientError, KafkaProtocolError) as exc:
+                        settle([emitted], False, audit, metrics)
+                        self.send_errors += 1
+                        if self.send_errors in (1, 10, 100) or self.send_errors % 1000 == 0:
+                            log.warning("send failed (%d so far): %s", self.send_errors, exc)
+            self.sent += len(events)
+            rate.emitted_now(len(events))
+            if rate.skipped > self.skipped:
+                metrics.skipped.inc(rate.skipped - self.skipped)
+                self.skipped = rate.skipped
+        self.elapsed_s = time.monotonic() - start
+
+    def _report(self, interval_s: float, sent: int, skipped: int) -> None:
+        achieved = sent / interval_s
+        target = self.config["rate"]
+        if skipped or achieved < 0.9 * target:
+            log.warning("cannot keep up: %.0f events/s in the last %.0f s, target %.0f (%d events behind schedule "
+                        "dropped)", achieved, interval_s, target, skipped)
+        else:
+            log.info("%.0f events/s (target %.0f), %d in flight", achieved, target, self.audit.in_flight())

@@ -1,0 +1,131 @@
+"""The emulators' audit counter (windows, acknowledged versus failed) and rate controller, as pure logic."""
+
+from __future__ import annotations
+
+import threading
+
+import fastavro
+import pytest
+
+from producers.audit import AuditCounter
+from producers.config import EmulatorConfig
+from producers.rate import RateController
+from pipeline.config import ConfigError
+from schemas.events import parsed_schema
+
+
+def counter(window_ms: int = 60_000) -> AuditCounter:
+    return AuditCounter(window_ms=window_ms, datacenter="dc1", application="frontend")
+
+
+def test_counts_per_server_topic_and_window_of_event_time() -> None:
+    audit = counter()
+    events = [("fe-1", "PageViewEvent", 59_999, 10), ("fe-1", "PageViewEvent", 60_000, 20),
+              ("fe-2", "PageViewEvent", 1_000, 30), ("fe-1", "ClickEvent", 2_000, 40)]
+    for server, topic, time_ms, _ in events:
+        audit.sent(server, topic, time_ms)
+    audit.settled(events, acknowledged=True)
+    closed = audit.close_windows(120_000)
+    assert [(r["host"], r["topic"], r["windowStart"], r["windowEnd"], r["count"], r["bytes"]) for r in closed] == [
+        ("fe-1", "ClickEvent", 0, 60_000, 1, 40), ("fe-1", "PageViewEvent", 0, 60_000, 1, 10),
+        ("fe-2", "PageViewEvent", 0, 60_000, 1, 30), ("fe-1", "PageViewEvent", 60_000, 120_000, 1, 20)]
+    assert all(r["tier"] == "producer" and r["datacenter"] == "dc1" and r["application"] == "frontend" for r in closed)
+    for record in closed:
+        assert fastavro.validation.validate(record, parsed_schema("AuditCount"))
+    assert audit.close_windows(10**12) == []
+
+
+def test_failed_events_are_counted_apart_never_as_acknowledged() -> None:
+    audit = counter()
+    for _ in range(5):
+        audit.sent("fe-1", "SearchEvent", 5_000)
+    audit.settled([("fe-1", "SearchEvent", 5_000, 100)] * 3, acknowledged=True)
+    audit.settled([("fe-1", "SearchEvent", 5_000, 7)] * 2, acknowledged=False)
+    [record] = audit.close_windows(60_000)
+    assert (record["count"], record["bytes"]) == (3, 300)
+    assert record["properties"] == {"failed": "2", "failedBytes": "14"}
+
+
+def test_a_window_closes_only_after_its_end_and_once_nothing_is_in_flight() -> None:
+    audit = counter(1_000)
+    audit.sent("fe-1", "ClickEvent", 500)
+    audit.sent("fe-1", "ClickEvent", 600)
+    audit.settled([("fe-1", "ClickEvent", 500, 1)], acknowledged=True)
+    assert audit.close_windows(999) == []
+    assert audit.close_windows(5_000) == [], "one event of the window is still in flight"
+    assert audit.in_flight() == 1
+    audit.settled([("fe-1", "ClickEvent", 600, 1)], acknowledged=True)
+    [record] = audit.close_windows(1_000)
+    assert record["count"] == 2
+
+
+def test_closing_everything_at_shutdown_reports_what_never_settled() -> None:
+    audit = counter()
+    audit.sent("fe-1", "ClickEvent", 10)
+    audit.sent("fe-1", "ClickEvent", 10)
+    audit.settled([("fe-1", "ClickEvent", 10, 5)], acknowledged=True)
+    [record] = audit.close_windows(None)
+    assert record["count"] == 1 and record["properties"]["unsettled"] == "1"
+
+
+def test_counting_from_two_threads_loses_nothing() -> None:
+    audit = counter(10)
+    n = 20_000
+
+    def send() -> None:
+        for i in range(n):
+            audit.sent("fe-1", "T", i % 100)
+
+    def settle() -> None:
+        done = 0
+        while done < n:
+            settled = min(100, n - done)
+            # Settle only what was sent: wait until the sender is ahead.
+            while audit.in_flight() < settled:
+                pass
+            audit.settled([("fe-1", "T", (done + j) % 100, 1) for j in range(settled)], acknowledged=True)
+            done += settled
+
+    threads = [threading.Thread(target=send), threading.Thread(target=settle)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sum(r["count"] for r in audit.close_windows(10**6)) == n
+
+
+def test_rate_controller_holds_the_schedule_and_catches_up_short_stalls() -> None:
+    rate = RateController(1000.0, start=100.0)
+    assert rate.due(100.0) == 0
+    assert rate.due(100.0105) == 10
+    rate.emitted_now(10)
+    assert rate.due(100.0105) == 0
+    assert rate.next_due() == pytest.approx(100.011)
+    # A 0.5 s stall is caught up: the rate over the whole interval stays on target.
+    assert rate.due(100.5105) == 500
+    rate.emitted_now(500)
+    assert rate.skipped == 0
+
+
+def test_rate_controller_drops_a_backlog_it_cannot_catch_up_and_counts_it() -> None:
+    rate = RateController(1000.0, start=0.0, max_backlog_s=1.0)
+    assert rate.due(5.0) == 1000
+    assert rate.skipped == 4000
+    rate.emitted_now(1000)
+    assert rate.due(5.0) == 0
+    assert rate.due(5.5) == 500
+
+
+def test_emulator_config_requires_one_cluster_and_refuses_acks_0() -> None:
+    assert EmulatorConfig({"bootstrap.servers": "h:1"})["audit.window.ms"] == 60_000
+    with pytest.raises(ConfigError, match="either"):
+        EmulatorConfig({})
+    with pytest.raises(ConfigError, match="either"):
+        EmulatorConfig({"bootstrap.servers": "h:1", "zookeeper.connect": "z:2"})
+    with pytest.raises(ConfigError, match="acks=0"):
+        EmulatorConfig({"bootstrap.servers": "h:1", "request.required.acks": "0"})
+    with pytest.raises(ConfigError, match="rate"):
+        EmulatorConfig({"bootstrap.servers": "h:1", "rate": "-5"})
+    producer = EmulatorConfig({"zookeeper.connect": "z:2/dc1", "batch.size": "7"}).producer_config()
+    assert producer["zookeeper.connect"] == "z:2/dc1" and producer["batch.size"] == 7
+    assert producer["producer.type"] == "async" and "metadata.broker.list" not in producer
