@@ -2,6 +2,7 @@
 
     python -m schemas.registry --zookeeper localhost:2181/dc1 --port 8081
     python -m schemas.registry --data-dir var/schema-registry --port 8081
+    python -m schemas.registry --config config/schema-registry.properties
 
 Errors are one line on stderr; SIGTERM or SIGINT stops it and it exits 0.
 """
@@ -15,47 +16,68 @@ import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
+from pipeline.config import ConfigError, help_table, read_properties_file
 from pipeline.zk.client import ZooKeeperUnavailable, connect
 
 from .backends import Backend, DirectoryBackend, ZooKeeperBackend
+from .config import REGISTRY_PROPERTIES, RegistryConfig
 from .service import make_app
 from .store import SchemaRegistryStore
 
-DEFAULT_DATA_DIR = Path("var/schema-registry")
 STORE_THREADS = 32
+
+
+# Command-line options and the setting each one overrides.
+_OPTIONS = {"zookeeper": "zookeeper.connect", "data_dir": "data.dir", "host": "host", "port": "port",
+            "zookeeper_timeout": "zookeeper.timeout.s"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m schemas.registry",
         description="A schema registry with the Confluent Schema Registry's REST API, for Avro schemas.")
+    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config); options override it")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                        help="keep the state in ZooKeeper, shared by every instance on the same chroot")
-    where.add_argument("--data-dir", type=Path, metavar="DIR",
-                       help=f"standalone: keep the state in a local directory (default {DEFAULT_DATA_DIR})")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    parser.add_argument("--port", type=int, default=8081, help="port to listen on (default 8081)")
-    parser.add_argument("--zookeeper-timeout", type=float, default=10.0, metavar="SECONDS",
+    where.add_argument("--data-dir", metavar="DIR",
+                       help="standalone: keep the state in a local directory (default var/schema-registry)")
+    parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8081)")
+    parser.add_argument("--zookeeper-timeout", type=float, metavar="SECONDS",
                         help="deadline of every ZooKeeper call (default 10)")
+    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
     return parser.parse_args(argv)
 
 
-def open_backend(args: argparse.Namespace) -> Backend:
-    if not args.zookeeper:
-        return DirectoryBackend(args.data_dir or DEFAULT_DATA_DIR)
+def load_config(args: argparse.Namespace) -> RegistryConfig:
+    values: dict[str, Any] = dict(read_properties_file(args.config)) if args.config else {}
+    for option, name in _OPTIONS.items():
+        value = getattr(args, option)
+        if value is not None:
+            values[name] = value
+    # --data-dir on the command line means standalone, whatever the file says.
+    if args.data_dir is not None:
+        values.pop("zookeeper.connect", None)
+    return RegistryConfig(values)
+
+
+def open_backend(config: RegistryConfig) -> Backend:
+    if not config["zookeeper.connect"]:
+        return DirectoryBackend(Path(config["data.dir"]))
     # kazoo logs every failed connection attempt; a failure to start is reported once, by main.
     kazoo_log = logging.getLogger("kazoo")
     level = kazoo_log.level
     kazoo_log.setLevel(logging.CRITICAL + 1)
     try:
-        client = connect(args.zookeeper, timeout_s=args.zookeeper_timeout)
+        client = connect(config["zookeeper.connect"], timeout_s=config["zookeeper.timeout.s"])
     finally:
         kazoo_log.setLevel(level)
-    return ZooKeeperBackend(client, args.zookeeper_timeout)
+    return ZooKeeperBackend(client, config["zookeeper.timeout.s"])
 
 
 async def serve(store: SchemaRegistryStore, host: str, port: int) -> None:
@@ -78,18 +100,22 @@ async def serve(store: SchemaRegistryStore, host: str, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.help_config:
+        print(help_table(REGISTRY_PROPERTIES))
+        return 0
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        backend = open_backend(args)
-    except (ZooKeeperUnavailable, ValueError, OSError) as error:
+        config = load_config(args)
+        backend = open_backend(config)
+    except (ConfigError, ZooKeeperUnavailable, ValueError, OSError) as error:
         print(f"schemas.registry: error: {error}", file=sys.stderr)
         return 1
+    host, port = config["host"], config["port"]
     try:
-        asyncio.run(serve(SchemaRegistryStore(backend), args.host, args.port))
+        asyncio.run(serve(SchemaRegistryStore(backend), host, port))
     except OSError as error:
-        print(f"schemas.registry: error: cannot listen on {args.host}:{args.port}: {error.strerror or error}",
-              file=sys.stderr)
+        print(f"schemas.registry: error: cannot listen on {host}:{port}: {error.strerror or error}", file=sys.stderr)
         return 1
     finally:
         backend.close()

@@ -12,6 +12,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.support.polling import wait_until
 from tests.support.registry import CONTENT_TYPE, REPO_ROOT, RegistryProcess, standalone_registry
 
 
@@ -152,6 +153,38 @@ def test_command_line_help_and_one_line_errors() -> None:
     assert failed.returncode == 1
     assert failed.stderr.startswith("schemas.registry: error: no ZooKeeper server")
     assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+
+
+def test_properties_file_sets_what_the_options_do(tmp_path: Path) -> None:
+    from tests.support.ports import free_port
+
+    port = free_port()
+    config = tmp_path / "registry.properties"
+    config.write_text(f"# standalone registry\ndata.dir={tmp_path / 'state'}\nhost=127.0.0.1\nport={port}\n")
+    log = tmp_path / "registry.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "schemas.registry", "--config", str(config)], cwd=REPO_ROOT,
+                                   stdout=out, stderr=subprocess.STDOUT)
+    try:
+        answer = wait_until(lambda: _get(f"http://127.0.0.1:{port}/schemas/types"), 30, message="registry on --config")
+        assert answer == ["AVRO"]
+        assert (tmp_path / "state").is_dir()
+    finally:
+        process.terminate()
+        assert process.wait(30) == 0, log.read_text()
+    config.write_text("port=99999\n")
+    bad = subprocess.run([sys.executable, "-m", "schemas.registry", "--config", str(config)], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.strip() == \
+        "schemas.registry: error: registry setting port=99999 is above its maximum 65535"
+
+
+def _get(url: str) -> object:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return json.loads(answer.read())
+    except OSError:
+        return None
 
 
 def test_bad_input_is_answered_and_the_registry_keeps_serving(registry: RegistryProcess) -> None:

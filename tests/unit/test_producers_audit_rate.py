@@ -129,3 +129,14 @@ def test_emulator_config_requires_one_cluster_and_refuses_acks_0() -> None:
     producer = EmulatorConfig({"zookeeper.connect": "z:2/dc1", "batch.size": "7"}).producer_config()
     assert producer["zookeeper.connect"] == "z:2/dc1" and producer["batch.size"] == 7
     assert producer["producer.type"] == "async" and "metadata.broker.list" not in producer
+
+
+def test_the_shipped_properties_files_are_valid() -> None:
+    from pathlib import Path
+
+    from schemas.registry.config import RegistryConfig
+
+    config_dir = Path(__file__).resolve().parents[2] / "config"
+    emulator = EmulatorConfig(config_dir / "producers-dc1.properties")
+    assert emulator["zookeeper.connect"] == "127.0.0.1:2181/dc1" and emulator["request.required.acks"] == -1
+    assert RegistryConfig(config_dir / "schema-registry.properties")["port"] == 8081
