@@ -26,7 +26,10 @@ BENCH_COMMANDS := \
 	"-m bench.consumer_bench" \
 	"-m bench.broker_memory" \
 	"-m bench.protocol_bench" \
-	"-m bench.codec_bench"
+	"-m bench.codec_bench" \
+	"-m bench.registry_bench" \
+	"-m bench.workload_bench" \
+	"-m bench.emulator_bench"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down bench bench-scripts clean distclean
 
