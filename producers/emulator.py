@@ -210,6 +210,9 @@ class FrontendEmulator:
                  "schedule); %d audit counts published", self.sent, self.elapsed_s,
                  self.sent / self.elapsed_s if self.elapsed_s else 0.0, total(self.metrics.acknowledged),
                  total(self.metrics.failed), self.skipped, publisher.published)
+        if self.skipped:
+            log.warning("cannot keep up: %.0f events/s of the %.0f asked for over the run (%d events behind schedule "
+                        "dropped)", self.sent / self.elapsed_s, config["rate"], self.skipped)
 
     def _publish(self, producer: Producer, publisher: AuditPublisher, stop: threading.Event) -> None:
         config = self.config

@@ -206,6 +206,14 @@ def test_sigterm_flushes_and_publishes_the_open_windows(tmp_path: Path, broker: 
     assert all("unsettled" not in count["properties"] for count in audit.values())
 
 
+def test_a_rate_out_of_reach_is_reported(tmp_path: Path, broker: BrokerProcess, registry: RegistryProcess) -> None:
+    with Emulator(tmp_path / "emulator.log", *emulator_args(broker, registry, "--rate", "10000000",
+                                                           "--duration", "3")) as emulator:
+        assert emulator.wait(90) == 0, emulator.log()[-3000:]
+    last = emulator.log().strip().splitlines()[-1]
+    assert "WARNING" in last and "cannot keep up" in last and "of the 10000000 asked for" in last, last
+
+
 def test_bad_settings_are_one_line_errors(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "producers", "--rate", "10"], cwd=REPO_ROOT, capture_output=True,
                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
