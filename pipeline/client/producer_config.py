@@ -79,9 +79,9 @@ PRODUCER_PROPERTIES = (
     Property("enable.idempotence", parse_bool, False,
              "get a producer id from the brokers and number each partition's batches, so that a retried batch "
              "is stored once; needs acks=all (the default then) and retries > 0"),
-    Property("max.in.flight.requests.per.connection", _parse_int, 5,
-             "most Produce requests sent to one broker before waiting for an answer (at most 5 with "
-             "enable.idempotence, the batches a broker remembers per producer)"),
+    Property("max.in.flight.requests.per.connection", _parse_int, None,
+             "most Produce requests sent to one broker before waiting for an answer; unset: no limit, or 5 with "
+             "enable.idempotence, which allows at most 5 (the batches a broker remembers per producer)"),
 )
 
 # Kafka's limit: a broker remembers the last five batches of each producer to recognise retries.
@@ -99,7 +99,6 @@ class ProducerConfig(Config):
             raise ConfigError("producer property metadata.broker.list (bootstrap.servers) or zookeeper.connect "
                               "(zk.connect) is required")
         self.require_positive("zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
-                              "max.in.flight.requests.per.connection",
                               "batch.size", "queue.buffering.max.messages", "request.timeout.ms",
                               "max.request.size", "connect.timeout.ms", "topic.metadata.refresh.interval.ms")
         for name in ("queue.time", "message.send.max.retries", "retry.backoff.ms"):
@@ -136,7 +135,11 @@ class ProducerConfig(Config):
         self.metadata_max_age_s: float = self["topic.metadata.refresh.interval.ms"] / 1000.0
         self.client_id: str = self["client.id"]
         self.connect_timeout_s: float = self["connect.timeout.ms"] / 1000.0
-        self.max_in_flight: int = self["max.in.flight.requests.per.connection"]
+        in_flight = self["max.in.flight.requests.per.connection"]
+        if in_flight is not None and in_flight <= 0:
+            raise ConfigError(f"{self.kind} max.in.flight.requests.per.connection must be positive, got {in_flight}")
+        self.max_in_flight: int | None = MAX_IN_FLIGHT_IDEMPOTENT if in_flight is None and self.idempotent \
+            else in_flight
 
     def _check_idempotence(self) -> None:
         """Kafka's rules for enable.idempotence=true: acks=all (set when not given), retries, a small window."""
@@ -145,6 +148,6 @@ class ProducerConfig(Config):
                               f"got {self['request.required.acks']}")
         if self["message.send.max.retries"] == 0:
             raise ConfigError(f"{self.kind} enable.idempotence=true needs message.send.max.retries (retries) > 0")
-        if self["max.in.flight.requests.per.connection"] > MAX_IN_FLIGHT_IDEMPOTENT:
+        if (self["max.in.flight.requests.per.connection"] or 0) > MAX_IN_FLIGHT_IDEMPOTENT:
             raise ConfigError(f"{self.kind} enable.idempotence=true allows max.in.flight.requests.per.connection "
                               f"up to {MAX_IN_FLIGHT_IDEMPOTENT}, got {self['max.in.flight.requests.per.connection']}")

@@ -116,7 +116,7 @@ class Sender:
     """Sends ProducerBatches with retries; owned by one thread at a time (sync caller or async sender thread)."""
 
     def __init__(self, cluster: Cluster, *, client_id: str, acks: int, timeout_ms: int, retries: int,
-                 retry_backoff_s: float, max_in_flight: int = 5, idempotent: bool = False,
+                 retry_backoff_s: float, max_in_flight: int | None = None, idempotent: bool = False,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.cluster = cluster
         self.max_in_flight = max_in_flight
@@ -276,6 +276,8 @@ class Sender:
         for route, node_batches in by_node.values():
             connection = route.connection
             rounds = _rounds(node_batches)
+            # At most max.in.flight requests unanswered; the others leave as answers come in.
+            window = self.max_in_flight or len(rounds)
             try:
                 connection.connect()
                 version = connection.version(_PRODUCE)
@@ -285,8 +287,7 @@ class Sender:
                     connection.send_frame(frames[0] if len(frames) == 1 else b"".join(frames), _PRODUCE, version,
                                           0, False)
                 else:
-                    # At most max.in.flight requests unanswered; the others leave as answers come in.
-                    for batches in rounds[:self.max_in_flight]:
+                    for batches in rounds[:window]:
                         self._send_round(connection, version, batches)
             except (KafkaClientError, KafkaProtocolError) as exc:
                 failures.extend((b, exc) for b in node_batches)
@@ -295,8 +296,8 @@ class Sender:
                 self.requests_sent += len(rounds)
                 results.extend(ProduceResult(b.topic, b.partition, -1) for b in node_batches)
             else:
-                waiting.append((connection, version, rounds))
-        for connection, version, rounds in waiting:
+                waiting.append((connection, version, rounds, window))
+        for connection, version, rounds, window in waiting:
             for index, batches in enumerate(rounds):
                 try:
                     _, body = connection.receive()
@@ -314,9 +315,9 @@ class Sender:
                         failures.append((batch, KafkaProtocolError(code, f"producing to {batch.topic}-{batch.partition}")))
                     else:
                         results.append(ProduceResult(batch.topic, batch.partition, offset))
-                if index + self.max_in_flight < len(rounds):
+                if index + window < len(rounds):
                     try:
-                        self._send_round(connection, version, rounds[index + self.max_in_flight])
+                        self._send_round(connection, version, rounds[index + window])
                     except KafkaClientError as exc:
                         # The requests still in flight on this connection are lost with it.
                         connection.close()

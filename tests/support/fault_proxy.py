@@ -53,6 +53,7 @@ class FaultProxy:
         self._lose = 0
         self.lost_responses = 0
         self.produce_requests = 0
+        self.most_produce_in_flight = 0  # most Produce requests one connection had unanswered at once
         self._sockets: list[socket.socket] = []
         self._threads: list[threading.Thread] = []
         self._closed = False
@@ -91,15 +92,19 @@ class FaultProxy:
                     return
                 self._sockets += [client, upstream]
             doomed: set[int] = set()  # correlation ids of Produce requests whose response is lost
-            self._start(self._requests, client, upstream, doomed)
-            self._start(self._responses, upstream, client, doomed)
+            in_flight: set[int] = set()  # correlation ids of Produce requests not answered yet
+            self._start(self._requests, client, upstream, doomed, in_flight)
+            self._start(self._responses, upstream, client, doomed, in_flight)
 
-    def _requests(self, client: socket.socket, upstream: socket.socket, doomed: set[int]) -> None:
+    def _requests(self, client: socket.socket, upstream: socket.socket, doomed: set[int], in_flight: set[int]
+                  ) -> None:
         while (frame := _read_frame(client)) is not None:
             api_key, _, correlation_id = _REQUEST_HEAD.unpack_from(frame, 4)
             if api_key == _PRODUCE:
                 with self._lock:
                     self.produce_requests += 1
+                    in_flight.add(correlation_id)
+                    self.most_produce_in_flight = max(self.most_produce_in_flight, len(in_flight))
                     if self._skip:
                         self._skip -= 1
                     elif self._lose:
@@ -111,10 +116,12 @@ class FaultProxy:
                 break
         self._close_pair(client, upstream)
 
-    def _responses(self, upstream: socket.socket, client: socket.socket, doomed: set[int]) -> None:
+    def _responses(self, upstream: socket.socket, client: socket.socket, doomed: set[int], in_flight: set[int]
+                   ) -> None:
         while (frame := _read_frame(upstream)) is not None:
             (correlation_id,) = _LENGTH.unpack_from(frame, 4)
             with self._lock:
+                in_flight.discard(correlation_id)
                 lose = correlation_id in doomed
                 if lose:
                     self.lost_responses += 1
