@@ -13,6 +13,19 @@ together to one random partition. With zookeeper.connect the brokers and leaders
 broker is down), as Kafka 0.8's producer did; keyed data keeps its partition. Sends use the leaders
 already known while the metadata is refreshed in the background, so a slow or stopped ZooKeeper holds
 up no send to a known leader.
+
+A ProducerData may name its ``partition`` (the partitioner is then not asked; a partition the topic does not
+have raises :class:`UnknownPartitionError`) and give its messages ``timestamps`` and ``headers``; the callback's
+ProducerBatch still holds the original message objects.
+
+With ``enable.idempotence=true`` (Kafka's semantics; requires acks=all, which is then the default) the producer
+gets a producer id with InitProducerId before its first batch and numbers every batch of a partition; a retry
+resends the batch with its numbers, so the broker stores it once (a DUPLICATE_SEQUENCE_NUMBER answer counts as
+stored). At most ``max.in.flight.requests.per.connection`` (5) requests are unanswered per broker and a
+partition's batches keep their order, retries included. OUT_OF_ORDER_SEQUENCE_NUMBER behind a batch being
+retried is retried with it; on its own, like UNKNOWN_PRODUCER_ID or any batch that failed for good, it fails
+that batch (ProduceError, or the callback), and the producer then takes a new producer id so that what follows
+is numbered from 0 and accepted -- the batch that failed may or may not be stored, as Kafka's producer says too.
 """
 
 from __future__ import annotations

@@ -309,7 +309,7 @@ class Sender:
                 for batch in batches:
                     code, offset = answers.get((batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1))
                     if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self.idempotent:
-                        # Stored before (Produce v0-2 brokers say so instead of repeating the offsets).
+                        # Stored before, but the broker no longer remembers where: Kafka's producer takes it as sent.
                         results.append(ProduceResult(batch.topic, batch.partition, -1))
                     elif code:
                         failures.append((batch, KafkaProtocolError(code, f"producing to {batch.topic}-{batch.partition}")))

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from pipeline.client.producer import CallbackHandler, Producer, ProducerData, UnknownPartitionError
+from pipeline.client.producer import CallbackHandler, ProduceError, Producer, ProducerData, UnknownPartitionError
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.protocol.records import Record
 from tests.support.broker import BrokerProcess
@@ -159,3 +159,23 @@ def test_idempotent_retries_keep_their_sequence_numbers(proxied_broker) -> None:
             producer.send(ProducerData(topic, b"same-key", values[start:start + 4]))
     assert proxy.lost_responses == 3
     assert [r.value for r in read_partition(broker.host, broker.port, topic, 0)] == values
+
+
+def test_idempotent_producer_starts_over_after_a_batch_failed_for_good(proxied_broker) -> None:
+    """A batch that never reached the broker, retries exhausted, leaves a gap in its partition's sequence numbers;
+    the producer takes a new producer id, so the sends after it are stored instead of refused as out of order."""
+    broker, proxy = proxied_broker
+    topic = "gap"
+    create_topic(proxy.address, topic, 1)
+    with Producer({"metadata.broker.list": proxy.address, "enable.idempotence": True, "retry.backoff.ms": 10,
+                   "message.send.max.retries": 1}) as producer:
+        producer.send(ProducerData(topic, None, [b"first-0", b"first-1"]))
+        proxy.lose_produce_requests(2)
+        with pytest.raises(ProduceError) as failed:
+            producer.send(ProducerData(topic, None, [b"lost-0", b"lost-1"]))
+        assert failed.value.messages == [b"lost-0", b"lost-1"]
+        producer.send(ProducerData(topic, None, [b"after-0"]))
+        producer.send(ProducerData(topic, None, [b"after-1"]))
+    assert proxy.lost_requests == 2
+    assert [r.value for r in read_partition(broker.host, broker.port, topic, 0)] == [
+        b"first-0", b"first-1", b"after-0", b"after-1"]

@@ -3,7 +3,8 @@
 The proxy forwards Kafka frames both ways. Armed with :meth:`FaultProxy.lose_produce_responses`, it lets the
 chosen Produce requests reach the broker (which stores them) but, when their response comes back, closes the
 client's connection instead of passing the response on: the client cannot tell whether the request was
-stored and retries it. Run the broker on another loopback address with ``advertised.host.name`` set to the
+stored and retries it. :meth:`FaultProxy.lose_produce_requests` closes the connection instead of forwarding
+the request, so the broker never stores it. Run the broker on another loopback address with ``advertised.host.name`` set to the
 proxy's, on the same port, so that every connection a client opens goes through the proxy.
 """
 
@@ -51,6 +52,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._skip = 0
         self._lose = 0
+        self._lose_requests = False
+        self.lost_requests = 0
         self.lost_responses = 0
         self.produce_requests = 0
         self.most_produce_in_flight = 0  # most Produce requests one connection had unanswered at once
@@ -66,6 +69,14 @@ class FaultProxy:
         with self._lock:
             self._skip = after
             self._lose = count
+            self._lose_requests = False
+
+    def lose_produce_requests(self, count: int = 1, *, after: int = 0) -> None:
+        """Lose the next ``count`` Produce requests themselves (the broker never sees them), after ``after``."""
+        with self._lock:
+            self._skip = after
+            self._lose = count
+            self._lose_requests = True
 
     def _start(self, target, *args: object) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
@@ -105,11 +116,18 @@ class FaultProxy:
                     self.produce_requests += 1
                     in_flight.add(correlation_id)
                     self.most_produce_in_flight = max(self.most_produce_in_flight, len(in_flight))
+                    lose_request = False
                     if self._skip:
                         self._skip -= 1
                     elif self._lose:
                         self._lose -= 1
-                        doomed.add(correlation_id)
+                        lose_request = self._lose_requests
+                        if lose_request:
+                            self.lost_requests += 1
+                        else:
+                            doomed.add(correlation_id)
+                if lose_request:
+                    break
             try:
                 upstream.sendall(frame)
             except OSError:
