@@ -104,8 +104,9 @@ class RecordAccumulator:
                 batch = self._open[(topic, partition)] = PendingBatch(topic, partition, self._clock())
                 self._work.notify()
             room = self.batch_size - len(batch.values)
+            plain = timestamps is None and headers is None
             if n < room:
-                if timestamps is None and headers is None and batch.timestamps is None and batch.headers is None:
+                if plain and batch.timestamps is None and batch.headers is None:
                     batch.values += values
                     batch.keys += [key] * n
                     batch.messages += messages
@@ -115,9 +116,14 @@ class RecordAccumulator:
             start = 0
             while start < n:
                 end = start + min(room, n - start)
-                batch.add(key, values[start:end], messages[start:end],
-                          None if timestamps is None else timestamps[start:end],
-                          None if headers is None else headers[start:end])
+                if plain and batch.timestamps is None and batch.headers is None:
+                    batch.values.extend(values[start:end])
+                    batch.keys.extend([key] * (end - start))
+                    batch.messages.extend(messages[start:end])
+                else:
+                    batch.add(key, values[start:end], messages[start:end],
+                              None if timestamps is None else timestamps[start:end],
+                              None if headers is None else headers[start:end])
                 start = end
                 if len(batch.values) >= self.batch_size:
                     self._full.append(batch)

@@ -1,9 +1,11 @@
 """The idempotent producer's bookkeeping: its producer id and epoch, and each partition's next sequence number.
 
 This is the part of Kafka's TransactionManager an idempotent producer (without transactions) uses. The id
-comes from InitProducerId; every batch for a partition carries the partition's next sequence number, which
-then advances by the batch's record count (wrapping at 2^31, as the broker expects). A retried batch is resent
-as it was encoded, with the same number, so the broker stores it once and answers with the original offsets.
+comes from InitProducerId; when a batch is sent for the first time (:meth:`Sender.send`, as Kafka numbers a
+batch when it leaves the accumulator) it gets its partition's next sequence number, which then advances by the
+batch's record count (wrapping at 2^31, as the broker expects). A batch that is never sent uses up no number. A
+retried batch is resent as it was, with the same number, so the broker stores it once and answers with the
+original offsets.
 
 When a batch failed for good (retries exhausted, or an error no retry mends), nobody knows whether the broker
 stored it, so the numbering of its partition may no longer match the broker's. The producer then starts over
@@ -74,13 +76,6 @@ class IdempotenceState:
         """A batch of ``count`` records numbered from :meth:`sequence` is going to be sent."""
         key = (topic, partition)
         self._sequences[key] = (self._sequences.get(key, 0) + count) & _SEQUENCE_MASK
-
-    def snapshot(self) -> dict[tuple[str, int], int]:
-        """The sequence numbers now, to :meth:`restore` if the batches numbered after are never sent."""
-        return dict(self._sequences)
-
-    def restore(self, snapshot: dict[tuple[str, int], int]) -> None:
-        self._sequences = snapshot
 
     def reset(self) -> None:
         """Forget the producer id and every sequence number; the next batch gets a new id first."""

@@ -211,11 +211,11 @@ class Producer:
         self.cluster = Cluster(discovery, client_id=cfg.client_id,
                                timeout_s=max(cfg.connect_timeout_s, cfg.request_timeout_ms / 1000.0 + 1.0),
                                metadata_max_age_s=cfg.metadata_max_age_s)
-        self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,
-                              retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s,
-                              max_in_flight=cfg.max_in_flight, idempotent=cfg.idempotent)
         self._idempotence = IdempotenceState(self.cluster, retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s) \
             if cfg.idempotent else None
+        self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,
+                              retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s,
+                              max_in_flight=cfg.max_in_flight, idempotence=self._idempotence)
         self._topics: dict[str, _TopicState] = {}
         self._codec = cfg.compression
         self._max_request = cfg.max_request_size
@@ -258,32 +258,13 @@ class Producer:
                 self.sent_messages += batches[0].count
                 return
         else:
-            batches = self._all_batches([data] if type(data) is ProducerData else data)
+            batches = [b for item in ([data] if type(data) is ProducerData else data) for b in self._batches(item)]
         failures, _ = self._sender.send(batches)
         failed = sum(b.count for b, _ in failures)
         self.failed_messages += failed
         self.sent_messages += sum(b.count for b in batches) - failed
         if failures:
-            self._after_final_failures()
             raise ProduceError(failures)
-
-    def _all_batches(self, items: Iterable[ProducerData]) -> list[ProducerBatch]:
-        """The batches of several ProducerData; if one cannot be encoded, no sequence number is used up."""
-        state = self._idempotence
-        if state is None:
-            return [b for item in items for b in self._batches(item)]
-        state.ensure_producer_id()
-        snapshot = state.snapshot()
-        try:
-            return [b for item in items for b in self._batches(item)]
-        except BaseException:
-            state.restore(snapshot)
-            raise
-
-    def _after_final_failures(self) -> None:
-        # Whether the broker stored a batch that failed for good is unknown: number anew under a new id.
-        if self._idempotence is not None:
-            self._idempotence.reset()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Async: send everything queued now and wait for it; False if ``timeout`` (s) passed first."""
@@ -402,26 +383,11 @@ class Producer:
         if headers is not None:
             estimate += sum(record_size(0, 0, None, None, h) for h in headers)
         if estimate <= limit:
-            records = self._encode_records(topic, partition, values, None if key is None else [key] * n,
-                                           timestamps, headers)
+            records = encode_batch(values, None if key is None else [key] * n, timestamps=timestamps, headers=headers,
+                                   compression=self._codec)
             if len(records) - _BATCH_HEADER <= limit:
-                return [self._batch(topic, partition, key, data.messages, records, n)]
+                return [ProducerBatch(topic, partition, key, data.messages, records, n)]
         return self._split(topic, partition, key, _Run(data.messages, values, timestamps, headers), limit)
-
-    def _encode_records(self, topic: str, partition: int, values: list, keys: list | None,
-                        timestamps: list | None, headers: list | None) -> bytes:
-        state = self._idempotence
-        if state is None:
-            return encode_batch(values, keys, timestamps=timestamps, headers=headers, compression=self._codec)
-        return encode_batch(values, keys, timestamps=timestamps, headers=headers, compression=self._codec,
-                            producer_id=state.producer_id, producer_epoch=state.epoch,
-                            base_sequence=state.sequence(topic, partition))
-
-    def _batch(self, topic: str, partition: int, key: Any, messages: list, records: bytes, n: int) -> ProducerBatch:
-        """A batch that will be sent (encoded by _encode_records): its sequence numbers are now taken."""
-        if self._idempotence is not None:
-            self._idempotence.advance(topic, partition, n)
-        return ProducerBatch(topic, partition, key, messages, records, n)
 
     def _check_partition(self, topic: str, partition: int) -> None:
         """An explicit partition must exist; the topic's partition count is looked up anew before saying no."""
@@ -460,10 +426,10 @@ class Producer:
                         ) -> list[ProducerBatch]:
         """Encode; when compression made it bigger than the limit after all, halve and try again."""
         n = len(run.values)
-        records = self._encode_records(topic, partition, run.values, None if key is None else [key] * n,
-                                       run.timestamps, run.headers)
+        records = encode_batch(run.values, None if key is None else [key] * n, timestamps=run.timestamps,
+                               headers=run.headers, compression=self._codec)
         if len(records) - _BATCH_HEADER <= limit or n == 1:
-            return [self._batch(topic, partition, key, run.messages, records, n)]
+            return [ProducerBatch(topic, partition, key, run.messages, records, n)]
         half = n // 2
         return (self._encode_fitting(topic, partition, key, run.cut(0, half), limit)
                 + self._encode_fitting(topic, partition, key, run.cut(half, n), limit))
@@ -537,10 +503,10 @@ class Producer:
         key = keys[0] if keys.count(keys[0]) == n else None
         topic, partition = pending.topic, pending.partition
         limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
-        records = self._encode_records(topic, partition, pending.values, None if keys.count(None) == n else keys,
-                                       pending.timestamps, pending.headers)
+        records = encode_batch(pending.values, None if keys.count(None) == n else keys, timestamps=pending.timestamps,
+                               headers=pending.headers, compression=self._codec)
         if len(records) - _BATCH_HEADER <= limit:
-            return [self._batch(topic, partition, key, pending.messages, records, n)]
+            return [ProducerBatch(topic, partition, key, pending.messages, records, n)]
         run = _Run(pending.messages, pending.values, pending.timestamps, pending.headers)
         out, start = [], 0
         for i in range(1, n + 1):
@@ -562,16 +528,10 @@ class Producer:
                     return
                 continue
             batches: list[ProducerBatch] = []
-            idempotence = self._idempotence
             for item in pending:
-                snapshot = None if idempotence is None else idempotence.snapshot()
                 try:
-                    if idempotence is not None:
-                        idempotence.ensure_producer_id()
                     batches.extend(self._encode_pending(item))
                 except Exception as exc:
-                    if idempotence is not None and snapshot is not None:
-                        idempotence.restore(snapshot)
                     self._report(self._to_batch(item), exc)
                     accumulator.release(len(item))
             try:
@@ -581,8 +541,6 @@ class Producer:
                 failures, results = self._sender.send(batches)
             except Exception as exc:
                 failures, results = [(b, exc) for b in batches], []
-            if failures:
-                self._after_final_failures()
             failed = {id(b) for b, _ in failures}
             for batch, exc in failures:
                 self._report(batch, exc)

@@ -19,7 +19,9 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 from pipeline.client.cluster import Cluster
 from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError
+from pipeline.client.idempotence import IdempotenceState
 from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.batch import with_producer_fields
 from pipeline.protocol.codec import encode_request, is_flexible
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -36,7 +38,7 @@ class ProducerBatch:
     """One RecordBatch bound for ``topic``-``partition``: its encoded bytes, the original messages, and the
     (serialized) key they share (None when null or when the messages have different keys)."""
 
-    __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created")
+    __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created", "base_sequence")
 
     def __init__(self, topic: str, partition: int, key: Any, messages: list, records: bytes | None,
                  count: int, created: float = 0.0) -> None:
@@ -47,6 +49,7 @@ class ProducerBatch:
         self.records = records
         self.count = count
         self.created = created
+        self.base_sequence = -1  # an idempotent producer's number for the first record, once it was sent
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {self.count} messages)"
@@ -116,11 +119,11 @@ class Sender:
     """Sends ProducerBatches with retries; owned by one thread at a time (sync caller or async sender thread)."""
 
     def __init__(self, cluster: Cluster, *, client_id: str, acks: int, timeout_ms: int, retries: int,
-                 retry_backoff_s: float, max_in_flight: int | None = None, idempotent: bool = False,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 retry_backoff_s: float, max_in_flight: int | None = None,
+                 idempotence: IdempotenceState | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
         self.cluster = cluster
         self.max_in_flight = max_in_flight
-        self.idempotent = idempotent
+        self._idempotence = idempotence
         self.client_id = client_id
         self.acks = acks
         self.timeout_ms = timeout_ms
@@ -202,7 +205,34 @@ class Sender:
         Returns (failures, results): the batches that finally failed with their errors, and where the others
         were stored, in no particular order.
         """
-        retries = self.retries if retries is None else retries
+        idempotence = self._idempotence
+        if idempotence is None:
+            return self._send_with_retries(batches, self.retries if retries is None else retries)
+        try:
+            self._number(idempotence, batches)
+        except (KafkaClientError, KafkaProtocolError) as exc:
+            return [(b, exc) for b in batches], []
+        failures, results = self._send_with_retries(batches, self.retries if retries is None else retries)
+        if failures:
+            # Whether the broker stored a batch that failed for good is unknown: number anew under a new id.
+            idempotence.reset()
+        return failures, results
+
+    @staticmethod
+    def _number(idempotence: IdempotenceState, batches: Sequence[ProducerBatch]) -> None:
+        """Give the batches sent for the first time their producer id and sequence numbers (as Kafka's
+        producer does when a batch first leaves the accumulator); a retried batch keeps its numbers."""
+        idempotence.ensure_producer_id()
+        for batch in batches:
+            if batch.base_sequence < 0 and batch.records is not None:
+                sequence = idempotence.sequence(batch.topic, batch.partition)
+                batch.records = with_producer_fields(batch.records, idempotence.producer_id, idempotence.epoch,
+                                                     sequence)
+                batch.base_sequence = sequence
+                idempotence.advance(batch.topic, batch.partition, batch.count)
+
+    def _send_with_retries(self, batches: Sequence[ProducerBatch], retries: int
+                           ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[ProduceResult]]:
         pending = list(batches)
         results: list[ProduceResult] = []
         attempt = 0
@@ -219,7 +249,7 @@ class Sender:
             self.retried_batches += len(retry)
             self._after_failure(retry)
             if final:
-                more, done = self.send([b for b, _ in retry], retries=retries - attempt)
+                more, done = self._send_with_retries([b for b, _ in retry], retries - attempt)
                 results.extend(done)
                 return final + more, results
             pending = [b for b, _ in retry]
@@ -229,7 +259,7 @@ class Sender:
         """The failures worth another attempt. For an idempotent producer that includes OUT_OF_ORDER_SEQUENCE_NUMBER
         of a batch that followed a retried batch of its partition: it failed only because its predecessor did,
         and both are resent in order with their sequence numbers."""
-        if not self.idempotent:
+        if self._idempotence is None:
             return [(b, e) for b, e in failures if is_retriable(e)]
         retry = []
         retried: set[tuple[str, int]] = set()
@@ -308,7 +338,7 @@ class Sender:
                     break
                 for batch in batches:
                     code, offset = answers.get((batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1))
-                    if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self.idempotent:
+                    if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self._idempotence is not None:
                         # Stored before, but the broker no longer remembers where: Kafka's producer takes it as sent.
                         results.append(ProduceResult(batch.topic, batch.partition, -1))
                     elif code:

@@ -136,9 +136,10 @@ def test_lost_produce_response_is_retried_without_duplicates(proxied_broker, mod
     assert proxy.lost_responses == 1
     if mode == "async":
         assert sorted(outcomes.stored) == values and not outcomes.failed
-        # Twelve batches left together: idempotent, at most max.in.flight.requests.per.connection (5) were
-        # unanswered at once; plain, without that property set, all twelve (as before the property existed).
-        assert proxy.most_produce_in_flight == (5 if idempotent else 12)
+    if mode == "async" and idempotent:
+        # Twelve batches left together, at most max.in.flight.requests.per.connection (5) unanswered at once
+        # (the proxy may see fewer, never more, than the producer had unanswered).
+        assert 1 <= proxy.most_produce_in_flight <= 5
     stored = [r.value for r in read_partition(broker.host, broker.port, topic, 0)]
     if idempotent:
         assert stored == values

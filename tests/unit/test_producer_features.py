@@ -74,38 +74,35 @@ def test_accumulator_fills_in_timestamps_and_headers_of_messages_without() -> No
     assert last.headers == [[("h", b"4")], None]
 
 
-def _idempotent_producer(**extra: object):
-    producer = _offline_producer(**{"enable.idempotence": True, **extra})
-    producer._idempotence.producer_id, producer._idempotence.epoch = 42, 3
-    return producer
+def _numbering_sender() -> tuple[Sender, IdempotenceState]:
+    state = IdempotenceState(None, retries=0, retry_backoff_s=0.0)  # type: ignore[arg-type]
+    state.producer_id, state.epoch = 42, 3  # as if InitProducerId had answered
+    return Sender(None, client_id="c", acks=-1, timeout_ms=1, retries=1,  # type: ignore[arg-type]
+                  retry_backoff_s=0.0, idempotence=state), state
 
 
-def test_idempotent_batches_carry_producer_id_and_consecutive_sequences() -> None:
-    producer = _idempotent_producer(**{"max.request.size": 2000, "compression.codec": "none"})
-    batches = producer._all_batches([ProducerData("t", None, [b"x" * 300] * 10, partition=0),
-                                     ProducerData("t", None, [b"y"] * 3, partition=0),
-                                     ProducerData("t", None, [b"z"] * 2, partition=1)])
-    headers = [decode_batch(b.records)[0] for b in batches]
+def test_batches_are_numbered_when_first_sent_and_keep_their_numbers() -> None:
+    producer = _offline_producer(**{"max.request.size": 2000, "compression.codec": "none"})
+    batches = [b for data in (ProducerData("t", None, [b"x" * 300] * 10, partition=0),
+                              ProducerData("t", None, [b"y"] * 3, partition=0),
+                              ProducerData("t", None, [b"z"] * 2, partition=1)) for b in producer._batches(data)]
+    producer.close()
+    assert {decode_batch(b.records)[0].producer_id for b in batches} == {-1}
+    sender, state = _numbering_sender()
+    sender._number(state, batches)
+    headers = [decode_batch(b.records)[0] for b in batches]  # checks every CRC, recomputed after numbering
     assert {(h.producer_id, h.producer_epoch) for h in headers} == {(42, 3)}
-    by_partition: dict[int, list[tuple[int, int]]] = {}
-    for batch, header in zip(batches, headers):
-        by_partition.setdefault(batch.partition, []).append((header.base_sequence, batch.count))
-    zero = by_partition[0]
+    assert [h.base_sequence for h in headers] == [b.base_sequence for b in batches]
+    zero = [(b.base_sequence, b.count) for b in batches if b.partition == 0]
     assert len(zero) > 2 and zero[0][0] == 0
     assert all(seq == prev_seq + prev_count for (prev_seq, prev_count), (seq, _) in zip(zero, zero[1:]))
-    assert by_partition[1] == [(0, 2)]
-    assert producer._idempotence.sequence("t", 0) == 13
-    producer.close()
-
-
-def test_idempotent_batches_that_cannot_be_encoded_use_up_no_sequence() -> None:
-    producer = _idempotent_producer(**{"max.request.size": 1000})
-    producer._all_batches([ProducerData("t", None, [b"a"] * 4, partition=0)])
-    with pytest.raises(MessageSizeTooLargeError):
-        producer._all_batches([ProducerData("t", None, [b"b"] * 5, partition=0),
-                               ProducerData("t", None, [b"x" * 2000], partition=0)])
-    assert producer._idempotence.sequence("t", 0) == 4
-    producer.close()
+    assert [(b.base_sequence, b.count) for b in batches if b.partition == 1] == [(0, 2)]
+    assert [r.value for r in decode_records(batches[-1].records)[0]] == [b"z", b"z"]
+    # A retry sends the same bytes: the numbers do not move, and the next batch continues after them.
+    retried = [b.records for b in batches]
+    sender._number(state, batches)
+    assert [b.records for b in batches] == retried
+    assert state.sequence("t", 0) == 13 and state.sequence("t", 1) == 2
 
 
 def test_sequences_wrap_at_int32_max() -> None:
@@ -124,8 +121,8 @@ def _failure(topic: str, partition: int, error: BaseException) -> tuple[Producer
 
 @pytest.mark.parametrize("idempotent", [True, False])
 def test_out_of_order_behind_a_retried_batch_is_retried(idempotent: bool) -> None:
-    sender = Sender(None, client_id="c", acks=-1, timeout_ms=1, retries=1,  # type: ignore[arg-type]
-                    retry_backoff_s=0.0, idempotent=idempotent)
+    sender = _numbering_sender()[0] if idempotent else Sender(
+        None, client_id="c", acks=-1, timeout_ms=1, retries=1, retry_backoff_s=0.0)  # type: ignore[arg-type]
     out_of_order = KafkaProtocolError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     failures = [_failure("t", 0, KafkaConnectionError("lost")), _failure("t", 0, out_of_order),
                 _failure("t", 1, out_of_order), _failure("t", 2, KafkaProtocolError(ErrorCode.MESSAGE_TOO_LARGE)),
