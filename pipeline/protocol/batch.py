@@ -43,6 +43,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_PRODUCER_FIELDS = struct.Struct(">qhi")
 
 
 class CorruptBatchError(ValueError):
@@ -154,3 +156,13 @@ def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -
 def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     """Overwrite the partitionLeaderEpoch of the batch at ``pos`` (also outside the CRC)."""
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH, epoch)
+
+
+def with_producer_fields(batch: bytes | bytearray, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """A copy of the one batch ``batch`` with its producerId, producerEpoch and baseSequence replaced and its
+    CRC recomputed (those fields are inside the CRC): an idempotent producer numbers a batch when it first
+    sends it."""
+    buf = bytearray(batch)
+    _PRODUCER_FIELDS.pack_into(buf, PRODUCER_ID, producer_id, producer_epoch, base_sequence)
+    _UINT32.pack_into(buf, CRC, compute_crc(buf, 0, len(buf)))
+    return bytes(buf)
