@@ -68,7 +68,10 @@ def test_producer_acks1_with_codec_and_assign_consume(broker, codec):
     for p in range(partitions):
         expected = [(key, value) for key, value, partition in messages if partition == p]
         assert [(r.key, r.value) for r in received[p]] == expected
-        assert {b.compression for b in stored_batches(broker.partition_dir(topic, p))} == {CODEC_IDS[codec]}
+        # librdkafka sends a batch uncompressed when compressing it saved nothing (a small batch of random
+        # bytes, depending on how the linger timer cut it): both are stored as sent, and nothing else.
+        codecs = {b.compression for b in stored_batches(broker.partition_dir(topic, p))}
+        assert CODEC_IDS[codec] in codecs and codecs <= {0, CODEC_IDS[codec]}, codecs
 
 
 def test_idempotent_producer_acks_all(broker):
