@@ -134,6 +134,7 @@ class Config:
             self._values[prop.name] = value
         for prop in self._table.values():
             check_range(self.kind, prop.name, self._values[prop.name], prop.at_least, prop.at_most)
+        self.given = frozenset(given)  # the properties set explicitly (by their own name or an alias)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 from pipeline.client.errors import KafkaClientError
+from pipeline.protocol.records import now_ms
 
 __all__ = ["QueueFullError", "PendingBatch", "RecordAccumulator"]
 
@@ -23,9 +24,10 @@ class QueueFullError(KafkaClientError):
 
 
 class PendingBatch:
-    """Messages waiting for one topic-partition: encoded keys and values, the original messages."""
+    """Messages waiting for one topic-partition: encoded keys and values, the original messages, and their
+    timestamps and headers -- each None while no message of the batch came with them."""
 
-    __slots__ = ("topic", "partition", "keys", "values", "messages", "created")
+    __slots__ = ("topic", "partition", "keys", "values", "messages", "timestamps", "headers", "created")
 
     def __init__(self, topic: str, partition: int, created: float) -> None:
         self.topic = topic
@@ -33,6 +35,8 @@ class PendingBatch:
         self.keys: list = []
         self.values: list = []
         self.messages: list = []
+        self.timestamps: list[int] | None = None
+        self.headers: list | None = None
         self.created = created
 
     def __len__(self) -> int:
@@ -40,6 +44,24 @@ class PendingBatch:
 
     def __repr__(self) -> str:
         return f"PendingBatch({self.topic}-{self.partition}, {len(self.values)} messages)"
+
+    def add(self, key: bytes | None, values: list, messages: list, timestamps: list[int] | None,
+            headers: list | None) -> None:
+        """Append messages, with or without timestamps and headers. Once one message has a timestamp, the
+        others get the time they were queued (Kafka stamps a record when send() is called); messages
+        without headers get None."""
+        n = len(values)
+        if timestamps is not None or self.timestamps is not None:
+            if self.timestamps is None:
+                self.timestamps = [now_ms()] * len(self.values)
+            self.timestamps += [now_ms()] * n if timestamps is None else timestamps
+        if headers is not None or self.headers is not None:
+            if self.headers is None:
+                self.headers = [None] * len(self.values)
+            self.headers += [None] * n if headers is None else headers
+        self.values += values
+        self.keys += [key] * n
+        self.messages += messages
 
 
 class RecordAccumulator:
@@ -66,8 +88,10 @@ class RecordAccumulator:
         """Messages in the queue or being sent."""
         return self._queued
 
-    def append(self, topic: str, partition: int, key: bytes | None, values: list, messages: list) -> None:
-        """Queue the messages of one ProducerData (all with the same key) for ``topic``-``partition``."""
+    def append(self, topic: str, partition: int, key: bytes | None, values: list, messages: list,
+               timestamps: list[int] | None = None, headers: list | None = None) -> None:
+        """Queue the messages of one ProducerData (all with the same key) for ``topic``-``partition``,
+        with their timestamps and headers if they have them."""
         n = len(values)
         with self._lock:
             if self._queued + n > self.max_messages or self.closed:
@@ -81,17 +105,20 @@ class RecordAccumulator:
                 self._work.notify()
             room = self.batch_size - len(batch.values)
             if n < room:
-                batch.values += values
-                batch.keys += [key] * n
-                batch.messages += messages
+                if timestamps is None and headers is None and batch.timestamps is None and batch.headers is None:
+                    batch.values += values
+                    batch.keys += [key] * n
+                    batch.messages += messages
+                else:
+                    batch.add(key, values, messages, timestamps, headers)
                 return
             start = 0
             while start < n:
-                take = min(room, n - start)
-                batch.values.extend(values[start:start + take])
-                batch.keys.extend([key] * take)
-                batch.messages.extend(messages[start:start + take])
-                start += take
+                end = start + min(room, n - start)
+                batch.add(key, values[start:end], messages[start:end],
+                          None if timestamps is None else timestamps[start:end],
+                          None if headers is None else headers[start:end])
+                start = end
                 if len(batch.values) >= self.batch_size:
                     self._full.append(batch)
                     batch = PendingBatch(topic, partition, self._clock())

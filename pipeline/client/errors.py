@@ -5,7 +5,7 @@ from __future__ import annotations
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 __all__ = ["KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
-           "OffsetOutOfRange", "UnknownTopicError", "UnsupportedVersionError", "ErrorCode"]
+           "OffsetOutOfRange", "UnknownPartitionError", "UnknownTopicError", "UnsupportedVersionError", "ErrorCode"]
 
 
 class KafkaClientError(Exception):
@@ -34,6 +34,17 @@ class UnknownTopicError(KafkaProtocolError):
     def __init__(self, topic: str) -> None:
         super().__init__(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
         self.topic = topic
+
+
+class UnknownPartitionError(KafkaClientError):
+    """A message was sent to an explicit partition the topic does not have (after a fresh metadata lookup)."""
+
+    def __init__(self, topic: str, partition: int, partitions: int) -> None:
+        super().__init__(f"topic {topic!r} has no partition {partition}: it has {partitions} "
+                         f"(0..{partitions - 1})")
+        self.topic = topic
+        self.partition = partition
+        self.partitions = partitions
 
 
 class OffsetOutOfRange(KafkaProtocolError):

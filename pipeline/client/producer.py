@@ -13,6 +13,19 @@ together to one random partition. With zookeeper.connect the brokers and leaders
 broker is down), as Kafka 0.8's producer did; keyed data keeps its partition. Sends use the leaders
 already known while the metadata is refreshed in the background, so a slow or stopped ZooKeeper holds
 up no send to a known leader.
+
+A ProducerData may name its ``partition`` (the partitioner is then not asked; a partition the topic does not
+have raises :class:`UnknownPartitionError`) and give its messages ``timestamps`` and ``headers``; the callback's
+ProducerBatch still holds the original message objects.
+
+With ``enable.idempotence=true`` (Kafka's semantics; requires acks=all, which is then the default) the producer
+gets a producer id with InitProducerId before its first batch and numbers every batch of a partition; a retry
+resends the batch with its numbers, so the broker stores it once (a DUPLICATE_SEQUENCE_NUMBER answer counts as
+stored). At most ``max.in.flight.requests.per.connection`` (5) requests are unanswered per broker and a
+partition's batches keep their order, retries included. OUT_OF_ORDER_SEQUENCE_NUMBER behind a batch being
+retried is retried with it; on its own, like UNKNOWN_PRODUCER_ID or any batch that failed for good, it fails
+that batch (ProduceError, or the callback), and the producer then takes a new producer id so that what follows
+is numbered from 0 and accepted -- the batch that failed may or may not be stored, as Kafka's producer says too.
 """
 
 from __future__ import annotations
@@ -21,20 +34,21 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from pipeline.client.accumulator import PendingBatch, QueueFullError, RecordAccumulator
 from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.encoder import Encoder, load_instance
-from pipeline.client.errors import KafkaClientError, KafkaConnectionError
+from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownPartitionError
+from pipeline.client.idempotence import IdempotenceState
 from pipeline.client.partitioner import Partitioner
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.sender import ProduceResult, ProducerBatch, Sender
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.records import encode_batch, record_size
+from pipeline.protocol.records import Header, encode_batch, record_size
 
 __all__ = ["CallbackHandler", "MessageSizeTooLargeError", "ProduceError", "ProduceResult", "Producer",
-           "ProducerBatch", "ProducerData", "QueueFullError"]
+           "ProducerBatch", "ProducerData", "QueueFullError", "UnknownPartitionError"]
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +60,70 @@ _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 1
 
 
 class ProducerData:
-    """Messages for one topic under one key (None allowed): the unit the paper's producer sends."""
+    """Messages for one topic under one key (None allowed): the unit the paper's producer sends.
 
-    __slots__ = ("topic", "key", "messages")
+    Optional, as Kafka's ProducerRecord has them: ``partition`` sends every message there instead of asking
+    the partitioner; ``timestamps`` gives each message its CreateTime in ms since the epoch (one int for all
+    of them, or one per message; without it a message gets the time it was sent or queued); ``headers`` gives
+    each message its record headers, one entry per message: a sequence of ``(str, bytes | None)`` pairs or a
+    mapping, or None for none.
+    """
 
-    def __init__(self, topic: str, key: Any = None, messages: Any = ()) -> None:
+    __slots__ = ("topic", "key", "messages", "partition", "timestamps", "headers")
+
+    def __init__(self, topic: str, key: Any = None, messages: Any = (), *, partition: int | None = None,
+                 timestamps: int | Sequence[int] | None = None,
+                 headers: Sequence[Sequence[Header] | Mapping[str, bytes | None] | None] | None = None) -> None:
         self.topic = topic
         self.key = key
         self.messages = messages if type(messages) is list else (
             list(messages) if isinstance(messages, (tuple, Sequence)) and not isinstance(
                 messages, (bytes, bytearray, str, memoryview)) else [messages])
+        self.partition = partition
+        self.timestamps: list[int] | None = None
+        self.headers: list[list[Header] | None] | None = None
+        if partition is not None or timestamps is not None or headers is not None:
+            self._check_extras(partition, timestamps, headers)
+
+    def _check_extras(self, partition: int | None, timestamps: int | Sequence[int] | None,
+                      headers: Sequence[Sequence[Header] | Mapping[str, bytes | None] | None] | None) -> None:
+        n = len(self.messages)
+        if partition is not None and (type(partition) is not int or partition < 0):
+            raise ValueError(f"partition must be an int >= 0, got {partition!r}")
+        if timestamps is not None:
+            stamps = [timestamps] * n if isinstance(timestamps, int) else list(timestamps)
+            if len(stamps) != n:
+                raise ValueError(f"{len(stamps)} timestamps for {n} messages")
+            for stamp in stamps:
+                if type(stamp) is not int or stamp < 0:
+                    raise ValueError(f"a timestamp must be an int >= 0 (ms since the epoch), got {stamp!r}")
+            self.timestamps = stamps
+        if headers is not None:
+            checked = [None if h is None else _checked_headers(h) for h in headers]
+            if len(checked) != n:
+                raise ValueError(f"{len(checked)} header lists for {n} messages")
+            self.headers = checked if any(checked) else None
 
     def __repr__(self) -> str:
         return f"ProducerData({self.topic!r}, {self.key!r}, {len(self.messages)} messages)"
+
+
+def _checked_headers(headers: Sequence[Header] | Mapping[str, bytes | None]) -> list[Header]:
+    """One message's headers as a list of (str, bytes | None) pairs; anything else is a ValueError."""
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    checked: list[Header] = []
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise ValueError(f"a header must be a (str, bytes | None) pair, got {pair!r}")
+        name, value = pair
+        if not isinstance(name, str):
+            raise ValueError(f"a header name must be a str, got {name!r}")
+        if value is not None and type(value) is not bytes:
+            if not isinstance(value, (bytearray, memoryview)):
+                raise ValueError(f"header {name!r}: the value must be bytes or None, got {type(value).__name__}")
+            value = bytes(value)
+        checked.append((name, value))
+    return checked
 
 
 class ProduceError(KafkaClientError):
@@ -93,6 +158,20 @@ class CallbackHandler:
 
     def after_send(self, batch: ProducerBatch, result: ProduceResult | BaseException) -> None:
         pass
+
+
+class _Run(NamedTuple):
+    """Messages on their way into batches: the originals, their encoded values, timestamps and headers."""
+
+    messages: list
+    values: list
+    timestamps: list | None
+    headers: list | None
+
+    def cut(self, start: int, end: int) -> "_Run":
+        return _Run(self.messages[start:end], self.values[start:end],
+                    None if self.timestamps is None else self.timestamps[start:end],
+                    None if self.headers is None else self.headers[start:end])
 
 
 class _TopicState:
@@ -133,7 +212,10 @@ class Producer:
                                timeout_s=max(cfg.connect_timeout_s, cfg.request_timeout_ms / 1000.0 + 1.0),
                                metadata_max_age_s=cfg.metadata_max_age_s)
         self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,
-                              retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s)
+                              retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s,
+                              max_in_flight=cfg.max_in_flight, idempotent=cfg.idempotent)
+        self._idempotence = IdempotenceState(self.cluster, retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s) \
+            if cfg.idempotent else None
         self._topics: dict[str, _TopicState] = {}
         self._codec = cfg.compression
         self._max_request = cfg.max_request_size
@@ -165,7 +247,7 @@ class Producer:
                 for item in data:
                     self._enqueue(item)
             return
-        if type(data) is ProducerData:
+        if type(data) is ProducerData and self._idempotence is None:
             batches = self._batches(data)
             if len(batches) == 1:
                 try:
@@ -176,13 +258,32 @@ class Producer:
                 self.sent_messages += batches[0].count
                 return
         else:
-            batches = [b for item in data for b in self._batches(item)]
+            batches = self._all_batches([data] if type(data) is ProducerData else data)
         failures, _ = self._sender.send(batches)
         failed = sum(b.count for b, _ in failures)
         self.failed_messages += failed
         self.sent_messages += sum(b.count for b in batches) - failed
         if failures:
+            self._after_final_failures()
             raise ProduceError(failures)
+
+    def _all_batches(self, items: Iterable[ProducerData]) -> list[ProducerBatch]:
+        """The batches of several ProducerData; if one cannot be encoded, no sequence number is used up."""
+        state = self._idempotence
+        if state is None:
+            return [b for item in items for b in self._batches(item)]
+        state.ensure_producer_id()
+        snapshot = state.snapshot()
+        try:
+            return [b for item in items for b in self._batches(item)]
+        except BaseException:
+            state.restore(snapshot)
+            raise
+
+    def _after_final_failures(self) -> None:
+        # Whether the broker stored a batch that failed for good is unknown: number anew under a new id.
+        if self._idempotence is not None:
+            self._idempotence.reset()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Async: send everything queued now and wait for it; False if ``timeout`` (s) passed first."""
@@ -289,50 +390,83 @@ class Producer:
         if n == 0:
             return []
         topic = data.topic
-        partition = self._partition(topic, key, self._partitions(topic))
+        partition = data.partition
+        if partition is None:
+            partition = self._partition(topic, key, self._partitions(topic))
+        else:
+            self._check_partition(topic, partition)
         limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
         klen = 0 if key is None else len(key)
         estimate = sum(map(len, filter(None, values))) + n * (klen + _RECORD_OVERHEAD)
+        timestamps, headers = data.timestamps, data.headers
+        if headers is not None:
+            estimate += sum(record_size(0, 0, None, None, h) for h in headers)
         if estimate <= limit:
-            records = encode_batch(values, None if key is None else [key] * n, compression=self._codec)
+            records = self._encode_records(topic, partition, values, None if key is None else [key] * n,
+                                           timestamps, headers)
             if len(records) - _BATCH_HEADER <= limit:
-                return [ProducerBatch(topic, partition, key, data.messages, records, n)]
-        return self._split(topic, partition, key, key, data.messages, values, limit)
+                return [self._batch(topic, partition, key, data.messages, records, n)]
+        return self._split(topic, partition, key, _Run(data.messages, values, timestamps, headers), limit)
 
-    def _split(self, topic: str, partition: int, raw_key: Any, key: bytes | None, messages: list, values: list,
-               limit: int) -> list[ProducerBatch]:
+    def _encode_records(self, topic: str, partition: int, values: list, keys: list | None,
+                        timestamps: list | None, headers: list | None) -> bytes:
+        state = self._idempotence
+        if state is None:
+            return encode_batch(values, keys, timestamps=timestamps, headers=headers, compression=self._codec)
+        return encode_batch(values, keys, timestamps=timestamps, headers=headers, compression=self._codec,
+                            producer_id=state.producer_id, producer_epoch=state.epoch,
+                            base_sequence=state.sequence(topic, partition))
+
+    def _batch(self, topic: str, partition: int, key: Any, messages: list, records: bytes, n: int) -> ProducerBatch:
+        """A batch that will be sent (encoded by _encode_records): its sequence numbers are now taken."""
+        if self._idempotence is not None:
+            self._idempotence.advance(topic, partition, n)
+        return ProducerBatch(topic, partition, key, messages, records, n)
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        """An explicit partition must exist; the topic's partition count is looked up anew before saying no."""
+        if partition < self._partitions(topic):
+            return
+        self._topics.pop(topic, None)
+        self.cluster.invalidate()
+        partitions = self._partitions(topic)
+        if partition >= partitions:
+            raise UnknownPartitionError(topic, partition, partitions)
+
+    def _split(self, topic: str, partition: int, key: bytes | None, run: _Run, limit: int) -> list[ProducerBatch]:
         batches = []
         start = 0
+        values, headers = run.values, run.headers
         n = len(values)
         while start < n:
             size = 0
             end = start
             while end < n:
-                grow = record_size(end - start, 0, key, values[end])
+                grow = record_size(end - start, 0, key, values[end], None if headers is None else headers[end])
                 if end > start and size + grow > limit:
                     break
                 size += grow
                 end += 1
             if size > limit:
-                too_big = ProducerBatch(topic, partition, raw_key, messages[start:end], None, end - start)
+                too_big = ProducerBatch(topic, partition, key, run.messages[start:end], None, end - start)
                 raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
                     ErrorCode.MESSAGE_TOO_LARGE, f"a message of {size} bytes exceeds max.request.size "
                                                  f"{self._max_request} with the request overhead"))])
-            batches.extend(self._encode_fitting(topic, partition, raw_key, key, messages[start:end], values[start:end],
-                                                limit))
+            batches.extend(self._encode_fitting(topic, partition, key, run.cut(start, end), limit))
             start = end
         return batches
 
-    def _encode_fitting(self, topic: str, partition: int, raw_key: Any, key: bytes | None, messages: list,
-                        values: list, limit: int) -> list[ProducerBatch]:
+    def _encode_fitting(self, topic: str, partition: int, key: bytes | None, run: _Run, limit: int
+                        ) -> list[ProducerBatch]:
         """Encode; when compression made it bigger than the limit after all, halve and try again."""
-        n = len(values)
-        records = encode_batch(values, None if key is None else [key] * n, compression=self._codec)
+        n = len(run.values)
+        records = self._encode_records(topic, partition, run.values, None if key is None else [key] * n,
+                                       run.timestamps, run.headers)
         if len(records) - _BATCH_HEADER <= limit or n == 1:
-            return [ProducerBatch(topic, partition, raw_key, messages, records, n)]
+            return [self._batch(topic, partition, key, run.messages, records, n)]
         half = n // 2
-        return (self._encode_fitting(topic, partition, raw_key, key, messages[:half], values[:half], limit)
-                + self._encode_fitting(topic, partition, raw_key, key, messages[half:], values[half:], limit))
+        return (self._encode_fitting(topic, partition, key, run.cut(0, half), limit)
+                + self._encode_fitting(topic, partition, key, run.cut(half, n), limit))
 
     # -- async ------------------------------------------------------------------------------------
 
@@ -349,18 +483,29 @@ class Producer:
         state = self._topics.get(topic)
         partitions = state.partitions if state is not None and time.monotonic() < state.expires \
             else self._partitions(topic)
-        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
-        for value in values:
-            if value is not None and len(value) > limit:
-                self._check_size(topic, key, value)
-        partition = self._partition(topic, key, partitions)
+        headers = data.headers
+        if headers is None:
+            limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
+            for value in values:
+                if value is not None and len(value) > limit:
+                    self._check_size(topic, key, value)
+        else:
+            for value, value_headers in zip(values, headers):
+                self._check_size(topic, key, value, value_headers)
+        partition = data.partition
+        if partition is None:
+            partition = self._partition(topic, key, partitions)
+        elif partition >= partitions:
+            self._check_partition(topic, partition)
         if self.callback_handler is not None:
             self.callback_handler.on_enqueue(data)
-        self._accumulator.append(topic, partition, key, values, data.messages)  # type: ignore[union-attr]
+        self._accumulator.append(topic, partition, key, values, data.messages,  # type: ignore[union-attr]
+                                 data.timestamps, headers)
 
-    def _check_size(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def _check_size(self, topic: str, key: bytes | None, value: bytes | None,
+                    headers: list[Header] | None = None) -> None:
         limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
-        size = record_size(0, 0, key, value)
+        size = record_size(0, 0, key, value, headers)
         if size > limit:
             too_big = ProducerBatch(topic, -1, key, [value], None, 1)
             raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
@@ -390,15 +535,17 @@ class Producer:
         """Encode a drained batch; if it exceeds max.request.size, split it per run of equal keys to fit."""
         keys, n = pending.keys, len(pending.keys)
         key = keys[0] if keys.count(keys[0]) == n else None
-        limit = self._max_request - self._request_overhead - len(pending.topic) - _BATCH_HEADER
-        records = encode_batch(pending.values, None if keys.count(None) == n else keys, compression=self._codec)
+        topic, partition = pending.topic, pending.partition
+        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
+        records = self._encode_records(topic, partition, pending.values, None if keys.count(None) == n else keys,
+                                       pending.timestamps, pending.headers)
         if len(records) - _BATCH_HEADER <= limit:
-            return [ProducerBatch(pending.topic, pending.partition, key, pending.messages, records, n)]
+            return [self._batch(topic, partition, key, pending.messages, records, n)]
+        run = _Run(pending.messages, pending.values, pending.timestamps, pending.headers)
         out, start = [], 0
         for i in range(1, n + 1):
             if i == n or keys[i] != keys[start]:
-                out.extend(self._split(pending.topic, pending.partition, keys[start], keys[start],
-                                       pending.messages[start:i], pending.values[start:i], limit))
+                out.extend(self._split(topic, partition, keys[start], run.cut(start, i), limit))
                 start = i
         return out
 
@@ -415,10 +562,16 @@ class Producer:
                     return
                 continue
             batches: list[ProducerBatch] = []
+            idempotence = self._idempotence
             for item in pending:
+                snapshot = None if idempotence is None else idempotence.snapshot()
                 try:
+                    if idempotence is not None:
+                        idempotence.ensure_producer_id()
                     batches.extend(self._encode_pending(item))
                 except Exception as exc:
+                    if idempotence is not None and snapshot is not None:
+                        idempotence.restore(snapshot)
                     self._report(self._to_batch(item), exc)
                     accumulator.release(len(item))
             try:
@@ -428,6 +581,8 @@ class Producer:
                 failures, results = self._sender.send(batches)
             except Exception as exc:
                 failures, results = [(b, exc) for b in batches], []
+            if failures:
+                self._after_final_failures()
             failed = {id(b) for b, _ in failures}
             for batch, exc in failures:
                 self._report(batch, exc)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from pipeline.config import Config, ConfigError, Property, parse_choice, parse_str
+from pipeline.config import Config, ConfigError, Property, parse_bool, parse_choice, parse_str
 from pipeline.protocol.compression import UnknownCodecError, codec_from_name
 
-__all__ = ["PRODUCER_PROPERTIES", "ProducerConfig", "parse_acks"]
+__all__ = ["MAX_IN_FLIGHT_IDEMPOTENT", "PRODUCER_PROPERTIES", "ProducerConfig", "parse_acks"]
 
 
 def parse_acks(text: str) -> int:
@@ -76,7 +76,16 @@ PRODUCER_PROPERTIES = (
     Property("max.request.size", _parse_int, 1048576,
              "largest Produce request in bytes; bigger batches are split, a bigger single message is an error"),
     Property("connect.timeout.ms", _parse_int, 10000, "socket connect and read timeout for broker connections"),
+    Property("enable.idempotence", parse_bool, False,
+             "get a producer id from the brokers and number each partition's batches, so that a retried batch "
+             "is stored once; needs acks=all (the default then) and retries > 0"),
+    Property("max.in.flight.requests.per.connection", _parse_int, None,
+             "most Produce requests sent to one broker before waiting for an answer; unset: no limit, or 5 with "
+             "enable.idempotence, which allows at most 5 (the batches a broker remembers per producer)"),
 )
+
+# Kafka's limit: a broker remembers the last five batches of each producer to recognise retries.
+MAX_IN_FLIGHT_IDEMPOTENT = 5
 
 
 class ProducerConfig(Config):
@@ -110,7 +119,10 @@ class ProducerConfig(Config):
             raise ConfigError(f"{self.kind} compression.codec: {exc}") from None
         if not 0 <= self.compression <= 4:
             raise ConfigError(f"{self.kind} compression.codec id must be 0-4, got {self.compression}")
-        self.acks: int = self["request.required.acks"]
+        self.idempotent: bool = bool(self["enable.idempotence"])
+        if self.idempotent:
+            self._check_idempotence()
+        self.acks: int = -1 if self.idempotent else self["request.required.acks"]
         self.is_async: bool = self["producer.type"] == "async"
         self.batch_size: int = self["batch.size"]
         self.linger_s: float = self["queue.time"] / 1000.0
@@ -123,3 +135,19 @@ class ProducerConfig(Config):
         self.metadata_max_age_s: float = self["topic.metadata.refresh.interval.ms"] / 1000.0
         self.client_id: str = self["client.id"]
         self.connect_timeout_s: float = self["connect.timeout.ms"] / 1000.0
+        in_flight = self["max.in.flight.requests.per.connection"]
+        if in_flight is not None and in_flight <= 0:
+            raise ConfigError(f"{self.kind} max.in.flight.requests.per.connection must be positive, got {in_flight}")
+        self.max_in_flight: int | None = MAX_IN_FLIGHT_IDEMPOTENT if in_flight is None and self.idempotent \
+            else in_flight
+
+    def _check_idempotence(self) -> None:
+        """Kafka's rules for enable.idempotence=true: acks=all (set when not given), retries, a small window."""
+        if "request.required.acks" in self.given and self["request.required.acks"] != -1:
+            raise ConfigError(f"{self.kind} enable.idempotence=true needs request.required.acks (acks) = all (-1), "
+                              f"got {self['request.required.acks']}")
+        if self["message.send.max.retries"] == 0:
+            raise ConfigError(f"{self.kind} enable.idempotence=true needs message.send.max.retries (retries) > 0")
+        if (self["max.in.flight.requests.per.connection"] or 0) > MAX_IN_FLIGHT_IDEMPOTENT:
+            raise ConfigError(f"{self.kind} enable.idempotence=true allows max.in.flight.requests.per.connection "
+                              f"up to {MAX_IN_FLIGHT_IDEMPOTENT}, got {self['max.in.flight.requests.per.connection']}")

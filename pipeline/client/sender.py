@@ -116,8 +116,11 @@ class Sender:
     """Sends ProducerBatches with retries; owned by one thread at a time (sync caller or async sender thread)."""
 
     def __init__(self, cluster: Cluster, *, client_id: str, acks: int, timeout_ms: int, retries: int,
-                 retry_backoff_s: float, sleep: Callable[[float], None] = time.sleep) -> None:
+                 retry_backoff_s: float, max_in_flight: int | None = None, idempotent: bool = False,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.cluster = cluster
+        self.max_in_flight = max_in_flight
+        self.idempotent = idempotent
         self.client_id = client_id
         self.acks = acks
         self.timeout_ms = timeout_ms
@@ -207,10 +210,11 @@ class Sender:
             failures = self._send_once(pending, results)
             if not failures:
                 return [], results
-            retry = [(b, e) for b, e in failures if is_retriable(e)]
+            retry = self._retriable(failures)
             if not retry or attempt >= retries:
                 return failures, results
-            final = [(b, e) for b, e in failures if not is_retriable(e)]
+            retrying = {id(b) for b, _ in retry}
+            final = [(b, e) for b, e in failures if id(b) not in retrying]
             attempt += 1
             self.retried_batches += len(retry)
             self._after_failure(retry)
@@ -219,6 +223,23 @@ class Sender:
                 results.extend(done)
                 return final + more, results
             pending = [b for b, _ in retry]
+
+    def _retriable(self, failures: list[tuple[ProducerBatch, BaseException]]
+                   ) -> list[tuple[ProducerBatch, BaseException]]:
+        """The failures worth another attempt. For an idempotent producer that includes OUT_OF_ORDER_SEQUENCE_NUMBER
+        of a batch that followed a retried batch of its partition: it failed only because its predecessor did,
+        and both are resent in order with their sequence numbers."""
+        if not self.idempotent:
+            return [(b, e) for b, e in failures if is_retriable(e)]
+        retry = []
+        retried: set[tuple[str, int]] = set()
+        for batch, exc in failures:
+            where = (batch.topic, batch.partition)
+            if is_retriable(exc) or (where in retried
+                                     and getattr(exc, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+                retried.add(where)
+                retry.append((batch, exc))
+        return retry
 
     def _after_failure(self, failures: list[tuple[ProducerBatch, BaseException]]) -> None:
         """Back off, forget what we knew about the leaders involved, and refresh their metadata."""
@@ -255,6 +276,8 @@ class Sender:
         for route, node_batches in by_node.values():
             connection = route.connection
             rounds = _rounds(node_batches)
+            # At most max.in.flight requests unanswered; the others leave as answers come in.
+            window = self.max_in_flight or len(rounds)
             try:
                 connection.connect()
                 version = connection.version(_PRODUCE)
@@ -264,19 +287,17 @@ class Sender:
                     connection.send_frame(frames[0] if len(frames) == 1 else b"".join(frames), _PRODUCE, version,
                                           0, False)
                 else:
-                    for batches in rounds:
-                        correlation_id = connection.next_correlation_id()
-                        connection.send_frame(self._encode(version, correlation_id, batches), _PRODUCE, version,
-                                              correlation_id, True)
-                self.requests_sent += len(rounds)
+                    for batches in rounds[:window]:
+                        self._send_round(connection, version, batches)
             except (KafkaClientError, KafkaProtocolError) as exc:
                 failures.extend((b, exc) for b in node_batches)
                 continue
             if self.acks == 0:
+                self.requests_sent += len(rounds)
                 results.extend(ProduceResult(b.topic, b.partition, -1) for b in node_batches)
             else:
-                waiting.append((connection, rounds))
-        for connection, rounds in waiting:
+                waiting.append((connection, version, rounds, window))
+        for connection, version, rounds, window in waiting:
             for index, batches in enumerate(rounds):
                 try:
                     _, body = connection.receive()
@@ -287,11 +308,27 @@ class Sender:
                     break
                 for batch in batches:
                     code, offset = answers.get((batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1))
-                    if code:
+                    if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self.idempotent:
+                        # Stored before, but the broker no longer remembers where: Kafka's producer takes it as sent.
+                        results.append(ProduceResult(batch.topic, batch.partition, -1))
+                    elif code:
                         failures.append((batch, KafkaProtocolError(code, f"producing to {batch.topic}-{batch.partition}")))
                     else:
                         results.append(ProduceResult(batch.topic, batch.partition, offset))
+                if index + window < len(rounds):
+                    try:
+                        self._send_round(connection, version, rounds[index + window])
+                    except KafkaClientError as exc:
+                        # The requests still in flight on this connection are lost with it.
+                        connection.close()
+                        failures.extend((b, exc) for later in rounds[index + 1:] for b in later)
+                        break
         return failures
+
+    def _send_round(self, connection: BrokerConnection, version: int, batches: list[ProducerBatch]) -> None:
+        correlation_id = connection.next_correlation_id()
+        connection.send_frame(self._encode(version, correlation_id, batches), _PRODUCE, version, correlation_id, True)
+        self.requests_sent += 1
 
     def _encode(self, version: int, correlation_id: int, batches: list[ProducerBatch]) -> bytes:
         if not is_flexible(_PRODUCE, version):

@@ -24,6 +24,7 @@ class Record:
     key: bytes | None
     value: bytes | None
     timestamp: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 15.0) -> None:
@@ -72,7 +73,8 @@ def kafka_python_consume(
         deadline = time.monotonic() + timeout
         while len(records) < expected and time.monotonic() < deadline:
             for tp, messages in consumer.poll(timeout_ms=500).items():
-                records.extend(Record(tp.partition, m.offset, m.key, m.value, m.timestamp) for m in messages)
+                records.extend(Record(tp.partition, m.offset, m.key, m.value, m.timestamp, tuple(m.headers))
+                               for m in messages)
     finally:
         consumer.close()
     if len(records) < expected:
