@@ -1,0 +1,171 @@
+"""Mirror tests: two source clusters and one target on one ZooKeeper, mirror processes, reading back.
+
+Each cluster is one cluster-mode broker on its own chroot of the session's ZooKeeper (the machine has two
+cores; the mirror's logic does not depend on the number of brokers). ``MirrorProcess`` runs
+``python -m mirror`` from the repo root, its output in a log file; ``stop`` is SIGTERM, ``kill`` SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pipeline.client.admin import AdminClient
+from pipeline.client.consumer import ConsumerRecord
+from pipeline.client.producer import Producer, ProducerData
+from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from pipeline.zk import layout
+from mirror.lineage import LINEAGE_HEADERS, Lineage, lineage_of
+from tests.support.broker import REPO_ROOT
+from tests.support.cluster import BrokerCluster
+from tests.support.polling import wait_until
+
+BROKER_OVERRIDES = {"zookeeper.session.timeout.ms": 4000, "num.partitions": 1}
+
+
+class MirrorProcess:
+    """One ``python -m mirror`` child process."""
+
+    def __init__(self, log_path: Path, args: Sequence[str]) -> None:
+        self.log_path = Path(log_path)
+        self.args = list(args)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "MirrorProcess":
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"=== harness: {' '.join(self.args)}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen([sys.executable, "-m", "mirror", *self.args], cwd=REPO_ROOT, env=env,
+                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait(self, timeout: float = 60.0) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM and wait; the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"mirror still running {timeout:.0f}s after SIGTERM:\n{self.log_tail()}") from None
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        if self.process is not None:
+            self.process.wait()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def mirror_args(sources: dict[str, BrokerCluster], target: BrokerCluster, whitelist: str, *extra: str) -> list[str]:
+    """Command-line arguments of a mirror of ``sources`` into ``target`` (no audit, fast commits)."""
+    args = []
+    for name, cluster in sorted(sources.items()):
+        args += ["--source", f"{name}={cluster.zk_connect}"]
+    return [*args, "--target", target.zk_connect, "--whitelist", whitelist, "--no-audit",
+            "--set", "offset.commit.interval.ms=200", "--set", "consumer.zookeeper.session.timeout.ms=4000",
+            *extra]
+
+
+def create_topic(cluster: BrokerCluster, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+    with AdminClient(cluster.bootstrap) as admin:
+        admin.create_topics(topic, partitions=partitions, configs=configs)
+    cluster.wait_for_metadata(topic, partitions)
+
+
+def produce(cluster: BrokerCluster, topic: str, records: Iterable[tuple[bytes, bytes, int, list]]) -> int:
+    """Send (key, value, timestamp, headers) records keyed (murmur2) with acks=all; the count."""
+    count = 0
+    with Producer({"zookeeper.connect": cluster.zk_connect, "request.required.acks": -1, "producer.type": "async",
+                   "queue.time": 5, "batch.size": 500}) as producer:
+        for key, value, timestamp, headers in records:
+            producer.send(ProducerData(topic, key, [value], timestamps=[timestamp], headers=[headers]))
+            count += 1
+        producer.flush()
+    return count
+
+
+def read_all(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, list[ConsumerRecord]]:
+    """Every record of every partition of ``topic``, in offset order."""
+    broker = next(iter(cluster.brokers.values()))
+    result: dict[int, list[ConsumerRecord]] = {}
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        for partition in range(partitions):
+            records: list[ConsumerRecord] = []
+            offset = consumer.get_offsets_before(topic, partition, -2, 1)[0]
+            while True:
+                batch = list(consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20)))
+                if not batch:
+                    break
+                records.extend(ConsumerRecord(topic, partition, *r) for r in batch if r.offset >= offset)
+                offset = batch[-1].offset + 1
+            result[partition] = records
+    return result
+
+
+def end_offsets(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, int]:
+    broker = next(iter(cluster.brokers.values()))
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        return {p: consumer.get_offsets_before(topic, p, -1, 1)[0] for p in range(partitions)}
+
+
+def target_count(target: BrokerCluster, topic: str, partitions: int) -> int:
+    try:
+        return sum(end_offsets(target, topic, partitions).values())
+    except Exception:
+        return 0
+
+
+def lineages(records: dict[int, list[ConsumerRecord]]) -> list[tuple[int, int, Lineage]]:
+    """(target partition, target offset, lineage) of every target record; AssertionError for one without."""
+    found = []
+    for partition, items in records.items():
+        for record in items:
+            lineage = lineage_of(record.topic, record.headers)
+            assert lineage is not None, f"target record {record} has no lineage"
+            found.append((partition, record.offset, lineage))
+    return found
+
+
+def own_headers(record: ConsumerRecord) -> list:
+    return [h for h in record.headers if h[0] not in LINEAGE_HEADERS]
+
+
+def committed(cluster: BrokerCluster, group: str, topic: str, partition: int) -> int | None:
+    path = layout.offset_path(group, topic, partition)
+    if cluster.zk.exists(path) is None:
+        return None
+    return int(cluster.zk.get(path)[0])
+
+
+def wait_for_count(target: BrokerCluster, topic: str, partitions: int, at_least: int, mirrors: Sequence[MirrorProcess],
+                   timeout: float = 60.0) -> int:
+    def enough() -> int:
+        for mirror in mirrors:
+            assert mirror.running, f"mirror exited with {mirror.process.poll()}:\n{mirror.log_tail()}"  # type: ignore[union-attr]
+        count = target_count(target, topic, partitions)
+        return count if count >= at_least else 0
+    return wait_until(enough, timeout, interval=0.2,
+                      message=lambda: f"{at_least} records in the target (have "
+                                      f"{target_count(target, topic, partitions)})")
