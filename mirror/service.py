@@ -290,9 +290,11 @@ class MirrorService(CallbackHandler):
         if isinstance(result, BaseException):
             first = messages[0]
             self._settle_audit(messages, False)
+            offsets = sorted(m.offset for m in messages if m.where == first.where)
             self.fail(MirrorError(
-                f"the target refused {len(messages)} records of source {first.where.source} "
-                f"{first.where.topic}-{first.where.partition} from offset {first.offset} for good: {result}"))
+                f"the target refused {len(messages)} records for good (source {first.where.source} "
+                f"{first.where.topic}-{first.where.partition} offsets {offsets[0]}..{offsets[-1]}"
+                f"{' and others' if len(offsets) < len(messages) else ''}): {result}"))
             return
         now = time.monotonic()
         now_ms = time.time() * 1000

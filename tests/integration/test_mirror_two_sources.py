@@ -7,16 +7,13 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable, Iterator
-
-import pytest
 
 from pipeline.zk import layout
 from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
-    BROKER_OVERRIDES,
     MirrorProcess,
+    clusters,
     committed,
     create_topic,
     end_offsets,
@@ -28,16 +25,9 @@ from tests.support.mirror import (
     wait_for_count,
 )
 from tests.support.polling import wait_until
-from tests.support.zookeeper import unique_chroot
 
 PARTITIONS = 4
-
-
-@pytest.fixture
-def clusters(zookeeper_server, broker_cluster_factory: Callable[..., BrokerCluster]) -> Iterator[dict[str, BrokerCluster]]:
-    base = zookeeper_server.connect_string
-    yield {name: broker_cluster_factory(base + unique_chroot(name), size=1, overrides=BROKER_OVERRIDES)
-           for name in ("dc1", "dc2", "offline")}
+__all__ = ["clusters"]  # the fixture, imported for pytest
 
 
 def records_of(dc: str, n: int) -> list[tuple[bytes, bytes, int, list]]:

@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import pytest
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.consumer import ConsumerRecord
@@ -23,8 +25,25 @@ from mirror.lineage import LINEAGE_HEADERS, Lineage, lineage_of
 from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
+from tests.support.zookeeper import unique_chroot
 
 BROKER_OVERRIDES = {"zookeeper.session.timeout.ms": 4000, "num.partitions": 1}
+
+
+def start_clusters(zookeeper_server: Any, factory: Callable[..., BrokerCluster],
+                   overrides: dict[str, dict[str, object]] | None = None) -> dict[str, BrokerCluster]:
+    """dc1, dc2 and offline: one broker each, on chroots of the session's ZooKeeper."""
+    base = zookeeper_server.connect_string
+    return {name: factory(base + unique_chroot(name), size=1,
+                          overrides={**BROKER_OVERRIDES, **(overrides or {}).get(name, {})})
+            for name in ("dc1", "dc2", "offline")}
+
+
+@pytest.fixture
+def clusters(zookeeper_server: Any, broker_cluster_factory: Callable[..., BrokerCluster]
+             ) -> Iterator[dict[str, BrokerCluster]]:
+    """The three clusters of a mirror test (import this fixture into the test module)."""
+    yield start_clusters(zookeeper_server, broker_cluster_factory)
 
 
 class MirrorProcess:
