@@ -298,19 +298,22 @@ class MirrorService(CallbackHandler):
             return
         now = time.monotonic()
         now_ms = time.time() * 1000
+        # A target partition takes the same partition of every source: one batch may hold several sources.
         by_where: dict[SourcePartition, list[int]] = {}
-        size = 0
+        size_by_source: dict[str, int] = {}
         metrics = self.metrics
         for message in messages:
-            by_where.setdefault(message.where, []).append(message.offset)
-            size += message.size
+            where = message.where
+            by_where.setdefault(where, []).append(message.offset)
+            size_by_source[where.source] = size_by_source.get(where.source, 0) + message.size
             metrics.latency.observe(now - message.taken_at)
             if message.timestamp >= 0:
                 metrics.age.observe(max(0.0, (now_ms - message.timestamp) / 1000))
         for where, offsets in by_where.items():
             self.tracker.acknowledged(where, offsets)
             metrics.records.labels(where.source, where.topic).inc(len(offsets))
-        metrics.bytes.labels(messages[0].where.source, batch.topic).inc(size)
+        for source, size in size_by_source.items():
+            metrics.bytes.labels(source, batch.topic).inc(size)
         self._settle_audit(messages, True)
         with self._lock:
             self.mirrored += len(messages)
