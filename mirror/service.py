@@ -43,7 +43,7 @@ from mirror.config import MirrorConfig, topic_filter
 from mirror.lineage import lineage_headers
 from mirror.metrics import MirrorMetrics
 from mirror.topics import MirrorTopicError, TopicSync
-from mirror.tracker import Gap, OffsetTracker, SourcePartition
+from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
 
 __all__ = ["LostOffsetsError", "MirrorError", "MirrorService"]
 
@@ -254,8 +254,10 @@ class MirrorService(CallbackHandler):
         where = SourcePartition(source.name, record.topic, record.partition)
         outcome = self.tracker.track(where, record.offset, allow_gap=self.skip_lost)
         state.tracked = True
-        if outcome is False:
-            return
+        if type(outcome) is Rewind:
+            raise MirrorError(f"source {source.name}: {record.topic}-{record.partition} went back from offset "
+                              f"{outcome.expected} to {outcome.offset} (was the topic deleted and created again?); "
+                              f"nothing after offset {outcome.expected - 1} is mirrored until its offsets are reset")
         if type(outcome) is Gap:
             if not self.skip_lost:
                 raise LostOffsetsError(outcome)
@@ -290,6 +292,11 @@ class MirrorService(CallbackHandler):
         if isinstance(result, BaseException):
             first = messages[0]
             self._settle_audit(messages, False)
+            if self._stopping.is_set() and isinstance(result, TimeoutError):
+                # Still queued when the shutdown's time ran out: not committed, mirrored again after a restart.
+                log.warning("%d records of source %s %s-%d left unsent at shutdown", len(messages),
+                            first.where.source, first.where.topic, first.where.partition)
+                return
             offsets = sorted(m.offset for m in messages if m.where == first.where)
             self.fail(MirrorError(
                 f"the target refused {len(messages)} records for good (source {first.where.source} "
@@ -337,7 +344,8 @@ class MirrorService(CallbackHandler):
             while (state.thread is not None and state.thread.is_alive() and state.turns == turns
                    and not state.tracked and time.monotonic() < deadline):
                 time.sleep(0.005)
-        if self._producer is not None and not self._producer.closed and self._failure is None:
+        # At shutdown the producer was flushed already (as far as it could be).
+        if self._producer is not None and not self._stopping.is_set():
             if not self._producer.flush(self.config["shutdown.timeout.s"]):
                 log.warning("source %s: records still unacknowledged at a release; they are mirrored again by the "
                             "partitions' next owner", source.name)
@@ -377,12 +385,14 @@ class MirrorService(CallbackHandler):
     def _shutdown(self) -> None:
         self._stopping.set()
         timeout_s = self.config["shutdown.timeout.s"]
+        deadline = time.monotonic() + timeout_s
         for source in self._sources:
             for state in source.threads:
                 if state.thread is not None:
-                    state.thread.join(timeout_s)
+                    state.thread.join(max(0.0, deadline - time.monotonic()))
         producer = self._producer
-        if producer is not None and self._failure is None and not producer.flush(timeout_s):
+        if producer is not None and self._failure is None and not producer.flush(
+                max(0.0, deadline - time.monotonic())):
             log.warning("%d records still unacknowledged after %.0f s; they are mirrored again after a restart",
                         self.tracker.outstanding(), timeout_s)
         for source in self._sources:
@@ -396,7 +406,7 @@ class MirrorService(CallbackHandler):
                 source.admin.close()
         if producer is not None:
             try:
-                producer.close(timeout_s)
+                producer.close(max(5.0, deadline - time.monotonic()))
             except TimeoutError as exc:
                 log.warning("%s", exc)
         self._stop_audit(timeout_s)

@@ -6,7 +6,9 @@ partition is the first tracked offset still unacknowledged -- an acknowledgement
 it -- or, with nothing outstanding, the offset after the last record tracked. Offsets of one partition
 are consecutive in our brokers (no compaction, no transaction markers), so a record further on than the
 one expected means the offsets in between are gone from the source (retention deleted them before they
-were mirrored): :meth:`OffsetTracker.track` reports that gap instead of tracking past it silently.
+were mirrored): :meth:`OffsetTracker.track` reports that gap instead of tracking past it silently. A record
+before the one expected cannot come from a partition read on from where it was claimed: the source partition
+went back (the topic was deleted and created again); that is reported too, never skipped.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 from collections import deque
 from typing import NamedTuple
 
-__all__ = ["Gap", "OffsetTracker", "SourcePartition"]
+__all__ = ["Gap", "OffsetTracker", "Rewind", "SourcePartition"]
 
 
 class SourcePartition(NamedTuple):
@@ -36,6 +38,14 @@ class Gap(NamedTuple):
     @property
     def lost(self) -> int:
         return self.end - self.start
+
+
+class Rewind(NamedTuple):
+    """The source partition ``where`` handed out ``offset`` where ``expected`` was due: it went back."""
+
+    where: SourcePartition
+    expected: int
+    offset: int
 
 
 class _Progress:
@@ -69,9 +79,9 @@ class OffsetTracker:
         with self._lock:
             self._partitions.pop(where, None)
 
-    def track(self, where: SourcePartition, offset: int, *, allow_gap: bool = False) -> Gap | bool:
-        """A record was handed out: True to mirror it, False if it was tracked before (a repeat: skip it),
-        or the Gap before it -- then it is tracked only when ``allow_gap`` (the gap is skipped for good)."""
+    def track(self, where: SourcePartition, offset: int, *, allow_gap: bool = False) -> Gap | Rewind | None:
+        """A record was handed out: None when tracked in turn; the Gap before it (tracked only when
+        ``allow_gap``, the gap then skipped for good); or a Rewind (not tracked)."""
         with self._lock:
             progress = self._partitions.get(where)
             if progress is None:
@@ -79,7 +89,7 @@ class OffsetTracker:
             expected = progress.expected
             if expected is not None and offset != expected:
                 if offset < expected:
-                    return False
+                    return Rewind(where, expected, offset)
                 gap = Gap(where, expected, offset)
                 if not allow_gap:
                     return gap
@@ -87,7 +97,7 @@ class OffsetTracker:
                 gap = None
             progress.outstanding.append(offset)
             progress.expected = offset + 1
-            return gap if gap is not None else True
+            return gap
 
     def acknowledged(self, where: SourcePartition, offsets: list[int]) -> None:
         """The target stored the records of ``where`` at these source offsets."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror.tracker import Gap, OffsetTracker, SourcePartition
+from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
 
 P0 = SourcePartition("dc1", "events", 0)
 P1 = SourcePartition("dc2", "events", 0)
@@ -12,7 +12,7 @@ def test_out_of_order_acknowledgements_do_not_move_the_commit_past_a_hole() -> N
     tracker = OffsetTracker()
     tracker.start(P0, 10)
     for offset in range(10, 15):
-        assert tracker.track(P0, offset) is True
+        assert tracker.track(P0, offset) is None
     assert tracker.committable() == {P0: 10}
     tracker.acknowledged(P0, [11, 12, 14])
     assert tracker.committable() == {P0: 10}
@@ -28,8 +28,8 @@ def test_sources_are_kept_apart_and_a_partition_without_a_start_starts_at_its_fi
     tracker = OffsetTracker()
     tracker.start(P0, None)
     assert tracker.committable() == {}
-    assert tracker.track(P0, 7) is True
-    assert tracker.track(P1, 3) is True
+    assert tracker.track(P0, 7) is None
+    assert tracker.track(P1, 3) is None
     tracker.acknowledged(P1, [3])
     assert tracker.committable("dc1") == {P0: 7}
     assert tracker.committable("dc2") == {P1: 4}
@@ -47,11 +47,12 @@ def test_a_gap_is_reported_and_tracked_past_only_when_allowed() -> None:
     assert tracker.committable() == {P0: 131}
 
 
-def test_a_repeat_is_skipped_and_a_forgotten_partition_ignores_late_acknowledgements() -> None:
+def test_a_partition_going_back_is_reported_and_a_forgotten_one_ignores_late_acknowledgements() -> None:
     tracker = OffsetTracker()
     tracker.start(P0, 5)
-    assert tracker.track(P0, 5) is True
-    assert tracker.track(P0, 5) is False
+    assert tracker.track(P0, 5) is None
+    assert tracker.track(P0, 2) == Rewind(P0, 6, 2)
+    assert tracker.committable() == {P0: 5}
     tracker.forget(P0)
     tracker.acknowledged(P0, [5])
     assert tracker.committable() == {}
