@@ -144,6 +144,7 @@ class MirrorService(CallbackHandler):
         self._producer: Producer | None = None
         self._topics: TopicSync | None = None
         self._target_cluster: Cluster | None = None
+        self._target_discovery: Any = None
         self._audit: MirrorAudit | None = None
         self._lag_labels: set[tuple[str, str, str]] = set()
 
@@ -185,7 +186,7 @@ class MirrorService(CallbackHandler):
         topics = topic_filter(config["whitelist"], config["blacklist"])
         for source in self._sources:
             source.admin = AdminClient(Cluster(ZooKeeperBrokerDiscovery(source.connector.zookeeper),
-                                               client_id="mirror-lag"))
+                                               client_id="mirror-lag"), close_cluster=True)
             streams = source.connector.create_message_streams_by_filter(topics, config["num.streams"])
             for index, stream in enumerate(streams):
                 state = _StreamThread(source.name, stream)
@@ -201,6 +202,7 @@ class MirrorService(CallbackHandler):
         config = self.config
         if config["target.zookeeper.connect"]:
             discovery: Any = ZooKeeperBrokerDiscovery(config["target.zookeeper.connect"])
+            self._target_discovery = discovery
         else:
             discovery = StaticBrokerList(config["target.bootstrap.servers"])
         return Cluster(discovery, client_id="mirror-admin")
@@ -412,6 +414,8 @@ class MirrorService(CallbackHandler):
         self._stop_audit(timeout_s)
         if self._target_cluster is not None:
             self._target_cluster.close()
+        if self._target_discovery is not None:
+            self._target_discovery.close()
         log.info("mirror stopped: %d records mirrored%s", self.mirrored,
                  f", {sum(g.lost for g in self.gaps)} lost offsets skipped" if self.gaps else "")
 

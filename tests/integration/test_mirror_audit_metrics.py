@@ -93,3 +93,17 @@ def test_audit_counts_per_source_topic_and_window_and_the_metrics(clusters: dict
         found[(c["datacenter"], c["topic"], int(c["windowStart"].timestamp() * 1000))] += c["count"]
     assert found == expected
     assert all(c["properties"]["failed"] == "0" for c in counts)
+
+
+def test_an_unreachable_schema_registry_is_a_one_line_start_up_error(clusters: dict[str, BrokerCluster],
+                                                                     tmp_path: Path) -> None:
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    args = [a for a in mirror_args({"dc1": dc1}, offline, "events") if a != "--no-audit"]
+    mirror = MirrorProcess(tmp_path / "mirror.log", [*args, "--registry", f"http://127.0.0.1:{free_port()}"]).start()
+    try:
+        assert mirror.wait(60) == 1, mirror.log_tail()
+    finally:
+        mirror.kill()
+    errors = [line for line in mirror.log_text().splitlines() if line.startswith("python -m mirror: error:")]
+    assert len(errors) == 1 and "127.0.0.1" in errors[0], mirror.log_tail()
+    assert "Traceback" not in mirror.log_text()
