@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from pipeline.client.errors import KafkaClientError
-from pipeline.config import ConfigError, help_table, parse_overrides, read_properties_file
+from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.protocol.errors import KafkaProtocolError
 
 PROG = "python -m mirror"
@@ -64,12 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def load_config(args: argparse.Namespace) -> Any:
     from mirror.config import MirrorConfig
 
-    values: dict[str, Any] = dict(read_properties_file(args.config)) if args.config else {}
-    values.update(parse_overrides(args.set))
-    for option, name in _OPTIONS.items():
-        value = getattr(args, option)
-        if value is not None:
-            values[name] = value
+    values = command_line_values(args.config, args.set, {name: getattr(args, option)
+                                                         for option, name in _OPTIONS.items()})
     if args.source:
         values["source.clusters"] = ",".join(args.source)
     # The command line picks the target: one kind replaces the file's other kind.
