@@ -68,6 +68,10 @@ class LostOffsetsError(MirrorError):
         self.gap = gap
 
 
+class _Stopped(Exception):
+    """The mirror stopped while a stream thread waited (for the target)."""
+
+
 class _Pending:
     """One record on its way to the target: what acknowledging it needs."""
 
@@ -246,6 +250,8 @@ class MirrorService(CallbackHandler):
             except MirrorTopicError as exc:
                 self.fail(MirrorError(str(exc)))
                 return
+            except _Stopped:
+                return
             except (KafkaClientError, KafkaProtocolError) as exc:
                 if not self._stopping.is_set():
                     self.fail(MirrorError(f"source {source.name}: cannot send {record.topic}-{record.partition}@"
@@ -264,8 +270,8 @@ class MirrorService(CallbackHandler):
             if not self.skip_lost:
                 raise LostOffsetsError(outcome)
             self._skipped(outcome)
-        assert self._topics is not None and self._producer is not None
-        self._topics.ensure(record.topic, record.partition)
+        assert self._producer is not None
+        self._ensure_topic(record.topic, record.partition)
         value = record.value
         key = record.key
         size = (0 if key is None else len(key)) + (0 if value is None else len(value))
@@ -277,6 +283,24 @@ class MirrorService(CallbackHandler):
             record.topic, key, [pending], partition=record.partition,
             timestamps=[timestamp] if timestamp >= 0 else None,
             headers=[lineage_headers(record.headers, source.encoded_name, record.partition, record.offset)]))
+
+    def _ensure_topic(self, topic: str, partition: int) -> None:
+        """The target topic made ready for ``partition``, waiting out a target that is down."""
+        assert self._topics is not None
+        warned = False
+        while True:
+            try:
+                self._topics.ensure(topic, partition)
+                return
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                if not exc.retriable:
+                    raise
+                if not warned:
+                    log.warning("target topic %s cannot be checked now (retrying): %s", topic, exc)
+                    warned = True
+                self.metrics.errors.labels("TargetUnavailable").inc()
+            if self._stopping.wait(1.0):
+                raise _Stopped()
 
     def _skipped(self, gap: Gap) -> None:
         where = gap.where

@@ -34,12 +34,13 @@ def records(dc: str, n: int, start: int = 0) -> list[tuple[bytes, bytes, int, li
     return [(b"k%d" % (i % 97), b"%s-%d" % (dc.encode(), i), 1_700_000_000_000 + i, []) for i in range(start, start + n)]
 
 
-def check_complete(sources: dict[str, BrokerCluster], target: BrokerCluster, topic: str) -> Counter:
+def check_complete(sources: dict[str, BrokerCluster], target: BrokerCluster, topic: str,
+                   partitions: int = PARTITIONS) -> Counter:
     """Every source record is in the target (by lineage); the count of each lineage."""
     found = Counter((lineage.cluster, lineage.partition, lineage.offset)
-                    for _, _, lineage in lineages(read_all(target, topic, PARTITIONS)))
+                    for _, _, lineage in lineages(read_all(target, topic, partitions)))
     for name, cluster in sources.items():
-        for partition, end in end_offsets(cluster, topic, PARTITIONS).items():
+        for partition, end in end_offsets(cluster, topic, partitions).items():
             missing = [o for o in range(end) if (name, partition, o) not in found]
             assert not missing, f"{name} {topic}-{partition}: {len(missing)} records lost, first {missing[:5]}"
     return found
@@ -80,12 +81,12 @@ def test_sigkill_and_restart_lose_nothing_and_duplicate_only_after_the_last_comm
     assert sum(found.values()) == total + len(duplicates)
 
 
-def test_target_down_nothing_is_committed_and_the_mirror_resumes_by_itself(
+def test_target_down_nothing_is_committed_and_the_mirror_resumes_by_itself_with_a_topic_created_meanwhile(
         clusters: dict[str, BrokerCluster], tmp_path: Path) -> None:
     dc1, offline = clusters["dc1"], clusters["offline"]
     create_topic(dc1, "events", PARTITIONS)
     produce(dc1, "events", records("dc1", 2000))
-    mirror = MirrorProcess(tmp_path / "mirror.log", mirror_args({"dc1": dc1}, offline, "events")).start()
+    mirror = MirrorProcess(tmp_path / "mirror.log", mirror_args({"dc1": dc1}, offline, "events.*")).start()
     try:
         ends = end_offsets(dc1, "events", PARTITIONS)
         wait_until(lambda: all(committed(dc1, "mirror", "events", p) == e for p, e in ends.items()), 60,
@@ -93,6 +94,8 @@ def test_target_down_nothing_is_committed_and_the_mirror_resumes_by_itself(
         target_broker = next(iter(offline.brokers.values()))
         target_broker.stop()
         produce(dc1, "events", records("dc1", 2000, 2000))
+        create_topic(dc1, "events-late", 2)
+        produce(dc1, "events-late", records("dc1", 500))
         # While the target is down (a few commit intervals of 200 ms), no source offset moves.
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline:
@@ -101,12 +104,15 @@ def test_target_down_nothing_is_committed_and_the_mirror_resumes_by_itself(
             time.sleep(0.1)
         target_broker.start()
         new_ends = end_offsets(dc1, "events", PARTITIONS)
-        wait_until(lambda: all(committed(dc1, "mirror", "events", p) == e for p, e in new_ends.items()), 90,
+        late_ends = end_offsets(dc1, "events-late", 2)
+        wait_until(lambda: mirror.alive() and all(committed(dc1, "mirror", "events", p) == e for p, e in new_ends.items())
+                   and all(committed(dc1, "mirror", "events-late", p) == e for p, e in late_ends.items()), 90,
                    interval=0.2, message=lambda: f"the mirror resuming: {mirror.log_tail(5)}")
         assert mirror.stop() == 0, mirror.log_tail()
     finally:
         mirror.kill()
     check_complete({"dc1": dc1}, offline, "events")
+    check_complete({"dc1": dc1}, offline, "events-late", 2)
 
 
 def test_a_record_the_target_refuses_for_good_stops_the_mirror_without_committing_past_it(

@@ -90,6 +90,13 @@ class MirrorProcess:
         if self.process is not None:
             self.process.wait()
 
+    def alive(self) -> bool:
+        """True while running; AssertionError with the log's tail once it exited (for polled conditions)."""
+        if not self.running:
+            raise AssertionError(f"mirror exited with {self.process.poll() if self.process else None}:\n"
+                                 f"{self.log_tail()}")
+        return True
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
@@ -182,7 +189,7 @@ def wait_for_count(target: BrokerCluster, topic: str, partitions: int, at_least:
                    timeout: float = 60.0) -> int:
     def enough() -> int:
         for mirror in mirrors:
-            assert mirror.running, f"mirror exited with {mirror.process.poll()}:\n{mirror.log_tail()}"  # type: ignore[union-attr]
+            mirror.alive()
         count = target_count(target, topic, partitions)
         return count if count >= at_least else 0
     return wait_until(enough, timeout, interval=0.2,
