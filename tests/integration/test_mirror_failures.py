@@ -31,7 +31,8 @@ PARTITIONS = 4
 
 
 def records(dc: str, n: int, start: int = 0) -> list[tuple[bytes, bytes, int, list]]:
-    return [(b"k%d" % (i % 97), b"%s-%d" % (dc.encode(), i), 1_700_000_000_000 + i, []) for i in range(start, start + n)]
+    return [(b"k%d" % (i % 97), b"%s-%d" % (dc.encode(), i), 1_700_000_000_000 + i, [])
+            for i in range(start, start + n)]
 
 
 def check_complete(sources: dict[str, BrokerCluster], target: BrokerCluster, topic: str,
@@ -105,7 +106,8 @@ def test_target_down_nothing_is_committed_and_the_mirror_resumes_by_itself_with_
         target_broker.start()
         new_ends = end_offsets(dc1, "events", PARTITIONS)
         late_ends = end_offsets(dc1, "events-late", 2)
-        wait_until(lambda: mirror.alive() and all(committed(dc1, "mirror", "events", p) == e for p, e in new_ends.items())
+        wait_until(lambda: mirror.alive()
+                   and all(committed(dc1, "mirror", "events", p) == e for p, e in new_ends.items())
                    and all(committed(dc1, "mirror", "events-late", p) == e for p, e in late_ends.items()), 90,
                    interval=0.2, message=lambda: f"the mirror resuming: {mirror.log_tail(5)}")
         assert mirror.stop() == 0, mirror.log_tail()

@@ -81,8 +81,10 @@ def test_two_mirrors_share_the_partitions_and_the_survivor_takes_over(clusters: 
     finally:
         for mirror in mirrors:
             mirror.kill()
-    for topic, partitions, sources in (("events", PARTITIONS, {"dc1": dc1, "dc2": dc2}), ("events-new", 2, {"dc1": dc1})):
+    expected = (("events", PARTITIONS, {"dc1": dc1, "dc2": dc2}), ("events-new", 2, {"dc1": dc1}))
+    for topic, partitions, sources in expected:
         found = {(l.cluster, l.partition, l.offset) for _, _, l in lineages(read_all(offline, topic, partitions))}
         for name, cluster in sources.items():
             for partition, end in end_offsets(cluster, topic, partitions).items():
-                assert all((name, partition, o) in found for o in range(end)), f"{name} {topic}-{partition} lost records"
+                assert all((name, partition, o) in found for o in range(end)), \
+                    f"{name} {topic}-{partition} lost records"
