@@ -106,7 +106,12 @@ class OffsetTracker:
             if progress is None:
                 return
             outstanding, acked = progress.outstanding, progress.acked
-            acked.update(offsets)
+            if not outstanding:
+                return
+            # Only offsets tracked now: an acknowledgement of a send from before the partition was claimed
+            # again says nothing about what is outstanding since.
+            low, high = outstanding[0], outstanding[-1]
+            acked.update(o for o in offsets if low <= o <= high)
             while outstanding and outstanding[0] in acked:
                 acked.discard(outstanding.popleft())
 

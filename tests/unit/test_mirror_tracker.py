@@ -58,3 +58,15 @@ def test_a_partition_going_back_is_reported_and_a_forgotten_one_ignores_late_ack
     assert tracker.committable() == {}
     tracker.start(P0, 5)
     assert tracker.committable() == {P0: 5}
+
+
+def test_acknowledgements_of_offsets_not_outstanding_are_ignored() -> None:
+    tracker = OffsetTracker()
+    tracker.start(P0, 50)
+    tracker.acknowledged(P0, [10, 50])
+    assert tracker.track(P0, 50) is None and tracker.track(P0, 51) is None
+    assert tracker.committable() == {P0: 50} and tracker.outstanding() == 2
+    tracker.acknowledged(P0, [49, 51, 52])
+    assert tracker.committable() == {P0: 50} and tracker.outstanding() == 1
+    tracker.acknowledged(P0, [50])
+    assert tracker.committable() == {P0: 52} and tracker.outstanding() == 0
