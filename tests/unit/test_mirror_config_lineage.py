@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mirror.__main__ import main
@@ -55,3 +57,17 @@ def test_command_line_errors_are_one_line_with_exit_code_2(capsys: pytest.Captur
     assert main(["--source", "dc1=zk:1/dc1", "--whitelist", "x"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "target" in err
+
+
+def test_a_properties_file_with_command_line_options_over_it(tmp_path: Path) -> None:
+    from mirror.__main__ import load_config, parse_args
+
+    props = tmp_path / "mirror.properties"
+    props.write_text("source.clusters=dc1=zk1:2181/dc1,dc2=zk2:2181/dc2\ntarget.bootstrap.servers=h:9092\n"
+                     "whitelist=events.*\nproducer.compression.codec=lz4\nnum.streams=2\n")
+    config = load_config(parse_args(["--config", str(props), "--target", "zk:2181/offline", "--num-streams", "3",
+                                     "--skip-lost-offsets", "--no-audit"]))
+    assert config.sources == {"dc1": "zk1:2181/dc1", "dc2": "zk2:2181/dc2"}
+    assert config["target.zookeeper.connect"] == "zk:2181/offline" and config["target.bootstrap.servers"] is None
+    assert (config["num.streams"], config["skip.lost.offsets"], config["audit.enable"]) == (3, True, False)
+    assert config.producer_config()["compression.codec"] == "lz4"
