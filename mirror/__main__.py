@@ -91,6 +91,7 @@ def run(argv: list[str]) -> int:
     except (ConfigError, OSError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
+    from kazoo.exceptions import KazooException
     from prometheus_client import start_http_server
 
     from mirror.service import MirrorError, MirrorService
@@ -107,8 +108,8 @@ def run(argv: list[str]) -> int:
             server, _ = start_http_server(config["metrics.port"], registry=service.metrics.registry)
         service.run(stop)
     except (MirrorError, MirrorTopicError, SchemaRegistryError, KafkaClientError, KafkaProtocolError,
-            ConfigError, OSError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+            KazooException, ConfigError, OSError) as error:
+        print(f"{PROG}: error: {str(error) or type(error).__name__}", file=sys.stderr)
         return 1
     finally:
         if server is not None:

@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any, Sequence
 
+from kazoo.exceptions import KazooException
+
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList
 from pipeline.client.consumer import ConsumerRecord
@@ -163,7 +165,12 @@ class MirrorService(CallbackHandler):
             self._start()
             interval_s = config["offset.commit.interval.ms"] / 1000
             while not self._wake.wait(interval_s):
-                self.commit()
+                try:
+                    self.commit()
+                except KazooException as exc:
+                    # A source's ZooKeeper slow or away: the next commit writes the offsets reached by then.
+                    self.metrics.errors.labels("CommitFailed").inc()
+                    log.warning("offset commit failed (retried at the next interval): %r", exc)
                 self._update_lag()
                 if self._audit is not None:
                     self._audit.publish_closed()
@@ -424,7 +431,7 @@ class MirrorService(CallbackHandler):
         for source in self._sources:
             try:
                 self.commit([source])
-            except Exception as exc:
+            except KazooException as exc:
                 log.warning("source %s: final commit failed (the records after the last commit are mirrored "
                             "again): %r", source.name, exc)
             source.connector.shutdown()
