@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -10,9 +12,10 @@ from typing import Iterator
 
 import pytest
 
-from schemas.events import AUDIT_TOPIC
+from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
+from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
     MirrorProcess,
@@ -107,3 +110,47 @@ def test_an_unreachable_schema_registry_is_a_one_line_start_up_error(clusters: d
     errors = [line for line in mirror.log_text().splitlines() if line.startswith("python -m mirror: error:")]
     assert len(errors) == 1 and "127.0.0.1" in errors[0], mirror.log_tail()
     assert "Traceback" not in mirror.log_text()
+
+
+def audit_counts(cluster: BrokerCluster, registry: RegistryProcess, tier: str) -> Counter:
+    """(datacenter, topic, window start) -> count, over the AuditCount records of ``tier`` in ``cluster``."""
+    client = SchemaRegistryClient(registry.url)
+    try:
+        decoder = AvroDecoder(client)
+        counts = [decoder.decode(r.value, AUDIT_TOPIC) for rs in read_all(cluster, AUDIT_TOPIC, 1).values()
+                  for r in rs]
+    finally:
+        client.close()
+    found: Counter = Counter()
+    for c in counts:
+        if c["tier"] == tier:
+            found[(c["datacenter"], c["topic"], int(c["windowStart"].timestamp() * 1000))] += c["count"]
+    return found
+
+
+def test_the_mirror_tier_counts_what_the_producer_tier_counted_window_by_window(
+        clusters: dict[str, BrokerCluster], registry: RegistryProcess, tmp_path: Path) -> None:
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    for topic in EVENT_TOPICS:
+        create_topic(dc1, topic, 1)
+    # Windows of 500 ms: thousands of events fall near a boundary.
+    emulator = subprocess.run(
+        [sys.executable, "-m", "producers", "--datacenter", "dc1", "--zookeeper", dc1.zk_connect, "--registry",
+         registry.url, "--servers", "4", "--members", "5000", "--rate", "3000", "--duration", "4",
+         "--audit-window-ms", "500"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert emulator.returncode == 0, emulator.stderr[-2000:]
+    args = [a for a in mirror_args({"dc1": dc1}, offline, ",".join(EVENT_TOPICS)) if a != "--no-audit"]
+    mirror = MirrorProcess(tmp_path / "mirror.log", [*args, "--registry", registry.url,
+                                                     "--set", "audit.window.ms=500"]).start()
+    try:
+        for topic in EVENT_TOPICS:
+            end = end_offsets(dc1, topic, 1)[0]
+            wait_until(lambda: mirror.alive() and (committed(dc1, "mirror", topic, 0) or 0) == end, 60,
+                       message=f"{topic} mirrored")
+        assert mirror.stop() == 0, mirror.log_tail()
+    finally:
+        mirror.kill()
+    produced = audit_counts(dc1, registry, "producer")
+    mirrored = audit_counts(offline, registry, "mirror")
+    assert sum(produced.values()) > 5000
+    assert mirrored == produced
