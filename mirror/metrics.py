@@ -24,10 +24,12 @@ class MirrorMetrics:
                          "Per owned source partition: its latest offset minus the offset the mirror commits",
                          ["source", "topic", "partition"], registry=r)
         self.age = Histogram("mirror_record_age_seconds",
-                             "At the target's acknowledgement, how old the record was (its timestamp)",
+                             "Per acknowledged batch, how old its oldest record was (its timestamp) at the "
+                             "target's acknowledgement",
                              buckets=_SECONDS_BUCKETS, registry=r)
         self.latency = Histogram("mirror_replication_latency_seconds",
-                                 "From the record being handed to the mirror to the target's acknowledgement",
+                                 "Per acknowledged batch, from its first record being handed to the mirror to the "
+                                 "target's acknowledgement",
                                  buckets=_SECONDS_BUCKETS, registry=r)
         self.in_flight = Gauge("mirror_records_in_flight", "Records sent and not yet acknowledged", registry=r)
         self.errors = Counter("mirror_errors_total", "Errors, by kind", ["kind"], registry=r)
