@@ -57,6 +57,10 @@ def test_two_sources_every_record_once_in_order_with_exact_lineage(clusters: dic
         assert mirror.stop() == 0, mirror.log_tail()
     finally:
         mirror.kill()
+    # SIGTERM left the groups: no member, no owner left behind in either source.
+    for cluster in (dc1, dc2):
+        assert cluster.zk.get_children(layout.consumer_ids_path("mirror")) == []
+        assert cluster.zk.get_children(layout.owners_path("mirror", "events")) == []
     target = read_all(offline, "events", PARTITIONS)
     found = lineages(target)
     assert len(found) == sum(sent.values())
