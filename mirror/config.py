@@ -94,7 +94,8 @@ MIRROR_PROPERTIES = (
              "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)", at_least=0, at_most=65535),
     Property("audit.enable", parse_bool, True, "publish tier-mirror AuditCount records to the target"),
     Property("audit.window.ms", _parse_int, 60_000, "audit window of event time", at_least=1),
-    Property("audit.topic", parse_str, AUDIT_TOPIC, "topic the AuditCount records go to (never mirrored)"),
+    Property("audit.topic", parse_str, AUDIT_TOPIC,
+             "target topic the AuditCount records go to (records of it mirrored from a source are not counted)"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry of the AuditCount schema, comma-separated URLs"),
 )
