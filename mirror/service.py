@@ -40,6 +40,7 @@ from pipeline.client.rebalance import TopicPartition
 from pipeline.client.sender import ProducerBatch
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.zk import layout
 from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig, topic_filter
 from mirror.lineage import lineage_headers
@@ -270,9 +271,10 @@ class MirrorService(CallbackHandler):
         outcome = self.tracker.track(where, record.offset, allow_gap=self.skip_lost)
         state.tracked = True
         if type(outcome) is Rewind:
+            offsets = layout.offsets_path(self.config["group.id"], record.topic)
             raise MirrorError(f"source {source.name}: {record.topic}-{record.partition} went back from offset "
-                              f"{outcome.expected} to {outcome.offset} (was the topic deleted and created again?); "
-                              f"nothing after offset {outcome.expected - 1} is mirrored until its offsets are reset")
+                              f"{outcome.expected} to {outcome.offset} (was the topic deleted and created again?); to "
+                              f"mirror it from its start, delete {offsets} in that source's ZooKeeper")
         if type(outcome) is Gap:
             if not self.skip_lost:
                 raise LostOffsetsError(outcome)

@@ -1,5 +1,6 @@
 """A source partition whose next offset to mirror was deleted by retention (real ZooKeeper, real brokers): the
-mirror stops with an error naming the partition and the count, or with skip.lost.offsets skips exactly those."""
+mirror stops with an error naming the partition and the count, or with skip.lost.offsets skips exactly those.
+A source topic deleted and created again (its offsets start over) stops the mirror too."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from pipeline.client.admin import AdminClient
 from pipeline.client.simple_consumer import SimpleConsumer
 from pipeline.zk import layout
 from tests.support.cluster import BrokerCluster
@@ -87,3 +89,31 @@ def test_offsets_lost_to_retention_stop_the_mirror_or_are_skipped_and_counted_ex
     assert f"dc1 events-0 20..{log_start - 1}" in report[0]
     mirrored = sorted(lineage.offset for _, _, lineage in lineages(read_all(offline, "events", 1)))
     assert mirrored == list(range(20)) + list(range(log_start, end))
+
+
+def test_a_source_topic_deleted_and_created_again_stops_the_mirror_instead_of_skipping_its_records(
+        zookeeper_server: object, broker_cluster_factory: Callable[..., BrokerCluster], tmp_path: Path) -> None:
+    clusters = start_clusters(zookeeper_server, broker_cluster_factory)
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    create_topic(dc1, "events", 1)
+    produce(dc1, "events", batch(0, 50))
+    args = mirror_args({"dc1": dc1}, offline, "events")
+    first = MirrorProcess(tmp_path / "mirror1.log", args).start()
+    try:
+        wait_until(lambda: committed(dc1, "mirror", "events", 0) == 50, 60, message="the first 50 mirrored")
+        assert first.stop() == 0, first.log_tail()
+    finally:
+        first.kill()
+    with AdminClient(dc1.bootstrap) as admin:
+        admin.delete_topics("events")
+    wait_until(lambda: dc1.zk.exists(layout.topic_path("events")) is None, 30, message="events deleted")
+    create_topic(dc1, "events", 1)
+    produce(dc1, "events", batch(0, 10))
+    second = MirrorProcess(tmp_path / "mirror2.log", args).start()
+    try:
+        assert second.wait(60) == 1, second.log_tail()
+    finally:
+        second.kill()
+    errors = [line for line in second.log_text().splitlines() if line.startswith("python -m mirror: error:")]
+    assert len(errors) == 1 and "events-0 went back from offset 50 to 0" in errors[0], second.log_tail()
+    assert committed(dc1, "mirror", "events", 0) == 50
