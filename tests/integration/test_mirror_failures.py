@@ -17,6 +17,7 @@ from tests.support.mirror import (
     end_offsets,
     lineages,
     mirror_args,
+    mirror_error,
     produce,
     read_all,
     start_clusters,
@@ -125,13 +126,8 @@ def test_a_record_the_target_refuses_for_good_stops_the_mirror_without_committin
     produce(dc1, "events", [(b"k", b"small-%d" % i, 1_700_000_000_000, []) for i in range(10)])
     produce(dc1, "events", [(b"k", b"x" * 5000, 1_700_000_000_000, [])])
     produce(dc1, "events", [(b"k", b"after-%d" % i, 1_700_000_000_000, []) for i in range(10)])
-    mirror = MirrorProcess(tmp_path / "mirror.log", mirror_args({"dc1": dc1}, offline, "events")).start()
-    try:
-        assert mirror.wait(60) == 1, mirror.log_tail()
-    finally:
-        mirror.kill()
-    errors = [line for line in mirror.log_text().splitlines() if line.startswith("python -m mirror: error:")]
-    assert len(errors) == 1 and "events-0" in errors[0] and "for good" in errors[0], mirror.log_tail()
+    _, error = mirror_error(tmp_path / "mirror.log", mirror_args({"dc1": dc1}, offline, "events"))
+    assert "events-0" in error and "for good" in error
     commit = committed(dc1, "mirror", "events", 0) or 0
     assert commit <= 10
     mirrored = {lineage.offset for _, _, lineage in lineages(read_all(offline, "events", 1))}

@@ -19,6 +19,8 @@ from tests.support.mirror import (
     end_offsets,
     lineages,
     mirror_args,
+    mirror_error,
+    mirror_until_committed,
     produce,
     read_all,
     start_clusters,
@@ -46,12 +48,7 @@ def test_offsets_lost_to_retention_stop_the_mirror_or_are_skipped_and_counted_ex
     create_topic(dc1, "events", 1, SMALL_LOG)
     produce(dc1, "events", batch(0, 20))
     args = mirror_args({"dc1": dc1}, offline, "events", "--set", "topic.config.exclude=segment.bytes,retention.bytes")
-    first = MirrorProcess(tmp_path / "mirror1.log", args).start()
-    try:
-        wait_until(lambda: committed(dc1, "mirror", "events", 0) == 20, 60, message="the first 20 mirrored")
-        assert first.stop() == 0, first.log_tail()
-    finally:
-        first.kill()
+    mirror_until_committed(tmp_path / "mirror1.log", args, dc1, "events", {0: 20})
     # The target topic did not take the excluded settings.
     assert layout.decode(offline.zk.get(layout.topic_config_path("events"))[0])["config"] == {}
     # While no mirror runs, the source writes on and its retention deletes offsets never mirrored.
@@ -67,14 +64,8 @@ def test_offsets_lost_to_retention_stop_the_mirror_or_are_skipped_and_counted_ex
     log_start = wait_until(settled, 30, interval=0.25, message="retention to delete the offsets after 20")
     lost = log_start - 20
 
-    stopped = MirrorProcess(tmp_path / "mirror2.log", args).start()
-    try:
-        assert stopped.wait(60) == 1, stopped.log_tail()
-    finally:
-        stopped.kill()
-    errors = [line for line in stopped.log_text().splitlines() if line.startswith("python -m mirror: error:")]
-    assert len(errors) == 1, stopped.log_tail()
-    assert f"events-0 offsets 20..{log_start - 1} ({lost} records)" in errors[0]
+    _, error = mirror_error(tmp_path / "mirror2.log", args)
+    assert f"events-0 offsets 20..{log_start - 1} ({lost} records)" in error
     assert committed(dc1, "mirror", "events", 0) == 20
 
     skipping = MirrorProcess(tmp_path / "mirror3.log", [*args, "--skip-lost-offsets"]).start()
@@ -98,22 +89,12 @@ def test_a_source_topic_deleted_and_created_again_stops_the_mirror_instead_of_sk
     create_topic(dc1, "events", 1)
     produce(dc1, "events", batch(0, 50))
     args = mirror_args({"dc1": dc1}, offline, "events")
-    first = MirrorProcess(tmp_path / "mirror1.log", args).start()
-    try:
-        wait_until(lambda: committed(dc1, "mirror", "events", 0) == 50, 60, message="the first 50 mirrored")
-        assert first.stop() == 0, first.log_tail()
-    finally:
-        first.kill()
+    mirror_until_committed(tmp_path / "mirror1.log", args, dc1, "events", {0: 50})
     with AdminClient(dc1.bootstrap) as admin:
         admin.delete_topics("events")
     wait_until(lambda: dc1.zk.exists(layout.topic_path("events")) is None, 30, message="events deleted")
     create_topic(dc1, "events", 1)
     produce(dc1, "events", batch(0, 10))
-    second = MirrorProcess(tmp_path / "mirror2.log", args).start()
-    try:
-        assert second.wait(60) == 1, second.log_tail()
-    finally:
-        second.kill()
-    errors = [line for line in second.log_text().splitlines() if line.startswith("python -m mirror: error:")]
-    assert len(errors) == 1 and "events-0 went back from offset 50 to 0" in errors[0], second.log_tail()
+    _, error = mirror_error(tmp_path / "mirror2.log", args)
+    assert "events-0 went back from offset 50 to 0" in error
     assert committed(dc1, "mirror", "events", 0) == 50

@@ -104,6 +104,32 @@ class MirrorProcess:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
+def mirror_until_committed(log_path: Path, args: Sequence[str], source: BrokerCluster, topic: str,
+                           offsets: dict[int, int]) -> None:
+    """Run a mirror until ``source`` has ``offsets`` (partition -> offset) committed for ``topic``, then SIGTERM
+    it; AssertionError unless it exits 0."""
+    mirror = MirrorProcess(log_path, args).start()
+    try:
+        wait_until(lambda: mirror.alive()
+                   and all(committed(source, "mirror", topic, p) == o for p, o in offsets.items()),
+                   60, interval=0.1, message=f"{topic} committed up to {offsets}")
+        assert mirror.stop() == 0, mirror.log_tail()
+    finally:
+        mirror.kill()
+
+
+def mirror_error(log_path: Path, args: Sequence[str]) -> tuple[MirrorProcess, str]:
+    """Run a mirror that must stop on an error by itself: the process and its one error line."""
+    mirror = MirrorProcess(log_path, args).start()
+    try:
+        assert mirror.wait(60) == 1, mirror.log_tail()
+    finally:
+        mirror.kill()
+    errors = [line for line in mirror.log_text().splitlines() if line.startswith("python -m mirror: error:")]
+    assert len(errors) == 1 and "Traceback" not in mirror.log_text(), mirror.log_tail()
+    return mirror, errors[0]
+
+
 def mirror_args(sources: dict[str, BrokerCluster], target: BrokerCluster, whitelist: str, *extra: str) -> list[str]:
     """Command-line arguments of a mirror of ``sources`` into ``target`` (no audit, fast commits)."""
     args = []
