@@ -100,6 +100,16 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
     return values
 
 
+def command_line_values(config_file: str | Path | None, overrides: Iterable[str],
+                        options: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a command line: a properties file, then ``KEY=VALUE`` overrides, then the options given
+    (``{property name: value}``, None for an option left out), each later one winning."""
+    values: dict[str, Any] = dict(read_properties_file(config_file)) if config_file else {}
+    values.update(parse_overrides(overrides))
+    values.update((name, value) for name, value in options.items() if value is not None)
+    return values
+
+
 class Config:
     """Validated values for one table of properties, indexed by Kafka property name.
 

@@ -14,10 +14,9 @@ import logging
 import signal
 import sys
 import threading
-from typing import Any
 
 from pipeline.client.errors import KafkaClientError
-from pipeline.config import ConfigError, help_table, parse_overrides, read_properties_file
+from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.protocol.errors import KafkaProtocolError
 from producers.config import EMULATOR_PROPERTIES, EmulatorConfig
 from schemas.registry_client import SchemaRegistryError
@@ -55,12 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load_config(args: argparse.Namespace) -> EmulatorConfig:
-    values: dict[str, Any] = dict(read_properties_file(args.config)) if args.config else {}
-    values.update(parse_overrides(args.set))
-    for option, name in _OPTIONS.items():
-        value = getattr(args, option)
-        if value is not None:
-            values[name] = value
+    values = command_line_values(args.config, args.set, {name: getattr(args, option)
+                                                         for option, name in _OPTIONS.items()})
     # The command line picks the source: a --bootstrap-server replaces the file's zookeeper.connect and back.
     if args.bootstrap_server:
         values.pop("zookeeper.connect", None)

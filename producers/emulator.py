@@ -257,7 +257,9 @@ class FrontendEmulator:
                 for event, value in zip(group, values):
                     emitted = EmulatedEvent(topic, event.server, now_ms, value, sent_at)
                     try:
-                        send(ProducerData(topic, event.key, [emitted]))
+                        # The record's timestamp is the time the audit counts the event under, so that the
+                        # tiers downstream (the mirror's) count it in the same window.
+                        send(ProducerData(topic, event.key, [emitted], timestamps=now_ms))
                     except (KafkaClientError, KafkaProtocolError) as exc:
                         settle([emitted], False, audit, metrics)
                         self.send_errors += 1

@@ -28,6 +28,14 @@ ownerships may be gone, and another member may already read those partitions -- 
 a rebalance on a live connection (registering again if the session expired) has claimed them again.
 ``shutdown()`` finishes within its bounds even without ZooKeeper; what it could not commit is read again
 by the partitions' next owner from the last commit, so nothing is lost.
+
+An application that finishes records out of order (a mirror waiting for another cluster's acknowledgements)
+creates the connector with ``acknowledge_on_next=False`` and says itself what is done:
+``commit_offsets({(topic, partition): offset})`` sets and writes the offsets of the partitions it owns, and
+every other commit (automatic, on a rebalance, on shutdown) writes only what it said. A
+:class:`ConsumerRebalanceListener` (Kafka 0.8.2's) hears of the partitions claimed, with their committed
+offsets, before their fetching starts, and of the partitions about to be released -- no longer handed out,
+still owned -- so that it can commit what it finished first.
 """
 
 from __future__ import annotations
@@ -53,11 +61,22 @@ from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.zk import layout
 from pipeline.zk.client import BoundedZooKeeper, connect
 
-__all__ = ["ConsumerConnector", "ConsumerTimeout", "KafkaStream"]
+__all__ = ["ConsumerConnector", "ConsumerRebalanceListener", "ConsumerTimeout", "KafkaStream"]
 
 log = logging.getLogger(__name__)
 
 STATIC = "static"
+
+
+class ConsumerRebalanceListener:
+    """Hooks around a rebalance (Kafka's ConsumerRebalanceListener); both run on the rebalancing thread."""
+
+    def before_releasing_partitions(self, partitions: list[TopicPartition]) -> None:
+        """``partitions`` are no longer handed out and are about to be committed and released."""
+
+    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> None:
+        """``partitions`` are now ours, each with its committed offset (None: none, auto.offset.reset applies);
+        nothing of them has been handed out yet."""
 
 
 class ConsumerConnector:
@@ -65,9 +84,13 @@ class ConsumerConnector:
 
     ``config``: a dict or properties file of CONSUMER_CONNECTOR_CONFIG (zookeeper.connect and group.id are
     required). Streams are created once, by ``create_message_streams`` or ``create_message_streams_by_filter``.
+    ``acknowledge_on_next=False``: records are done only when ``commit_offsets(offsets)`` says so (module
+    docstring); ``rebalance_listener`` hears of every rebalance.
     """
 
-    def __init__(self, config: Mapping[str, Any] | ConsumerConnectorConfig | str) -> None:
+    def __init__(self, config: Mapping[str, Any] | ConsumerConnectorConfig | str, *,
+                 acknowledge_on_next: bool = True,
+                 rebalance_listener: ConsumerRebalanceListener | None = None) -> None:
         self.config = config if isinstance(config, ConsumerConnectorConfig) else ConsumerConnectorConfig(config)
         cfg = self.config
         self.group: str = cfg["group.id"]
@@ -107,6 +130,8 @@ class ConsumerConnector:
         self.closed = False
         #: Rebalances that changed what this consumer owns (for monitoring and tests).
         self.rebalance_count = 0
+        self._acknowledge_on_next = acknowledge_on_next
+        self._listener = rebalance_listener
         self.zookeeper.add_listener(self._on_zookeeper_state)
 
     # -- the paper's API ---------------------------------------------------------------------------
@@ -136,10 +161,22 @@ class ConsumerConnector:
         self._start()
         return list(self._filter_streams)
 
-    def commit_offsets(self) -> dict[TopicPartition, int]:
-        """Write the consumed offset of every owned partition to ZooKeeper; return those written now."""
+    def commit_offsets(self, offsets: Mapping[TopicPartition, int] | None = None) -> dict[TopicPartition, int]:
+        """Write the consumed offset of every owned partition to ZooKeeper; return those written now.
+
+        ``offsets``: first set the consumed offset of these partitions (the next offset to read), and write
+        only them; a partition this consumer does not own (any more) is left alone.
+        """
         with self._lock:
-            infos = list(self._infos.values())
+            if offsets is None:
+                infos = list(self._infos.values())
+            else:
+                infos = []
+                for tp, offset in offsets.items():
+                    info = self._infos.get(tp)
+                    if info is not None:
+                        info.consumed_offset = offset
+                        infos.append(info)
         return self._commit(infos)
 
     def owned_partitions(self) -> dict[TopicPartition, str]:
@@ -167,8 +204,10 @@ class ConsumerConnector:
             infos = list(self._infos.values())
             for info in infos:
                 info.active = False
-            self._infos = {}
         try:
+            self._before_releasing(infos)
+            with self._lock:
+                self._infos = {}
             self._commit(infos)
             self._release_ownership()
             self._zk.delete(layout.consumer_path(self.group, self.consumer_id))
@@ -200,7 +239,7 @@ class ConsumerConnector:
 
     def _new_stream(self, name: str) -> KafkaStream:
         return KafkaStream(name, self._lock, self.config["queued.max.message.chunks"],
-                           self.config["consumer.timeout.ms"])
+                           self.config["consumer.timeout.ms"], acknowledge_on_next=self._acknowledge_on_next)
 
     def _all_streams(self) -> list[KafkaStream]:
         return [s for streams in self._topic_streams.values() for s in streams] + self._filter_streams
@@ -319,6 +358,8 @@ class ConsumerConnector:
             infos[(topic, partition)] = PartitionTopicInfo(topic, partition, self._stream(topic, index).queue,
                                                            self._committed_offset(topic, partition),
                                                            self._fetcher.fetch_size)
+        if self._listener is not None:
+            self._listener.before_starting_fetchers({tp: info.committed_offset for tp, info in infos.items()})
         with self._lock:
             if epoch != self._connection_epoch:
                 # The connection dropped meanwhile: what we claimed may not be ours any more.
@@ -387,13 +428,20 @@ class ConsumerConnector:
             infos = list(self._infos.values())
             for info in infos:
                 info.active = False
-            self._infos = {}
         self._fetcher.assign([])
         for stream in self._all_streams():
             stream.clear()
         self._assignment = None
+        self._before_releasing(infos)
+        with self._lock:
+            self._infos = {}
         self._commit(infos)
         self._release_ownership()
+
+    def _before_releasing(self, infos: list[PartitionTopicInfo]) -> None:
+        # The infos stay listed meanwhile, so that the listener can commit_offsets() them.
+        if self._listener is not None and infos:
+            self._listener.before_releasing_partitions([(i.topic, i.partition) for i in infos])
 
     def _claim(self, assignment: dict[TopicPartition, int]) -> bool:
         zk = self._zk

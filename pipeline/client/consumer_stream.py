@@ -65,11 +65,14 @@ class KafkaStream:
 
     ``next()`` waits for the next message; after consumer.timeout.ms without one it raises
     :class:`ConsumerTimeout` (the stream stays usable), and once the connector shut down it raises
-    StopIteration, ending a ``for`` loop.
+    StopIteration, ending a ``for`` loop. With ``acknowledge_on_next=False`` neither ``next()`` nor
+    ``acknowledge()`` marks anything consumed: the connector's ``commit_offsets(offsets)`` does.
     """
 
-    def __init__(self, name: str, lock: threading.Lock, max_chunks: int, timeout_ms: int) -> None:
+    def __init__(self, name: str, lock: threading.Lock, max_chunks: int, timeout_ms: int, *,
+                 acknowledge_on_next: bool = True) -> None:
         self.name = name
+        self._acknowledge_on_next = acknowledge_on_next
         self.queue: queue.Queue[object] = queue.Queue(max_chunks)
         self._lock = lock
         self._timeout_ms = timeout_ms
@@ -107,8 +110,9 @@ class KafkaStream:
                     info = chunk.info
                     with self._lock:
                         if info.active:
-                            self._unacked = info
-                            self._unacked_offset = record.offset + 1
+                            if self._acknowledge_on_next:
+                                self._unacked = info
+                                self._unacked_offset = record.offset + 1
                             return ConsumerRecord(info.topic, info.partition, *record)
                 self._chunk = None
             if self._stopped:

@@ -1,0 +1,65 @@
+"""The mirror tier of the audit: per source datacenter, topic and window of event time, the records the
+target acknowledged, published as AuditCount records to the target's audit topic.
+
+One producers.audit.AuditCounter per source cluster, with tier ``mirror``, the source's name as its
+datacenter (so the counts line up with that datacenter's producer tier) and this mirror process as the
+host. A record's event time is its timestamp. A record mirrored twice (after a restart, from the last
+commit) is counted twice: duplicates show as a mirror count above the producer count of the window.
+Windows are published once their end has passed and nothing of them is in flight, and all of them at
+shutdown, by the emulators' retrying AuditPublisher.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, Iterable
+
+from producers.audit import AuditCounter
+from producers.emulator import AuditPublisher
+from schemas.registry_client import SchemaRegistryClient
+
+__all__ = ["MIRROR_TIER", "MirrorAudit"]
+
+MIRROR_TIER = "mirror"
+
+
+class MirrorAudit:
+    """Counts records sent and acknowledged per source; ``publish_closed`` / ``close`` publish the windows."""
+
+    def __init__(self, sources: Iterable[str], *, window_ms: int, producer_config: dict[str, Any], registry_url: str,
+                 topic: str, metrics: Any) -> None:
+        self.host = f"mirror-{socket.gethostname()}"
+        self.counters = {name: AuditCounter(window_ms=window_ms, datacenter=name, application="mirror",
+                                            tier=MIRROR_TIER) for name in sources}
+        self.registry = SchemaRegistryClient(registry_url)
+        self.publisher = AuditPublisher(producer_config, self.registry, topic, metrics)
+
+    def start(self) -> "MirrorAudit":
+        self.publisher.start()
+        return self
+
+    def sent(self, source: str, topic: str, event_time_ms: int) -> None:
+        self.counters[source].sent(self.host, topic, event_time_ms)
+
+    def settled(self, records: list[tuple[str, str, int, int]], acknowledged: bool) -> None:
+        """(source, topic, event time, bytes) of records the target acknowledged, or that failed for good."""
+        by_source: dict[str, list[tuple[str, str, int, int]]] = {}
+        for source, topic, event_time_ms, size in records:
+            by_source.setdefault(source, []).append((self.host, topic, event_time_ms, size))
+        for source, outcomes in by_source.items():
+            self.counters[source].settled(outcomes, acknowledged)
+
+    def publish_closed(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for counter in self.counters.values():
+            self.publisher.publish(counter.close_windows(now_ms))
+
+    def close(self, timeout_s: float) -> int:
+        """Publish every window (in-flight records counted as ``unsettled``); the records left unpublished."""
+        for counter in self.counters.values():
+            self.publisher.publish(counter.close_windows(None))
+        try:
+            return self.publisher.close(timeout_s)
+        finally:
+            self.registry.close()

@@ -1,0 +1,166 @@
+"""The mirror's configuration table: what a properties file (`--config`) or the command line sets.
+
+Sources are named ZooKeeper connect strings (``source.clusters=dc1=zk:2181/dc1,dc2=zk:2181/dc2``): the
+consumer groups live in each source's ZooKeeper, as in the paper. The target is a ZooKeeper connect string
+or a broker list. Any producer or consumer property passes through with a ``producer.`` or ``consumer.``
+prefix (``producer.compression.codec=lz4``, ``consumer.fetch.message.max.bytes=4194304``); the settings the
+mirror's guarantees rest on (acks=all, idempotence, no automatic acknowledgement) cannot be changed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from pipeline.client.consumer_config import ConsumerConnectorConfig
+from pipeline.client.producer_config import ProducerConfig
+from pipeline.client.topic_filter import Whitelist
+from pipeline.config import INT32_MAX, Config, ConfigError, Property, parse_bool, parse_optional_int, parse_str
+from schemas.events import AUDIT_TOPIC
+
+__all__ = ["MIRROR_PROPERTIES", "MirrorConfig", "parse_sources", "topic_filter"]
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def parse_sources(text: str) -> dict[str, str]:
+    """``name=zookeeper.connect[,name=...]`` -> {name: connect string}; a ZooKeeper string may itself hold
+    commas (several servers), so a new source starts only where ``NAME=`` does."""
+    sources: dict[str, str] = {}
+    name: str | None = None
+    for part in (p.strip() for p in text.split(",")):
+        head, sep, rest = part.partition("=")
+        if sep and _NAME.match(head):
+            if head in sources:
+                raise ValueError(f"source {head!r} given twice")
+            name = head
+            sources[name] = rest.strip()
+        elif name is not None and part:
+            sources[name] += "," + part
+        elif part:
+            raise ValueError(f"expected NAME=HOST:PORT[/CHROOT], got {part!r}")
+    for source, connect in sources.items():
+        if not connect:
+            raise ValueError(f"source {source!r} has no ZooKeeper connect string")
+    return sources
+
+
+def topic_filter(whitelist: str, blacklist: str | None) -> Whitelist:
+    """The consumers' filter: topics the whitelist matches and the blacklist does not (whole names)."""
+    white = Whitelist(whitelist).regex
+    if not blacklist:
+        return Whitelist(white)
+    return Whitelist(f"(?!(?:{Whitelist(blacklist).regex})$)(?:{white})")
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _parse_float(text: str) -> float:
+    return float(text.strip())
+
+
+def _parse_names(text: str) -> tuple[str, ...]:
+    return tuple(sorted({n.strip() for n in text.split(",") if n.strip()}))
+
+
+def _parse_regex(text: str) -> str:
+    text = text.strip()
+    re.compile(text)
+    return text
+
+
+MIRROR_PROPERTIES = (
+    Property("source.clusters", parse_sources, None,
+             "the datacenter clusters to copy from: NAME=ZOOKEEPER[,NAME=ZOOKEEPER...], e.g. dc1=zk:2181/dc1"),
+    Property("target.zookeeper.connect", parse_str, None, "the target (offline) cluster's ZooKeeper"),
+    Property("target.bootstrap.servers", parse_str, None, "the target cluster's brokers instead, HOST:PORT[,...]"),
+    Property("whitelist", _parse_regex, None, "regular expression of the topics to mirror (required)"),
+    Property("blacklist", _parse_regex, None, "regular expression of topics never mirrored, even if whitelisted"),
+    Property("group.id", parse_str, "mirror", "consumer group shared by all mirror processes, in every source"),
+    Property("num.streams", _parse_int, 1, "consumer streams (threads) per source", at_least=1, at_most=64),
+    Property("offset.commit.interval.ms", _parse_int, 5000,
+             "how often the acknowledged source offsets are committed", at_least=1),
+    Property("topic.config.exclude", _parse_names, (),
+             "topic settings not copied to the target, comma-separated names"),
+    Property("skip.lost.offsets", parse_bool, False,
+             "when a source's retention deleted offsets before they were mirrored: false stops with an error "
+             "naming the partition and the count; true skips them, counting and reporting each gap"),
+    Property("shutdown.timeout.s", _parse_float, 30.0,
+             "at SIGTERM, longest wait for the records in flight to be acknowledged"),
+    Property("metrics.port", parse_optional_int, None,
+             "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)", at_least=0, at_most=65535),
+    Property("audit.enable", parse_bool, True, "publish tier-mirror AuditCount records to the target"),
+    Property("audit.window.ms", _parse_int, 60_000, "audit window of event time", at_least=1),
+    Property("audit.topic", parse_str, AUDIT_TOPIC,
+             "target topic the AuditCount records go to (records of it mirrored from a source are not counted)"),
+    Property("schema.registry.url", parse_str, "http://localhost:8081",
+             "schema registry of the AuditCount schema, comma-separated URLs"),
+)
+
+# What the mirror's guarantees rest on: set by the mirror, refused from the user.
+_PRODUCER_FIXED = {"producer.type": "async", "request.required.acks": -1, "enable.idempotence": True}
+_PRODUCER_DEFAULTS = {"batch.size": 500, "queue.time": 10, "queue.buffering.max.messages": 20_000,
+                      "message.send.max.retries": INT32_MAX, "retry.backoff.ms": 500,
+                      "client.id": "mirror"}
+_CONSUMER_FIXED = {"auto.commit.enable": False, "auto.offset.reset": "smallest", "consumer.timeout.ms": 200}
+_CONSUMER_DEFAULTS = {"rebalance.backoff.ms": 500, "client.id": "mirror", "fetch.message.max.bytes": 4 << 20}
+
+
+class MirrorConfig(Config):
+    """Validated mirror settings plus the producer and consumer properties given with their prefixes."""
+
+    kind = "mirror setting"
+
+    def __init__(self, values: Mapping[str, Any] | str | Path | None = None) -> None:
+        if isinstance(values, (str, Path)):
+            from pipeline.config import read_properties_file
+            values = read_properties_file(values)
+        own: dict[str, Any] = {}
+        producer: dict[str, Any] = {}
+        consumer: dict[str, Any] = {}
+        for name, value in (values or {}).items():
+            for prefix, into in (("producer.", producer), ("consumer.", consumer)):
+                if name.startswith(prefix):
+                    into[name[len(prefix):]] = value
+                    break
+            else:
+                own[name] = value
+        super().__init__(MIRROR_PROPERTIES, own)
+        if not self["source.clusters"]:
+            raise ConfigError("give at least one source cluster (--source NAME=ZOOKEEPER)")
+        if bool(self["target.zookeeper.connect"]) == bool(self["target.bootstrap.servers"]):
+            raise ConfigError("give the target cluster once: its ZooKeeper (--target) or its brokers "
+                              "(--target-bootstrap-server)")
+        if not self["whitelist"]:
+            raise ConfigError("give the topics to mirror (--whitelist REGEX)")
+        if "/" in self["group.id"]:
+            raise ConfigError(f"group.id must not contain '/', got {self['group.id']!r}")
+        for fixed, given, what in ((_PRODUCER_FIXED, producer, "producer"), (_CONSUMER_FIXED, consumer, "consumer")):
+            for name in given:
+                if name in fixed:
+                    raise ConfigError(f"{what}.{name} is set by the mirror (its delivery guarantee rests on it)")
+        self.producer_overrides = producer
+        self.consumer_overrides = consumer
+        # Validated now, so that a bad passed-through property is a start-up error.
+        self.producer_config()
+        for source in self.sources:
+            self.consumer_config(source)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return dict(self["source.clusters"])
+
+    def producer_config(self) -> ProducerConfig:
+        """The target producer: async, acks=all, idempotent, retrying (practically) forever."""
+        where = ({"zookeeper.connect": self["target.zookeeper.connect"]} if self["target.zookeeper.connect"]
+                 else {"metadata.broker.list": self["target.bootstrap.servers"]})
+        return ProducerConfig({**_PRODUCER_DEFAULTS, **self.producer_overrides, **where, **_PRODUCER_FIXED})
+
+    def consumer_config(self, source: str) -> ConsumerConnectorConfig:
+        """The consumer connector of one source: the shared group, offsets committed by the mirror only."""
+        settings = {**_CONSUMER_DEFAULTS, **self.consumer_overrides, **_CONSUMER_FIXED,
+                    "zookeeper.connect": self["source.clusters"][source], "group.id": self["group.id"]}
+        return ConsumerConnectorConfig(settings)

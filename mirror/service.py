@@ -1,0 +1,479 @@
+"""The mirror service: every whitelisted topic of the source clusters copied into the target, at least once.
+
+Per source cluster one :class:`~pipeline.client.ConsumerConnector` joins the mirror group in that source's
+ZooKeeper (so several mirror processes share the partitions by the paper's Algorithm 1, and the survivors
+take over those of one that dies) and ``num.streams`` threads read its streams. Each record goes to the
+target partition with the source partition's number, with its key, value, headers, timestamp and three
+lineage headers (:mod:`mirror.lineage`), through one async, idempotent, acks=all Producer.
+
+No loss: the connector never commits on its own (``acknowledge_on_next=False``); the mirror commits per
+source partition the lowest offset the target has not acknowledged (:mod:`mirror.tracker`), every
+offset.commit.interval.ms, before a rebalance releases a partition, and at shutdown. The producer retries
+retriable errors (the target down) practically forever, so nothing is committed while the target is down
+and mirroring resumes by itself; an error that reaches the mirror is not retriable and stops it. Offsets
+the source's retention deleted before they were mirrored stop it too, naming the partition and the count,
+unless skip.lost.offsets is set (then each gap is counted and reported).
+
+Before a rebalance releases a partition the mirror waits until every stream thread of that source has
+finished handing the record it took (no record of a released partition is tracked after it), waits for
+the producer to flush, and commits what was acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Sequence
+
+from kazoo.exceptions import KazooException
+
+from pipeline.client.admin import AdminClient
+from pipeline.client.cluster import Cluster, StaticBrokerList
+from pipeline.client.consumer import ConsumerRecord
+from pipeline.client.consumer_connector import ConsumerConnector, ConsumerRebalanceListener
+from pipeline.client.consumer_stream import ConsumerTimeout, KafkaStream
+from pipeline.client.encoder import Encoder
+from pipeline.client.errors import KafkaClientError
+from pipeline.client.producer import CallbackHandler, Producer, ProducerData
+from pipeline.client.rebalance import TopicPartition
+from pipeline.client.sender import ProducerBatch
+from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.zk import layout
+from mirror.audit import MirrorAudit
+from mirror.config import MirrorConfig, topic_filter
+from mirror.lineage import lineage_headers
+from mirror.metrics import MirrorMetrics
+from mirror.topics import MirrorTopicError, TopicSync
+from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
+
+__all__ = ["LostOffsetsError", "MirrorError", "MirrorService"]
+
+log = logging.getLogger(__name__)
+
+# Longest wait, before a release, for the stream threads to finish the record they hold.
+_BARRIER_TIMEOUT_S = 10.0
+
+
+class MirrorError(Exception):
+    """What stopped the mirror: a send the target refused for good, lost offsets, a target topic unfit."""
+
+
+class LostOffsetsError(MirrorError):
+    """Offsets of a source partition were deleted by retention before they were mirrored."""
+
+    def __init__(self, gap: Gap) -> None:
+        where = gap.where
+        super().__init__(f"source {where.source}: {where.topic}-{where.partition} offsets {gap.start}..{gap.end - 1} "
+                         f"({gap.lost} records) were deleted by the source's retention before they were mirrored; "
+                         f"restart with skip.lost.offsets=true (--skip-lost-offsets) to skip them")
+        self.gap = gap
+
+
+class _Stopped(Exception):
+    """The mirror stopped while a stream thread waited (for the target)."""
+
+
+class _Pending:
+    """One record on its way to the target: what acknowledging it needs."""
+
+    __slots__ = ("where", "offset", "value", "size", "timestamp", "taken_at")
+
+    def __init__(self, where: SourcePartition, offset: int, value: bytes | None, size: int, timestamp: int,
+                 taken_at: float) -> None:
+        self.where = where
+        self.offset = offset
+        self.value = value
+        self.size = size
+        self.timestamp = timestamp
+        self.taken_at = taken_at
+
+
+class _PendingValues(Encoder):
+    """The producer's serializer: a _Pending's value, already bytes."""
+
+    def encode(self, message: _Pending) -> bytes | None:
+        return message.value
+
+    def encode_all(self, messages: Sequence[_Pending]) -> list:
+        return [m.value for m in messages]
+
+
+class _StreamThread:
+    """One stream of one source and the thread reading it; ``turns`` counts the records it finished."""
+
+    def __init__(self, source: str, stream: KafkaStream) -> None:
+        self.source = source
+        self.stream = stream
+        self.turns = 0
+        #: True once the record taken last is tracked (a release need not wait for this thread).
+        self.tracked = True
+        self.thread: threading.Thread | None = None
+
+
+class _Source(ConsumerRebalanceListener):
+    """One source cluster: its connector, its stream threads, and what its rebalances do to the tracker."""
+
+    def __init__(self, name: str, service: "MirrorService") -> None:
+        self.name = name
+        self.service = service
+        self.encoded_name = name.encode()
+        self.connector = ConsumerConnector(service.config.consumer_config(name), acknowledge_on_next=False,
+                                           rebalance_listener=self)
+        self.threads: list[_StreamThread] = []
+        self.admin: AdminClient | None = None
+
+    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> None:
+        for (topic, partition), committed in partitions.items():
+            self.service.tracker.start(SourcePartition(self.name, topic, partition), committed)
+
+    def before_releasing_partitions(self, partitions: list[TopicPartition]) -> None:
+        self.service.release(self, [SourcePartition(self.name, t, p) for t, p in partitions])
+
+
+class MirrorService(CallbackHandler):
+    """Mirrors the sources into the target until ``run``'s stop event is set or an error stops it."""
+
+    def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or MirrorMetrics()
+        self.tracker = OffsetTracker()
+        self.skip_lost = bool(config["skip.lost.offsets"])
+        #: Gaps skipped (skip.lost.offsets=true), in the order met.
+        self.gaps: list[Gap] = []
+        self.mirrored = 0
+        self._failure: MirrorError | None = None
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._sources: list[_Source] = []
+        self._producer: Producer | None = None
+        self._topics: TopicSync | None = None
+        self._target_cluster: Cluster | None = None
+        self._target_discovery: Any = None
+        self._audit: MirrorAudit | None = None
+        self._lag_labels: set[tuple[str, str, str]] = set()
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Mirror until ``stop`` is set (then finish what is in flight, commit, leave) or an error (MirrorError)."""
+        config = self.config
+        watcher = threading.Thread(target=self._wake_on, args=(stop,), name="mirror-stop", daemon=True)
+        watcher.start()
+        try:
+            self._start()
+            interval_s = config["offset.commit.interval.ms"] / 1000
+            while not self._wake.wait(interval_s):
+                try:
+                    self.commit()
+                except KazooException as exc:
+                    # A source's ZooKeeper slow or away: the next commit writes the offsets reached by then.
+                    self.metrics.errors.labels("CommitFailed").inc()
+                    log.warning("offset commit failed (retried at the next interval): %r", exc)
+                self._update_lag()
+                if self._audit is not None:
+                    self._audit.publish_closed()
+        finally:
+            self._shutdown()
+            stop.set()
+        if self._failure is not None:
+            raise self._failure
+
+    def _wake_on(self, stop: threading.Event) -> None:
+        stop.wait()
+        self._wake.set()
+
+    def _start(self) -> None:
+        config = self.config
+        self._target_cluster = self._open_target_cluster()
+        self._producer = Producer({**config.producer_config().as_dict(), "serializer.class": _PendingValues()},
+                                  self)
+        for name in sorted(config.sources):
+            self._sources.append(_Source(name, self))
+        self._topics = TopicSync({s.name: s.connector.zookeeper for s in self._sources},
+                                 AdminClient(self._target_cluster), config["topic.config.exclude"])
+        self._start_audit()
+        topics = topic_filter(config["whitelist"], config["blacklist"])
+        for source in self._sources:
+            source.admin = AdminClient(Cluster(ZooKeeperBrokerDiscovery(source.connector.zookeeper),
+                                               client_id="mirror-lag"), close_cluster=True)
+            streams = source.connector.create_message_streams_by_filter(topics, config["num.streams"])
+            for index, stream in enumerate(streams):
+                state = _StreamThread(source.name, stream)
+                state.thread = threading.Thread(target=self._run_stream, args=(source, state),
+                                                name=f"mirror-{source.name}-{index}", daemon=True)
+                source.threads.append(state)
+                state.thread.start()
+        log.info("mirroring %s from %s into %s as group %s", config["whitelist"],
+                 ", ".join(f"{n}={c}" for n, c in sorted(config.sources.items())),
+                 config["target.zookeeper.connect"] or config["target.bootstrap.servers"], config["group.id"])
+
+    def _open_target_cluster(self) -> Cluster:
+        config = self.config
+        if config["target.zookeeper.connect"]:
+            discovery: Any = ZooKeeperBrokerDiscovery(config["target.zookeeper.connect"])
+            self._target_discovery = discovery
+        else:
+            discovery = StaticBrokerList(config["target.bootstrap.servers"])
+        return Cluster(discovery, client_id="mirror-admin")
+
+    def fail(self, error: MirrorError) -> None:
+        """Stop the mirror with ``error`` (the first one wins)."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = error
+                log.error("mirror stopping: %s", error)
+        self.metrics.errors.labels(type(error).__name__).inc()
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def failure(self) -> MirrorError | None:
+        return self._failure
+
+    # -- the stream threads ---------------------------------------------------------------------------
+
+    def _run_stream(self, source: _Source, state: _StreamThread) -> None:
+        stream = state.stream
+        audit_topic = self.config["audit.topic"]
+        while not self._stopping.is_set():
+            state.turns += 1
+            state.tracked = False
+            try:
+                record = next(stream)
+            except ConsumerTimeout:
+                continue
+            except StopIteration:
+                return
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                self.fail(MirrorError(f"source {source.name}: reading stopped: {exc}"))
+                return
+            try:
+                self._mirror(source, state, record, audit_topic)
+            except MirrorError as exc:
+                self.fail(exc)
+                return
+            except MirrorTopicError as exc:
+                self.fail(MirrorError(str(exc)))
+                return
+            except _Stopped:
+                return
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                if not self._stopping.is_set():
+                    self.fail(MirrorError(f"source {source.name}: cannot send {record.topic}-{record.partition}@"
+                                          f"{record.offset}: {exc}"))
+                return
+
+    def _mirror(self, source: _Source, state: _StreamThread, record: ConsumerRecord, audit_topic: str) -> None:
+        where = SourcePartition(source.name, record.topic, record.partition)
+        outcome = self.tracker.track(where, record.offset, allow_gap=self.skip_lost)
+        state.tracked = True
+        if type(outcome) is Rewind:
+            offsets = layout.offsets_path(self.config["group.id"], record.topic)
+            raise MirrorError(f"source {source.name}: {record.topic}-{record.partition} went back from offset "
+                              f"{outcome.expected} to {outcome.offset} (was the topic deleted and created again?); to "
+                              f"mirror it from its start, delete {offsets} in that source's ZooKeeper")
+        if type(outcome) is Gap:
+            if not self.skip_lost:
+                raise LostOffsetsError(outcome)
+            self._skipped(outcome)
+        assert self._producer is not None
+        self._ensure_topic(record.topic, record.partition)
+        value = record.value
+        key = record.key
+        size = (0 if key is None else len(key)) + (0 if value is None else len(value))
+        timestamp = record.timestamp
+        pending = _Pending(where, record.offset, value, size, timestamp, time.monotonic())
+        if self._audit is not None and record.topic != audit_topic:
+            self._audit.sent(source.name, record.topic, timestamp)
+        self._producer.send(ProducerData(
+            record.topic, key, [pending], partition=record.partition,
+            timestamps=[timestamp] if timestamp >= 0 else None,
+            headers=[lineage_headers(record.headers, source.encoded_name, record.partition, record.offset)]))
+
+    def _ensure_topic(self, topic: str, partition: int) -> None:
+        """The target topic made ready for ``partition``, waiting out a target that is down."""
+        assert self._topics is not None
+        warned = False
+        while True:
+            try:
+                self._topics.ensure(topic, partition)
+                return
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                if not exc.retriable:
+                    raise
+                if not warned:
+                    log.warning("target topic %s cannot be checked now (retrying): %s", topic, exc)
+                    warned = True
+                self.metrics.errors.labels("TargetUnavailable").inc()
+            if self._stopping.wait(1.0):
+                raise _Stopped()
+
+    def _skipped(self, gap: Gap) -> None:
+        where = gap.where
+        self.gaps.append(gap)
+        self.metrics.lost.labels(where.source, where.topic, str(where.partition)).inc(gap.lost)
+        log.warning("source %s: %s-%d offsets %d..%d (%d records) were deleted by the source's retention before "
+                    "they were mirrored; skipped (skip.lost.offsets=true)", where.source, where.topic,
+                    where.partition, gap.start, gap.end - 1, gap.lost)
+
+    # -- acknowledgements (the producer's sender thread) ------------------------------------------------
+
+    def after_send(self, batch: ProducerBatch, result: Any) -> None:
+        """Track the target's acknowledgement of a batch; a failure stops the mirror (it is not retriable)."""
+        messages: list[_Pending] = batch.messages
+        if isinstance(result, BaseException):
+            first = messages[0]
+            self._settle_audit(messages, False)
+            if self._stopping.is_set() and isinstance(result, TimeoutError):
+                # Still queued when the shutdown's time ran out: not committed, mirrored again after a restart.
+                log.warning("%d records of source %s %s-%d left unsent at shutdown", len(messages),
+                            first.where.source, first.where.topic, first.where.partition)
+                return
+            offsets = sorted(m.offset for m in messages if m.where == first.where)
+            self.fail(MirrorError(
+                f"the target refused {len(messages)} records for good (source {first.where.source} "
+                f"{first.where.topic}-{first.where.partition} offsets {offsets[0]}..{offsets[-1]}"
+                f"{' and others' if len(offsets) < len(messages) else ''}): {result}"))
+            return
+        # A target partition takes the same partition of every source: one batch may hold several sources.
+        by_where: dict[SourcePartition, list[int]] = {}
+        size_by_source: dict[str, int] = {}
+        metrics = self.metrics
+        for message in messages:
+            where = message.where
+            by_where.setdefault(where, []).append(message.offset)
+            size_by_source[where.source] = size_by_source.get(where.source, 0) + message.size
+        # Latency and age per batch, of its oldest record (an observation per record costs more than the rest).
+        metrics.latency.observe(time.monotonic() - messages[0].taken_at)
+        oldest = min(m.timestamp for m in messages)
+        if oldest >= 0:
+            metrics.age.observe(max(0.0, (time.time() * 1000 - oldest) / 1000))
+        for where, offsets in by_where.items():
+            self.tracker.acknowledged(where, offsets)
+            metrics.records.labels(where.source, where.topic).inc(len(offsets))
+        for source, size in size_by_source.items():
+            metrics.bytes.labels(source, batch.topic).inc(size)
+        self._settle_audit(messages, True)
+        with self._lock:
+            self.mirrored += len(messages)
+
+    # -- commits and releases ------------------------------------------------------------------------
+
+    def commit(self, sources: list[_Source] | None = None) -> None:
+        """Commit, per source partition, the lowest offset the target has not acknowledged."""
+        for source in sources if sources is not None else self._sources:
+            offsets = self.tracker.committable(source.name)
+            written = source.connector.commit_offsets({(w.topic, w.partition): o for w, o in offsets.items()})
+            if written:
+                self.metrics.commits.labels(source.name).inc(len(written))
+        self.metrics.in_flight.set(self.tracker.outstanding())
+
+    def release(self, source: _Source, partitions: list[SourcePartition]) -> None:
+        """Before a rebalance releases ``partitions``: let the threads finish their record, flush, commit."""
+        deadline = time.monotonic() + _BARRIER_TIMEOUT_S
+        for state in source.threads:
+            turns = state.turns
+            while (state.thread is not None and state.thread.is_alive() and state.turns == turns
+                   and not state.tracked and time.monotonic() < deadline):
+                time.sleep(0.005)
+        # At shutdown the producer was flushed already (as far as it could be).
+        if self._producer is not None and not self._stopping.is_set():
+            if not self._producer.flush(self.config["shutdown.timeout.s"]):
+                log.warning("source %s: records still unacknowledged at a release; they are mirrored again by the "
+                            "partitions' next owner", source.name)
+        offsets = self.tracker.committable(only=partitions)
+        written = source.connector.commit_offsets({(w.topic, w.partition): o for w, o in offsets.items()})
+        if written:
+            self.metrics.commits.labels(source.name).inc(len(written))
+        for where in partitions:
+            self.tracker.forget(where)
+            labels = (where.source, where.topic, str(where.partition))
+            if labels in self._lag_labels:
+                self._lag_labels.discard(labels)
+                self.metrics.lag.remove(*labels)
+
+    def _update_lag(self) -> None:
+        for source in self._sources:
+            offsets = self.tracker.committable(source.name)
+            by_topic: dict[str, dict[int, int]] = {}
+            for where, offset in offsets.items():
+                by_topic.setdefault(where.topic, {})[where.partition] = offset
+            assert source.admin is not None
+            for topic, partitions in by_topic.items():
+                try:
+                    latest = source.admin.list_offsets(topic, list(partitions))
+                except (KafkaClientError, KafkaProtocolError) as exc:
+                    log.debug("lag of %s %s not known now: %s", source.name, topic, exc)
+                    continue
+                for partition, committed in partitions.items():
+                    end = latest.get(partition)
+                    if end is not None:
+                        labels = (source.name, topic, str(partition))
+                        self._lag_labels.add(labels)
+                        self.metrics.lag.labels(*labels).set(max(0, end - committed))
+
+    # -- shutdown ---------------------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        timeout_s = self.config["shutdown.timeout.s"]
+        deadline = time.monotonic() + timeout_s
+        for source in self._sources:
+            for state in source.threads:
+                if state.thread is not None:
+                    state.thread.join(max(0.0, deadline - time.monotonic()))
+        producer = self._producer
+        if producer is not None and self._failure is None and not producer.flush(
+                max(0.0, deadline - time.monotonic())):
+            log.warning("%d records still unacknowledged after %.0f s; they are mirrored again after a restart",
+                        self.tracker.outstanding(), timeout_s)
+        for source in self._sources:
+            try:
+                self.commit([source])
+            except KazooException as exc:
+                log.warning("source %s: final commit failed (the records after the last commit are mirrored "
+                            "again): %r", source.name, exc)
+            source.connector.shutdown()
+            if source.admin is not None:
+                source.admin.close()
+        if producer is not None:
+            try:
+                producer.close(max(5.0, deadline - time.monotonic()))
+            except TimeoutError as exc:
+                log.warning("%s", exc)
+        self._stop_audit(timeout_s)
+        if self._target_cluster is not None:
+            self._target_cluster.close()
+        if self._target_discovery is not None:
+            self._target_discovery.close()
+        log.info("mirror stopped: %d records mirrored%s", self.mirrored,
+                 f", {sum(g.lost for g in self.gaps)} lost offsets skipped" if self.gaps else "")
+
+    # -- audit -------------------------------------------------------------------------------------------
+
+    def _start_audit(self) -> None:
+        config = self.config
+        if not config["audit.enable"]:
+            return
+        producer = config.producer_config()
+        where = {k: producer[k] for k in ("metadata.broker.list", "zookeeper.connect") if producer[k]}
+        self._audit = MirrorAudit(config.sources, window_ms=config["audit.window.ms"],
+                                  producer_config={**where, "client.id": "mirror-audit", "request.required.acks": -1},
+                                  registry_url=config["schema.registry.url"], topic=config["audit.topic"],
+                                  metrics=self.metrics).start()
+
+    def _settle_audit(self, messages: list[_Pending], acknowledged: bool) -> None:
+        audit = self._audit
+        if audit is not None:
+            audit_topic = self.config["audit.topic"]
+            audit.settled([(m.where.source, m.where.topic, m.timestamp, m.size) for m in messages
+                           if m.where.topic != audit_topic], acknowledged)
+
+    def _stop_audit(self, timeout_s: float) -> None:
+        if self._audit is not None:
+            left = self._audit.close(timeout_s)
+            if left:
+                log.error("%d audit counts could not be published before shutdown", left)
