@@ -1,12 +1,12 @@
 """The mirror tier of the audit: per source datacenter, topic and window of event time, the records the
 target acknowledged, published as AuditCount records to the target's audit topic.
 
-One producers.audit.AuditCounter per source cluster, with tier ``mirror``, the source's name as its
+One audit.counting.AuditCounter per source cluster, with tier ``mirror``, the source's name as its
 datacenter (so the counts line up with that datacenter's producer tier) and this mirror process as the
 host. A record's event time is its timestamp. A record mirrored twice (after a restart, from the last
 commit) is counted twice: duplicates show as a mirror count above the producer count of the window.
 Windows are published once their end has passed and nothing of them is in flight, and all of them at
-shutdown, by the emulators' retrying AuditPublisher.
+shutdown, by the retrying audit.counting.AuditPublisher.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import socket
 import time
 from typing import Any, Iterable
 
-from producers.audit import AuditCounter
-from producers.emulator import AuditPublisher
+from audit.counting import AuditCounter, AuditPublisher
 from schemas.registry_client import SchemaRegistryClient
 
 __all__ = ["MIRROR_TIER", "MirrorAudit"]
@@ -33,7 +32,8 @@ class MirrorAudit:
         self.counters = {name: AuditCounter(window_ms=window_ms, datacenter=name, application="mirror",
                                             tier=MIRROR_TIER) for name in sources}
         self.registry = SchemaRegistryClient(registry_url)
-        self.publisher = AuditPublisher(producer_config, self.registry, topic, metrics)
+        self.publisher = AuditPublisher(producer_config, self.registry, topic, published=metrics.audit_published,
+                                        failures=metrics.audit_failures)
 
     def start(self) -> "MirrorAudit":
         self.publisher.start()

@@ -39,7 +39,6 @@ class MirrorMetrics:
                             "Source offsets deleted by retention before they were mirrored, skipped "
                             "(skip.lost.offsets=true)", ["source", "topic", "partition"], registry=r)
         self.topics_created = Counter("mirror_target_topics_created_total", "Target topics created", registry=r)
-        # The names the emulators' AuditPublisher counts into.
         self.audit_published = Counter("mirror_audit_counts_published_total",
                                        "AuditCount records published to the audit topic", registry=r)
         self.audit_failures = Counter("mirror_audit_publish_failures_total",

@@ -4,7 +4,7 @@
 hands each to one async Producer (batching, compression), keyed by member id, encoded in the Confluent
 wire format with the id the registry gave the topic's schema. The producer's callback settles every
 event in the `AuditCounter` as acknowledged or failed; windows that closed are published as AuditCount
-records by the `AuditPublisher` thread, retried until the broker takes them. Stopping (SIGTERM, or the
+records by the `AuditPublisher` thread (audit.counting), retried until the broker takes them. Stopping (SIGTERM, or the
 duration) sends what is queued, then publishes the counts of the windows still open.
 """
 
@@ -12,28 +12,27 @@ from __future__ import annotations
 
 import collections
 import logging
-import queue
 import threading
 import time
 from typing import Any, Sequence
 
 from prometheus_client import start_http_server
 
+from audit.counting import AuditCounter, AuditPublisher
 from pipeline.client import Producer, ProducerData
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.encoder import Encoder
 from pipeline.client.producer import CallbackHandler, ProducerBatch
 from pipeline.protocol.errors import KafkaProtocolError
-from producers.audit import AuditCounter
 from producers.config import EmulatorConfig
 from producers.metrics import EmulatorMetrics, total
 from producers.rate import RateController
 from producers.workload import Event, Workload
-from schemas.events import AUDIT_NAME, EVENT_TOPICS, load_schema
+from schemas.events import EVENT_TOPICS, load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroEncoder
 
-__all__ = ["AuditPublisher", "EmulatedEvent", "EncodedEvents", "FrontendEmulator"]
+__all__ = ["EmulatedEvent", "EncodedEvents", "FrontendEmulator"]
 
 log = logging.getLogger(__name__)
 
@@ -90,70 +89,6 @@ def settle(events: Sequence[EmulatedEvent], acknowledged: bool, audit: AuditCoun
         metrics.failed.labels(topic).inc(len(events))
 
 
-class AuditPublisher:
-    """A thread that publishes AuditCount records to the audit topic, retrying what the broker refused."""
-
-    def __init__(self, config: dict[str, Any], registry: SchemaRegistryClient, topic: str,
-                 metrics: EmulatorMetrics, retry_backoff_s: float = 1.0) -> None:
-        self.topic = topic
-        self.metrics = metrics
-        self.retry_backoff_s = retry_backoff_s
-        self.encoder = AvroEncoder(registry, {topic: load_schema(AUDIT_NAME)})
-        self.producer = Producer({**config, "producer.type": "sync", "serializer.class": self.encoder})
-        self.published = 0
-        self._pending: list[dict[str, Any]] = []
-        self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
-        self._give_up = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="audit-publisher", daemon=True)
-
-    def start(self) -> "AuditPublisher":
-        self.encoder.writer_for(self.topic)
-        self._thread.start()
-        return self
-
-    def publish(self, records: list[dict[str, Any]]) -> None:
-        if records:
-            self._queue.put(records)
-
-    def close(self, timeout_s: float) -> int:
-        """Publish what is queued, retrying for at most `timeout_s`; the number of records left unpublished."""
-        self._queue.put(None)
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            self._give_up.set()
-            self._thread.join()
-        left = len(self._pending) + sum(len(batch) for batch in self._queue.queue if batch)
-        self.producer.close()
-        return left
-
-    def _run(self) -> None:
-        closing = False
-        while not (closing and not self._pending):
-            try:
-                item = self._queue.get(block=not self._pending and not closing)
-                while True:
-                    if item is None:
-                        closing = True
-                    else:
-                        self._pending.extend(item)
-                    item = self._queue.get_nowait()
-            except queue.Empty:
-                pass
-            if not self._pending:
-                continue
-            try:
-                self.producer.send([ProducerData(self.topic, r["topic"].encode(), [r]) for r in self._pending])
-            except (KafkaClientError, KafkaProtocolError) as exc:
-                self.metrics.audit_failures.inc()
-                log.warning("could not publish %d audit counts (will retry): %s", len(self._pending), exc)
-                if self._give_up.wait(self.retry_backoff_s):
-                    return
-                continue
-            self.published += len(self._pending)
-            self.metrics.audit_published.inc(len(self._pending))
-            self._pending = []
-
-
 class FrontendEmulator:
     """N emulated frontend servers of one datacenter; `run(stop)` publishes until `stop` or the duration."""
 
@@ -185,7 +120,8 @@ class FrontendEmulator:
         publisher = AuditPublisher({k: v for k, v in producer_config.items()
                                     if k in ("metadata.broker.list", "zookeeper.connect", "client.id")}
                                    | {"request.required.acks": -1, "compression.codec": "none"},
-                                   self.registry, config["audit.topic"], self.metrics).start()
+                                   self.registry, config["audit.topic"], published=self.metrics.audit_published,
+                                   failures=self.metrics.audit_failures).start()
         producer = Producer({**producer_config, "serializer.class": EncodedEvents()}, _Settler(self.audit, self.metrics))
         log.info("emulating %d %s servers in %s at %.0f events/s%s", config["servers"], config["service"],
                  config["datacenter"], config["rate"],

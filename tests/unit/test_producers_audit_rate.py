@@ -7,7 +7,7 @@ import threading
 import fastavro
 import pytest
 
-from producers.audit import AuditCounter
+from audit.counting import AuditCounter
 from producers.config import EmulatorConfig
 from producers.rate import RateController
 from pipeline.config import ConfigError

@@ -1,19 +1,34 @@
-"""The producer tier of the audit (the paper's section 5): what each server had acknowledged, per topic
-and window of event time.
+"""Counting for every tier of the audit (the paper's section 5): what each host had acknowledged, per topic
+and window of event time, and the thread that publishes those counts.
 
 Every event is counted under its server, its topic and the fixed window its `header.eventTime` falls
 in: in flight when handed to the producer, then acknowledged (with its encoded size) or failed. A window
 closes once the clock has passed its end and none of its events is still in flight; `close_windows`
 then returns one AuditCount record per (server, topic, window) with the acknowledged count and bytes,
 the failures counted apart in `properties` (`failed`, `failedBytes`) and never as acknowledged.
+`AuditPublisher` sends those records to the audit topic, retrying until the broker takes them. The
+frontend emulators count as tier `producer`, the mirror as tier `mirror`.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 from typing import Any, Mapping
 
-__all__ = ["AuditCounter", "PRODUCER_TIER"]
+from prometheus_client import Counter
+
+from pipeline.client import Producer, ProducerData
+from pipeline.client.errors import KafkaClientError
+from pipeline.protocol.errors import KafkaProtocolError
+from schemas.events import AUDIT_NAME, load_schema
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroEncoder
+
+__all__ = ["AuditCounter", "AuditPublisher", "PRODUCER_TIER"]
+
+log = logging.getLogger(__name__)
 
 PRODUCER_TIER = "producer"
 
@@ -96,3 +111,68 @@ class AuditCounter:
         return {"topic": topic, "tier": self.tier, "windowStart": start, "windowEnd": start + self.window_ms,
                 "host": server, "datacenter": self.datacenter, "application": self.application,
                 "count": window.count, "bytes": window.bytes, "sketch": None, "properties": properties}
+
+
+class AuditPublisher:
+    """A thread that publishes AuditCount records to the audit topic, retrying what the broker refused."""
+
+    def __init__(self, config: dict[str, Any], registry: SchemaRegistryClient, topic: str, *,
+                 published: Counter, failures: Counter, retry_backoff_s: float = 1.0) -> None:
+        self.topic = topic
+        self.published_total = published
+        self.failures_total = failures
+        self.retry_backoff_s = retry_backoff_s
+        self.encoder = AvroEncoder(registry, {topic: load_schema(AUDIT_NAME)})
+        self.producer = Producer({**config, "producer.type": "sync", "serializer.class": self.encoder})
+        self.published = 0
+        self._pending: list[dict[str, Any]] = []
+        self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
+        self._give_up = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audit-publisher", daemon=True)
+
+    def start(self) -> "AuditPublisher":
+        self.encoder.writer_for(self.topic)
+        self._thread.start()
+        return self
+
+    def publish(self, records: list[dict[str, Any]]) -> None:
+        if records:
+            self._queue.put(records)
+
+    def close(self, timeout_s: float) -> int:
+        """Publish what is queued, retrying for at most `timeout_s`; the number of records left unpublished."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._give_up.set()
+            self._thread.join()
+        left = len(self._pending) + sum(len(batch) for batch in self._queue.queue if batch)
+        self.producer.close()
+        return left
+
+    def _run(self) -> None:
+        closing = False
+        while not (closing and not self._pending):
+            try:
+                item = self._queue.get(block=not self._pending and not closing)
+                while True:
+                    if item is None:
+                        closing = True
+                    else:
+                        self._pending.extend(item)
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            if not self._pending:
+                continue
+            try:
+                self.producer.send([ProducerData(self.topic, r["topic"].encode(), [r]) for r in self._pending])
+            except (KafkaClientError, KafkaProtocolError) as exc:
+                self.failures_total.inc()
+                log.warning("could not publish %d audit counts (will retry): %s", len(self._pending), exc)
+                if self._give_up.wait(self.retry_backoff_s):
+                    return
+                continue
+            self.published += len(self._pending)
+            self.published_total.inc(len(self._pending))
+            self._pending = []
