@@ -110,6 +110,14 @@ class ProducerData:
 
 def _checked_headers(headers: Sequence[Header] | Mapping[str, bytes | None]) -> list[Header]:
     """One message's headers as a list of (str, bytes | None) pairs; anything else is a ValueError."""
+    if type(headers) is list:
+        # The common case, a list of (str, bytes) tuples, is checked without the ABC checks below.
+        for pair in headers:
+            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or (
+                    pair[1] is not None and type(pair[1]) is not bytes):
+                break
+        else:
+            return list(headers)
     pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
     checked: list[Header] = []
     for pair in pairs:
@@ -456,8 +464,16 @@ class Producer:
                 if value is not None and len(value) > limit:
                     self._check_size(topic, key, value)
         else:
+            limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
             for value, value_headers in zip(values, headers):
-                self._check_size(topic, key, value, value_headers)
+                # An upper bound first (a header: two varints of at most 5 bytes, at most 4 bytes a character of
+                # its name, its value); the exact size only for a record that may not fit.
+                bound = 0 if value is None else len(value)
+                if value_headers:
+                    for name, header_value in value_headers:
+                        bound += 10 + 4 * len(name) + (0 if header_value is None else len(header_value))
+                if bound > limit:
+                    self._check_size(topic, key, value, value_headers)
         partition = data.partition
         if partition is None:
             partition = self._partition(topic, key, partitions)

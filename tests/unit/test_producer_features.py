@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pipeline.client.accumulator import RecordAccumulator
 from pipeline.client.errors import KafkaConnectionError
 from pipeline.client.idempotence import IdempotenceState
-from pipeline.client.producer import MessageSizeTooLargeError, ProducerData
+from pipeline.client.producer import MessageSizeTooLargeError, ProducerData, _TopicState
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.sender import ProducerBatch, Sender
 from pipeline.config import ConfigError
@@ -54,6 +56,20 @@ def test_a_message_too_large_counts_its_headers() -> None:
     producer = _offline_producer(**{"max.request.size": 1000})
     with pytest.raises(MessageSizeTooLargeError):
         producer._batches(ProducerData("t", None, [b"small"], headers=[[("big", b"x" * 1000)]]))
+    producer.close()
+
+
+def test_async_send_counts_headers_against_the_limit_exactly() -> None:
+    producer = _offline_producer(**{"max.request.size": 1000, "producer.type": "async", "queue.time": 60000})
+    producer._topics["t"] = _TopicState(4, math.inf)
+    with pytest.raises(MessageSizeTooLargeError):
+        producer.send(ProducerData("t", None, [b"small"], headers=[[("big", b"x" * 1000)]]))
+    with pytest.raises(MessageSizeTooLargeError):
+        producer.send(ProducerData("t", None, [b"small"], headers=[[("\u00e9" * 300, b"x" * 400)]]))
+    # Past the quick upper bound but within the exact size: accepted.
+    producer.send(ProducerData("t", None, [b"v" * 100], headers=[[("n" * 200, b"x" * 550)]]))
+    assert producer._accumulator.queued == 1
+    producer._accumulator.abort()
     producer.close()
 
 
