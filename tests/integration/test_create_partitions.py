@@ -6,10 +6,12 @@ carry Kafka's error codes, validate_only changes nothing, and the new partitions
 
 from __future__ import annotations
 
+import pytest
 from kafka.admin import KafkaAdminClient
 
+from pipeline.client.admin import AdminClient
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.protocol.records import decode_records, encode_batch
 from tests.support import BrokerProcess, wire
 from tests.support.clients import create_topic
@@ -88,7 +90,8 @@ def test_cluster_grows_a_topic_through_the_controller(zk_connect, broker_cluster
     for p, leader in before.items():
         produce(cluster.brokers[leader], "spread", p, [f"old-{p}".encode()])
 
-    assert kafka_python_grow(cluster.brokers[2].bootstrap, {"spread": 5}) == {"spread": ErrorCode.NONE}
+    with AdminClient(cluster.brokers[2].bootstrap) as admin:
+        admin.create_partitions("spread", 5)
     assignment = cluster.assignment("spread")
     assert sorted(assignment) == list(range(5))
     assert {p: assignment[p] for p in before} == {p: [leader] for p, leader in before.items()}
@@ -112,6 +115,10 @@ def test_cluster_grows_a_topic_through_the_controller(zk_connect, broker_cluster
         "spread": ErrorCode.INVALID_PARTITIONS, "nowhere": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert kafka_python_grow(cluster.bootstrap, {"spread": 9}, validate_only=True) == {"spread": ErrorCode.NONE}
     assert sorted(cluster.assignment("spread")) == list(range(6))
+    with AdminClient(cluster.bootstrap) as admin:
+        with pytest.raises(KafkaProtocolError) as refused:
+            admin.create_partitions({"spread": 2})
+    assert refused.value.code == ErrorCode.INVALID_PARTITIONS
     # A restart of the whole cluster keeps the partitions, their leaders and their data.
     cluster.stop()
     cluster.start()
