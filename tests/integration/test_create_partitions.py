@@ -6,6 +6,9 @@ carry Kafka's error codes, validate_only changes nothing, and the new partitions
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 from kafka.admin import KafkaAdminClient
 
@@ -15,6 +18,7 @@ from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.protocol.records import decode_records, encode_batch
 from tests.support import BrokerProcess, wire
 from tests.support.clients import create_topic
+from tests.support.codec_client import Client
 from tests.support.cluster import BrokerCluster, metadata
 
 
@@ -119,10 +123,28 @@ def test_cluster_grows_a_topic_through_the_controller(zk_connect, broker_cluster
         with pytest.raises(KafkaProtocolError) as refused:
             admin.create_partitions({"spread": 2})
     assert refused.value.code == ErrorCode.INVALID_PARTITIONS
+    # While the controller cannot act the request times out (flexible v3, our codec); the growth stays
+    # written and the controller carries it out once it runs again.
+    controller = cluster.controller_id()
+    other = next(b for i, b in cluster.brokers.items() if i != controller)
+    os.kill(cluster.brokers[controller].pid, signal.SIGSTOP)
+    try:
+        client = Client(other.port)
+        try:
+            response = client.call(ApiKey.CREATE_PARTITIONS, 3, {
+                "topics": [{"name": "spread", "count": 7, "assignments": None}], "timeout_ms": 500,
+                "validate_only": False})
+        finally:
+            client.close()
+    finally:
+        os.kill(cluster.brokers[controller].pid, signal.SIGCONT)
+    assert [(r["name"], r["error_code"]) for r in response["results"]] == [("spread", ErrorCode.REQUEST_TIMED_OUT)]
+    cluster.wait_for_metadata("spread", 7)
+
     # A restart of the whole cluster keeps the partitions, their leaders and their data.
     cluster.stop()
     cluster.start()
-    leaders = cluster.wait_for_metadata("spread", 6)
+    leaders = cluster.wait_for_metadata("spread", 7)
     for p, leader in leaders.items():
         expected = [f"old-{p}".encode()] if p < 2 else [f"new-{p}".encode()] if p < 5 else []
         assert fetch(cluster.brokers[leader], "spread", p) == expected
