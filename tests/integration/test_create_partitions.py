@@ -115,6 +115,8 @@ def test_cluster_grows_a_topic_through_the_controller(zk_connect, broker_cluster
         "spread": ErrorCode.INVALID_REPLICA_ASSIGNMENT}
     assert kafka_python_grow(cluster.bootstrap, {"spread": {"count": 7, "assignments": [[1, 2]]}}) == {
         "spread": ErrorCode.INVALID_REPLICA_ASSIGNMENT}
+    # More partitions than the topic's znode can describe within ZooKeeper's request limit.
+    assert kafka_python_grow(cluster.bootstrap, {"spread": 1_000_000}) == {"spread": ErrorCode.INVALID_PARTITIONS}
     assert kafka_python_grow(cluster.bootstrap, {"spread": 6, "nowhere": 3}) == {
         "spread": ErrorCode.INVALID_PARTITIONS, "nowhere": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert kafka_python_grow(cluster.bootstrap, {"spread": 9}, validate_only=True) == {"spread": ErrorCode.NONE}
