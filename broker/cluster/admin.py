@@ -214,6 +214,8 @@ class ZkAdminManager:
                     data, stat = None, None
                 current = None if data is None else layout.parse_topic_assignment(data)
                 replicas = self._new_assignment(name, current, count, assignments)
+                if await self._zk.call("exists", layout.delete_topic_request_path(name)):
+                    raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} is queued for deletion")
                 if validate_only:
                     return
                 try:

@@ -16,9 +16,11 @@ from pipeline.client.admin import AdminClient
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.protocol.records import decode_records, encode_batch
+from pipeline.zk import layout
 from tests.support import BrokerProcess, wire
 from tests.support.clients import create_topic
 from tests.support.codec_client import Client
+from tests.support.polling import wait_until
 from tests.support.cluster import BrokerCluster, metadata
 
 
@@ -125,23 +127,30 @@ def test_cluster_grows_a_topic_through_the_controller(zk_connect, broker_cluster
         with pytest.raises(KafkaProtocolError) as refused:
             admin.create_partitions({"spread": 2})
     assert refused.value.code == ErrorCode.INVALID_PARTITIONS
-    # While the controller cannot act the request times out (flexible v3, our codec); the growth stays
-    # written and the controller carries it out once it runs again.
+    # While the controller cannot act a request times out (flexible v3, our codec); the growth stays written
+    # and the controller carries it out once it runs again.
+    # A topic queued for deletion is refused as Kafka does (INVALID_TOPIC_EXCEPTION).
+    create_topic(cluster.bootstrap, "doomed", partitions=1)
+    cluster.wait_for_metadata("doomed", 1)
     controller = cluster.controller_id()
     other = next(b for i, b in cluster.brokers.items() if i != controller)
     os.kill(cluster.brokers[controller].pid, signal.SIGSTOP)
     try:
+        cluster.zk.create(layout.delete_topic_request_path("doomed"))
         client = Client(other.port)
         try:
             response = client.call(ApiKey.CREATE_PARTITIONS, 3, {
-                "topics": [{"name": "spread", "count": 7, "assignments": None}], "timeout_ms": 500,
-                "validate_only": False})
+                "topics": [{"name": "spread", "count": 7, "assignments": None},
+                           {"name": "doomed", "count": 2, "assignments": None}],
+                "timeout_ms": 500, "validate_only": False})
         finally:
             client.close()
     finally:
         os.kill(cluster.brokers[controller].pid, signal.SIGCONT)
-    assert [(r["name"], r["error_code"]) for r in response["results"]] == [("spread", ErrorCode.REQUEST_TIMED_OUT)]
+    assert [(r["name"], r["error_code"]) for r in response["results"]] == [
+        ("spread", ErrorCode.REQUEST_TIMED_OUT), ("doomed", ErrorCode.INVALID_TOPIC_EXCEPTION)]
     cluster.wait_for_metadata("spread", 7)
+    wait_until(lambda: "doomed" not in metadata(other)["topics"], 30, message="the queued deletion carried out")
 
     # A restart of the whole cluster keeps the partitions, their leaders and their data.
     cluster.stop()
