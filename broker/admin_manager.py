@@ -1,4 +1,4 @@
-"""AdminManager: creates and deletes topics and maps topic-level configs onto the storage settings.
+"""AdminManager: creates and deletes topics, adds partitions to them, and maps topic-level configs onto the storage settings.
 
 Topic-level config overrides use Kafka's topic config names (retention.ms, segment.bytes, ...); the
 table ``TOPIC_CONFIGS`` says which LogConfig field each one sets, so a new override is one row.
@@ -106,6 +106,12 @@ class TopicAdmin(Protocol):
         """Delete a topic; TopicError with Kafka's code when refused."""
         ...
 
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False, timeout_ms: int = 30000) -> None:
+        """Grow a topic to ``count`` partitions (Kafka's CreatePartitions); ``assignments`` holds the
+        replica list of each new partition, None to let the broker choose. TopicError when refused."""
+        ...
+
     def auto_create(self, name: str) -> None:
         """Create ``name`` with the defaults for a Metadata request, or start creating it;
         TopicError(INVALID_TOPIC_EXCEPTION) at once for an illegal name."""
@@ -156,6 +162,47 @@ def validate_new_topic(name: str, partitions: int, replication_factor: int, conf
     return NewTopic(name, partitions, replication_factor, configs)
 
 
+def validate_new_partitions(name: str, current: dict[int, list[int]] | None, count: int,
+                            assignments: list[list[int]] | None, live_brokers: set[int]) -> None:
+    """Check a CreatePartitions entry as Kafka does: the topic exists, ``count`` is more than its partitions
+    (``current``: partition -> replicas), and any manual assignment names one replica list per new
+    partition, of the topic's replication factor, without repeats, over live brokers.
+
+    Standalone and cluster mode both validate with this; TopicError with Kafka's code when refused.
+    """
+    if current is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    if count == len(current):
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"topic {name!r} already has {count} partitions")
+    if count < len(current):
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         f"topic {name!r} currently has {len(current)} partitions, which is higher than the "
+                         f"requested {count}")
+    if assignments is None:
+        return
+    added = count - len(current)
+    if len(assignments) != added:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"increasing the number of partitions by {added} but {len(assignments)} assignments "
+                         f"provided")
+    factor = len(next(iter(current.values()), ()))
+    for offset, replicas in enumerate(assignments):
+        index = len(current) + offset
+        if not replicas:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {index} has an empty replica list")
+        if len(set(replicas)) != len(replicas):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"duplicate brokers {replicas} in the replica assignment of partition {index}")
+        if factor and len(replicas) != factor:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"inconsistent replication factor between partitions: partition 0 has {factor} "
+                             f"replicas, partition {index} has {len(replicas)}")
+        unknown = sorted(set(replicas) - live_brokers)
+        if unknown:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"unknown broker(s) in the replica assignment of partition {index}: {unknown}")
+
+
 class AdminManager:
     """Topic creation and deletion on a standalone broker: the registry first, then the logs."""
 
@@ -177,9 +224,10 @@ class AdminManager:
         for info in self._metadata.topics.values():
             self._host(info)
 
-    def _host(self, info: TopicInfo) -> None:
+    def _host(self, info: TopicInfo, first: int = 0) -> None:
+        """Lead partitions ``first``.. of the topic."""
         config = stored_topic_log_config(self._default_log_config, info.name, info.configs)
-        for index in range(info.partitions):
+        for index in range(first, info.partitions):
             self._replica_manager.make_leader(info.name, index, config)
 
     async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
@@ -203,6 +251,19 @@ class AdminManager:
         self._host(info)
         log.info("created topic %s with %d partition(s)%s", name, topic.partitions,
                  f" and configs {topic.configs}" if topic.configs else "")
+
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False, timeout_ms: int = 30000) -> None:
+        """Grow a topic to ``count`` partitions at once: the registry first, then the new logs."""
+        info = self._metadata.topics.get(name)
+        me = self._metadata.local.broker_id
+        current = None if info is None else {index: [me] for index in range(info.partitions)}
+        validate_new_partitions(name, current, count, assignments, {me})
+        if validate_only or info is None:
+            return
+        before = info.partitions
+        self._host(self._metadata.add_partitions(name, count), first=before)
+        log.info("topic %s grew from %d to %d partitions", name, before, count)
 
     async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
         """Delete a topic and its logs at once."""

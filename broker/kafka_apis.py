@@ -57,6 +57,7 @@ class KafkaApis:
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
         }
@@ -325,7 +326,7 @@ class KafkaApis:
 
     @staticmethod
     def topic_result(name: str, error: TopicError | None = None) -> dict:
-        """One topic's entry in a CreateTopics or DeleteTopics response."""
+        """One topic's entry in a CreateTopics, DeleteTopics or CreatePartitions response."""
         if error is None:
             return {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         return {"name": name, "error_code": error.error_code, "error_message": str(error)}
@@ -361,6 +362,32 @@ class KafkaApis:
             return self.topic_result(name)
         results = await asyncio.gather(*(delete(n) for n in request["topic_names"]))
         return {"throttle_time_ms": 0, "responses": list(results)}
+
+    # -- CreatePartitions ------------------------------------------------------------------------
+
+    def handle_create_partitions(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        return self._create_partitions(request)
+
+    async def _create_partitions(self, request: dict) -> dict:
+        timeout_ms = request.get("timeout_ms", 30000)
+        validate_only = request.get("validate_only", False)
+        names = [t["name"] for t in request["topics"]]
+        duplicates = {n for n in names if names.count(n) > 1}
+
+        async def grow(topic: dict) -> dict:
+            name = topic["name"]
+            if name in duplicates:
+                return self.topic_result(name, TopicError(ErrorCode.INVALID_REQUEST, "duplicate topic in request"))
+            assignments = topic.get("assignments")
+            try:
+                await self.admin.create_partitions(
+                    name, topic["count"], None if assignments is None else [a["broker_ids"] for a in assignments],
+                    validate_only=validate_only, timeout_ms=timeout_ms)
+            except TopicError as exc:
+                return self.topic_result(name, exc)
+            return self.topic_result(name)
+        results = await asyncio.gather(*(grow(t) for t in request["topics"]))
+        return {"throttle_time_ms": 0, "results": list(results)}
 
     # -- InitProducerId -------------------------------------------------------------------------
 

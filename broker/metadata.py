@@ -210,6 +210,15 @@ class StandaloneMetadata:
         self._save()
         return info
 
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow a registered topic to ``count`` partitions (existing ones keep their numbers)."""
+        info = self.topics[name]
+        if count <= info.partitions:
+            raise ValueError(f"topic {name!r} has {info.partitions} partitions, not fewer than {count}")
+        info.partitions = count
+        self._save()
+        return info
+
     def delete_topic(self, name: str) -> None:
         if self.topics.pop(name, None) is None:
             raise KeyError(name)

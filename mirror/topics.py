@@ -3,8 +3,12 @@
 A topic missing in the target is created with the largest partition count any source has for it (the
 datacenters aggregate into one topic; see the README on partition mapping) and the topic settings of the
 first source that has it (sources in name order), minus ``topic.config.exclude``. Several mirror processes
-may race to create it; the loser finds it created. A target topic with fewer partitions than a source
-partition needs is an error: our brokers cannot add partitions to a topic, and sending the record
+may race to create it; the loser finds it created.
+
+A target topic with fewer partitions than a source partition needs (the source gained partitions, or the
+target was made smaller by hand) is grown with CreatePartitions to the largest source count, when the record
+of the first new source partition comes; mirror processes racing to grow it find it grown. Only a target that
+cannot be grown (its brokers refuse or do not serve CreatePartitions) is an error: sending the record
 elsewhere would break the per-partition order and the key -> partition mapping.
 """
 
@@ -12,18 +16,23 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from pipeline.client.admin import AdminClient
+from pipeline.client.errors import UnsupportedVersionError
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.zk import layout
 
 __all__ = ["MirrorTopicError", "TopicSync"]
 
 log = logging.getLogger(__name__)
+
+# How often a topic created by another mirror is looked up until the target shows it.
+VISIBILITY_POLL_S = 0.1
 
 
 class MirrorTopicError(Exception):
@@ -51,16 +60,47 @@ class TopicSync:
             known = self._target_partitions(topic)
             if known is None:
                 self._create(topic)
-                known = self._target_partitions(topic)
-                if known is None:
-                    raise MirrorTopicError(f"target topic {topic!r} is not visible after it was created")
+                known = self._visible_partitions(topic)
+            if partition >= known:
+                known = self._grow(topic, known, partition)
             self._partitions[topic] = known
-        if partition >= known:
-            counts = self.source_partitions(topic)
+
+    def _visible_partitions(self, topic: str) -> int:
+        """The partition count of a topic just created, here or by a racing mirror whose creation the target
+        may still be carrying out: looked up until it shows, for as long as an admin request may take."""
+        deadline = time.monotonic() + self._admin.timeout_s
+        while True:
+            known = self._target_partitions(topic)
+            if known is not None:
+                return known
+            if time.monotonic() >= deadline:
+                raise MirrorTopicError(f"target topic {topic!r} is not visible {self._admin.timeout_s:.0f}s after "
+                                       f"it was created")
+            time.sleep(VISIBILITY_POLL_S)
+
+    def _grow(self, topic: str, known: int, partition: int) -> int:
+        """Grow the target topic to the largest source count (at least ``partition`` + 1); its new count."""
+        counts = self.source_partitions(topic)
+        wanted = max([partition + 1, *counts.values()])
+        try:
+            self._admin.create_partitions(topic, wanted)
+        except UnsupportedVersionError as exc:
+            refusal: Exception | None = exc
+        except KafkaProtocolError as exc:
+            if exc.retriable:
+                raise
+            refusal = exc  # INVALID_PARTITIONS when another mirror grew it first: looked at below
+        else:
+            refusal = None
+            log.info("grew target topic %s from %d to %d partitions (source partition counts: %s)", topic, known,
+                     wanted, counts)
+        grown = self._target_partitions(topic) or 0
+        if partition >= grown:
             raise MirrorTopicError(
-                f"target topic {topic!r} has {known} partitions, but source partition {partition} must go to "
-                f"partition {partition} (source partition counts: {counts}); create the target topic with at "
-                f"least {max(counts.values(), default=partition + 1)} partitions")
+                f"target topic {topic!r} has {grown} partitions, but source partition {partition} must go to "
+                f"partition {partition} (source partition counts: {counts}) and the target cannot be grown to "
+                f"{wanted} ({refusal}); add partitions to the target topic")
+        return grown
 
     def source_partitions(self, topic: str) -> dict[str, int]:
         """Partition count of ``topic`` in each source that has it."""

@@ -8,6 +8,11 @@ into the request znode, which this broker reads and removes; a creation not done
 withdrawn (removed), so a topic name never stays "being created". Every ZooKeeper call is bounded: when
 ZooKeeper does not answer, the request fails with Kafka's retriable REQUEST_TIMED_OUT.
 
+CreatePartitions is Kafka's ZooKeeper-mode way: the receiving broker validates the request, extends the
+replica assignment in the topic's znode (/brokers/topics/<t>, conditional on the version it read) and
+waits until its cache shows every new partition with a state; the controller, watching the topic znodes,
+writes those states with a live replica as leader.
+
 Auto-creation (a Metadata request naming an unknown topic) does not wait: it starts the creation in the
 background and the Metadata answer says LEADER_NOT_AVAILABLE for the topic, as Kafka's does.
 """
@@ -16,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from broker.admin_manager import TopicError, validate_name, validate_new_topic
+from broker.admin_manager import TopicError, validate_name, validate_new_partitions, validate_new_topic
+from broker.cluster.controller import assign_replicas
 from broker.cluster.metadata_cache import ZkMetadataCache
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.log.log_config import LogConfig
@@ -31,6 +38,12 @@ log = logging.getLogger(__name__)
 
 # How long a background auto-creation waits for the controller before withdrawing its request.
 AUTO_CREATE_TIMEOUT_MS = 30000
+
+
+def zookeeper_unavailable(name: str, outcome: str, exc: Exception) -> TopicError:
+    """The retriable error of a topic operation ZooKeeper did not answer in time."""
+    return TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                      f"ZooKeeper is unavailable; topic {name!r} {outcome} ({exc or type(exc).__name__})")
 
 
 class ZkAdminManager:
@@ -77,9 +90,7 @@ class ZkAdminManager:
             # Not waited for: ZooKeeper is not answering. kazoo sends it once connected again (after the
             # create, if that is still queued), so the request does not outlive this answer.
             self._zk.client.delete_async(request_path)
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
-                             f"ZooKeeper is unavailable; topic {name!r} was not created ({exc or type(exc).__name__})"
-                             ) from None
+            raise zookeeper_unavailable(name, "was not created", exc) from None
         if refused is not None:
             await self._withdraw(request_path)
             raise TopicError(*refused)
@@ -189,6 +200,70 @@ class ZkAdminManager:
         for task in list(self._auto_creating.values()):
             task.cancel()
 
+    # -- new partitions ---------------------------------------------------------------------------
+
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False, timeout_ms: int = 30000) -> None:
+        """Grow a topic to ``count`` partitions; TopicError with Kafka's code when refused or late."""
+        path = layout.topic_path(name)
+        try:
+            while True:
+                try:
+                    data, stat = await self._zk.call("get", path)
+                except NoNodeError:
+                    data, stat = None, None
+                current = None if data is None else layout.parse_topic_assignment(data)
+                replicas = self._new_assignment(name, current, count, assignments)
+                if await self._zk.call("exists", layout.delete_topic_request_path(name)):
+                    raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} is queued for deletion")
+                if validate_only:
+                    return
+                try:
+                    await self._zk.call("set", path, layout.topic_assignment(replicas, layout.parse_topic_id(data)),
+                                        version=stat.version)
+                    break
+                except BadVersionError:
+                    continue  # the topic changed since it was read: validate against what it is now
+                except NoNodeError:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist") from None
+        except (ZooKeeperTimeout, KazooException) as exc:
+            raise zookeeper_unavailable(name, "did not grow", exc) from None
+        await self._wait_for_controller(lambda: self._grown(name, count), timeout_ms,
+                                        f"start the new partitions of {name!r}")
+        log.info("topic %s grew to %d partitions", name, count)
+
+    def _new_assignment(self, name: str, current: dict[int, list[int]] | None, count: int,
+                        assignments: list[list[int]] | None) -> dict[int, list[int]]:
+        """The topic's whole replica assignment after growing to ``count``: the given lists for the new
+        partitions, or round-robin over the live brokers continuing where the existing partitions left off."""
+        live = sorted(self._cache.brokers)
+        validate_new_partitions(name, current, count, assignments, set(live))
+        assert current is not None  # validate_new_partitions refused an unknown topic
+        factor = len(assignments[0]) if assignments else len(current.get(0, ())) or 1
+        if layout.estimated_creation_bytes(name, count, factor) > layout.MAX_REQUEST_BYTES:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"{count} partitions are more than one ZooKeeper request can describe "
+                             f"(its {layout.MAX_REQUEST_BYTES}-byte limit)")
+        if assignments is None:
+            if factor > len(live):
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"replication factor {factor} is larger than the {len(live)} live broker(s)")
+            first = current[0][0] if current.get(0) else None
+            start = (live.index(first) if first in live else 0) + len(current)
+            added = assign_replicas(live, count - len(current), factor, start=start)
+            assignments = [added[k] for k in sorted(added)]
+        return {**current, **{len(current) + k: list(r) for k, r in enumerate(assignments)}}
+
+    async def _wait_for_controller(self, done: Callable[[], bool], timeout_ms: int, what: str) -> None:
+        """Wait until the cache shows the controller's work ``done`` (not at all for a timeout <= 0);
+        TopicError(REQUEST_TIMED_OUT) when it is not done in time."""
+        if timeout_ms > 0 and not await self._cache.wait_for(done, timeout_ms / 1000):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"the controller did not {what} within {timeout_ms} ms")
+
+    def _grown(self, name: str, count: int) -> bool:
+        topic = self._cache.topics.get(name)
+        return topic is not None and topic.partitions >= count and topic.complete
+
     # -- deletion ---------------------------------------------------------------------------------
 
     async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
@@ -204,13 +279,7 @@ class ZkAdminManager:
             except NodeExistsError:
                 pass
         except (ZooKeeperTimeout, KazooException) as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
-                             f"ZooKeeper is unavailable; topic {name!r} was not deleted ({exc or type(exc).__name__})"
-                             ) from None
-        if timeout_ms <= 0:
-            return
-        if not await self._cache.wait_for(lambda: name not in self._cache.topics, timeout_ms / 1000):
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
-                             f"the controller did not delete topic {name!r} within {timeout_ms} ms")
+            raise zookeeper_unavailable(name, "was not deleted", exc) from None
+        await self._wait_for_controller(lambda: name not in self._cache.topics, timeout_ms, f"delete topic {name!r}")
         log.info("topic %s deleted by the controller", name)
 

@@ -7,6 +7,9 @@ Every broker runs one. It competes for the ephemeral /controller znode whenever 
 - creation requests under /admin/create_topics/<t>: replica lists round-robin over the live brokers,
   written with every partition's state in one ZooKeeper transaction (config first, in /config/topics);
 - deletion requests under /admin/delete_topics/<t>: the topic's znodes removed in one transaction;
+- partitions added to a topic's assignment in /brokers/topics/<t> (CreatePartitions; every topic znode is
+  watched, Kafka's PartitionModificationsHandler): each new partition gets its state znode with its first
+  live replica as leader (none if no replica is alive: it is elected when one comes);
 - broker changes under /brokers/ids: partitions led by a departed broker go offline (leader -1,
   epoch + 1); offline partitions with a live replica get it as leader (epoch + 1).
 
@@ -151,7 +154,8 @@ class KafkaController:
 
     def _run(self) -> None:
         handlers = {"elect": self._elect, "resign": self._resign, "brokers": self._on_brokers_change,
-                    "create": self._on_create_requests, "delete": self._on_delete_requests}
+                    "create": self._on_create_requests, "delete": self._on_delete_requests,
+                    "partitions": self._on_partition_modifications}
         while True:
             event = self._events.get()
             if event is None or self._stopped:
@@ -222,7 +226,7 @@ class KafkaController:
         self._watchers = {}
         self._partitions = None
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, self.epoch)
-        for kind in ("brokers", "create", "delete"):
+        for kind in ("brokers", "create", "delete", "partitions"):
             self._events.put((kind, None))
 
     def _resign(self) -> None:
@@ -321,6 +325,51 @@ class KafkaController:
         # Kafka keeps the last leader in the isr of an offline partition, so it can come back clean.
         log.debug("partition %s-%d is offline: leader %d left (epoch %d)", *key, state.leader, state.leader_epoch + 1)
         return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr)
+
+    # -- partitions added to existing topics ------------------------------------------------------
+
+    def _on_partition_modifications(self) -> None:
+        """Start every partition in a topic's assignment that has no state yet (CreatePartitions)."""
+        client = self._zk.client
+        watch = self._watcher("partitions")
+        topics = self._children(layout.BROKER_TOPICS, "partitions")
+        assignments = self._zk.all(client.get_async(layout.topic_path(t), watch=watch) for t in topics)
+        if self._partitions is None:
+            self._partitions = self._load_partitions()
+        known = self._partitions
+        new = {(topic, index): replicas
+               for topic, found in zip(topics, assignments) if not isinstance(found, Exception)
+               for index, replicas in layout.parse_topic_assignment(found[0]).items()
+               if (topic, index) not in known}
+        if not new:
+            return
+        live = {int(b) for b in self._zk.sync("get_children", layout.BROKER_IDS)}
+        states = {key: PartitionState(leader, 0, (leader,) if leader != NO_LEADER else ())
+                  for key, replicas in new.items()
+                  for leader in [next((r for r in replicas if r in live), NO_LEADER)]}
+        keys = sorted(new)
+        pending = []
+        for start in range(0, len(keys), WRITE_BATCH):
+            txn = self._fenced()
+            for topic, index in keys[start:start + WRITE_BATCH]:
+                state = states[(topic, index)]
+                for path, value in layout.partition_creation_ops(topic, index, state.leader, list(state.isr),
+                                                                 self.epoch):
+                    txn.create(path, value)
+            pending.append(txn.commit_async())
+        failed = 0
+        for start, results in zip(range(0, len(keys), WRITE_BATCH), self._zk.all(pending)):
+            batch = keys[start:start + WRITE_BATCH]
+            if any(isinstance(r, Exception) for r in self._check_fence(results)):
+                failed += len(batch)
+                continue
+            for key in batch:
+                known[key] = KnownPartition(new[key], states[key], 0)
+        log.info("started %d new partition(s) of existing topics", len(keys) - failed)
+        if failed:
+            # A state was written by someone else (or the topic went away): read everything again.
+            self._partitions = None
+            raise RetryLater(f"{failed} new partition(s) could not be started")
 
     # -- topic creation and deletion --------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""`python -m pipeline topics ...`: create, list, describe and delete topics (like kafka-topics.sh)."""
+"""`python -m pipeline topics ...`: create, alter, list, describe and delete topics (like kafka-topics.sh)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Register `topics` and its subcommands."""
-    topics = subparsers.add_parser("topics", help="create, list, describe and delete topics",
-                                   description="Create, list, describe and delete topics (like kafka-topics.sh).")
+    topics = subparsers.add_parser("topics", help="create, alter, list, describe and delete topics",
+                                   description="Create, alter, list, describe and delete topics "
+                                               "(like kafka-topics.sh).")
     actions = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create", parents=[common], help="create a topic",
@@ -26,6 +27,14 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     create.add_argument("--if-not-exists", action="store_true",
                         help="succeed without doing anything when the topic already exists")
     create.set_defaults(command=create_topic, prog=create.prog)
+
+    alter = actions.add_parser("alter", parents=[common], help="add partitions to a topic",
+                               description="Grow a topic to N partitions with CreatePartitions (partitions are "
+                                           "only ever added; records keep their partitions).")
+    alter.add_argument("name", metavar="NAME", help="topic name")
+    alter.add_argument("--partitions", type=positive_int, required=True, metavar="N",
+                       help="the new total number of partitions (more than the topic has)")
+    alter.set_defaults(command=alter_topic, prog=alter.prog)
 
     listing = actions.add_parser("list", parents=[common], help="list topic names",
                                  description="Print the name of every topic, one a line, sorted.")
@@ -55,6 +64,13 @@ def create_topic(args: argparse.Namespace) -> int:
                 return 0
             raise
     print(f"Created topic {args.name}.")
+    return 0
+
+
+def alter_topic(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        admin.create_partitions(args.name, args.partitions)
+    print(f"Topic {args.name} now has {args.partitions} partitions.")
     return 0
 
 

@@ -1,7 +1,7 @@
-"""AdminClient: create, delete, list and describe topics, and look up offsets, on top of a Cluster.
+"""AdminClient: create, grow, delete, list and describe topics, and look up offsets, on top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
-cluster, CreateTopics and DeleteTopics go to the controller named in the Metadata response. A broker's
+cluster, CreateTopics, CreatePartitions and DeleteTopics go to the controller named in the Metadata response. A broker's
 refusal surfaces as KafkaProtocolError carrying its error code and message (TOPIC_ALREADY_EXISTS,
 INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...).
 """
@@ -71,6 +71,32 @@ class AdminClient:
         self._raise_first_error(response["topics"], "create")
         if not validate_only:
             self.cluster.refresh(topic_names)
+
+    def create_partitions(self, topics: str | Mapping[str, int], new_total: int | None = None, *,
+                          validate_only: bool = False) -> None:
+        """Grow a topic to ``new_total`` partitions, or each topic of a ``{topic: new total}`` mapping
+        (Kafka's CreatePartitions; the broker places the new partitions). Partitions are only ever added.
+
+        Raises KafkaProtocolError for the first topic the broker refused (INVALID_PARTITIONS when the new
+        total is not larger; the others were still grown), UnknownTopicError for a missing one.
+        """
+        if isinstance(topics, str):
+            if new_total is None:
+                raise TypeError("create_partitions(topic, new_total) needs the new total")
+            totals = {topics: new_total}
+        else:
+            if new_total is not None:
+                raise TypeError("create_partitions(mapping) takes the totals from the mapping")
+            totals = dict(topics)
+        body = {
+            "topics": [{"name": name, "count": total, "assignments": None} for name, total in totals.items()],
+            "timeout_ms": int(self.timeout_s * 1000),
+            "validate_only": validate_only,
+        }
+        response = self._admin_request(ApiKey.CREATE_PARTITIONS, body)
+        self._raise_first_error(response["results"], "grow")
+        if not validate_only:
+            self.cluster.refresh(list(totals))
 
     def delete_topics(self, names: str | Iterable[str]) -> None:
         """Delete each topic of ``names``; KafkaProtocolError for the first one the broker refused."""

@@ -292,6 +292,29 @@ DELETE_TOPICS = Api(
     ),
 )
 
+CREATE_PARTITIONS = Api(
+    ApiKey.CREATE_PARTITIONS, "CreatePartitions", versions="0-3", flexible="2+",
+    request=(
+        F("Topics", "[]CreatePartitionsTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Count", "int32", "0+"),
+            F("Assignments", "[]CreatePartitionsAssignment", "0+", nullable="0+", default=None, fields=(
+                F("BrokerIds", "[]int32", "0+"),
+            )),
+        )),
+        F("TimeoutMs", "int32", "0+"),
+        F("ValidateOnly", "bool", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("Results", "[]CreatePartitionsTopicResult", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        )),
+    ),
+)
+
 INIT_PRODUCER_ID = Api(
     ApiKey.INIT_PRODUCER_ID, "InitProducerId", versions="0-1", flexible="2+",
     request=(
@@ -328,5 +351,5 @@ FIND_COORDINATOR = Api(
 APIS: dict[int, Api] = {
     api.key: api
     for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
-                INIT_PRODUCER_ID, FIND_COORDINATOR)
+                CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR)
 }

@@ -119,10 +119,15 @@ def topic_creation_ops(topic: str, replicas: dict[int, list[int]], topic_id: str
     """(path, data) of every znode a topic's creation writes, in creation order."""
     ops = [(topic_path(topic), topic_assignment(replicas, topic_id=topic_id)), (partitions_path(topic), b"")]
     for index, replica_list in sorted(replicas.items()):
-        ops.append((f"{partitions_path(topic)}/{index}", b""))
-        ops.append((partition_state_path(topic, index),
-                    partition_state(replica_list[0], 0, [replica_list[0]], controller_epoch)))
+        ops += partition_creation_ops(topic, index, replica_list[0], [replica_list[0]], controller_epoch)
     return ops
+
+
+def partition_creation_ops(topic: str, index: int, leader: int, isr: list[int],
+                           controller_epoch: int) -> list[tuple[str, bytes]]:
+    """(path, data) of the znodes that start one partition: its directory and its first state (epoch 0)."""
+    return [(f"{partitions_path(topic)}/{index}", b""),
+            (partition_state_path(topic, index), partition_state(leader, 0, isr, controller_epoch))]
 
 
 def transaction_bytes(ops: list[tuple[str, bytes]]) -> int:

@@ -108,6 +108,15 @@ def test_refusals_and_unknown_topics_are_one_line_errors(broker: BrokerProcess) 
     assert ok(cli(b, "topics", "list")).split() == ["here"]
 
 
+def test_topics_alter_adds_partitions(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    ok(cli(b, "topics", "create", "grows", "--partitions", "1"))
+    assert ok(cli(b, "topics", "alter", "grows", "--partitions", "3")).strip() == "Topic grows now has 3 partitions."
+    assert "PartitionCount: 3" in ok(cli(b, "topics", "describe", "grows"))
+    failed(cli(b, "topics", "alter", "grows", "--partitions", "2"), EXIT_FAILED, "INVALID_PARTITIONS")
+    failed(cli(b, "topics", "alter", "absent", "--partitions", "2"), EXIT_FAILED, "'absent'", "does not exist")
+
+
 def test_unreachable_broker_exits_3(tmp_path: Path) -> None:
     nobody = f"127.0.0.1:{free_port()}"
     commands = [("topics", "list"), ("topics", "create", "t", "--partitions", "1"), ("topics", "describe"),

@@ -28,6 +28,23 @@ def test_create_describe_list_delete(broker: BrokerProcess) -> None:
             admin.describe_topics(["a"])
 
 
+def test_create_partitions_grows_topics(broker: BrokerProcess) -> None:
+    with AdminClient(broker.bootstrap) as admin:
+        admin.create_topics(["grow", "also"], 1)
+        admin.create_partitions("grow", 3)
+        assert [len(d.partitions) for d in admin.describe_topics(["grow"])] == [3]
+        admin.create_partitions({"grow": 4, "also": 2}, validate_only=True)
+        admin.create_partitions({"grow": 4, "also": 2})
+        assert [len(d.partitions) for d in admin.describe_topics(["also", "grow"])] == [2, 4]
+        with pytest.raises(KafkaProtocolError) as error:
+            admin.create_partitions("grow", 4)
+        assert error.value.code == ErrorCode.INVALID_PARTITIONS and "already has 4" in error.value.message
+        with pytest.raises(UnknownTopicError):
+            admin.create_partitions("never-created", 2)
+        with pytest.raises(TypeError):
+            admin.create_partitions("grow")
+
+
 @pytest.mark.parametrize("kwargs, code", [
     ({"names": "dup", "partitions": 1}, ErrorCode.TOPIC_ALREADY_EXISTS),
     ({"names": "zero", "partitions": 0}, ErrorCode.INVALID_PARTITIONS),

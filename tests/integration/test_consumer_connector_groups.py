@@ -6,6 +6,7 @@ import itertools
 import threading
 from collections import defaultdict
 
+from pipeline.client.admin import AdminClient
 from pipeline.client.consumer_connector import ConsumerConnector
 from pipeline.client.consumer_stream import ConsumerTimeout, KafkaStream
 from pipeline.zk import layout
@@ -127,3 +128,26 @@ def test_two_groups_each_receive_every_message_in_partition_order(cluster: Broke
         for members in groups.values():
             for m in members:
                 m.shutdown()
+
+
+def test_a_topic_that_gains_partitions_is_rebalanced_and_its_new_partitions_consumed(cluster: BrokerCluster,
+                                                                                    zk_connect: str) -> None:
+    create_topic(cluster, "widening", 1)
+    observer = OwnershipObserver(zk_connect, "g-widen", "widening")
+    consumer = connector(zk_connect, "g-widen")
+    try:
+        (stream,) = consumer.create_message_streams({"widening": 1})["widening"]
+        wait_until(lambda: set(observer.current()) == {0}, 30, message="partition 0 owned")
+        with AdminClient(cluster.bootstrap) as admin:
+            admin.create_partitions("widening", 3)
+        wait_until(lambda: set(observer.current()) == {0, 1, 2}, 30,
+                   message=lambda: f"the new partitions owned without a restart, have {observer.current()}")
+        sent = produce(zk_connect, "widening", [(f"k{i}".encode(), f"v{i}".encode()) for i in range(60)])
+        received: list = []
+        wait_until(lambda: drain(stream, sent, received) or len(received) >= sent, 30,
+                   message=lambda: f"all {sent} records consumed, have {len(received)}")
+        assert {r.partition for r in received} == {0, 1, 2}
+        assert sorted(r.value for r in received) == sorted(f"v{i}".encode() for i in range(60))
+    finally:
+        consumer.shutdown()
+        observer.close()

@@ -1,12 +1,15 @@
 """Mirror processes in one group (real ZooKeeper, real brokers): they share the source partitions, the survivor
-takes over a killed one's, and a new whitelisted topic is mirrored without a restart."""
+takes over a killed one's, a new whitelisted topic is mirrored without a restart, and a source topic that gains
+partitions mid-run grows the target topic and has its new partitions mirrored into the same target partitions."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 
 from kazoo.exceptions import NoNodeError
 
+from pipeline.client.admin import AdminClient
 from pipeline.zk import layout
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
@@ -88,3 +91,46 @@ def test_two_mirrors_share_the_partitions_and_the_survivor_takes_over(clusters: 
             for partition, end in end_offsets(cluster, topic, partitions).items():
                 assert all((name, partition, o) in found for o in range(end)), \
                     f"{name} {topic}-{partition} lost records"
+
+
+def test_a_source_that_gains_partitions_grows_the_target(clusters: dict[str, BrokerCluster], tmp_path: Path) -> None:
+    dc1, dc2, offline = clusters["dc1"], clusters["dc2"], clusters["offline"]
+    for dc in (dc1, dc2):
+        create_topic(dc, "growing", 2)
+    mirror = MirrorProcess(tmp_path / "mirror.log", mirror_args({"dc1": dc1, "dc2": dc2}, offline, "growing")).start()
+    try:
+        produce(dc1, "growing", records(b"dc1", 0, 400))
+        produce(dc2, "growing", records(b"dc2", 0, 400))
+        wait_until(lambda: mirror.alive() and all_committed(dc1, "growing", 2) and all_committed(dc2, "growing", 2),
+                   60, message="the first records mirrored")
+        with AdminClient(offline.bootstrap) as admin:
+            assert len(admin.describe_topics(["growing"])[0].partitions) == 2
+
+        with AdminClient(dc1.bootstrap) as admin:
+            admin.create_partitions("growing", 4)
+        dc1.wait_for_metadata("growing", 4)
+        # Keys hash over four partitions now: records land in the new partitions 2 and 3 too.
+        produce(dc1, "growing", records(b"dc1", 400, 800))
+        produce(dc2, "growing", records(b"dc2", 400, 200))
+        wait_until(lambda: mirror.alive() and all_committed(dc1, "growing", 4) and all_committed(dc2, "growing", 2),
+                   60, message=lambda: f"the new partitions mirrored without a restart:\n{mirror.log_tail(10)}")
+        assert mirror.stop() == 0, mirror.log_tail()
+    finally:
+        mirror.kill()
+
+    sources = {"dc1": read_all(dc1, "growing", 4), "dc2": read_all(dc2, "growing", 2)}
+    assert all(sources["dc1"][p] for p in (2, 3)), "the new source partitions got records"
+    with AdminClient(offline.bootstrap) as admin:
+        assert len(admin.describe_topics(["growing"])[0].partitions) == 4
+    target = read_all(offline, "growing", 4)
+    seen: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for partition, offset, lineage in lineages(target):
+        source = sources[lineage.cluster][lineage.partition][lineage.offset]
+        record = target[partition][offset]
+        assert partition == lineage.partition
+        assert (record.key, record.value, record.timestamp) == (source.key, source.value, source.timestamp)
+        seen[(lineage.cluster, lineage.partition)].append(lineage.offset)
+    # Every source record arrived, once (no restart: no duplicates), in order per source partition.
+    for name, partitions in sources.items():
+        for partition, items in partitions.items():
+            assert seen[(name, partition)] == list(range(len(items))), f"{name} partition {partition}"
