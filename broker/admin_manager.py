@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import resource
 from typing import Callable, NamedTuple, Protocol
 
 from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig
@@ -203,6 +204,20 @@ def validate_new_partitions(name: str, current: dict[int, list[int]] | None, cou
                              f"unknown broker(s) in the replica assignment of partition {index}: {unknown}")
 
 
+# Descriptors a hosted partition keeps open at least: its active segment's log and two index files.
+FILES_PER_PARTITION = 3
+
+
+def max_hosted_partitions() -> int:
+    """How many partitions this process can host: half its open-files limit (the other half is for
+    connections and older segments) over FILES_PER_PARTITION. A request beyond it is refused instead of
+    leaving the broker unable to open files, or busy creating millions of logs."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return INT32_MAX
+    return max(1, soft // 2 // FILES_PER_PARTITION)
+
+
 class AdminManager:
     """Topic creation and deletion on a standalone broker: the registry first, then the logs."""
 
@@ -245,6 +260,7 @@ class AdminManager:
                                    self._default_partitions, 1, self._broker_count)
         if name in self._metadata.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        self._check_capacity(topic.partitions)
         if validate_only:
             return
         info = self._metadata.create_topic(name, topic.partitions, topic.configs)
@@ -259,11 +275,23 @@ class AdminManager:
         me = self._metadata.local.broker_id
         current = None if info is None else {index: [me] for index in range(info.partitions)}
         validate_new_partitions(name, current, count, assignments, {me})
-        if validate_only or info is None:
+        if info is None:
+            return
+        self._check_capacity(count - info.partitions)
+        if validate_only:
             return
         before = info.partitions
         self._host(self._metadata.add_partitions(name, count), first=before)
         log.info("topic %s grew from %d to %d partitions", name, before, count)
+
+    def _check_capacity(self, added: int) -> None:
+        hosted = sum(info.partitions for info in self._metadata.topics.values())
+        limit = max_hosted_partitions()
+        if hosted + added > limit:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"{added} more partitions would make {hosted + added} on this broker, more than the "
+                             f"{limit} its open-files limit allows ({FILES_PER_PARTITION} descriptors each, half "
+                             f"the limit); raise the limit (ulimit -n) to host more")
 
     async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
         """Delete a topic and its logs at once."""

@@ -66,3 +66,32 @@ def test_the_soft_open_files_limit_is_raised_to_the_hard_one(broker_factory):
     limits = open(f"/proc/{broker.pid}/limits").read()
     (line,) = [line for line in limits.splitlines() if line.startswith("Max open files")]
     assert line.split()[3:5] == ["4096", "4096"]
+
+
+def test_partitions_beyond_what_the_open_files_limit_allows_are_refused(broker_factory):
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.errors import InvalidPartitionsError
+
+    # 600 descriptors: at most 600 // 2 // 3 = 100 partitions.
+    broker = broker_factory(open_files_limit=(600, 600))
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        try:
+            admin.create_topics([NewTopic("too-many", 150, 1)])
+            raise AssertionError("150 partitions under a 600-descriptor limit should be refused")
+        except InvalidPartitionsError as exc:
+            assert "open-files limit" in str(exc)
+        admin.create_topics([NewTopic("fits", 60, 1)])
+        try:
+            admin.create_partitions({"fits": NewPartitions(120)})
+            raise AssertionError("growing to 120 partitions should be refused")
+        except InvalidPartitionsError:
+            pass
+        admin.create_partitions({"fits": NewPartitions(90)})
+    finally:
+        admin.close()
+    assert sorted(p.name for p in broker.log_dir.iterdir() if p.name.startswith("too-many")) == []
+    assert len([p for p in broker.log_dir.iterdir() if p.name.startswith("fits-")]) == 90
+    with KafkaConnection(broker.host, broker.port) as conn:
+        assert api_versions(conn)
+        assert produce(conn, "fits", 89, encode_batch([b"still served"])).error_code == 0
