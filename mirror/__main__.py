@@ -12,15 +12,13 @@ codes: 0 success, 1 the mirror stopped on an error (or the lineage lookup found 
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
 import sys
-import threading
 from typing import Any
 
 from pipeline.client.errors import KafkaClientError
 from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.service import log_to_stderr, stop_on_signals
 
 PROG = "python -m mirror"
 
@@ -98,9 +96,7 @@ def run(argv: list[str]) -> int:
     from mirror.topics import MirrorTopicError
     from schemas.registry_client import SchemaRegistryError
 
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     service = MirrorService(config)
     server = None
     try:
@@ -163,9 +159,7 @@ def lineage(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("kazoo", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log_to_stderr()
     if argv and argv[0] == "lineage":
         return lineage(argv[1:])
     return run(argv)

@@ -10,14 +10,12 @@ queued is sent, the audit counts of the open windows are published, and it exits
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
 import sys
-import threading
 
 from pipeline.client.errors import KafkaClientError
 from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.service import log_to_stderr, stop_on_signals
 from producers.config import EMULATOR_PROPERTIES, EmulatorConfig
 from schemas.registry_client import SchemaRegistryError
 
@@ -70,11 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.help_config:
         print(help_table(EMULATOR_PROPERTIES))
         return 0
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Connection chatter of the libraries underneath (every ZooKeeper session, every registry request).
-    for noisy in ("kazoo", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log_to_stderr()
     try:
         config = load_config(args)
     except (ConfigError, OSError) as error:
@@ -82,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from producers.emulator import FrontendEmulator
 
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     try:
         FrontendEmulator(config).run(stop)
     except (SchemaRegistryError, KafkaClientError, KafkaProtocolError, ConfigError, OSError) as error:

@@ -16,11 +16,11 @@ import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
-from pipeline.config import ConfigError, help_table, read_properties_file
+from pipeline.config import ConfigError, command_line_values, help_table
+from pipeline.service import log_to_stderr
 from pipeline.zk.client import ZooKeeperUnavailable, connect
 
 from .backends import Backend, DirectoryBackend, ZooKeeperBackend
@@ -55,11 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load_config(args: argparse.Namespace) -> RegistryConfig:
-    values: dict[str, Any] = dict(read_properties_file(args.config)) if args.config else {}
-    for option, name in _OPTIONS.items():
-        value = getattr(args, option)
-        if value is not None:
-            values[name] = value
+    values = command_line_values(args.config, (), {name: getattr(args, option) for option, name in _OPTIONS.items()})
     # --data-dir on the command line means standalone, whatever the file says.
     if args.data_dir is not None:
         values.pop("zookeeper.connect", None)
@@ -103,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.help_config:
         print(help_table(REGISTRY_PROPERTIES))
         return 0
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr()
     try:
         config = load_config(args)
         backend = open_backend(config)
