@@ -14,7 +14,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Written after a successful install; newer than pyproject.toml means nothing to do.
 SETUP_STAMP := $(VENV)/.setup-stamp
-# Debian packages needed by the tests and the demo (zookeeper brings a JRE), and the benchmark's peers.
+# Debian packages needed by the tests and the demo (zookeeper brings the JRE Spark runs on), and the benchmark's peers.
 DEBIAN_PACKAGES ?= kcat zookeeper rabbitmq-server activemq nats-server
 BENCH_ARGS ?=
 PYTEST_ARGS ?=

@@ -1,1 +1,1 @@
-"""Placeholder for the etl component of the pipeline; filled in by its own issue."""
+"""Pipeline stage 3: Spark jobs that load the offline cluster's topics into a Parquet warehouse, exactly once."""

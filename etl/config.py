@@ -1,0 +1,101 @@
+"""The ETL's configuration table: what a properties file (``--config``), ``--set KEY=VALUE`` or the command
+line sets, for a single run (``python -m etl run``) and for the scheduler (``python -m etl schedule``).
+
+Spark settings pass through with their own names (``spark.executor.memory=2g``, ``spark.sql.shuffle.partitions=8``)
+and go to the SparkSession builder; ``spark.master`` is ``local[*]`` unless given (``--master``), and a
+cluster URL there runs the same job on that cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from pipeline.config import Config, ConfigError, Property, parse_bool, parse_choice, parse_optional_int, parse_str
+from schemas.events import AUDIT_TOPIC
+
+__all__ = ["ETL_PROPERTIES", "EtlConfig", "parse_duration"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``500ms``, ``30s``, ``5m``, ``1h``, ``1d`` or plain seconds -> seconds."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {text!r}")
+    return float(match.group(1)) * _SECONDS[match.group(2) or "s"]
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _parse_regex(text: str) -> str:
+    text = text.strip()
+    re.compile(text)
+    return text
+
+
+ETL_PROPERTIES = (
+    Property("zookeeper.connect", parse_str, None, "the offline cluster's ZooKeeper, HOST:PORT[,...][/CHROOT] (required)"),
+    Property("warehouse.dir", parse_str, None,
+             "the warehouse: Parquet tables, manifests, journal and run history live under it (required)"),
+    Property("topics", _parse_regex, ".*", "regular expression of the topics to load (whole names)"),
+    Property("exclude.topics", _parse_regex, f"{re.escape(AUDIT_TOPIC)}|_.*",
+             "regular expression of topics never loaded (whole names)"),
+    Property("group.id", parse_str, "etl",
+             "name of this ETL: its offsets in ZooKeeper (/consumers/GROUP/offsets), its lock and its run history"),
+    Property("spark.master", parse_str, "local[*]", "Spark master URL; local[*] runs Spark inside this process"),
+    Property("max.range.records", _parse_int, 250_000,
+             "a partition's new offsets are split into ranges of at most this many, one Spark task each", at_least=1),
+    Property("fetch.size", _parse_int, 4 << 20, "bytes a task asks the broker for per fetch", at_least=1024),
+    Property("out.of.range", parse_choice("fail", "earliest"), "fail",
+             "when a partition's retention deleted offsets not yet loaded: fail names the partition and the number of "
+             "lost offsets; earliest moves on to the log start and records the skipped count in the run's history"),
+    Property("schema.registry.url", parse_str, "http://localhost:8081",
+             "schema registry the events' writer schemas are read from, comma-separated URLs"),
+    Property("audit.enable", parse_bool, True, "publish tier-warehouse AuditCount records to the offline cluster"),
+    Property("audit.window.ms", _parse_int, 60_000, "audit window of event time", at_least=1),
+    Property("audit.topic", parse_str, AUDIT_TOPIC, "topic the AuditCount records go to"),
+    Property("schedule.every", parse_duration, 300.0, "the scheduler starts a run this long after the last one started"),
+    Property("history.keep", _parse_int, 1000, "run history entries kept (the oldest are deleted)", at_least=1),
+    Property("metrics.port", parse_optional_int, None,
+             "the scheduler serves Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)",
+             at_least=0, at_most=65535),
+)
+
+
+class EtlConfig(Config):
+    """Validated ETL settings plus the ``spark.*`` settings handed to Spark as they are."""
+
+    kind = "etl setting"
+
+    def __init__(self, values: Mapping[str, Any] | str | Path | None = None) -> None:
+        if isinstance(values, (str, Path)):
+            from pipeline.config import read_properties_file
+            values = read_properties_file(values)
+        own: dict[str, Any] = {}
+        spark: dict[str, str] = {}
+        for name, value in (values or {}).items():
+            if name.startswith("spark.") and name != "spark.master":
+                spark[name] = str(value)
+            else:
+                own[name] = value
+        super().__init__(ETL_PROPERTIES, own)
+        if not self["zookeeper.connect"]:
+            raise ConfigError("give the offline cluster's ZooKeeper (--zookeeper HOST:PORT[/CHROOT])")
+        if not self["warehouse.dir"]:
+            raise ConfigError("give the warehouse directory (--warehouse DIR)")
+        if "/" in self["group.id"]:
+            raise ConfigError(f"group.id must not contain '/', got {self['group.id']!r}")
+        if self["schedule.every"] <= 0:
+            raise ConfigError("schedule.every must be positive")
+        #: Settings for the SparkSession builder, ``spark.master`` apart.
+        self.spark_settings = spark
+
+    @property
+    def warehouse(self) -> Path:
+        return Path(self["warehouse.dir"])

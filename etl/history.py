@@ -1,0 +1,56 @@
+"""The run history: one JSON file per finished run under ``WAREHOUSE/_etl/GROUP/history``, newest kept.
+
+Written atomically (a temporary file renamed into place after an fsync), so a reader never sees half a
+report and a driver killed while writing leaves at most a stray temporary file, ignored and cleaned up.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from etl.report import SUCCEEDED, RunReport
+
+__all__ = ["RunHistory"]
+
+
+class RunHistory:
+    """Records finished runs and lists them, newest first."""
+
+    def __init__(self, warehouse: str | Path, group: str, keep: int = 1000) -> None:
+        self.directory = Path(warehouse) / "_etl" / group / "history"
+        self.keep = keep
+
+    def record(self, report: RunReport) -> Path:
+        """Store ``report`` (a finished run) and delete the oldest entries beyond ``keep``."""
+        if report.finished_at is None:
+            raise ValueError(f"run {report.run_id} has not finished")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"{int(report.started_at * 1000):015d}-{report.run_id}.json"
+        temporary = path.with_suffix(".json.tmp")
+        with open(temporary, "w") as out:
+            out.write(report.to_json())
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+        for old in self._files()[self.keep:]:
+            old.unlink(missing_ok=True)
+        for stray in self.directory.glob("*.json.tmp"):
+            if stray != temporary:
+                stray.unlink(missing_ok=True)
+        return path
+
+    def runs(self, limit: int | None = None) -> list[RunReport]:
+        """The recorded runs, newest first (at most ``limit``)."""
+        files = self._files()
+        if limit is not None:
+            files = files[:limit]
+        return [RunReport.from_json(f.read_text()) for f in files]
+
+    def last_success(self) -> RunReport | None:
+        return next((r for r in self.runs() if r.outcome == SUCCEEDED), None)
+
+    def _files(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob("*.json"), reverse=True)
