@@ -79,10 +79,10 @@ def topic_log_config(default: LogConfig, configs: dict[str, str]) -> LogConfig:
     return dataclasses.replace(default, **changes)
 
 
-def stored_topic_log_config(default: LogConfig, topic: str, configs: dict[str, str]) -> LogConfig:
-    """The LogConfig of a topic that already exists: its overrides that are still valid (bounds may have
-    tightened since it was created); each invalid one is logged and the default used in its place, so a
-    stored value never keeps the broker from starting or a partition from being led."""
+def valid_overrides(default: LogConfig, topic: str, configs: dict[str, str]) -> dict[str, str]:
+    """A stored topic's overrides that are still valid (bounds may have tightened since it was created); each
+    invalid one is logged and left out, so a stored value never keeps a broker from starting or a partition
+    from being led."""
     valid = {}
     for name, text in configs.items():
         try:
@@ -91,7 +91,40 @@ def stored_topic_log_config(default: LogConfig, topic: str, configs: dict[str, s
             log.warning("topic %s: ignoring its config %s=%r (%s)", topic, name, text, exc)
             continue
         valid[name] = text
-    return topic_log_config(default, valid)
+    return valid
+
+
+def stored_topic_log_config(default: LogConfig, topic: str, configs: dict[str, str]) -> LogConfig:
+    """The LogConfig of a topic that already exists: the default with its valid overrides applied."""
+    return topic_log_config(default, valid_overrides(default, topic, configs))
+
+
+class ConfigEntry(NamedTuple):
+    """One topic config as DescribeConfigs reports it: its effective value, and whether the topic overrides it."""
+
+    name: str
+    value: str
+    overridden: bool
+    is_long: bool
+
+
+def describe_topic_configs(default: LogConfig, topic: str, overrides: dict[str, str],
+                           names: list[str] | None = None) -> list[ConfigEntry]:
+    """Every topic config of ``TOPIC_CONFIGS`` (or those of ``names`` it has) with the value in effect for
+    ``topic`` whose stored overrides are ``overrides``: the override when it is valid, else the broker's default."""
+    in_effect = valid_overrides(default, topic, overrides)
+    effective = topic_log_config(default, in_effect)
+    entries = []
+    for name in sorted(TOPIC_CONFIGS) if names is None else names:
+        entry = TOPIC_CONFIGS.get(name)
+        if entry is None:
+            continue
+        value = getattr(effective, entry.field)
+        if value is None:  # unlimited: -1 where Kafka accepts it, else Kafka's "never" (the type's maximum)
+            value = -1 if entry.at_least is None or entry.at_least < 0 else entry.at_most
+        entries.append(ConfigEntry(name, str(value), name in in_effect,
+                                   entry.at_most > INT32_MAX))
+    return entries
 
 
 class TopicAdmin(Protocol):
@@ -111,6 +144,11 @@ class TopicAdmin(Protocol):
                                 validate_only: bool = False, timeout_ms: int = 30000) -> None:
         """Grow a topic to ``count`` partitions (Kafka's CreatePartitions); ``assignments`` holds the
         replica list of each new partition, None to let the broker choose. TopicError when refused."""
+        ...
+
+    @property
+    def default_log_config(self) -> LogConfig:
+        """The storage settings of a topic that overrides none (the broker's log.* settings)."""
         ...
 
     def auto_create(self, name: str) -> None:
@@ -228,6 +266,10 @@ class AdminManager:
         self._default_log_config = default_log_config
         self._default_partitions = default_partitions
         self._broker_count = broker_count
+
+    @property
+    def default_log_config(self) -> LogConfig:
+        return self._default_log_config
 
     def host_existing_topics(self) -> None:
         """At start-up: lead every partition of every registered topic, adopting logs found on disk."""

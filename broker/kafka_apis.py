@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from broker.admin_manager import TopicAdmin, TopicError
+from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.server.socket_server import CloseConnection
@@ -29,6 +29,13 @@ from pipeline.protocol.codec import (
 )
 from pipeline.protocol.compression import ZSTD
 from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.messages import (
+    CONFIG_SOURCE_DEFAULT,
+    CONFIG_SOURCE_DYNAMIC_TOPIC,
+    CONFIG_TYPE_INT,
+    CONFIG_TYPE_LONG,
+    RESOURCE_TYPE_TOPIC,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +67,7 @@ class KafkaApis:
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
         }
         self._api_versions_body = {
             "error_code": ErrorCode.NONE,
@@ -388,6 +396,34 @@ class KafkaApis:
             return self.topic_result(name)
         results = await asyncio.gather(*(grow(t) for t in request["topics"]))
         return {"throttle_time_ms": 0, "results": list(results)}
+
+    # -- DescribeConfigs -------------------------------------------------------------------------
+
+    def handle_describe_configs(self, header: RequestHeader, request: dict) -> dict:
+        """Topic resources: every topic config with its value in effect, the topic's overrides marked as
+        DYNAMIC_TOPIC_CONFIG and the rest as the broker's defaults. Other resources are refused one by one."""
+        results = []
+        for resource in request["resources"]:
+            name, kind = resource["resource_name"], resource["resource_type"]
+            result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind,
+                      "resource_name": name, "configs": []}
+            overrides = self.metadata.topic_configs(name) if kind == RESOURCE_TYPE_TOPIC else None
+            if kind != RESOURCE_TYPE_TOPIC:
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message=f"only topic configs are described (resource type {kind})")
+            elif overrides is None:
+                result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              error_message=f"topic {name!r} does not exist")
+            else:
+                entries = describe_topic_configs(self.admin.default_log_config, name, overrides,
+                                                 resource.get("configuration_keys"))
+                result["configs"] = [{
+                    "name": e.name, "value": e.value, "read_only": False, "is_default": not e.overridden,
+                    "config_source": CONFIG_SOURCE_DYNAMIC_TOPIC if e.overridden else CONFIG_SOURCE_DEFAULT,
+                    "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPE_LONG if e.is_long
+                    else CONFIG_TYPE_INT, "documentation": None} for e in entries]
+            results.append(result)
+        return {"throttle_time_ms": 0, "results": results}
 
     # -- InitProducerId -------------------------------------------------------------------------
 

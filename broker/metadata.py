@@ -89,6 +89,10 @@ class MetadataView(Protocol):
         """The topic's partitions by index; None if the topic is unknown, [] while its layout is being read."""
         ...
 
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        """The topic's config overrides (Kafka topic config names); None if the topic is unknown."""
+        ...
+
 
 class ProducerIdUnavailable(Exception):
     """No producer id can be handed out now (the allocator's store is unavailable); clients retry."""
@@ -196,6 +200,10 @@ class StandaloneMetadata:
             return None
         me = (self.local.broker_id,)
         return [PartitionView(index, self.local.broker_id, NO_LEADER_EPOCH, me, me) for index in range(info.partitions)]
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        info = self.topics.get(name)
+        return None if info is None else dict(info.configs)
 
     # -- the registry -----------------------------------------------------------------------------
 

@@ -58,6 +58,10 @@ class ZkAdminManager:
         self._default_replication_factor = default_replication_factor
         self._auto_creating: dict[str, asyncio.Task] = {}
 
+    @property
+    def default_log_config(self) -> LogConfig:
+        return self._default_log_config
+
     # -- creation ---------------------------------------------------------------------------------
 
     async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,

@@ -156,6 +156,10 @@ class ZkMetadataCache:
     def topic_names(self) -> list[str]:
         return sorted(self.topics)
 
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        topic = self.topics.get(name)
+        return None if topic is None else dict(topic.configs)
+
     def describe_topic(self, name: str) -> list[PartitionView] | None:
         """Leaders as ZooKeeper names them, if alive. Leader epochs are not advertised (NO_LEADER_EPOCH):
         OffsetForLeaderEpoch is not served, and librdkafka would otherwise validate positions with it."""

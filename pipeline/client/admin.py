@@ -1,4 +1,4 @@
-"""AdminClient: create, grow, delete, list and describe topics, and look up offsets, on top of a Cluster.
+"""AdminClient: create, grow, delete, list and describe topics and their configs, and look up offsets, on top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
 cluster, CreateTopics, CreatePartitions and DeleteTopics go to the controller named in the Metadata response. A broker's
@@ -16,6 +16,7 @@ from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.protocol.messages import CONFIG_SOURCE_DYNAMIC_TOPIC, RESOURCE_TYPE_TOPIC
 
 #: ListOffsets timestamps with a special meaning (Kafka's ListOffsetsRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP).
 LATEST_TIMESTAMP = -1
@@ -126,6 +127,16 @@ class AdminClient:
                 raise KafkaProtocolError(info.error_code, f"topic {name!r} is not available")
             described.append(TopicDescription(name, tuple(info.partitions[p] for p in sorted(info.partitions))))
         return described
+
+    def describe_configs(self, topic: str, *, overrides_only: bool = False) -> dict[str, str]:
+        """The configs of ``topic`` with the values in effect (``overrides_only``: only those the topic sets
+        itself, as they would be given to create_topics); UnknownTopicError for a missing topic."""
+        body = {"resources": [{"resource_type": RESOURCE_TYPE_TOPIC, "resource_name": topic, "configuration_keys": None}]}
+        result = self._request(self.cluster.any_connection(), ApiKey.DESCRIBE_CONFIGS, body)["results"][0]
+        self._raise_first_error([{**result, "name": topic}], "describe the configs of")
+        return {c["name"]: c["value"] for c in result["configs"]
+                if not overrides_only or c.get("config_source", -1) == CONFIG_SOURCE_DYNAMIC_TOPIC
+                or (c.get("config_source", -1) == -1 and not c.get("is_default", False))}
 
     # -- offsets ---------------------------------------------------------------------------------
 

@@ -347,9 +347,53 @@ FIND_COORDINATOR = Api(
     ),
 )
 
+#: DescribeConfigs' resource type of a topic, the config sources we report and the config types of our topic configs.
+RESOURCE_TYPE_TOPIC = 2
+CONFIG_SOURCE_DYNAMIC_TOPIC = 1
+CONFIG_SOURCE_DEFAULT = 5
+CONFIG_TYPE_INT = 3
+CONFIG_TYPE_LONG = 5
+
+DESCRIBE_CONFIGS = Api(
+    ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", versions="0-3", flexible="4+",
+    request=(
+        F("Resources", "[]DescribeConfigsResource", "0+", fields=(
+            F("ResourceType", "int8", "0+"),
+            F("ResourceName", "string", "0+"),
+            F("ConfigurationKeys", "[]string", "0+", nullable="0+", default=None),
+        )),
+        F("IncludeSynonyms", "bool", "1+"),
+        F("IncludeDocumentation", "bool", "3+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("Results", "[]DescribeConfigsResult", "0+", fields=(
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            F("ResourceType", "int8", "0+"),
+            F("ResourceName", "string", "0+"),
+            F("Configs", "[]DescribeConfigsResourceResult", "0+", fields=(
+                F("Name", "string", "0+"),
+                F("Value", "string", "0+", nullable="0+"),
+                F("ReadOnly", "bool", "0+"),
+                F("IsDefault", "bool", "0"),
+                F("ConfigSource", "int8", "1+", default=-1),
+                F("IsSensitive", "bool", "0+"),
+                F("Synonyms", "[]DescribeConfigsSynonym", "1+", fields=(
+                    F("Name", "string", "1+"),
+                    F("Value", "string", "1+", nullable="1+"),
+                    F("Source", "int8", "1+"),
+                )),
+                F("ConfigType", "int8", "3+"),
+                F("Documentation", "string", "3+", nullable="0+", default=None),
+            )),
+        )),
+    ),
+)
+
 #: Every declared API by key.
 APIS: dict[int, Api] = {
     api.key: api
     for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
-                CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR)
+                CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS)
 }

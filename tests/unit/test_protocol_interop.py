@@ -22,6 +22,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
 )
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import (
@@ -58,6 +60,7 @@ KAFKA_PYTHON = {
     ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
     ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
 }
 
 # kafka-python renames these Metadata fields; Kafka (and we) call them *_authorized_operations.
