@@ -1,6 +1,7 @@
 """`python -m mirror`: copy whitelisted topics of datacenter clusters into the offline cluster; `lineage`.
 
     python -m mirror --source dc1=zk:2181/dc1 --source dc2=zk:2181/dc2 --target zk:2181/offline --whitelist 'events.*'
+    python -m mirror --source-bootstrap-server dc3=b1:9092,b2:9092 --state-dir var/mirror --target zk:2181/offline ...
     python -m mirror --config mirror.properties
     python -m mirror lineage TOPIC PARTITION OFFSET --target zk:2181/offline
 
@@ -23,7 +24,7 @@ from pipeline.service import log_to_stderr, stop_on_signals
 PROG = "python -m mirror"
 
 # Command-line options and the setting each one sets.
-_OPTIONS = {"target": "target.zookeeper.connect", "target_bootstrap_server": "target.bootstrap.servers",
+_OPTIONS = {"state_dir": "state.dir", "target": "target.zookeeper.connect", "target_bootstrap_server": "target.bootstrap.servers",
             "whitelist": "whitelist", "blacklist": "blacklist", "group": "group.id", "num_streams": "num.streams",
             "metrics_port": "metrics.port", "registry": "schema.registry.url"}
 
@@ -42,6 +43,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
     parser.add_argument("--source", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]",
                         help="a source cluster by name and ZooKeeper (repeat for several)")
+    parser.add_argument("--source-bootstrap-server", action="append", default=[], metavar="NAME=HOST:PORT[,...]",
+                        help="a source cluster by name and brokers (repeat for several): this process reads all "
+                             "of its partitions, offsets kept under --state-dir")
+    parser.add_argument("--state-dir", metavar="DIR", help="where the offsets of sources given by brokers are kept")
     _add_target(parser)
     parser.add_argument("--whitelist", metavar="REGEX", help="topics to mirror (whole names; a comma means or)")
     parser.add_argument("--blacklist", metavar="REGEX", help="topics never mirrored")
@@ -66,6 +71,8 @@ def load_config(args: argparse.Namespace) -> Any:
                                                          for option, name in _OPTIONS.items()})
     if args.source:
         values["source.clusters"] = ",".join(args.source)
+    if args.source_bootstrap_server:
+        values["source.bootstrap.servers"] = ",".join(args.source_bootstrap_server)
     # The command line picks the target: one kind replaces the file's other kind.
     if args.target:
         values.pop("target.bootstrap.servers", None)

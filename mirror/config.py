@@ -1,8 +1,10 @@
 """The mirror's configuration table: what a properties file (`--config`) or the command line sets.
 
 Sources are named ZooKeeper connect strings (``source.clusters=dc1=zk:2181/dc1,dc2=zk:2181/dc2``): the
-consumer groups live in each source's ZooKeeper, as in the paper. The target is a ZooKeeper connect string
-or a broker list. Any producer or consumer property passes through with a ``producer.`` or ``consumer.``
+consumer groups live in each source's ZooKeeper, as in the paper. A source may instead be given by its
+brokers (``source.bootstrap.servers=dc3=host:9092,host:9093``): one mirror process then reads all of its
+partitions, with its offsets in a file under ``state.dir`` that only one process may hold. The target is a
+ZooKeeper connect string or a broker list. Any producer or consumer property passes through with a ``producer.`` or ``consumer.``
 prefix (``producer.compression.codec=lz4``, ``consumer.fetch.message.max.bytes=4194304``); the settings the
 mirror's guarantees rest on (acks=all, idempotence, no automatic acknowledgement) cannot be changed.
 """
@@ -13,7 +15,12 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from pipeline.client.consumer_config import ConsumerConnectorConfig
+from pipeline.client.consumer_config import (
+    CONSUMER_CONNECTOR_CONFIG,
+    STATIC_CONNECTOR_CONFIG,
+    ConsumerConnectorConfig,
+    StaticConnectorConfig,
+)
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.topic_filter import Whitelist
 from pipeline.config import INT32_MAX, Config, ConfigError, Property, parse_bool, parse_optional_int, parse_str
@@ -25,8 +32,8 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 def parse_sources(text: str) -> dict[str, str]:
-    """``name=zookeeper.connect[,name=...]`` -> {name: connect string}; a ZooKeeper string may itself hold
-    commas (several servers), so a new source starts only where ``NAME=`` does."""
+    """``name=HOST:PORT[,HOST:PORT...][/CHROOT][,name=...]`` -> {name: connect string or broker list}; either
+    may hold commas (several servers), so a new source starts only where ``NAME=`` does."""
     sources: dict[str, str] = {}
     name: str | None = None
     for part in (p.strip() for p in text.split(",")):
@@ -42,7 +49,7 @@ def parse_sources(text: str) -> dict[str, str]:
             raise ValueError(f"expected NAME=HOST:PORT[/CHROOT], got {part!r}")
     for source, connect in sources.items():
         if not connect:
-            raise ValueError(f"source {source!r} has no ZooKeeper connect string")
+            raise ValueError(f"source {source!r} has no servers")
     return sources
 
 
@@ -75,6 +82,12 @@ def _parse_regex(text: str) -> str:
 MIRROR_PROPERTIES = (
     Property("source.clusters", parse_sources, None,
              "the datacenter clusters to copy from: NAME=ZOOKEEPER[,NAME=ZOOKEEPER...], e.g. dc1=zk:2181/dc1"),
+    Property("source.bootstrap.servers", parse_sources, None,
+             "source clusters given by their brokers instead: NAME=HOST:PORT[,HOST:PORT...][,NAME=...]; one process "
+             "reads all of such a source's partitions, its offsets kept under state.dir"),
+    Property("state.dir", parse_str, None,
+             "directory of the offsets of the sources given by brokers (STATE/GROUP/SOURCE.offsets.json, locked "
+             "to one process); required with source.bootstrap.servers"),
     Property("target.zookeeper.connect", parse_str, None, "the target (offline) cluster's ZooKeeper"),
     Property("target.bootstrap.servers", parse_str, None, "the target cluster's brokers instead, HOST:PORT[,...]"),
     Property("whitelist", _parse_regex, None, "regular expression of the topics to mirror (required)"),
@@ -106,7 +119,14 @@ _PRODUCER_DEFAULTS = {"batch.size": 500, "queue.time": 10, "queue.buffering.max.
                       "message.send.max.retries": INT32_MAX, "retry.backoff.ms": 500,
                       "client.id": "mirror"}
 _CONSUMER_FIXED = {"auto.commit.enable": False, "auto.offset.reset": "smallest", "consumer.timeout.ms": 200}
+_CONSUMER_FIXED_STATIC = {k: v for k, v in _CONSUMER_FIXED.items() if k != "auto.commit.enable"}
+# Property names (aliases included) of each kind of source's consumer.
+_CONNECTOR_NAMES = frozenset(n for p in CONSUMER_CONNECTOR_CONFIG for n in (p.name, *p.aliases))
+_STATIC_NAMES = frozenset(n for p in STATIC_CONNECTOR_CONFIG for n in (p.name, *p.aliases))
 _CONSUMER_DEFAULTS = {"rebalance.backoff.ms": 500, "client.id": "mirror", "fetch.message.max.bytes": 4 << 20}
+# A source given by brokers finds new topics and partitions by asking for metadata this often.
+_STATIC_DEFAULTS = {"client.id": "mirror", "fetch.message.max.bytes": 4 << 20,
+                    "topic.metadata.refresh.interval.ms": 10_000}
 
 
 class MirrorConfig(Config):
@@ -129,8 +149,19 @@ class MirrorConfig(Config):
             else:
                 own[name] = value
         super().__init__(MIRROR_PROPERTIES, own)
-        if not self["source.clusters"]:
-            raise ConfigError("give at least one source cluster (--source NAME=ZOOKEEPER)")
+        zookeeper_sources = dict(self["source.clusters"] or {})
+        broker_sources = dict(self["source.bootstrap.servers"] or {})
+        if not zookeeper_sources and not broker_sources:
+            raise ConfigError("give at least one source cluster (--source NAME=ZOOKEEPER or "
+                              "--source-bootstrap-server NAME=BROKERS)")
+        twice = sorted(set(zookeeper_sources) & set(broker_sources))
+        if twice:
+            raise ConfigError(f"source {twice[0]!r} is given both by its ZooKeeper and by its brokers")
+        if broker_sources and not self["state.dir"]:
+            raise ConfigError("sources given by brokers keep their offsets in files: give state.dir (--state-dir)")
+        #: Source name -> ZooKeeper connect string (the group lives there) / broker list (a static connector).
+        self.zookeeper_sources = zookeeper_sources
+        self.broker_sources = broker_sources
         if bool(self["target.zookeeper.connect"]) == bool(self["target.bootstrap.servers"]):
             raise ConfigError("give the target cluster once: its ZooKeeper (--target) or its brokers "
                               "(--target-bootstrap-server)")
@@ -138,6 +169,9 @@ class MirrorConfig(Config):
             raise ConfigError("give the topics to mirror (--whitelist REGEX)")
         if "/" in self["group.id"]:
             raise ConfigError(f"group.id must not contain '/', got {self['group.id']!r}")
+        for name in consumer:
+            if name not in _CONNECTOR_NAMES and name not in _STATIC_NAMES:
+                raise ConfigError(f"unknown consumer property consumer.{name}")
         for fixed, given, what in ((_PRODUCER_FIXED, producer, "producer"), (_CONSUMER_FIXED, consumer, "consumer")):
             for name in given:
                 if name in fixed:
@@ -151,7 +185,12 @@ class MirrorConfig(Config):
 
     @property
     def sources(self) -> dict[str, str]:
-        return dict(self["source.clusters"])
+        """Every source by name: its ZooKeeper connect string or its broker list."""
+        return {**self.zookeeper_sources, **self.broker_sources}
+
+    def offsets_file(self, source: str) -> Path:
+        """Where the offsets of a source given by brokers are kept."""
+        return Path(self["state.dir"]) / self["group.id"] / f"{source}.offsets.json"
 
     def producer_config(self) -> ProducerConfig:
         """The target producer: async, acks=all, idempotent, retrying (practically) forever."""
@@ -159,8 +198,15 @@ class MirrorConfig(Config):
                  else {"metadata.broker.list": self["target.bootstrap.servers"]})
         return ProducerConfig({**_PRODUCER_DEFAULTS, **self.producer_overrides, **where, **_PRODUCER_FIXED})
 
-    def consumer_config(self, source: str) -> ConsumerConnectorConfig:
-        """The consumer connector of one source: the shared group, offsets committed by the mirror only."""
-        settings = {**_CONSUMER_DEFAULTS, **self.consumer_overrides, **_CONSUMER_FIXED,
-                    "zookeeper.connect": self["source.clusters"][source], "group.id": self["group.id"]}
+    def consumer_config(self, source: str) -> ConsumerConnectorConfig | StaticConnectorConfig:
+        """The consumer connector of one source: the shared group in its ZooKeeper, or (a source given by
+        brokers) a static connector over its brokers; offsets committed by the mirror only. Passed-through
+        consumer properties apply to the kind of source whose table has them."""
+        if source in self.broker_sources:
+            overrides = {k: v for k, v in self.consumer_overrides.items() if k in _STATIC_NAMES}
+            return StaticConnectorConfig({**_STATIC_DEFAULTS, **overrides, **_CONSUMER_FIXED_STATIC,
+                                          "metadata.broker.list": self.broker_sources[source]})
+        overrides = {k: v for k, v in self.consumer_overrides.items() if k in _CONNECTOR_NAMES}
+        settings = {**_CONSUMER_DEFAULTS, **overrides, **_CONSUMER_FIXED,
+                    "zookeeper.connect": self.zookeeper_sources[source], "group.id": self["group.id"]}
         return ConsumerConnectorConfig(settings)

@@ -2,7 +2,9 @@
 
 Per source cluster one :class:`~pipeline.client.ConsumerConnector` joins the mirror group in that source's
 ZooKeeper (so several mirror processes share the partitions by the paper's Algorithm 1, and the survivors
-take over those of one that dies) and ``num.streams`` threads read its streams. Each record goes to the
+take over those of one that dies) and ``num.streams`` threads read its streams. A source given by its
+brokers is read whole by one process through a
+:class:`~pipeline.client.static_connector.StaticConsumerConnector`, its offsets in a file under state.dir. Each record goes to the
 target partition with the source partition's number, with its key, value, headers, timestamp and three
 lineage headers (:mod:`mirror.lineage`), through one async, idempotent, acks=all Producer.
 
@@ -33,11 +35,13 @@ from pipeline.client.cluster import Cluster, StaticBrokerList
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.consumer_connector import ConsumerConnector, ConsumerRebalanceListener
 from pipeline.client.consumer_stream import ConsumerTimeout, KafkaStream
+from pipeline.client.offset_store import FileOffsetStore
 from pipeline.client.encoder import Encoder
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.producer import CallbackHandler, Producer, ProducerData
 from pipeline.client.rebalance import TopicPartition
 from pipeline.client.sender import ProducerBatch
+from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.zk import layout
@@ -45,12 +49,15 @@ from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig, topic_filter
 from mirror.lineage import lineage_headers
 from mirror.metrics import MirrorMetrics
-from mirror.topics import MirrorTopicError, TopicSync
+from mirror.topics import BrokerSourceTopics, MirrorTopicError, SourceTopics, TopicSync, ZooKeeperSourceTopics
 from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
 
 __all__ = ["LostOffsetsError", "MirrorError", "MirrorService"]
 
 log = logging.getLogger(__name__)
+
+# A commit that failed for one of these is retried at the next interval.
+_COMMIT_ERRORS = (KazooException, OSError)
 
 # Longest wait, before a release, for the stream threads to finish the record they hold.
 _BARRIER_TIMEOUT_S = 10.0
@@ -113,16 +120,35 @@ class _StreamThread:
 
 
 class _Source(ConsumerRebalanceListener):
-    """One source cluster: its connector, its stream threads, and what its rebalances do to the tracker."""
+    """One source cluster: its connector, its stream threads, and what its rebalances do to the tracker.
+
+    A source given by its ZooKeeper joins the mirror group there (a ConsumerConnector); one given by its
+    brokers is read whole by this process (a StaticConsumerConnector, offsets in a locked file)."""
 
     def __init__(self, name: str, service: "MirrorService") -> None:
+        config = service.config
         self.name = name
         self.service = service
         self.encoded_name = name.encode()
-        self.connector = ConsumerConnector(service.config.consumer_config(name), acknowledge_on_next=False,
-                                           rebalance_listener=self)
         self.threads: list[_StreamThread] = []
-        self.admin: AdminClient | None = None
+        self.connector: ConsumerConnector | StaticConsumerConnector
+        self.topics: SourceTopics
+        if name in config.zookeeper_sources:
+            self.connector = ConsumerConnector(config.consumer_config(name), acknowledge_on_next=False,
+                                               rebalance_listener=self)
+            self.topics = ZooKeeperSourceTopics(self.connector.zookeeper)
+            discovery: Any = ZooKeeperBrokerDiscovery(self.connector.zookeeper)
+            self.offsets_at = (f"{layout.offsets_path(config['group.id'], '<topic>')} in that source's "
+                               f"ZooKeeper")
+        else:
+            self.connector = StaticConsumerConnector(config.consumer_config(name),
+                                                     FileOffsetStore(config.offsets_file(name)),
+                                                     rebalance_listener=self)
+            discovery = StaticBrokerList(config.broker_sources[name])
+            self.offsets_at = f"its offset in {config.offsets_file(name)} (with the mirror stopped)"
+        self.admin = AdminClient(Cluster(discovery, client_id="mirror-source"), close_cluster=True)
+        if name in config.broker_sources:
+            self.topics = BrokerSourceTopics(self.admin)
 
     def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> None:
         for (topic, partition), committed in partitions.items():
@@ -168,8 +194,8 @@ class MirrorService(CallbackHandler):
             while not self._wake.wait(interval_s):
                 try:
                     self.commit()
-                except KazooException as exc:
-                    # A source's ZooKeeper slow or away: the next commit writes the offsets reached by then.
+                except _COMMIT_ERRORS as exc:
+                    # A source's ZooKeeper (or offsets file) slow or away: the next commit writes the offsets then.
                     self.metrics.errors.labels("CommitFailed").inc()
                     log.warning("offset commit failed (retried at the next interval): %r", exc)
                 self._update_lag()
@@ -192,13 +218,11 @@ class MirrorService(CallbackHandler):
                                   self)
         for name in sorted(config.sources):
             self._sources.append(_Source(name, self))
-        self._topics = TopicSync({s.name: s.connector.zookeeper for s in self._sources},
+        self._topics = TopicSync({s.name: s.topics for s in self._sources},
                                  AdminClient(self._target_cluster), config["topic.config.exclude"])
         self._start_audit()
         topics = topic_filter(config["whitelist"], config["blacklist"])
         for source in self._sources:
-            source.admin = AdminClient(Cluster(ZooKeeperBrokerDiscovery(source.connector.zookeeper),
-                                               client_id="mirror-lag"), close_cluster=True)
             streams = source.connector.create_message_streams_by_filter(topics, config["num.streams"])
             for index, stream in enumerate(streams):
                 state = _StreamThread(source.name, stream)
@@ -271,10 +295,9 @@ class MirrorService(CallbackHandler):
         outcome = self.tracker.track(where, record.offset, allow_gap=self.skip_lost)
         state.tracked = True
         if type(outcome) is Rewind:
-            offsets = layout.offsets_path(self.config["group.id"], record.topic)
             raise MirrorError(f"source {source.name}: {record.topic}-{record.partition} went back from offset "
                               f"{outcome.expected} to {outcome.offset} (was the topic deleted and created again?); to "
-                              f"mirror it from its start, delete {offsets} in that source's ZooKeeper")
+                              f"mirror it from its start, delete {source.offsets_at}")
         if type(outcome) is Gap:
             if not self.skip_lost:
                 raise LostOffsetsError(outcome)
@@ -401,7 +424,6 @@ class MirrorService(CallbackHandler):
             by_topic: dict[str, dict[int, int]] = {}
             for where, offset in offsets.items():
                 by_topic.setdefault(where.topic, {})[where.partition] = offset
-            assert source.admin is not None
             for topic, partitions in by_topic.items():
                 try:
                     latest = source.admin.list_offsets(topic, list(partitions))
@@ -433,12 +455,11 @@ class MirrorService(CallbackHandler):
         for source in self._sources:
             try:
                 self.commit([source])
-            except KazooException as exc:
+            except _COMMIT_ERRORS as exc:
                 log.warning("source %s: final commit failed (the records after the last commit are mirrored "
                             "again): %r", source.name, exc)
             source.connector.shutdown()
-            if source.admin is not None:
-                source.admin.close()
+            source.admin.close()
         if producer is not None:
             try:
                 producer.close(max(5.0, deadline - time.monotonic()))

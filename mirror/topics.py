@@ -17,17 +17,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Mapping
+from typing import Mapping, Protocol
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from pipeline.client.admin import AdminClient
-from pipeline.client.errors import UnsupportedVersionError
+from pipeline.client.errors import UnknownTopicError, UnsupportedVersionError
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.zk import layout
 
-__all__ = ["MirrorTopicError", "TopicSync"]
+__all__ = ["BrokerSourceTopics", "MirrorTopicError", "SourceTopics", "TopicSync", "ZooKeeperSourceTopics"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,65 @@ class MirrorTopicError(Exception):
     """A target topic cannot hold what a source sends it."""
 
 
+class SourceTopics(Protocol):
+    """What the mirror reads of a source's topics: partition counts and config overrides."""
+
+    def partitions(self, topic: str) -> int | None:
+        """The topic's partition count; None if the source does not have it."""
+        ...
+
+    def configs(self, topic: str) -> dict[str, str] | None:
+        """The topic's config overrides; None if the source does not have it."""
+        ...
+
+
+class ZooKeeperSourceTopics:
+    """A source's topics as its ZooKeeper registry holds them."""
+
+    def __init__(self, zk: KazooClient) -> None:
+        self._zk = zk
+
+    def partitions(self, topic: str) -> int | None:
+        try:
+            return len(layout.parse_topic_assignment(self._zk.get(layout.topic_path(topic))[0]))
+        except NoNodeError:
+            return None
+
+    def configs(self, topic: str) -> dict[str, str] | None:
+        try:
+            data = self._zk.get(layout.topic_config_path(topic))[0]
+        except NoNodeError:
+            return {} if self._zk.exists(layout.topic_path(topic)) is not None else None
+        return {k: str(v) for k, v in layout.decode(data).get("config", {}).items()}
+
+
+class BrokerSourceTopics:
+    """A source's topics as its brokers describe them (Metadata and DescribeConfigs)."""
+
+    def __init__(self, admin: AdminClient) -> None:
+        self._admin = admin
+
+    def partitions(self, topic: str) -> int | None:
+        try:
+            return len(self._admin.describe_topics([topic])[0].partitions)
+        except UnknownTopicError:
+            return None
+        except KafkaProtocolError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                return None
+            raise
+
+    def configs(self, topic: str) -> dict[str, str] | None:
+        try:
+            return self._admin.describe_configs(topic, overrides_only=True)
+        except UnknownTopicError:
+            return None
+
+
 class TopicSync:
     """Ensures target topics exist with enough partitions; thread-safe, cached per topic."""
 
-    def __init__(self, sources: Mapping[str, KazooClient], admin: AdminClient, exclude: tuple[str, ...] = ()) -> None:
+    def __init__(self, sources: Mapping[str, SourceTopics], admin: AdminClient, exclude: tuple[str, ...] = ()) -> None:
         self._sources = dict(sorted(sources.items()))
         self._admin = admin
         self._exclude = frozenset(exclude)
@@ -105,24 +160,18 @@ class TopicSync:
     def source_partitions(self, topic: str) -> dict[str, int]:
         """Partition count of ``topic`` in each source that has it."""
         counts = {}
-        for name, zk in self._sources.items():
-            try:
-                counts[name] = len(layout.parse_topic_assignment(zk.get(layout.topic_path(topic))[0]))
-            except NoNodeError:
-                continue
+        for name, source in self._sources.items():
+            count = source.partitions(topic)
+            if count is not None:
+                counts[name] = count
         return counts
 
     def source_configs(self, topic: str) -> dict[str, str]:
         """The topic settings of the first source that has ``topic``, without the excluded ones."""
-        for zk in self._sources.values():
-            try:
-                data = zk.get(layout.topic_config_path(topic))[0]
-            except NoNodeError:
-                if zk.exists(layout.topic_path(topic)) is not None:
-                    return {}
-                continue
-            configs = layout.decode(data).get("config", {})
-            return {k: str(v) for k, v in configs.items() if k not in self._exclude}
+        for source in self._sources.values():
+            configs = source.configs(topic)
+            if configs is not None:
+                return {k: v for k, v in configs.items() if k not in self._exclude}
         return {}
 
     def _target_partitions(self, topic: str) -> int | None:

@@ -1,4 +1,4 @@
-"""The consumers' configuration tables (Consumer, ConsumerConnector): Kafka 0.7/0.8 property names, modern aliases."""
+"""The consumers' configuration tables (Consumer, ConsumerConnector, StaticConsumerConnector): Kafka 0.7/0.8 property names, modern aliases."""
 
 from __future__ import annotations
 
@@ -49,9 +49,10 @@ class ConsumerConfig(Config):
     """Validated Consumer properties (see CONSUMER_CONFIG)."""
 
     kind = "consumer property"
+    table = CONSUMER_CONFIG
 
     def __init__(self, values: Mapping[str, Any] | str | None = None) -> None:
-        super().__init__(CONSUMER_CONFIG, values)
+        super().__init__(self.table, values)
         self.require_positive("fetch.message.max.bytes", "fetch.max.bytes", "socket.timeout.ms")
         if self["fetch.max.bytes"] < self["fetch.message.max.bytes"]:
             raise ConfigError("fetch.max.bytes must be at least fetch.message.max.bytes")
@@ -59,6 +60,21 @@ class ConsumerConfig(Config):
             raise ConfigError("fetch.wait.max.ms, fetch.min.bytes and refresh.leader.backoff.ms cannot be negative")
         if self["socket.timeout.ms"] <= self["fetch.wait.max.ms"]:
             raise ConfigError("socket.timeout.ms must be larger than fetch.wait.max.ms")
+
+
+QUEUED_CHUNKS = Property("queued.max.message.chunks", int, 10,
+                         "Fetched chunks (one partition's fetch result) each stream buffers ahead of its reader.")
+
+# A StaticConsumerConnector (no group: every partition of its topics, offsets in a file) takes a Consumer's
+# properties and buffers chunks per stream as the ConsumerConnector does.
+STATIC_CONNECTOR_CONFIG = CONSUMER_CONFIG + (QUEUED_CHUNKS,)
+
+
+class StaticConnectorConfig(ConsumerConfig):
+    """Validated StaticConsumerConnector properties (see STATIC_CONNECTOR_CONFIG)."""
+
+    kind = "static consumer connector property"
+    table = STATIC_CONNECTOR_CONFIG
 
 
 # The ConsumerConnector (the paper's high-level consumer) finds brokers through ZooKeeper, so it takes
@@ -74,8 +90,7 @@ CONSUMER_CONNECTOR_CONFIG = tuple(p for p in CONSUMER_CONFIG if p.name != "metad
              aliases=("autocommit.enable", "enable.auto.commit")),
     Property("auto.commit.interval.ms", int, 60_000, "How often offsets are committed automatically.",
              aliases=("autocommit.interval.ms",)),
-    Property("queued.max.message.chunks", int, 10,
-             "Fetched chunks (one partition's fetch result) each stream buffers ahead of its reader."),
+    QUEUED_CHUNKS,
     Property("rebalance.backoff.ms", int, 2000,
              "Wait before retrying a rebalance that found a partition still owned by another consumer."),
     Property("zookeeper.session.timeout.ms", int, 6000,

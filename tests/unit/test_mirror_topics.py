@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kazoo.exceptions import NoNodeError
 
-from mirror.topics import MirrorTopicError, TopicSync
+from mirror.topics import MirrorTopicError, TopicSync, ZooKeeperSourceTopics
 from pipeline.client.admin import TopicDescription
 from pipeline.client.errors import UnsupportedVersionError
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
@@ -59,7 +59,8 @@ class FakeAdmin:
 
 
 def sync(admin: FakeAdmin) -> TopicSync:
-    return TopicSync({"dc1": FakeSource({"t": 4}), "dc2": FakeSource({"t": 2})}, admin)
+    return TopicSync({"dc1": ZooKeeperSourceTopics(FakeSource({"t": 4})),
+                      "dc2": ZooKeeperSourceTopics(FakeSource({"t": 2}))}, admin)
 
 
 def test_a_target_with_fewer_partitions_is_grown_to_the_largest_source_count() -> None:
