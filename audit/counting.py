@@ -5,7 +5,9 @@ Every event is counted under its server, its topic and the fixed window its `hea
 in: in flight when handed to the producer, then acknowledged (with its encoded size) or failed. A window
 closes once the clock has passed its end and none of its events is still in flight; `close_windows`
 then returns one AuditCount record per (server, topic, window) with the acknowledged count and bytes,
-the failures counted apart in `properties` (`failed`, `failedBytes`) and never as acknowledged.
+the failures counted apart in `properties` (`failed`, `failedBytes`) and never as acknowledged, and, when
+the tier knows its events' ids, the sketch of the acknowledged ids (:mod:`audit.sketch`) that lets the audit
+name the events two tiers disagree on.
 `AuditPublisher` sends those records to the audit topic, retrying until the broker takes them. The
 frontend emulators count as tier `producer`, the mirror as tier `mirror`.
 """
@@ -15,10 +17,11 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from prometheus_client import Counter
 
+from audit.sketch import EventSketch
 from pipeline.client import Producer, ProducerData
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.errors import KafkaProtocolError
@@ -34,10 +37,12 @@ PRODUCER_TIER = "producer"
 
 
 class _Window:
-    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes")
+    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes", "sketch")
 
     def __init__(self) -> None:
         self.in_flight = self.count = self.bytes = self.failed = self.failed_bytes = 0
+        #: The acknowledged events' ids, once ids are given (audit.sketch).
+        self.sketch: EventSketch | None = None
 
 
 class AuditCounter:
@@ -71,20 +76,31 @@ class AuditCounter:
                     window = windows[(server, topic, start)] = _Window()
                 window.in_flight += n
 
-    def settled(self, outcomes: list[tuple[str, str, int, int]], acknowledged: bool) -> None:
-        """Events (server, topic, event time, encoded bytes) the broker acknowledged, or that failed."""
+    def settled(self, outcomes: list[tuple[str, str, int, int]], acknowledged: bool,
+                event_ids: Sequence[str | bytes | None] | None = None) -> None:
+        """Events (server, topic, event time, encoded bytes) the broker acknowledged, or that failed;
+        ``event_ids`` (one per outcome, None where unknown) go into the windows' sketches when acknowledged."""
         window_ms = self.window_ms
+        by_window: dict[tuple[str, str, int], list[str | bytes]] = {}
         with self._lock:
             windows = self._windows
-            for server, topic, event_time_ms, size in outcomes:
-                window = windows[(server, topic, event_time_ms - event_time_ms % window_ms)]
+            for n, (server, topic, event_time_ms, size) in enumerate(outcomes):
+                key = (server, topic, event_time_ms - event_time_ms % window_ms)
+                window = windows[key]
                 window.in_flight -= 1
                 if acknowledged:
                     window.count += 1
                     window.bytes += size
+                    if event_ids is not None and event_ids[n] is not None:
+                        by_window.setdefault(key, []).append(event_ids[n])  # type: ignore[arg-type]
                 else:
                     window.failed += 1
                     window.failed_bytes += size
+            for key, ids in by_window.items():
+                window = windows[key]
+                if window.sketch is None:
+                    window.sketch = EventSketch()
+                window.sketch.add(ids)
 
     def in_flight(self) -> int:
         with self._lock:
@@ -110,7 +126,8 @@ class AuditCounter:
             properties["unsettled"] = str(window.in_flight)
         return {"topic": topic, "tier": self.tier, "windowStart": start, "windowEnd": start + self.window_ms,
                 "host": server, "datacenter": self.datacenter, "application": self.application,
-                "count": window.count, "bytes": window.bytes, "sketch": None, "properties": properties}
+                "count": window.count, "bytes": window.bytes,
+                "sketch": None if window.sketch is None else window.sketch.to_bytes(), "properties": properties}
 
 
 class AuditPublisher:

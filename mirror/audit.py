@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from audit.counting import AuditCounter, AuditPublisher
 from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import event_id_and_time
 
 __all__ = ["MIRROR_TIER", "MirrorAudit"]
 
@@ -42,13 +43,17 @@ class MirrorAudit:
     def sent(self, source: str, topic: str, event_time_ms: int) -> None:
         self.counters[source].sent(self.host, topic, event_time_ms)
 
-    def settled(self, records: list[tuple[str, str, int, int]], acknowledged: bool) -> None:
-        """(source, topic, event time, bytes) of records the target acknowledged, or that failed for good."""
-        by_source: dict[str, list[tuple[str, str, int, int]]] = {}
-        for source, topic, event_time_ms, size in records:
-            by_source.setdefault(source, []).append((self.host, topic, event_time_ms, size))
-        for source, outcomes in by_source.items():
-            self.counters[source].settled(outcomes, acknowledged)
+    def settled(self, records: list[tuple[str, str, int, int, bytes | None]], acknowledged: bool) -> None:
+        """(source, topic, event time, bytes, value) of records the target acknowledged, or that failed for good;
+        the event ids of acknowledged values that are events go into the windows' sketches."""
+        by_source: dict[str, tuple[list[tuple[str, str, int, int]], list[str | None]]] = {}
+        for source, topic, event_time_ms, size, value in records:
+            outcomes, ids = by_source.setdefault(source, ([], []))
+            outcomes.append((self.host, topic, event_time_ms, size))
+            found = event_id_and_time(value) if acknowledged and value else None
+            ids.append(None if found is None else found[0])
+        for source, (outcomes, ids) in by_source.items():
+            self.counters[source].settled(outcomes, acknowledged, ids)
 
     def publish_closed(self) -> None:
         now_ms = int(time.time() * 1000)

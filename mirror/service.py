@@ -490,7 +490,7 @@ class MirrorService(CallbackHandler):
         audit = self._audit
         if audit is not None:
             audit_topic = self.config["audit.topic"]
-            audit.settled([(m.where.source, m.where.topic, m.timestamp, m.size) for m in messages
+            audit.settled([(m.where.source, m.where.topic, m.timestamp, m.size, m.value) for m in messages
                            if m.where.topic != audit_topic], acknowledged)
 
     def _stop_audit(self, timeout_s: float) -> None:

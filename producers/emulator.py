@@ -44,14 +44,16 @@ _STATUS_EVERY_S = 10.0
 class EmulatedEvent:
     """What the emulator hands the producer: the encoded event and what the audit needs once it is settled."""
 
-    __slots__ = ("topic", "server", "event_time", "encoded", "sent_at")
+    __slots__ = ("topic", "server", "event_time", "encoded", "sent_at", "event_id")
 
-    def __init__(self, topic: str, server: str, event_time: int, encoded: bytes, sent_at: float) -> None:
+    def __init__(self, topic: str, server: str, event_time: int, encoded: bytes, sent_at: float,
+                 event_id: str | None = None) -> None:
         self.topic = topic
         self.server = server
         self.event_time = event_time
         self.encoded = encoded
         self.sent_at = sent_at
+        self.event_id = event_id
 
 
 class EncodedEvents(Encoder):
@@ -77,7 +79,8 @@ class _Settler(CallbackHandler):
 
 def settle(events: Sequence[EmulatedEvent], acknowledged: bool, audit: AuditCounter, metrics: EmulatorMetrics) -> None:
     """Count `events` (one topic's) as acknowledged or failed in the audit and the metrics."""
-    audit.settled([(e.server, e.topic, e.event_time, len(e.encoded)) for e in events], acknowledged)
+    audit.settled([(e.server, e.topic, e.event_time, len(e.encoded)) for e in events], acknowledged,
+                  [e.event_id for e in events])
     if not events:
         return
     topic = events[0].topic
@@ -191,7 +194,8 @@ class FrontendEmulator:
                 values = encode_for(topic, [e.value for e in group])
                 metrics.sent.labels(topic).inc(len(group))
                 for event, value in zip(group, values):
-                    emitted = EmulatedEvent(topic, event.server, now_ms, value, sent_at)
+                    emitted = EmulatedEvent(topic, event.server, now_ms, value, sent_at,
+                                            event.value["header"]["eventId"])
                     try:
                         # The record's timestamp is the time the audit counts the event under, so that the
                         # tiers downstream (the mirror's) count it in the same window.

@@ -23,7 +23,7 @@ from pipeline.client.encoder import Encoder
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient
 
-__all__ = ["MAGIC_BYTE", "AvroDecoder", "AvroEncoder", "WireFormatError", "schema_id_of"]
+__all__ = ["MAGIC_BYTE", "AvroDecoder", "AvroEncoder", "WireFormatError", "event_id_and_time", "schema_id_of"]
 
 MAGIC_BYTE = 0
 _PREFIX = struct.Struct(">bI")
@@ -41,6 +41,37 @@ def schema_id_of(message: bytes) -> int:
     if magic != MAGIC_BYTE:
         raise WireFormatError(f"unknown magic byte {magic} (the Confluent wire format starts with 0)")
     return schema_id
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """An Avro long (zigzag varint) at ``position``: (value, position after it)."""
+    shift = result = 0
+    while True:
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+        if shift > 63:
+            raise WireFormatError("an Avro long longer than 10 bytes")
+
+
+def event_id_and_time(message: bytes) -> tuple[str, int] | None:
+    """The ``header.eventId`` and ``header.eventTime`` of an event in the Confluent wire format, read from its
+    first bytes without decoding the rest (every event's record starts with its EventHeader: eventId, a
+    string, then eventTime, a long); None for a message that is not laid out so."""
+    try:
+        if message[0] != MAGIC_BYTE:
+            return None
+        length, position = _varint(message, _PREFIX.size)
+        if length != 36:
+            return None
+        event_id = message[position:position + 36].decode("ascii")
+        event_time, _ = _varint(message, position + 36)
+    except (IndexError, UnicodeDecodeError, WireFormatError):
+        return None
+    return event_id, event_time
 
 
 class AvroEncoder(Encoder):

@@ -12,9 +12,10 @@ from typing import Iterator
 
 import pytest
 
+from audit.sketch import EventSketch
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from schemas.registry_client import SchemaRegistryClient
-from schemas.serde import AvroDecoder
+from schemas.serde import AvroDecoder, event_id_and_time
 from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
@@ -109,8 +110,9 @@ def test_an_unreachable_schema_registry_is_a_one_line_start_up_error(clusters: d
     assert "schema registry" in error and "127.0.0.1" in error
 
 
-def audit_counts(cluster: BrokerCluster, registry: RegistryProcess, tier: str) -> Counter:
-    """(datacenter, topic, window start) -> count, over the AuditCount records of ``tier`` in ``cluster``."""
+def audit_counts(cluster: BrokerCluster, registry: RegistryProcess, tier: str) -> tuple[Counter, EventSketch]:
+    """(datacenter, topic, window start) -> count, over the AuditCount records of ``tier`` in ``cluster``, and the
+    sum of their sketches."""
     client = SchemaRegistryClient(registry.url)
     try:
         decoder = AvroDecoder(client)
@@ -119,10 +121,13 @@ def audit_counts(cluster: BrokerCluster, registry: RegistryProcess, tier: str) -
     finally:
         client.close()
     found: Counter = Counter()
+    sketch = EventSketch()
     for c in counts:
         if c["tier"] == tier:
             found[(c["datacenter"], c["topic"], int(c["windowStart"].timestamp() * 1000))] += c["count"]
-    return found
+            if c["count"]:
+                sketch += EventSketch.from_bytes(c["sketch"])
+    return found, sketch
 
 
 def test_the_mirror_tier_counts_what_the_producer_tier_counted_window_by_window(
@@ -147,7 +152,13 @@ def test_the_mirror_tier_counts_what_the_producer_tier_counted_window_by_window(
         assert mirror.stop() == 0, mirror.log_tail()
     finally:
         mirror.kill()
-    produced = audit_counts(dc1, registry, "producer")
-    mirrored = audit_counts(offline, registry, "mirror")
+    produced, produced_ids = audit_counts(dc1, registry, "producer")
+    mirrored, mirrored_ids = audit_counts(offline, registry, "mirror")
     assert sum(produced.values()) > 5000
     assert mirrored == produced
+    # The sketches carry the ids: the producer tier's are exactly the events dc1 holds, the mirror tier's the same.
+    stored = EventSketch()
+    for topic in EVENT_TOPICS:
+        stored.add([event_id_and_time(r.value)[0] for r in read_all(dc1, topic, 1)[0]])
+    assert (produced_ids - stored).is_empty() and not stored.is_empty()
+    assert (mirrored_ids - produced_ids).is_empty()
