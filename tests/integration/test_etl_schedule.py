@@ -21,6 +21,7 @@ from tests.support.etl_schedule_jobs import (BYTES, ROWS, GatedJob, RecordingJob
                                              started)
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
+from tests.support.zookeeper import expire_session
 
 GROUP = "sched"
 
@@ -207,3 +208,22 @@ def test_metrics_after_runs_and_after_a_restart_from_the_history(
     wait_until(scraped_when(port, lambda got: value(got, "etl_consecutive_failures") == 0),
                message="the success resetting it")
     restarted.stop()
+
+
+def test_a_run_whose_session_expires_sees_the_lock_lost_and_the_next_run_holds_it_again(
+        zk_connect: str, tmp_path: Path, run_scheduler: Callable[[Scheduler], Running]) -> None:
+    record, gate = tmp_path / "runs.txt", threading.Event()
+    client = connect(zk_connect)
+    try:
+        running = run_scheduler(Scheduler(make_config(zk_connect, tmp_path / "wh", **{"schedule.every": 0.1}),
+                                          GatedJob(record, gate, free_calls=0), client=client))
+        wait_until(lambda: running.scheduler.runs == 1, message="the first run to start")
+        expire_session(client)
+        gate.set()
+        wait_until(lambda: len(read_spans(record)) >= 2, message="a run after the expiry")
+        running.stop()
+        spans = read_spans(record)
+        assert [span.held_at_end for span in spans[:2]] == [False, True]
+    finally:
+        client.stop()
+        client.close()
