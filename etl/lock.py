@@ -72,6 +72,7 @@ class EtlLock:
         self._node: str | None = None
         self._session: tuple[int, bytes] | None = None  # the client id the node was created in
         self._acquired = False
+        self._leftover: str | None = None  # our node a failed delete left behind in a session still alive
         client.add_listener(self._on_state)
 
     # -- holding --------------------------------------------------------------------------------------------
@@ -92,6 +93,13 @@ class EtlLock:
         return data.decode("utf-8", "replace")
 
     def _on_state(self, state: str) -> None:
+        # kazoo's thread: nothing here may block.
+        if state == KazooState.CONNECTED:
+            leftover, self._leftover = self._leftover, None
+            if leftover is not None:  # the session survived the disconnection, and with it the node
+                self.client.delete_async(leftover)
+        elif state == KazooState.LOST:
+            self._leftover = None  # gone with its session
         if self._acquired and state != KazooState.CONNECTED:
             log.warning("the ETL lock %s may be lost: ZooKeeper session %s", self.path,
                         "expired" if state == KazooState.LOST else "suspended")
@@ -118,8 +126,8 @@ class EtlLock:
         return False
 
     def release(self) -> None:
-        """Give the lock up (a node that cannot be deleted now is deleted at the next acquire, or by its session's
-        end)."""
+        """Give the lock up. A node that cannot be deleted now (ZooKeeper unreachable) is deleted as soon as the
+        client reconnects in the same session, or goes with the session."""
         self._acquired = False
         self._withdraw()
 
@@ -165,9 +173,11 @@ class EtlLock:
     def _enqueue(self) -> None:
         self._delete_own_leftovers()
         self._zk.ensure_path(self.path)
+        # The session before the create: had it changed in between, held() would say False, never a wrong True.
+        session = self.client.client_id
         self._node = self._zk.sync("create", f"{self.path}/{self._prefix}", self.owner.encode(), ephemeral=True,
                                    sequence=True)
-        self._session = self.client.client_id
+        self._session = session
 
     def _contenders(self) -> list[str]:
         try:
@@ -188,13 +198,18 @@ class EtlLock:
         node, self._node, self._session = self._node, None, None
         if node is None:
             return
+        # Set before trying, so that a reconnection racing with the failure still deletes it.
+        self._leftover = node
         try:
             self._zk.delete(node)
         except NoNodeError:
             pass
         except KazooException as error:
-            log.warning("could not delete the ETL lock node %s (%s): it goes with its session or at the next "
-                        "acquire", node, str(error) or type(error).__name__)
+            log.warning("could not delete the ETL lock node %s (%s): deleted once reconnected, or gone with the "
+                        "session", node, str(error) or type(error).__name__)
+            return
+        if self._leftover == node:
+            self._leftover = None
 
 
 def run_locked(config: EtlConfig, job: Job, stop: threading.Event, *, client: KazooClient | None = None,

@@ -100,13 +100,19 @@ def test_an_expired_session_no_longer_holds_the_lock_and_another_takes_it(
     assert other.held()
 
 
-def test_a_suspended_connection_does_not_count_as_holding(clients: Callable[..., KazooClient],
-                                                          zookeeper_server: ZooKeeperServer) -> None:
-    lock = EtlLock(clients(session_timeout_s=2.0), GROUP)
+def test_a_suspended_connection_does_not_count_as_holding_and_a_release_meanwhile_completes_on_reconnection(
+        clients: Callable[..., KazooClient], zookeeper_server: ZooKeeperServer) -> None:
+    # ZooKeeper negotiates at least 2 ticks (4 s): kazoo suspends after 2/3 of that, well before the session ends.
+    lock, observer = EtlLock(clients(session_timeout_s=4.0), GROUP), clients()
     assert lock.acquire(threading.Event())
+    session = lock.client.client_id
     with frozen(zookeeper_server):
         wait_until(lambda: not lock.held(), timeout=5.0, message="held() turning False while ZooKeeper is silent")
-    lock.release()
+        lock.release()  # cannot reach ZooKeeper: the node stays while the session lives
+    wait_until(lambda: lock.client.connected, message="kazoo reconnecting")
+    assert lock.client.client_id == session, "the session survived"
+    wait_until(lambda: observer.get_children(lock_path(GROUP)) == [],
+               message="the node of the failed release deleted once reconnected")
 
 
 def test_a_node_left_behind_by_a_failed_release_is_cleaned_at_the_next_acquire(
