@@ -1,0 +1,166 @@
+"""The `schedule` and `history` subcommands of `python -m etl`.
+
+    python -m etl schedule --every 5m --zookeeper zk:2181/offline --warehouse /data/warehouse [--metrics-port 9464]
+    python -m etl history --warehouse /data/warehouse [--group etl] [--limit 20] [--json]
+
+``add_schedule_parser`` / ``add_history_parser`` add them to the subparsers of the command line; each sets
+``main`` (a function of the parsed arguments returning the exit code) as its default. Exit codes: 0 success
+(``schedule``: stopped by SIGTERM or SIGINT, the run in progress finished), 1 the scheduler could not go on,
+2 wrong settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import Any, Iterable, TextIO
+
+from etl.config import ETL_PROPERTIES, EtlConfig
+from etl.history import RunHistory
+from etl.lock import Job
+from etl.report import RunReport
+from pipeline.config import ConfigError, command_line_values, help_table
+from pipeline.service import log_to_stderr, stop_on_signals
+
+__all__ = ["add_history_parser", "add_schedule_parser", "history_main", "history_table", "schedule_config",
+           "schedule_main"]
+
+PROG = "python -m etl"
+
+# Command-line options of `schedule` and the setting each one sets.
+_SCHEDULE_OPTIONS = {"zookeeper": "zookeeper.connect", "warehouse": "warehouse.dir", "group": "group.id",
+                     "topics": "topics", "master": "spark.master", "every": "schedule.every",
+                     "metrics_port": "metrics.port"}
+
+
+def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``schedule``: run the ETL every ``--every`` under the ZooKeeper lock until SIGTERM or SIGINT."""
+    parser = subparsers.add_parser(
+        "schedule", help="run the ETL on a schedule, never two runs at once", description=(
+            "Run the ETL every --every (the next run starts that long after the previous one started, or right "
+            "after it when it took longer), under a lock in ZooKeeper that keeps the runs of several schedulers "
+            "apart. A failed run is logged and the schedule goes on. SIGTERM or SIGINT: the run in progress "
+            "finishes, then exit 0."))
+    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the offline cluster's ZooKeeper")
+    parser.add_argument("--warehouse", metavar="DIR", help="the warehouse directory")
+    parser.add_argument("--group", help="name of this ETL: its offsets, lock and history (default etl)")
+    parser.add_argument("--topics", metavar="REGEX", help="topics to load (whole names; default all)")
+    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    parser.add_argument("--every", metavar="DURATION", help="time between the runs' starts: 30s, 5m, 1h (default 5m)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other setting of --help-config; spark.* settings go to Spark")
+    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
+    parser.set_defaults(main=schedule_main)
+    return parser
+
+
+def schedule_config(args: argparse.Namespace) -> EtlConfig:
+    """The settings of a parsed ``schedule`` command line (the file, then --set, then the options)."""
+    return EtlConfig(command_line_values(args.config, args.set, {name: getattr(args, option)
+                                                                 for option, name in _SCHEDULE_OPTIONS.items()}))
+
+
+def schedule_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
+    """Run the scheduler of a parsed ``schedule`` command line until SIGTERM or SIGINT; ``job`` replaces the
+    Spark load (tests)."""
+    if args.help_config:
+        print(help_table(ETL_PROPERTIES))
+        return 0
+    try:
+        config = schedule_config(args)
+    except (ConfigError, OSError) as error:
+        print(f"{PROG} schedule: error: {error}", file=sys.stderr)
+        return 2
+    log_to_stderr()
+    from kazoo.exceptions import KazooException
+
+    from etl.schedule import Scheduler
+
+    scheduler = Scheduler(config, job, stop_on_signals())
+    try:
+        scheduler.run()
+    except (KazooException, OSError) as error:  # ZooKeeper unreachable, the metrics port taken, ...
+        print(f"{PROG} schedule: error: {str(error) or type(error).__name__}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_history_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``history``: the recorded runs of one ETL group, newest first."""
+    parser = subparsers.add_parser(
+        "history", help="what the recent runs did", description=(
+            "The recorded runs of one ETL group, newest first: when each started, its outcome, ranges, rows, "
+            "bytes, duration, offsets skipped and error."))
+    parser.add_argument("--config", metavar="FILE", help="properties file to read warehouse.dir and group.id from")
+    parser.add_argument("--warehouse", metavar="DIR", help="the warehouse directory")
+    parser.add_argument("--group", help="the ETL group (default etl)")
+    parser.add_argument("--limit", type=int, default=20, metavar="N", help="show at most N runs (default 20)")
+    parser.add_argument("--json", action="store_true", help="a JSON array of the runs instead of a table")
+    parser.set_defaults(main=history_main)
+    return parser
+
+
+def history_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Print the runs a parsed ``history`` command line asks for."""
+    out = out or sys.stdout
+    defaults = {p.name: p.default for p in ETL_PROPERTIES}
+    try:
+        values = command_line_values(args.config, [], {"warehouse.dir": args.warehouse, "group.id": args.group})
+    except (ConfigError, OSError) as error:
+        print(f"{PROG} history: error: {error}", file=sys.stderr)
+        return 2
+    warehouse, group = values.get("warehouse.dir"), values.get("group.id", defaults["group.id"])
+    if not warehouse:
+        print(f"{PROG} history: error: give the warehouse directory (--warehouse DIR)", file=sys.stderr)
+        return 2
+    if args.limit < 1:
+        print(f"{PROG} history: error: --limit must be at least 1", file=sys.stderr)
+        return 2
+    runs = RunHistory(warehouse, group).runs(args.limit)
+    if args.json:
+        json.dump([_json_run(run) for run in runs], out, indent=1, sort_keys=True)
+        out.write("\n")
+    elif runs:
+        out.write(history_table(runs) + "\n")
+    else:
+        print(f"no runs recorded for ETL group {group} under {warehouse}", file=sys.stderr)
+    return 0
+
+
+def _json_run(run: RunReport) -> dict[str, Any]:
+    return {**asdict(run), "rows": run.rows, "bytes": run.bytes, "duration_s": run.duration_s}
+
+
+_COLUMNS = ("started", "run id", "outcome", "ranges", "rows", "bytes", "duration", "skipped", "error")
+
+
+def history_table(runs: Iterable[RunReport]) -> str:
+    """Runs as an aligned text table, one line each (an error's first line only)."""
+    from etl.schedule import one_line
+
+    rows = [(time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(run.started_at)), run.run_id, run.outcome or "running",
+             str(len(run.ranges)), str(run.rows), _size(run.bytes),
+             "" if run.duration_s is None else f"{run.duration_s:.1f}s",
+             str(sum(s.count for s in run.skipped)), one_line(run.error or ""))
+            for run in runs]
+    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS)]
+    numeric = {3, 4, 5, 6, 7}
+    return "\n".join("  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
+                               for i, cell in enumerate(row)).rstrip()
+                     for row in [_COLUMNS, *rows])
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    size, unit = count / 1024, "KB"
+    for larger in ("MB", "GB", "TB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, larger
+    return f"{size:.1f} {unit}"
