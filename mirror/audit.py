@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from audit.counting import AuditCounter, AuditPublisher
 from schemas.registry_client import SchemaRegistryClient
-from schemas.serde import event_id_and_time
+from schemas.serde import event_key
 
 __all__ = ["MIRROR_TIER", "MirrorAudit"]
 
@@ -50,8 +50,8 @@ class MirrorAudit:
         for source, topic, event_time_ms, size, value in records:
             outcomes, ids = by_source.setdefault(source, ([], []))
             outcomes.append((self.host, topic, event_time_ms, size))
-            found = event_id_and_time(value) if acknowledged and value else None
-            ids.append(None if found is None else found[0])
+            found = event_key(value) if acknowledged and value else None
+            ids.append(None if found is None else found.event_id)
         for source, (outcomes, ids) in by_source.items():
             self.counters[source].settled(outcomes, acknowledged, ids)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import fastavro
 from fastavro import schemaless_reader, schemaless_writer
@@ -23,7 +23,7 @@ from pipeline.client.encoder import Encoder
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient
 
-__all__ = ["MAGIC_BYTE", "AvroDecoder", "AvroEncoder", "WireFormatError", "event_id_and_time", "schema_id_of"]
+__all__ = ["MAGIC_BYTE", "AvroDecoder", "AvroEncoder", "EventKey", "WireFormatError", "event_key", "schema_id_of"]
 
 MAGIC_BYTE = 0
 _PREFIX = struct.Struct(">bI")
@@ -57,10 +57,27 @@ def _varint(data: bytes, position: int) -> tuple[int, int]:
             raise WireFormatError("an Avro long longer than 10 bytes")
 
 
-def event_id_and_time(message: bytes) -> tuple[str, int] | None:
-    """The ``header.eventId`` and ``header.eventTime`` of an event in the Confluent wire format, read from its
-    first bytes without decoding the rest (every event's record starts with its EventHeader: eventId, a
-    string, then eventTime, a long); None for a message that is not laid out so."""
+class EventKey(NamedTuple):
+    """The first fields of an event's EventHeader: what the audit needs to count and name it."""
+
+    event_id: str
+    event_time: int
+    server: str
+    datacenter: str
+
+
+def _string(data: bytes, position: int) -> tuple[str, int]:
+    length, position = _varint(data, position)
+    end = position + length
+    if length < 0 or end > len(data):
+        raise WireFormatError("an Avro string runs past the message")
+    return data[position:end].decode(), end
+
+
+def event_key(message: bytes) -> EventKey | None:
+    """The ``header`` fields eventId, eventTime, server and datacenter of an event in the Confluent wire
+    format, read from its first bytes without decoding the rest (every event's record starts with its
+    EventHeader, fields in that order); None for a message that is not laid out so."""
     try:
         if message[0] != MAGIC_BYTE:
             return None
@@ -68,10 +85,12 @@ def event_id_and_time(message: bytes) -> tuple[str, int] | None:
         if length != 36:
             return None
         event_id = message[position:position + 36].decode("ascii")
-        event_time, _ = _varint(message, position + 36)
+        event_time, position = _varint(message, position + 36)
+        server, position = _string(message, position)
+        datacenter, _ = _string(message, position)
     except (IndexError, UnicodeDecodeError, WireFormatError):
         return None
-    return event_id, event_time
+    return EventKey(event_id, event_time, server, datacenter)
 
 
 class AvroEncoder(Encoder):

@@ -11,7 +11,7 @@ import fastavro
 from audit.counting import AuditCounter
 from audit.sketch import EventSketch
 from schemas.events import parsed_schema
-from schemas.serde import event_id_and_time
+from schemas.serde import event_key
 
 
 def encoded_event(event_id: str, event_time: int) -> bytes:
@@ -24,12 +24,13 @@ def encoded_event(event_id: str, event_time: int) -> bytes:
     return struct.pack(">bI", 0, 42) + out.getvalue() + b"the rest of the event"
 
 
-def test_the_id_and_time_of_an_event_are_read_from_its_header():
+def test_the_id_time_server_and_datacenter_of_an_event_are_read_from_its_header():
     event_id = str(uuid.uuid4())
-    assert event_id_and_time(encoded_event(event_id, 1_795_000_123_456)) == (event_id, 1_795_000_123_456)
-    assert event_id_and_time(encoded_event(event_id, -5)) == (event_id, -5)
-    for not_an_event in (b"", b"\x01\x00\x00\x00\x01", b"\x00\x00\x00\x00\x01\x02ab", b"plain text value"):
-        assert event_id_and_time(not_an_event) is None
+    assert event_key(encoded_event(event_id, 1_795_000_123_456)) == (event_id, 1_795_000_123_456, "fe-1", "dc1")
+    assert event_key(encoded_event(event_id, -5)).event_time == -5
+    truncated = encoded_event(event_id, 7)[:46]
+    for not_an_event in (b"", b"\x01\x00\x00\x00\x01", b"\x00\x00\x00\x00\x01\x02ab", b"plain text value", truncated):
+        assert event_key(not_an_event) is None
 
 
 def test_a_window_carries_the_sketch_of_its_acknowledged_ids():
