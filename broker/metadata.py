@@ -20,7 +20,7 @@ from typing import Awaitable, Mapping, Protocol
 
 from pipeline.protocol.errors import ErrorCode
 
-from broker.log.durable_file import write_atomically
+from pipeline.durable_file import write_atomically
 
 METADATA_FILE = "__standalone_metadata.json"
 # Producer ids are handed out from blocks; the end of the current block is persisted before any id of

@@ -12,7 +12,17 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from pipeline.config import Config, ConfigError, Property, parse_bool, parse_choice, parse_optional_int, parse_str
+from pipeline.config import (
+    Config,
+    ConfigError,
+    Property,
+    parse_bool,
+    parse_choice,
+    parse_int,
+    parse_optional_int,
+    parse_regex,
+    parse_str,
+)
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["ETL_PROPERTIES", "EtlConfig", "parse_duration"]
@@ -29,39 +39,29 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _SECONDS[match.group(2) or "s"]
 
 
-def _parse_int(text: str) -> int:
-    return int(text.strip())
-
-
-def _parse_regex(text: str) -> str:
-    text = text.strip()
-    re.compile(text)
-    return text
-
-
 ETL_PROPERTIES = (
     Property("zookeeper.connect", parse_str, None, "the offline cluster's ZooKeeper, HOST:PORT[,...][/CHROOT] (required)"),
     Property("warehouse.dir", parse_str, None,
              "the warehouse: Parquet tables, manifests, journal and run history live under it (required)"),
-    Property("topics", _parse_regex, ".*", "regular expression of the topics to load (whole names)"),
-    Property("exclude.topics", _parse_regex, f"{re.escape(AUDIT_TOPIC)}|_.*",
+    Property("topics", parse_regex, ".*", "regular expression of the topics to load (whole names)"),
+    Property("exclude.topics", parse_regex, f"{re.escape(AUDIT_TOPIC)}|_.*",
              "regular expression of topics never loaded (whole names)"),
     Property("group.id", parse_str, "etl",
              "name of this ETL: its offsets in ZooKeeper (/consumers/GROUP/offsets), its lock and its run history"),
     Property("spark.master", parse_str, "local[*]", "Spark master URL; local[*] runs Spark inside this process"),
-    Property("max.range.records", _parse_int, 250_000,
+    Property("max.range.records", parse_int, 250_000,
              "a partition's new offsets are split into ranges of at most this many, one Spark task each", at_least=1),
-    Property("fetch.size", _parse_int, 4 << 20, "bytes a task asks the broker for per fetch", at_least=1024),
+    Property("fetch.size", parse_int, 4 << 20, "bytes a task asks the broker for per fetch", at_least=1024),
     Property("out.of.range", parse_choice("fail", "earliest"), "fail",
              "when a partition's retention deleted offsets not yet loaded: fail names the partition and the number of "
              "lost offsets; earliest moves on to the log start and records the skipped count in the run's history"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry the events' writer schemas are read from, comma-separated URLs"),
     Property("audit.enable", parse_bool, True, "publish tier-warehouse AuditCount records to the offline cluster"),
-    Property("audit.window.ms", _parse_int, 60_000, "audit window of event time", at_least=1),
+    Property("audit.window.ms", parse_int, 60_000, "audit window of event time", at_least=1),
     Property("audit.topic", parse_str, AUDIT_TOPIC, "topic the AuditCount records go to"),
     Property("schedule.every", parse_duration, 300.0, "the scheduler starts a run this long after the last one started"),
-    Property("history.keep", _parse_int, 1000, "run history entries kept (the oldest are deleted)", at_least=1),
+    Property("history.keep", parse_int, 1000, "run history entries kept (the oldest are deleted)", at_least=1),
     Property("metrics.port", parse_optional_int, None,
              "the scheduler serves Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)",
              at_least=0, at_most=65535),

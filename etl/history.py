@@ -1,15 +1,15 @@
 """The run history: one JSON file per finished run under ``WAREHOUSE/_etl/GROUP/history``, newest kept.
 
-Written atomically (a temporary file renamed into place after an fsync), so a reader never sees half a
-report and a driver killed while writing leaves at most a stray temporary file, ignored and cleaned up.
+Written atomically (pipeline.durable_file), so a reader never sees half a report; a driver killed while
+writing leaves at most a stray temporary file, ignored and cleaned up by the next record.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from etl.report import SUCCEEDED, RunReport
+from pipeline.durable_file import write_atomically
 
 __all__ = ["RunHistory"]
 
@@ -27,17 +27,11 @@ class RunHistory:
             raise ValueError(f"run {report.run_id} has not finished")
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{int(report.started_at * 1000):015d}-{report.run_id}.json"
-        temporary = path.with_suffix(".json.tmp")
-        with open(temporary, "w") as out:
-            out.write(report.to_json())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
+        write_atomically(path, report.to_json().encode())
         for old in self._files()[self.keep:]:
             old.unlink(missing_ok=True)
         for stray in self.directory.glob("*.json.tmp"):
-            if stray != temporary:
-                stray.unlink(missing_ok=True)
+            stray.unlink(missing_ok=True)
         return path
 
     def runs(self, limit: int | None = None) -> list[RunReport]:

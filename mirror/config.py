@@ -23,7 +23,18 @@ from pipeline.client.consumer_config import (
 )
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.topic_filter import Whitelist
-from pipeline.config import INT32_MAX, Config, ConfigError, Property, parse_bool, parse_optional_int, parse_str
+from pipeline.config import (
+    INT32_MAX,
+    Config,
+    ConfigError,
+    Property,
+    parse_bool,
+    parse_float,
+    parse_int,
+    parse_optional_int,
+    parse_regex,
+    parse_str,
+)
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["MIRROR_PROPERTIES", "MirrorConfig", "parse_sources", "topic_filter"]
@@ -61,22 +72,8 @@ def topic_filter(whitelist: str, blacklist: str | None) -> Whitelist:
     return Whitelist(f"(?!(?:{Whitelist(blacklist).regex})$)(?:{white})")
 
 
-def _parse_int(text: str) -> int:
-    return int(text.strip())
-
-
-def _parse_float(text: str) -> float:
-    return float(text.strip())
-
-
 def _parse_names(text: str) -> tuple[str, ...]:
     return tuple(sorted({n.strip() for n in text.split(",") if n.strip()}))
-
-
-def _parse_regex(text: str) -> str:
-    text = text.strip()
-    re.compile(text)
-    return text
 
 
 MIRROR_PROPERTIES = (
@@ -90,23 +87,23 @@ MIRROR_PROPERTIES = (
              "to one process); required with source.bootstrap.servers"),
     Property("target.zookeeper.connect", parse_str, None, "the target (offline) cluster's ZooKeeper"),
     Property("target.bootstrap.servers", parse_str, None, "the target cluster's brokers instead, HOST:PORT[,...]"),
-    Property("whitelist", _parse_regex, None, "regular expression of the topics to mirror (required)"),
-    Property("blacklist", _parse_regex, None, "regular expression of topics never mirrored, even if whitelisted"),
+    Property("whitelist", parse_regex, None, "regular expression of the topics to mirror (required)"),
+    Property("blacklist", parse_regex, None, "regular expression of topics never mirrored, even if whitelisted"),
     Property("group.id", parse_str, "mirror", "consumer group shared by all mirror processes, in every source"),
-    Property("num.streams", _parse_int, 1, "consumer streams (threads) per source", at_least=1, at_most=64),
-    Property("offset.commit.interval.ms", _parse_int, 5000,
+    Property("num.streams", parse_int, 1, "consumer streams (threads) per source", at_least=1, at_most=64),
+    Property("offset.commit.interval.ms", parse_int, 5000,
              "how often the acknowledged source offsets are committed", at_least=1),
     Property("topic.config.exclude", _parse_names, (),
              "topic settings not copied to the target, comma-separated names"),
     Property("skip.lost.offsets", parse_bool, False,
              "when a source's retention deleted offsets before they were mirrored: false stops with an error "
              "naming the partition and the count; true skips them, counting and reporting each gap"),
-    Property("shutdown.timeout.s", _parse_float, 30.0,
+    Property("shutdown.timeout.s", parse_float, 30.0,
              "at SIGTERM, longest wait for the records in flight to be acknowledged"),
     Property("metrics.port", parse_optional_int, None,
              "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)", at_least=0, at_most=65535),
     Property("audit.enable", parse_bool, True, "publish tier-mirror AuditCount records to the target"),
-    Property("audit.window.ms", _parse_int, 60_000, "audit window of event time", at_least=1),
+    Property("audit.window.ms", parse_int, 60_000, "audit window of event time", at_least=1),
     Property("audit.topic", parse_str, AUDIT_TOPIC,
              "target topic the AuditCount records go to (records of it mirrored from a source are not counted)"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",

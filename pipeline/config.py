@@ -8,6 +8,7 @@ values by name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -61,6 +62,21 @@ def parse_optional_int(text: str) -> int | None:
 
 def parse_str(text: str) -> str:
     return text.strip()
+
+
+def parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def parse_float(text: str) -> float:
+    return float(text.strip())
+
+
+def parse_regex(text: str) -> str:
+    """A regular expression, checked to compile."""
+    text = text.strip()
+    re.compile(text)
+    return text
 
 
 def parse_choice(*choices: str) -> Callable[[str], str]:

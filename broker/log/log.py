@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple
 
 import crc32c
 
-from broker.log.durable_file import fsync_and_close, fsync_dir
+from pipeline.durable_file import fsync_and_close, fsync_dir
 from broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,

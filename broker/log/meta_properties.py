@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.log.durable_file import write_atomically
+from pipeline.durable_file import write_atomically
 
 META_PROPERTIES_FILE = "meta.properties"
 

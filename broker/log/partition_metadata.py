@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.log.durable_file import write_atomically
+from pipeline.durable_file import write_atomically
 
 FILE_NAME = "partition.metadata"
 

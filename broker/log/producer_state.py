@@ -16,7 +16,7 @@ from collections import deque
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.log.durable_file import write_atomically
+from pipeline.durable_file import write_atomically
 from broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 MAX_BATCHES_PER_PRODUCER = 5

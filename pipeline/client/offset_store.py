@@ -9,10 +9,10 @@ overwriting each other's offsets.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from pathlib import Path
+
+from pipeline.durable_file import FileLockedError, LockFile, write_atomically
 
 __all__ = ["FileOffsetStore", "OffsetStoreError", "OffsetStoreLocked"]
 
@@ -33,18 +33,10 @@ class FileOffsetStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._lock_fd: int | None = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(self._lock_fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise OffsetStoreLocked(f"{self.path} is in use by another process (pid {holder}); one consumer per "
-                                    f"offsets file") from None
-        os.ftruncate(self._lock_fd, 0)
-        os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
+            self._lock = LockFile(self.path.with_name(self.path.name + ".lock"), str(self.path))
+        except FileLockedError as exc:
+            raise OffsetStoreLocked(f"{exc}; one consumer per offsets file") from None
 
     def load(self) -> dict[TopicPartition, int]:
         """The stored offsets ({} before the first save)."""
@@ -63,23 +55,11 @@ class FileOffsetStore:
         data: dict[str, dict[str, int]] = {}
         for (topic, partition), offset in sorted(offsets.items()):
             data.setdefault(topic, {})[str(partition)] = offset
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "w") as out:
-            json.dump(data, out, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomically(self.path, json.dumps(data, sort_keys=True).encode())
 
     def close(self) -> None:
         """Release the lock (the offsets stay)."""
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._lock.close()
 
     def __enter__(self) -> "FileOffsetStore":
         return self

@@ -14,39 +14,54 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
-from pipeline.client.cluster import Cluster, StaticBrokerList
+from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.consumer_config import StaticConnectorConfig
 from pipeline.client.consumer_connector import ConsumerRebalanceListener
 from pipeline.client.consumer_fetcher import ConsumerFetcher
 from pipeline.client.consumer_stream import KafkaStream, PartitionTopicInfo
 from pipeline.client.errors import KafkaClientError
-from pipeline.client.offset_store import FileOffsetStore
 from pipeline.client.topic_filter import TopicFilter
 from pipeline.protocol.errors import KafkaProtocolError
 
-__all__ = ["StaticConsumerConnector"]
+__all__ = ["OffsetStore", "StaticConsumerConnector"]
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
 
+class OffsetStore(Protocol):
+    """Where a StaticConsumerConnector keeps its offsets (FileOffsetStore, or a store that saves more with them)."""
+
+    def load(self) -> dict[TopicPartition, int]:
+        ...
+
+    def save(self, offsets: dict[TopicPartition, int]) -> None:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
 class StaticConsumerConnector:
-    """All partitions of the filtered topics of one cluster, offsets in ``offset_store``.
+    """All partitions of the filtered topics of one cluster, offsets in ``offset_store``; the cluster is found
+    through its broker list (metadata.broker.list), or through ``discovery`` when given (e.g. its ZooKeeper).
 
     ``rebalance_listener`` hears of the partitions as they are found (``before_starting_fetchers``, with
     their stored offsets) and of all of them at shutdown (``before_releasing_partitions``).
     """
 
-    def __init__(self, config: Mapping[str, Any] | StaticConnectorConfig, offset_store: FileOffsetStore, *,
-                 rebalance_listener: ConsumerRebalanceListener | None = None) -> None:
+    def __init__(self, config: Mapping[str, Any] | StaticConnectorConfig, offset_store: OffsetStore, *,
+                 rebalance_listener: ConsumerRebalanceListener | None = None,
+                 discovery: BrokerDiscovery | None = None) -> None:
         self.config = config if isinstance(config, StaticConnectorConfig) else StaticConnectorConfig(config)
         cfg = self.config
         self._store = offset_store
         self._stored = offset_store.load()
-        self._cluster = Cluster(StaticBrokerList(cfg["metadata.broker.list"]), client_id=cfg["client.id"],
+        self._where = cfg["metadata.broker.list"] if discovery is None else repr(discovery)
+        self._cluster = Cluster(discovery or StaticBrokerList(cfg["metadata.broker.list"]), client_id=cfg["client.id"],
                                 timeout_s=cfg["socket.timeout.ms"] / 1000,
                                 metadata_max_age_s=cfg["topic.metadata.refresh.interval.ms"] / 1000)
         self._lock = threading.Lock()
@@ -130,8 +145,7 @@ class StaticConsumerConnector:
             try:
                 self._find_partitions()
             except (KafkaClientError, KafkaProtocolError, OSError) as exc:
-                log.warning("cannot list the topics of %s now (retried in %.0f s): %s",
-                            self.config["metadata.broker.list"], interval_s, exc)
+                log.warning("cannot list the topics of %s now (retried in %.0f s): %s", self._where, interval_s, exc)
             self._closing.wait(interval_s)
 
     def _find_partitions(self) -> None:
@@ -154,7 +168,7 @@ class StaticConsumerConnector:
         with self._lock:
             self._infos.update(infos)
             self._fetcher.assign(self._infos.values())
-        log.info("reading %s from %s", ", ".join(f"{t}-{p}" for t, p in found), self.config["metadata.broker.list"])
+        log.info("reading %s from %s", ", ".join(f"{t}-{p}" for t, p in found), self._where)
 
     def __repr__(self) -> str:
-        return f"StaticConsumerConnector({self.config['metadata.broker.list']!r}, {self._store.path})"
+        return f"StaticConsumerConnector({self._where!r})"

@@ -1,12 +1,13 @@
 """Writing files so that a crash leaves either the old or the new content, never a torn or lost one.
 
-One mechanism for every small file the broker rewrites (checkpoints, producer-state snapshots,
+One mechanism for every small file the broker and the services rewrite (checkpoints, producer-state snapshots,
 partition.metadata, the standalone metadata): write a temporary file, fsync it, rename it over the
 old one, fsync the directory so the rename itself survives a power cut.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -47,3 +48,30 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+class FileLockedError(OSError):
+    """Another process holds the lock file."""
+
+
+class LockFile:
+    """An exclusive ``flock`` on ``path`` (created if missing) holding this process's pid, until ``close``:
+    one process at a time per state file; the second is refused with the holder's pid."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self._fd)
+            self._fd = None
+            raise FileLockedError(f"{what} is in use by another process (pid {holder})") from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,78 @@
+"""The audit service's Prometheus metrics: completeness per topic and tier, incomplete windows, the events named
+lost or duplicated, and each tier's latency from event time."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from audit.reconcile import WindowResult
+
+__all__ = ["AuditMetrics"]
+
+_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, float("inf"))
+
+
+class AuditMetrics:
+    """One registry per service (served at /metrics)."""
+
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.completeness = Gauge("audit_window_completeness_ratio",
+                                  "Completeness of the newest reconciled window (count at the tier / at the producer "
+                                  "tier, all datacenters)", ["topic", "tier"], registry=r)
+        self.incomplete = Gauge("audit_incomplete_windows",
+                                "Reconciled windows (past their grace, still retained) below the completeness "
+                                "threshold or with named losses or duplicates", ["topic", "tier"], registry=r)
+        self.threshold = Gauge("audit_completeness_threshold", "The completeness threshold setting", registry=r)
+        self.lost = Counter("audit_events_lost", "Events named missing at a tier (their earlier tier had them)",
+                            ["topic", "tier"], registry=r)
+        self.duplicated = Counter("audit_events_duplicated", "Extra copies of events named at a tier",
+                                  ["topic", "tier"], registry=r)
+        self.windows = Counter("audit_windows_reconciled", "Window reconciliations (a window reopened by late data "
+                               "counts again)", registry=r)
+        self.latency = Histogram("audit_tier_latency_seconds",
+                                 "Time from an event's event time to the audit seeing it at a cluster tier",
+                                 ["topic", "tier"], buckets=_LATENCY_BUCKETS, registry=r)
+
+    def observe_latency(self, topic: str, tier: str, seconds: float) -> None:
+        self.latency.labels(topic, tier).observe(max(0.0, seconds))
+
+    def count_named(self, result: WindowResult, previous: WindowResult | None) -> None:
+        """Count the events ``result`` names that ``previous`` (the window's last result) did not."""
+        self.windows.inc()
+        before = {(d.later, "missing"): d.missing for d in (previous.discrepancies if previous else [])}
+        before.update({(d.later, "duplicated"): d.duplicated for d in (previous.discrepancies if previous else [])})
+        topic = result.key.topic
+        for d in result.discrepancies:
+            for kind, named, counter in (("missing", d.missing, self.lost), ("duplicated", d.duplicated,
+                                                                             self.duplicated)):
+                old = before.get((d.later, kind), {})
+                new = sum(max(0, copies - old.get(event, 0)) for event, copies in named.items())
+                if new:
+                    counter.labels(topic, d.later).inc(new)
+
+    def set_windows(self, results: list[WindowResult], threshold: float) -> None:
+        """Gauges from every retained result."""
+        self.threshold.set(threshold)
+        newest: dict[str, int] = {}
+        for result in results:
+            newest[result.key.topic] = max(newest.get(result.key.topic, 0), result.key.window_start)
+        totals: dict[tuple[str, str], list[int]] = {}
+        incomplete: dict[tuple[str, str], int] = {}
+        for result in results:
+            topic = result.key.topic
+            named = {d.later for d in result.discrepancies if d.missing or d.duplicated or not d.decoded}
+            for tier, count in result.counts.items():
+                ratio = result.completeness.get(tier)
+                bad = tier in named or (ratio is not None and ratio < threshold)
+                incomplete[(topic, tier)] = incomplete.get((topic, tier), 0) + bad
+                if result.key.window_start == newest[topic]:
+                    produced = result.counts.get("producer", 0)
+                    pair = totals.setdefault((topic, tier), [0, 0])
+                    pair[0] += count
+                    pair[1] += produced
+        for (topic, tier), value in incomplete.items():
+            self.incomplete.labels(topic, tier).set(value)
+        for (topic, tier), (count, produced) in totals.items():
+            if produced:
+                self.completeness.labels(topic, tier).set(count / produced)

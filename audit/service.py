@@ -1,0 +1,164 @@
+"""The audit service: counts what each cluster holds, collects the other tiers' AuditCounts, reconciles every
+window once it closed and its grace passed, and keeps and exports the results.
+
+Readers (:mod:`audit.readers`), two per cluster: its event topics (tier ``datacenter`` for a datacenter
+cluster, ``offline`` for the offline cluster) and its audit topic (the tiers ``producer``, ``mirror`` and
+``warehouse`` publish there). A reconciliation pass merges all counts per (topic, datacenter, window) and
+reconciles the windows past ``window end + grace``; a window whose counts changed since (late data) is
+reconciled again. Each new result is appended to ``STATE/results.jsonl``, read back at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from audit.config import AuditConfig
+from audit.metrics import AuditMetrics
+from audit.readers import AuditCountReader, ClusterReader, EventCounter
+from audit.reconcile import TIERS, TierCount, WindowKey, WindowResult, reconcile
+from audit.results import ResultLog, result_from_json, result_to_json
+from audit.state import CheckpointedCounts, CountKey
+from pipeline.client.consumer_config import StaticConnectorConfig
+from pipeline.client.static_connector import StaticConsumerConnector
+from pipeline.client.topic_filter import Whitelist
+from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroDecoder
+
+__all__ = ["AuditService"]
+
+log = logging.getLogger(__name__)
+
+_CLUSTER_TIERS = frozenset({"datacenter", "offline"})
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AuditService:
+    """Runs the readers and the reconciliation until ``run``'s stop event is set."""
+
+    def __init__(self, config: AuditConfig, metrics: AuditMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or AuditMetrics()
+        self.results_log = ResultLog(config.state_dir / "results.jsonl")
+        #: The newest result of each window, as stored (JSON dicts).
+        self.results: dict[WindowKey, dict[str, Any]] = {}
+        self._reconciled: dict[WindowKey, tuple] = {}
+        self._readers: list[ClusterReader] = []
+        self._discoveries: list[ZooKeeperBrokerDiscovery] = []
+        self._registry: SchemaRegistryClient | None = None
+        self._lock = threading.Lock()
+
+    # -- running --------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        config = self.config
+        horizon = _now_ms() - config["retain.ms"]
+        self.results_log.compact(horizon)
+        self.results = self.results_log.read(horizon)
+        for key, data in self.results.items():
+            self._reconciled[key] = _signature(result_from_json(data))
+        self._update_gauges()
+        self._registry = SchemaRegistryClient(config["schema.registry.url"])
+        try:
+            self._start_readers(stop)
+            interval_s = config["reconcile.interval.ms"] / 1000
+            while not stop.wait(interval_s):
+                self.reconcile_closed()
+            self.reconcile_closed()
+        finally:
+            stop.set()
+            for reader in self._readers:
+                reader.join(30)
+            for discovery in self._discoveries:
+                discovery.close()
+            self._registry.close()
+        failed = [r for r in self._readers if r.failure is not None]
+        if failed:
+            raise OSError(f"audit reader {failed[0].name} stopped: {failed[0].failure}")
+
+    def _start_readers(self, stop: threading.Event) -> None:
+        config = self.config
+        clusters = [(name, connect, "datacenter") for name, connect in sorted((config["datacenters"] or {}).items())]
+        if config["offline.zookeeper.connect"]:
+            clusters.append(("offline", config["offline.zookeeper.connect"], "offline"))
+        assert self._registry is not None
+        decoder = AvroDecoder(self._registry)
+        window_ms, retain_ms = config["window.ms"], config["retain.ms"]
+        for name, connect, tier in clusters:
+            for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
+                counts = CheckpointedCounts(config.state_dir / f"{name}-{role}.json", retain_ms, _now_ms)
+                handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latency) if role == "events"
+                               else AuditCountReader(counts, decoder, config["audit.topic"], _CLUSTER_TIERS))
+                discovery = ZooKeeperBrokerDiscovery(connect)
+                self._discoveries.append(discovery)
+                connector = StaticConsumerConnector(StaticConnectorConfig({
+                    "client.id": f"audit-{name}", "auto.offset.reset": "smallest", "consumer.timeout.ms": 200,
+                    "topic.metadata.refresh.interval.ms": 5000}), counts, discovery=discovery)
+                reader = ClusterReader(f"{name}-{role}", connector, topics, counts, handle,
+                                       config["checkpoint.interval.ms"] / 1000)
+                self._readers.append(reader.start(stop))
+        log.info("auditing %s", ", ".join(f"{n} ({t})" for n, _, t in clusters))
+
+    # -- reconciliation -------------------------------------------------------------------------------
+
+    def counts(self) -> dict[WindowKey, dict[str, TierCount]]:
+        """Every counted window with its tiers' counts (hosts and readers summed)."""
+        window_ms = self.config["window.ms"]
+        merged: dict[WindowKey, dict[str, TierCount]] = defaultdict(dict)
+        for reader in self._readers:
+            snapshot: dict[CountKey, TierCount] = reader.counts.snapshot()
+            for (tier, topic, datacenter, start), counted in snapshot.items():
+                tiers = merged[WindowKey(topic, datacenter, start, start + window_ms)]
+                mine = tiers.get(tier)
+                if mine is None:
+                    tiers[tier] = counted
+                else:
+                    mine.add(counted.count, counted.bytes, counted.sketch)
+        return merged
+
+    def reconcile_closed(self, now_ms: int | None = None) -> list[WindowResult]:
+        """Reconcile the windows past their grace whose counts changed; the new results."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        grace = self.config["grace.ms"]
+        fresh = []
+        for key, tiers in sorted(self.counts().items()):
+            if key.window_end + grace > now_ms:
+                continue
+            result = reconcile(key, tiers, TIERS)
+            signature = _signature(result)
+            previous = self._reconciled.get(key)
+            if signature == previous:
+                continue
+            self.metrics.count_named(result, None if key not in self.results else result_from_json(self.results[key]))
+            self._reconciled[key] = signature
+            data = result_to_json(result, now_ms)
+            with self._lock:
+                self.results[key] = data
+            fresh.append(result)
+        self.results_log.append([result_to_json(r, now_ms) for r in fresh])
+        if fresh:
+            self._update_gauges()
+            for result in fresh:
+                if not result.complete(self.config["completeness.threshold"]):
+                    log.warning("window %s %s %d: completeness %s, discrepancies %s", result.key.topic,
+                                result.key.datacenter, result.key.window_start, result.completeness,
+                                result.discrepancies)
+        return fresh
+
+    def _update_gauges(self) -> None:
+        with self._lock:
+            results = [result_from_json(d) for d in self.results.values()]
+        self.metrics.set_windows(results, self.config["completeness.threshold"])
+
+
+def _signature(result: WindowResult) -> tuple:
+    return (tuple(sorted(result.counts.items())),
+            tuple((d.earlier, d.later, tuple(sorted(d.missing.items())), tuple(sorted(d.duplicated.items())),
+                   d.decoded) for d in result.discrepancies))
