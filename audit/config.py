@@ -39,6 +39,8 @@ AUDIT_PROPERTIES = (
     Property("reconcile.interval.ms", parse_int, 5000, "how often closed windows are reconciled", at_least=100),
     Property("http.port", parse_optional_int, 8090,
              "port of the audit's HTTP API, dashboard and Prometheus /metrics", at_least=0, at_most=65535),
+    Property("prometheus.url", parse_str, "http://localhost:9090",
+             "the Prometheus server the dashboard reads alerts, lag, latency and ETL runs from"),
     Property("schema.registry.url", parse_str, "http://localhost:8081", "schema registry of the AuditCount schema"),
 )
 

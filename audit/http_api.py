@@ -1,13 +1,18 @@
-"""The audit's HTTP API (aiohttp, on its own thread): Prometheus ``/metrics`` and the reconciliation results
-as JSON -- ``/api/windows`` (every retained window: counts, completeness, how many events are named) and
-``/api/windows/{topic}/{datacenter}/{start}`` (one window with its named events)."""
+"""The audit's HTTP service (aiohttp, on its own thread): the dashboard at ``/``, Prometheus ``/metrics``, and
+the reconciliation results as JSON -- ``/api/windows`` (every retained window: counts, completeness, how many
+events are named) and ``/api/windows/{topic}/{datacenter}/{start}`` (one window with its named events).
+``/api/prometheus/{query,alerts}`` passes the dashboard's questions on to the Prometheus server (same origin
+for the browser; an unreachable Prometheus is an ``error`` answer, not a failed request)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import Any
 
+import aiohttp
+import plotly
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -16,10 +21,17 @@ from audit.service import AuditService
 __all__ = ["AuditHttpServer"]
 
 
+_DASHBOARD = Path(__file__).resolve().parent / "dashboard"
+_PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+_PROMETHEUS_ENDPOINTS = {"query": "/api/v1/query", "alerts": "/api/v1/alerts"}
+
+
 def _summary(data: dict[str, Any]) -> dict[str, Any]:
-    named = sum(sum(d["missing"].values()) + sum(d["duplicated"].values()) for d in data["discrepancies"])
+    discrepancies = data["discrepancies"]
+    named = sum(sum(d["missing"].values()) + sum(d["duplicated"].values()) for d in discrepancies)
     return {**{k: v for k, v in data.items() if k != "discrepancies"}, "namedEvents": named,
-            "undecoded": [f"{d['earlier']}->{d['later']}" for d in data["discrepancies"] if not d["decoded"]]}
+            "namedTiers": sorted({d["later"] for d in discrepancies if d["missing"] or d["duplicated"] or not d["decoded"]}),
+            "undecoded": [f"{d['earlier']}->{d['later']}" for d in discrepancies if not d["decoded"]]}
 
 
 class AuditHttpServer:
@@ -51,6 +63,11 @@ class AuditHttpServer:
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
+        app.router.add_get("/", self._file(_DASHBOARD / "index.html", "text/html"))
+        app.router.add_get("/static/dashboard.js", self._file(_DASHBOARD / "dashboard.js", "application/javascript"))
+        app.router.add_get("/static/plotly.min.js", self._file(_PLOTLY_JS, "application/javascript"))
+        app.router.add_get("/api/settings", self._settings)
+        app.router.add_get("/api/prometheus/{endpoint}", self._prometheus)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/windows", self._windows)
         app.router.add_get("/api/windows/{topic}/{datacenter}/{start}", self._window)
@@ -67,6 +84,30 @@ class AuditHttpServer:
         self._ready.set()
         self._loop.run_forever()
         self._loop.close()
+
+    @staticmethod
+    def _file(path: Path, content_type: str) -> Any:
+        async def serve(request: web.Request) -> web.Response:
+            return web.Response(body=path.read_bytes(), content_type=content_type,
+                                headers={"Cache-Control": "no-cache"})
+        return serve
+
+    async def _settings(self, request: web.Request) -> web.Response:
+        config = self.service.config
+        return web.json_response({"threshold": config["completeness.threshold"], "windowMs": config["window.ms"],
+                                  "graceMs": config["grace.ms"]})
+
+    async def _prometheus(self, request: web.Request) -> web.Response:
+        path = _PROMETHEUS_ENDPOINTS.get(request.match_info["endpoint"])
+        if path is None:
+            raise web.HTTPNotFound(text="only query and alerts are passed on")
+        url = self.service.config["prometheus.url"].rstrip("/") + path
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+                async with session.get(url, params=dict(request.query)) as answer:
+                    return web.json_response(await answer.json(content_type=None))
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            return web.json_response({"status": "error", "error": f"Prometheus at {url}: {exc or type(exc).__name__}"})
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(self.service.metrics.registry)

@@ -1,0 +1,157 @@
+// The audit dashboard: the audit's own API for windows and named events, Prometheus (through the audit's
+// /api/prometheus proxy) for alerts, lag, latency and the ETL; everything refreshes every REFRESH_MS.
+"use strict";
+
+const TIERS = ["producer", "datacenter", "mirror", "offline", "warehouse"];
+const REFRESH_MS = 3000;
+let threshold = 0.999;
+
+async function getJson(path) {
+  const answer = await fetch(path, {cache: "no-store"});
+  return answer.json();
+}
+
+async function prometheus(query) {
+  const body = await getJson("api/prometheus/query?query=" + encodeURIComponent(query));
+  return body.status === "success" ? body.data.result : null;
+}
+
+function timeLabel(ms) {
+  return new Date(ms).toISOString().substring(11, 19);
+}
+
+function colour(ratio) {
+  // red below the threshold, green at 1.0 and above (duplicates are named apart)
+  return ratio === null ? null : (ratio >= threshold ? 1 : 0);
+}
+
+function drawGrid(windows) {
+  const grid = document.getElementById("grid");
+  const groups = new Map();
+  for (const w of windows) {
+    const key = w.topic + " / " + w.datacenter;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(w);
+  }
+  const keys = [...groups.keys()].sort();
+  for (const child of [...grid.children]) {
+    if (!keys.includes(child.dataset.key)) grid.removeChild(child);
+  }
+  for (const key of keys) {
+    const rows = groups.get(key).sort((a, b) => a.windowStart - b.windowStart);
+    let div = [...grid.children].find(c => c.dataset.key === key);
+    if (!div) {
+      div = document.createElement("div");
+      div.className = "grid-row";
+      div.dataset.key = key;
+      div.dataset.topic = rows[0].topic;
+      grid.appendChild(div);
+    }
+    const x = rows.map(w => timeLabel(w.windowStart));
+    const z = TIERS.map(t => rows.map(w => {
+      const named = w.namedTiers.includes(t);
+      const ratio = w.completeness[t] === undefined ? null : w.completeness[t];
+      return named ? 0 : colour(ratio);
+    }));
+    const text = TIERS.map(t => rows.map(w => {
+      const count = w.counts[t];
+      if (count === undefined) return "not counted";
+      const ratio = w.completeness[t];
+      return count + " events" + (ratio === null || ratio === undefined ? "" : ", completeness " + ratio.toFixed(4))
+        + (w.namedTiers.includes(t) ? ", events named" : "");
+    }));
+    const data = [{type: "heatmap", x: x, y: TIERS, z: z, text: text, hoverinfo: "x+y+text", zmin: 0, zmax: 1,
+                   colorscale: [[0, "#d32f2f"], [1, "#43a047"]], showscale: false, xgap: 2, ygap: 2,
+                   customdata: TIERS.map(() => rows.map(w => w.windowStart))}];
+    const layout = {title: {text: key, font: {size: 13}}, height: 210, margin: {l: 90, r: 10, t: 30, b: 40},
+                    yaxis: {autorange: "reversed"}, xaxis: {type: "category"}};
+    Plotly.react(div, data, layout, {displayModeBar: false, responsive: true});
+    if (!div.dataset.bound) {
+      div.dataset.bound = "1";
+      div.on("plotly_click", event => showNamed(div.dataset.key, event.points[0].customdata));
+    }
+  }
+}
+
+async function showNamed(key, windowStart) {
+  const [topic, datacenter] = key.split(" / ");
+  const box = document.getElementById("named");
+  const w = await getJson(`api/windows/${encodeURIComponent(topic)}/${encodeURIComponent(datacenter)}/${windowStart}`);
+  const lines = [`${topic} ${datacenter} window ${new Date(windowStart).toISOString()}`];
+  if (!w.discrepancies || w.discrepancies.length === 0) lines.push("no events named: every tier agrees");
+  for (const d of w.discrepancies || []) {
+    lines.push(`${d.earlier} -> ${d.later}:` + (d.decoded ? "" : " (more than the sketch can name)"));
+    for (const [id, copies] of Object.entries(d.missing)) lines.push(`  missing    ${id}` + (copies > 1 ? ` x${copies}` : ""));
+    for (const [id, copies] of Object.entries(d.duplicated)) lines.push(`  duplicated ${id}` + (copies > 1 ? ` +${copies}` : ""));
+  }
+  box.textContent = lines.join("\n");
+  box.style.display = "block";
+}
+
+function drawAlerts(alerts) {
+  const box = document.getElementById("alerts");
+  if (alerts === null) { box.textContent = "Prometheus unreachable"; return; }
+  const firing = alerts.filter(a => a.state === "firing");
+  if (firing.length === 0) { box.innerHTML = '<span class="none">none</span>'; return; }
+  box.innerHTML = "";
+  for (const a of firing) {
+    const line = document.createElement("div");
+    line.className = "firing";
+    const labels = Object.entries(a.labels).filter(([k]) => k !== "alertname").map(([k, v]) => `${k}=${v}`).join(" ");
+    line.textContent = `${a.labels.alertname} ${labels}`;
+    box.appendChild(line);
+  }
+}
+
+function drawBars(id, result, label, unit) {
+  const div = document.getElementById(id);
+  if (result === null) { div.textContent = "Prometheus unreachable"; return; }
+  if (result.length === 0) { div.textContent = "no data"; return; }
+  const names = result.map(label);
+  const values = result.map(r => Number(r.value[1]));
+  Plotly.react(div, [{type: "bar", x: names, y: values}],
+               {height: 260, margin: {l: 50, r: 10, t: 10, b: 80}, yaxis: {title: {text: unit}}},
+               {displayModeBar: false, responsive: true});
+}
+
+function drawEtl(results) {
+  const box = document.getElementById("etl");
+  if (results.every(r => r === null)) { box.textContent = "Prometheus unreachable"; return; }
+  const [success, rows, duration, runs, failures] = results;
+  if (!success || success.length === 0) { box.textContent = "no ETL scheduler scraped"; return; }
+  const by = (result, group) => (result || []).filter(r => r.metric.group === group).map(r => r.value[1]);
+  let html = "<table><tr><th>group</th><th>last success</th><th>rows (last run)</th><th>duration s</th>"
+    + "<th>runs</th><th>consecutive failures</th></tr>";
+  for (const r of success) {
+    const g = r.metric.group;
+    html += `<tr><td>${g}</td><td>${new Date(Number(r.value[1]) * 1000).toISOString()}</td>`
+      + `<td>${by(rows, g)[0] ?? "-"}</td><td>${Number(by(duration, g)[0] ?? 0).toFixed(1)}</td>`
+      + `<td>${by(runs, g)[0] ?? "-"}</td><td>${by(failures, g)[0] ?? "-"}</td></tr>`;
+  }
+  box.innerHTML = html + "</table>";
+}
+
+async function refresh() {
+  try {
+    const windows = (await getJson("api/windows")).windows;
+    threshold = (await getJson("api/settings")).threshold;
+    drawGrid(windows);
+    const alerts = await getJson("api/prometheus/alerts");
+    drawAlerts(alerts.status === "success" ? alerts.data.alerts : null);
+    drawBars("lag", await prometheus("sum by (source, topic) (mirror_lag_records)"),
+             r => `${r.metric.source} ${r.metric.topic}`, "records");
+    drawBars("latency", await prometheus(
+               "histogram_quantile(0.99, sum by (le, tier) (rate(audit_tier_latency_seconds_bucket[5m])))"),
+             r => `${r.metric.tier} p99`, "seconds");
+    drawEtl(await Promise.all(["etl_last_success_timestamp_seconds", "etl_last_run_rows",
+                               "etl_last_run_duration_seconds", "sum by (group) (etl_runs_total)",
+                               "etl_consecutive_failures"].map(prometheus)));
+    document.getElementById("status").textContent =
+      `${windows.length} windows reconciled; updated ${new Date().toISOString().substring(11, 19)} UTC`;
+  } catch (error) {
+    document.getElementById("status").textContent = "audit service unreachable, retrying";
+  }
+  setTimeout(refresh, REFRESH_MS);
+}
+
+refresh();

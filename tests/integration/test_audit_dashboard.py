@@ -1,0 +1,122 @@
+"""The audit dashboard in a real headless Chromium (Debian's, driven by Playwright) on a running pipeline: it
+loads without console errors, shows every topic's tiers, turns a window red after an injected loss and shows the
+named events when that cell is clicked. Screenshots are kept under the test's tmp_path (and, when
+AUDIT_SCREENSHOT_DIR is set, copied there)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from schemas.events import EVENT_TOPICS
+from tests.support.audit import AuditProcess, all_reconciled, audit_args, publish_phantom_count, run_pipeline
+from tests.support.cluster import BrokerCluster
+from tests.support.mirror import clusters
+from tests.support.polling import wait_until
+from tests.support.ports import free_port
+from tests.support.registry import RegistryProcess, standalone_registry
+
+__all__ = ["clusters"]  # the fixture, imported for pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
+    yield from standalone_registry(tmp_path / "registry")
+
+
+def keep(screenshot: Path) -> None:
+    target = os.environ.get("AUDIT_SCREENSHOT_DIR")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, Path(target) / screenshot.name)
+
+
+def test_dashboard_shows_the_pipeline_and_names_an_injected_loss(clusters: dict[str, BrokerCluster],
+                                                                 registry: RegistryProcess, tmp_path: Path) -> None:
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make setup` installs it"
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    stored = run_pipeline(dc1, offline, registry, tmp_path, rate=800, duration=2)
+    # No Prometheus on this port: the page must say so and keep working.
+    args = audit_args(dc1, offline, registry, tmp_path / "audit", "--set",
+                      f"prometheus.url=http://127.0.0.1:{free_port()}")
+    audit = AuditProcess(tmp_path, args).wait_ready()
+    errors: list[str] = []
+    try:
+        windows = wait_until(lambda: all_reconciled(audit, stored, ("producer", "datacenter", "mirror", "offline")),
+                             90, interval=0.3, message="the pipeline reconciled")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1800})
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(f"http://127.0.0.1:{audit.port}/")
+                page.wait_for_function("document.querySelectorAll('#grid .grid-row').length >= %d"
+                                       % len(EVENT_TOPICS), timeout=30_000)
+                shown = page.eval_on_selector_all("#grid .grid-row", "rows => rows.map(r => r.dataset.topic)")
+                assert sorted(set(shown)) == sorted(EVENT_TOPICS)
+                assert "Prometheus unreachable" in page.inner_text("#alerts")
+                before = tmp_path / "dashboard-complete.png"
+                page.screenshot(path=str(before), full_page=True)
+                keep(before)
+                assert page.locator("#grid .grid-row[data-topic='PageViewEvent'] .hm").count() == 1
+                assert red_windows(page, "PageViewEvent") == []
+
+                victim = max((w for w in windows if w["topic"] == "PageViewEvent"), key=lambda w: w["windowStart"])
+                lost = sorted(str(uuid.uuid4()) for _ in range(2))
+                publish_phantom_count(dc1, registry, "PageViewEvent", victim["windowStart"], lost)
+                # Red from the datacenter tier on (each later tier holds 2 events fewer than the producers counted).
+                label = time.strftime("%H:%M:%S", time.gmtime(victim["windowStart"] / 1000))
+                wait_until(lambda: red_windows(page, "PageViewEvent") == [[label, ["datacenter", "mirror", "offline"]]],
+                           60, interval=0.5, message=lambda: f"the window with the loss turned red (red: "
+                                                             f"{red_windows(page, 'PageViewEvent')}, {errors})")
+                click_red_cell(page, "PageViewEvent")
+                page.wait_for_function("document.getElementById('named').textContent.includes('missing')",
+                                       timeout=15_000)
+                named = page.inner_text("#named")
+                assert all(event in named for event in lost) and "producer -> datacenter" in named
+                after = tmp_path / "dashboard-loss-named.png"
+                page.screenshot(path=str(after), full_page=True)
+                keep(after)
+            finally:
+                browser.close()
+        assert errors == []
+        assert audit.stop() == 0
+    finally:
+        audit.kill()
+
+
+def red_windows(page, topic: str) -> list:
+    """[window label, [tiers drawn red]] of ``topic``'s heatmap, per window that has a red (z == 0) cell."""
+    return page.evaluate("""topic => {
+        const row = document.querySelector(`#grid .grid-row[data-topic='${topic}']`);
+        const trace = row.data[0];
+        return trace.x.map((label, i) => [label, trace.y.filter((tier, j) => trace.z[j][i] === 0)])
+                      .filter(([, tiers]) => tiers.length > 0);
+    }""", topic)
+
+
+def click_red_cell(page, topic: str) -> None:
+    """Click the red cell the way a user would, at its place on the heatmap."""
+    box = page.evaluate("""topic => {
+        const row = document.querySelector(`#grid .grid-row[data-topic='${topic}']`);
+        const trace = row.data[0];
+        const y = trace.z.findIndex(r => r.includes(0));
+        const x = trace.z[y].indexOf(0);
+        const layout = row._fullLayout;
+        const rect = row.getBoundingClientRect();
+        return {x: rect.left + layout.margin.l + layout.xaxis.l2p(x),
+                y: rect.top + layout.margin.t + layout.yaxis.l2p(y)};
+    }""", topic)
+    page.mouse.click(box["x"], box["y"])

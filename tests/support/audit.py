@@ -1,0 +1,122 @@
+"""Audit tests: the `python -m audit run` process, a pipeline with emulators and a mirror, a loss to inject."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from audit.sketch import EventSketch
+from pipeline.client.producer import Producer, ProducerData
+from schemas.events import AUDIT_TOPIC, EVENT_TOPICS, load_schema
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroEncoder
+from tests.support.broker import REPO_ROOT
+from tests.support.cluster import BrokerCluster
+from tests.support.mirror import MirrorProcess, committed, create_topic, end_offsets, mirror_args
+from tests.support.polling import wait_until
+from tests.support.ports import free_port
+from tests.support.registry import RegistryProcess
+
+WINDOW_MS = 1000
+
+
+class AuditProcess:
+    """`python -m audit run` with its HTTP API on a free port."""
+
+    def __init__(self, tmp_path: Path, args: list[str]) -> None:
+        self.port = free_port()
+        self.log_path = tmp_path / f"audit-{self.port}.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "audit", "run", *args, "--http-port", str(self.port)], cwd=REPO_ROOT,
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self) -> "AuditProcess":
+        def answers() -> bool:
+            try:
+                return bool(self.get("/metrics"))
+            except urllib.error.URLError:
+                return False
+        wait_until(answers, 30, interval=0.1, message="the audit's HTTP API answers")
+        return self
+
+    def get(self, path: str) -> Any:
+        assert self.process.poll() is None, self.log_path.read_text()[-3000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as answer:
+            body = answer.read()
+        return json.loads(body) if path.startswith("/api") else body.decode()
+
+    def stop(self) -> int:
+        self.process.terminate()
+        try:
+            return self.process.wait(60)
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def publish_phantom_count(cluster: BrokerCluster, registry: RegistryProcess, topic: str, window_start: int,
+                          ids: list[str]) -> None:
+    """A producer-tier AuditCount for events the cluster never got: what a loss between a producer and its
+    cluster looks like to the audit (acknowledged, then gone)."""
+    sketch = EventSketch()
+    sketch.add(ids)
+    record = {"topic": topic, "tier": "producer", "windowStart": window_start, "windowEnd": window_start + WINDOW_MS,
+              "host": "fe-phantom", "datacenter": "dc1", "application": "frontend", "count": len(ids),
+              "bytes": 100 * len(ids), "sketch": sketch.to_bytes(), "properties": {}}
+    client = SchemaRegistryClient(registry.url)
+    try:
+        encoder = AvroEncoder(client, {AUDIT_TOPIC: load_schema("AuditCount")})
+        with Producer({"zookeeper.connect": cluster.zk_connect, "request.required.acks": -1,
+                       "serializer.class": encoder}) as producer:
+            producer.send(ProducerData(AUDIT_TOPIC, topic.encode(), [record]))
+    finally:
+        client.close()
+
+
+def run_pipeline(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, tmp_path: Path,
+                 rate: int = 1500, duration: int = 3) -> int:
+    """Emulators into dc1 for ``duration`` seconds, then a mirror into offline until everything is committed;
+    the number of events dc1 holds."""
+    for topic in EVENT_TOPICS:
+        create_topic(dc1, topic, 2)
+    emulator = subprocess.run(
+        [sys.executable, "-m", "producers", "--datacenter", "dc1", "--zookeeper", dc1.zk_connect, "--registry",
+         registry.url, "--servers", "3", "--members", "2000", "--rate", str(rate), "--duration", str(duration),
+         "--audit-window-ms", str(WINDOW_MS)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert emulator.returncode == 0, emulator.stderr[-2000:]
+    args = [a for a in mirror_args({"dc1": dc1}, offline, ",".join(EVENT_TOPICS)) if a != "--no-audit"]
+    mirror = MirrorProcess(tmp_path / "mirror.log", [*args, "--registry", registry.url,
+                                                     "--set", f"audit.window.ms={WINDOW_MS}"]).start()
+    try:
+        for topic in EVENT_TOPICS:
+            ends = end_offsets(dc1, topic, 2)
+            wait_until(lambda: mirror.alive() and all((committed(dc1, "mirror", topic, p) or 0) == end
+                                                      for p, end in ends.items()), 60, message=f"{topic} mirrored")
+        assert mirror.stop() == 0, mirror.log_tail()
+    finally:
+        mirror.kill()
+    return sum(sum(end_offsets(dc1, topic, 2).values()) for topic in EVENT_TOPICS)
+
+
+def audit_args(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, state: Path,
+               *extra: str) -> list[str]:
+    return ["--datacenter", f"dc1={dc1.zk_connect}", "--offline", offline.zk_connect, "--state-dir", str(state),
+            "--registry", registry.url, "--window-ms", str(WINDOW_MS), "--grace-ms", "500",
+            "--set", "reconcile.interval.ms=300", "--set", "checkpoint.interval.ms=300", *extra]
+
+
+def all_reconciled(audit: "AuditProcess", stored: int, tiers: tuple[str, ...]) -> list[dict]:
+    """The windows once every tier of ``tiers`` counted ``stored`` events over them ([] before)."""
+    windows = audit.get("/api/windows")["windows"]
+    counted = {tier: sum(w["counts"].get(tier, 0) for w in windows) for tier in tiers}
+    return windows if set(counted.values()) == {stored} else []
