@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import uuid
 from typing import Any, Mapping, Sequence
 
 from prometheus_client import Counter
@@ -121,7 +122,10 @@ class AuditCounter:
         return closed
 
     def _record(self, server: str, topic: str, start: int, window: _Window) -> dict[str, Any]:
-        properties = {"failed": str(window.failed), "failedBytes": str(window.failed_bytes)}
+        # recordId tells copies of this record (a retried publish, a mirrored audit topic) from another host's
+        # record that happens to say the same.
+        properties = {"failed": str(window.failed), "failedBytes": str(window.failed_bytes),
+                      "recordId": uuid.uuid4().hex}
         if window.in_flight:
             properties["unsettled"] = str(window.in_flight)
         return {"topic": topic, "tier": self.tier, "windowStart": start, "windowEnd": start + self.window_ms,

@@ -116,8 +116,9 @@ class EventCounter:
 
 
 class AuditCountReader:
-    """Adds each AuditCount record of the other tiers to the counts; an exact copy of a record already counted
-    (re-published after a retry, or mirrored into another cluster's audit topic) is counted once."""
+    """Adds each AuditCount record of the other tiers to the counts; a copy of a record already counted
+    (re-published after a retry, or mirrored into another cluster's audit topic: the same recordId) is counted
+    once."""
 
     def __init__(self, counts: CheckpointedCounts, decoder: AvroDecoder, audit_topic: str,
                  own_tiers: frozenset[str]) -> None:
@@ -132,15 +133,16 @@ class AuditCountReader:
         value = record.value
         if not value:
             return
-        digest = hashlib.blake2b(value, digest_size=16).hexdigest()
-        if digest in self._seen:
-            return
         try:
             audit: dict[str, Any] = self._decoder.decode(value, self._topic)
         except (ValueError, KeyError, EOFError) as exc:
             log.warning("unreadable AuditCount at %s-%d@%d: %s", record.topic, record.partition, record.offset, exc)
             return
         if audit["tier"] in self._own_tiers:
+            return
+        # A record's copies share its recordId; one without (written by another tool) is known by its bytes.
+        digest = (audit.get("properties") or {}).get("recordId") or hashlib.blake2b(value, digest_size=16).hexdigest()
+        if digest in self._seen:
             return
         start = _millis(audit["windowStart"])
         self._seen[digest] = start

@@ -60,6 +60,8 @@ class Discrepancy:
     missing: dict[str, int] = field(default_factory=dict)
     duplicated: dict[str, int] = field(default_factory=dict)
     decoded: bool = True
+    #: True when the events were named by reading the window back from the clusters (too many for the sketch).
+    read: bool = False
 
 
 @dataclass
@@ -81,8 +83,11 @@ class WindowResult:
             d.missing or d.duplicated or not d.decoded for d in self.discrepancies)
 
 
-def reconcile(key: WindowKey, tiers: Mapping[str, TierCount], order: Iterable[str] = TIERS) -> WindowResult:
-    """Compare the tiers that counted ``key``'s window, each with the one before it in ``order``."""
+def reconcile(key: WindowKey, tiers: Mapping[str, TierCount], order: Iterable[str] = TIERS,
+              expected: Iterable[str] = ()) -> WindowResult:
+    """Compare the tiers that counted ``key``'s window, each with the one before it in ``order``; a tier of
+    ``expected`` that counted nothing in this window (every event lost there) counts as zero events."""
+    tiers = {**{t: TierCount(sketch=EventSketch()) for t in expected}, **tiers}
     present = [t for t in order if t in tiers]
     counts = {t: tiers[t].count for t in present}
     produced = counts.get(TIERS[0])

@@ -20,13 +20,15 @@ def result_to_json(result: WindowResult, reconciled_at_ms: int) -> dict[str, Any
             "windowEnd": key.window_end, "reconciledAt": reconciled_at_ms, "counts": result.counts,
             "completeness": result.completeness,
             "discrepancies": [{"earlier": d.earlier, "later": d.later, "missing": d.missing,
-                               "duplicated": d.duplicated, "decoded": d.decoded} for d in result.discrepancies]}
+                               "duplicated": d.duplicated, "decoded": d.decoded, "read": d.read}
+                              for d in result.discrepancies]}
 
 
 def result_from_json(data: dict[str, Any]) -> WindowResult:
     key = WindowKey(data["topic"], data["datacenter"], data["windowStart"], data["windowEnd"])
     return WindowResult(key, data["counts"], data["completeness"],
-                        [Discrepancy(d["earlier"], d["later"], d["missing"], d["duplicated"], d["decoded"])
+                        [Discrepancy(d["earlier"], d["later"], d["missing"], d["duplicated"], d["decoded"],
+                                     d.get("read", False))
                          for d in data["discrepancies"]])
 
 

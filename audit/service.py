@@ -19,13 +19,17 @@ from typing import Any
 from audit.config import AuditConfig
 from audit.metrics import AuditMetrics
 from audit.readers import AuditCountReader, ClusterReader, EventCounter
-from audit.reconcile import TIERS, TierCount, WindowKey, WindowResult, reconcile
+from audit.reconcile import TIERS, Discrepancy, TierCount, WindowKey, WindowResult, reconcile
 from audit.results import ResultLog, result_from_json, result_to_json
 from audit.state import CheckpointedCounts, CountKey
+from audit.window_scan import multiplicities, scan_window
+from pipeline.client.cluster import Cluster
+from pipeline.client.errors import KafkaClientError
 from pipeline.client.consumer_config import StaticConnectorConfig
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import Whitelist
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+from pipeline.protocol.errors import KafkaProtocolError
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
 
@@ -52,6 +56,10 @@ class AuditService:
         self._reconciled: dict[WindowKey, tuple] = {}
         self._readers: list[ClusterReader] = []
         self._discoveries: list[ZooKeeperBrokerDiscovery] = []
+        #: A cluster client per cluster name (the datacenters' and "offline"), for reading windows back.
+        self._clusters: dict[str, Cluster] = {}
+        #: Tiers that have counted each (topic, datacenter) so far.
+        self._active: dict[tuple[str, str], set[str]] = {}
         self._registry: SchemaRegistryClient | None = None
         self._lock = threading.Lock()
 
@@ -62,6 +70,7 @@ class AuditService:
         horizon = _now_ms() - config["retain.ms"]
         self.results_log.compact(horizon)
         self.results = self.results_log.read(horizon)
+        # (A window named by reading back is reconciled once more after a restart, and read again.)
         for key, data in self.results.items():
             self._reconciled[key] = _signature(result_from_json(data))
         self._update_gauges()
@@ -76,6 +85,8 @@ class AuditService:
             stop.set()
             for reader in self._readers:
                 reader.join(30)
+            for cluster in self._clusters.values():
+                cluster.close()
             for discovery in self._discoveries:
                 discovery.close()
             self._registry.close()
@@ -92,6 +103,9 @@ class AuditService:
         decoder = AvroDecoder(self._registry)
         window_ms, retain_ms = config["window.ms"], config["retain.ms"]
         for name, connect, tier in clusters:
+            discovery = ZooKeeperBrokerDiscovery(connect)
+            self._discoveries.append(discovery)
+            self._clusters[name] = Cluster(discovery, client_id="audit-window-scan")
             for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
                 counts = CheckpointedCounts(config.state_dir / f"{name}-{role}.json", retain_ms, _now_ms)
                 handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latency) if role == "events"
@@ -131,11 +145,12 @@ class AuditService:
         for key, tiers in sorted(self.counts().items()):
             if key.window_end + grace > now_ms:
                 continue
-            result = reconcile(key, tiers, TIERS)
+            result = reconcile(key, tiers, TIERS, self._expected_tiers(key, tiers))
             signature = _signature(result)
-            previous = self._reconciled.get(key)
-            if signature == previous:
+            if signature == self._reconciled.get(key):
                 continue
+            for discrepancy in result.undecoded:
+                self._read_difference(key, discrepancy)
             self.metrics.count_named(result, None if key not in self.results else result_from_json(self.results[key]))
             self._reconciled[key] = signature
             data = result_to_json(result, now_ms)
@@ -151,6 +166,42 @@ class AuditService:
                                 result.key.datacenter, result.key.window_start, result.completeness,
                                 result.discrepancies)
         return fresh
+
+    def _expected_tiers(self, key: WindowKey, tiers: dict[str, TierCount]) -> set[str]:
+        """The tiers that should have counted this window: the clusters the audit reads itself, and every tier
+        that has counted this topic and datacenter in some window (once a tier runs, its silence is a loss)."""
+        seen = self._active.setdefault((key.topic, key.datacenter), set())
+        seen.update(tiers)
+        expected = set(seen)
+        if key.datacenter in self._clusters:
+            expected.add("datacenter")
+        if "offline" in self._clusters:
+            expected.add("offline")
+        return expected
+
+    def _read_difference(self, key: WindowKey, discrepancy: Discrepancy) -> None:
+        """Name the events of a difference too large for the sketches by reading the window from the clusters
+        that hold the two tiers' events (what the mirror acknowledged is what the offline cluster holds); left
+        undecoded when a tier has nothing to read (the producers) or both read the same cluster."""
+        sources = {"datacenter": self._clusters.get(key.datacenter), "offline": self._clusters.get("offline"),
+                   "mirror": self._clusters.get("offline")}
+        earlier, later = sources.get(discrepancy.earlier), sources.get(discrepancy.later)
+        if earlier is None or later is None or earlier is later:
+            return
+        slack = self.config["grace.ms"]
+        try:
+            before = multiplicities(scan_window(earlier, key.topic, key.window_start, key.window_end, slack,
+                                                key.datacenter))
+            after = multiplicities(scan_window(later, key.topic, key.window_start, key.window_end, slack,
+                                               key.datacenter))
+        except (KafkaClientError, KafkaProtocolError, OSError) as exc:
+            log.warning("cannot read window %s %s %d to name its events (retried at the next pass): %s", key.topic,
+                        key.datacenter, key.window_start, exc)
+            return
+        discrepancy.missing = {i: n - after[i] for i, n in sorted(before.items()) if after[i] < n}
+        discrepancy.duplicated = {i: n - before[i] for i, n in sorted(after.items()) if before[i] < n}
+        discrepancy.decoded = True
+        discrepancy.read = True
 
     def _update_gauges(self) -> None:
         with self._lock:

@@ -13,10 +13,20 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.audit import AuditProcess, all_reconciled, audit_args, publish_phantom_count, run_pipeline
+from audit.window_scan import scan_window
+from pipeline.client.cluster import Cluster, StaticBrokerList
+from schemas.events import EVENT_TOPICS
+from tests.support.audit import (
+    WINDOW_MS,
+    AuditProcess,
+    all_reconciled,
+    audit_args,
+    publish_phantom_count,
+    run_pipeline,
+)
 from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
-from tests.support.mirror import clusters
+from tests.support.mirror import MirrorProcess, clusters, committed, end_offsets, mirror_args
 from tests.support.polling import wait_until
 from tests.support.registry import RegistryProcess, standalone_registry
 
@@ -78,3 +88,58 @@ def served(audit: AuditProcess, path: str) -> bool:
         return bool(audit.get(path)["discrepancies"])
     except urllib.error.HTTPError:
         return False
+
+
+def test_a_mirror_that_copies_everything_again_has_its_duplicates_named_by_reading_the_clusters(
+        clusters: dict[str, BrokerCluster], registry: RegistryProcess, tmp_path: Path) -> None:
+    """A second mirror group copies every event again (as a mirror whose offsets were lost would): far more
+    duplicates per window than the sketch can name, so the audit reads the windows back from dc1 and the offline
+    cluster and names every duplicated event at the mirror tier."""
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    stored = run_pipeline(dc1, offline, registry, tmp_path, rate=1500, duration=2)
+    mirror_again(dc1, offline, registry, tmp_path)
+    audit = AuditProcess(tmp_path, audit_args(dc1, offline, registry, tmp_path / "audit")).wait_ready()
+    try:
+        def doubled() -> list[dict]:
+            windows = audit.get("/api/windows")["windows"]
+            counted = {t: sum(w["counts"].get(t, 0) for w in windows) for t in TIERS}
+            expected = {"producer": stored, "datacenter": stored, "mirror": 2 * stored, "offline": 2 * stored}
+            return windows if counted == expected and all(w["namedEvents"] for w in windows) else []
+        windows = wait_until(doubled, 90, interval=0.3, message=lambda: "the second copy counted and named: " + str(
+            [(w["topic"], w["counts"], w["namedEvents"], w["undecoded"]) for w in audit.get("/api/windows")["windows"]
+             ][:6]) + f" stored {stored}")
+        held = {w["windowStart"]: w for w in windows if w["topic"] == "PageViewEvent"}
+        biggest = max(held.values(), key=lambda w: w["counts"]["datacenter"])
+        assert biggest["counts"]["datacenter"] > 120, "far more duplicates than the sketch decodes"
+        window = audit.get(f"/api/windows/PageViewEvent/dc1/{biggest['windowStart']}")
+        (discrepancy,) = window["discrepancies"]
+        assert (discrepancy["earlier"], discrepancy["later"], discrepancy["read"]) == ("datacenter", "mirror", True)
+        assert discrepancy["missing"] == {}
+        in_dc1 = {f.event_id for f in scan_dc1(dc1, "PageViewEvent", biggest["windowStart"])}
+        assert discrepancy["duplicated"] == dict.fromkeys(sorted(in_dc1), 1)
+        assert audit.stop() == 0
+    finally:
+        audit.kill()
+
+
+def mirror_again(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, tmp_path: Path) -> None:
+    args = [a for a in mirror_args({"dc1": dc1}, offline, ",".join(EVENT_TOPICS)) if a != "--no-audit"]
+    mirror = MirrorProcess(tmp_path / "mirror-again.log", [*args, "--group", "mirror-again", "--registry",
+                                                           registry.url, "--set", f"audit.window.ms={WINDOW_MS}"])
+    mirror.start()
+    try:
+        for topic in EVENT_TOPICS:
+            ends = end_offsets(dc1, topic, 2)
+            wait_until(lambda: mirror.alive() and all((committed(dc1, "mirror-again", topic, p) or 0) == end
+                                                      for p, end in ends.items()), 60, message=f"{topic} again")
+        assert mirror.stop() == 0, mirror.log_tail()
+    finally:
+        mirror.kill()
+
+
+def scan_dc1(dc1: BrokerCluster, topic: str, start: int) -> list:
+    cluster = Cluster(StaticBrokerList(dc1.bootstrap))
+    try:
+        return scan_window(cluster, topic, start, start + WINDOW_MS)
+    finally:
+        cluster.close()

@@ -56,3 +56,11 @@ def test_a_difference_beyond_the_sketch_is_undecoded_and_a_tier_without_ids_comp
     assert not big.decoded and (counts_only.earlier, counts_only.later) == ("datacenter", "mirror")
     assert not counts_only.decoded and result.undecoded == [big, counts_only]
     assert reconcile(KEY, {"datacenter": tier(ids)}).completeness == {"datacenter": None}
+
+
+def test_a_tier_expected_but_silent_lost_every_event_of_the_window():
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    result = reconcile(KEY, {"producer": tier(ids)}, expected={"datacenter"})
+    assert result.counts == {"producer": 3, "datacenter": 0} and result.completeness["datacenter"] == 0.0
+    (lost,) = result.discrepancies
+    assert lost.later == "datacenter" and lost.missing == dict.fromkeys(sorted(ids), 1) and lost.decoded

@@ -43,7 +43,13 @@ def test_failed_events_are_counted_apart_never_as_acknowledged() -> None:
     audit.settled([("fe-1", "SearchEvent", 5_000, 7)] * 2, acknowledged=False)
     [record] = audit.close_windows(60_000)
     assert (record["count"], record["bytes"]) == (3, 300)
+    record_id = record["properties"].pop("recordId")
     assert record["properties"] == {"failed": "2", "failedBytes": "14"}
+    # Another host counting the same tells itself apart (the audit counts copies of one record once).
+    twin = counter()
+    twin.sent("fe-1", "SearchEvent", 5_000)
+    twin.settled([("fe-1", "SearchEvent", 5_000, 100)], acknowledged=True)
+    assert len(record_id) == 32 and twin.close_windows(60_000)[0]["properties"]["recordId"] != record_id
 
 
 def test_a_window_closes_only_after_its_end_and_once_nothing_is_in_flight() -> None:

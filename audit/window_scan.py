@@ -1,0 +1,70 @@
+"""Reading one window's events back from a cluster: where the sketches cannot name a difference (too large),
+and for ``python -m audit trace``.
+
+The records of our event topics carry their event time as their timestamp (the emulators set it, the mirror
+keeps it), so ListOffsets by timestamp finds where a window starts in each partition; the scan reads on until
+the records' timestamps pass the window's end by ``slack_ms`` (events appended later than that with an older
+event time are not seen -- the audit's own counting, which reads everything, does see them).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import NamedTuple
+
+from pipeline.client.admin import AdminClient
+from pipeline.client.cluster import Cluster
+from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from schemas.serde import event_key
+
+__all__ = ["Found", "multiplicities", "scan_window"]
+
+
+class Found(NamedTuple):
+    """One event as a cluster holds it."""
+
+    event_id: str
+    datacenter: str
+    event_time: int
+    topic: str
+    partition: int
+    offset: int
+
+
+def scan_window(cluster: Cluster, topic: str, start_ms: int, end_ms: int, slack_ms: int = 60_000,
+                datacenter: str | None = None, timeout_s: float = 30.0) -> list[Found]:
+    """Every event of ``topic`` (of ``datacenter``, if given) whose event time lies in [start_ms, end_ms)."""
+    admin = AdminClient(cluster)
+    partitions = cluster.partitions_for(topic)
+    starts = admin.list_offsets(topic, partitions, timestamp=max(0, start_ms - slack_ms))
+    ends = admin.list_offsets(topic, partitions)
+    found = []
+    for partition in partitions:
+        offset, end = starts.get(partition), ends.get(partition)
+        if offset is None or end is None or offset >= end:
+            continue
+        host, port = cluster.brokers()[cluster.leader(topic, partition)]
+        with SimpleConsumer(host, port, timeout=timeout_s) as consumer:
+            while offset < end:
+                records = list(consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20)))
+                if not records:
+                    break
+                past = False
+                for record in records:
+                    if record.offset < offset:
+                        continue
+                    key = event_key(record.value) if record.value else None
+                    if key is not None and start_ms <= key.event_time < end_ms and (
+                            datacenter is None or key.datacenter == datacenter):
+                        found.append(Found(key.event_id, key.datacenter, key.event_time, topic, partition,
+                                           record.offset))
+                    past = past or record.timestamp >= end_ms + slack_ms
+                offset = records[-1].offset + 1
+                if past:
+                    break
+    return found
+
+
+def multiplicities(found: list[Found]) -> Counter:
+    """Event id -> copies held."""
+    return Counter(f.event_id for f in found)
