@@ -8,19 +8,38 @@ configuration with its TSDB in a temporary directory and answers HTTP API querie
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+import yaml
+
+from infra.prometheus.config import RULE_FILES
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 
-__all__ = ["PrometheusProcess", "binary", "promtool"]
+__all__ = ["PrometheusProcess", "binary", "metric_names_read", "promtool", "rules"]
 
 INSTALL_HINT = "install Debian's prometheus package: `make setup` (infra/install-debian-packages.sh prometheus)"
+# The words of a PromQL expression that are not functions (followed by '(') nor parts of a recorded name (':');
+# label names are words too, but none starts with a component's prefix.
+WORD = re.compile(r"(?<![:\w])[a-z_][a-z0-9_]*(?![\w:(])")
+
+
+def rules(path: Path) -> Iterator[dict[str, Any]]:
+    """The rules of a rule file, every group's in order."""
+    for group in yaml.safe_load(path.read_text())["groups"]:
+        yield from group["rules"]
+
+
+def metric_names_read(prefix: str) -> set[str]:
+    """The names starting with ``prefix`` (a component's: ``mirror_``, ``kafka_``) that the rules' expressions read."""
+    return {name for path in RULE_FILES for rule in rules(path) for name in WORD.findall(rule["expr"])
+            if name.startswith(prefix)}
 
 
 def binary(name: str) -> str:

@@ -6,32 +6,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
 from etl.metrics import EtlMetrics
-from infra.prometheus.config import ALERT_RULES, RULE_FILES
+from infra.prometheus.config import ALERT_RULES, RECORDING_RULES, RULE_FILES
 from mirror.metrics import MirrorMetrics
 from producers.metrics import EmulatorMetrics
 from schemas.registry.service import Metrics as RegistryMetrics
-from tests.support.prometheus import promtool
+from tests.support.prometheus import metric_names_read, promtool, rules
 
 PROMTOOL_TESTS = sorted((ALERT_RULES.parent.parent / "tests").glob("*.yml"))
-# The words of a PromQL expression that are not functions (followed by '(') nor parts of a recorded name (':');
-# label names are words too, but none starts with a component's prefix.
-WORD = re.compile(r"(?<![:\w])[a-z_][a-z0-9_]*(?![\w:(])")
 
 
 def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
-
-
-def rules(path: Path) -> Iterator[dict[str, Any]]:
-    for group in load(path)["groups"]:
-        yield from group["rules"]
 
 
 def alert_names() -> list[str]:
@@ -87,7 +79,7 @@ def test_the_brief_s_alerts_exist() -> None:
 
 
 def test_every_recording_rule_is_named_level_metric_operations() -> None:
-    names = [rule["record"] for rule in rules(RULE_FILES[0])]
+    names = [rule["record"] for rule in rules(RECORDING_RULES)]
     assert names and all(re.fullmatch(r"[a-z_]+:[a-z0-9_]+(:[a-z0-9_]+)?", name) for name in names), names
 
 
@@ -107,17 +99,8 @@ EXPORTERS = {
 }
 
 
-def metrics_read(prefix: str) -> set[str]:
-    """The names starting with ``prefix`` that the rules' expressions read."""
-    found = set()
-    for path in RULE_FILES:
-        for rule in rules(path):
-            found |= {name for name in WORD.findall(rule["expr"]) if name.startswith(prefix)}
-    return found
-
-
 @pytest.mark.parametrize("prefix", sorted(EXPORTERS))
 def test_the_rules_read_only_metrics_the_component_exports(prefix: str) -> None:
-    read = metrics_read(prefix)
+    read = metric_names_read(prefix)
     assert read, f"no rule reads a {prefix}... metric"
     assert sorted(read - exported_names(EXPORTERS[prefix]())) == []
