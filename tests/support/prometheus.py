@@ -14,15 +14,16 @@ import subprocess
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import yaml
+from prometheus_client import Metric
 
 from infra.prometheus.config import RULE_FILES
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 
-__all__ = ["PrometheusProcess", "binary", "metric_names_read", "promtool", "rules"]
+__all__ = ["PrometheusProcess", "binary", "exported_names", "metric_names_read", "promtool", "rules"]
 
 INSTALL_HINT = "install Debian's prometheus package: `make setup` (infra/install-debian-packages.sh prometheus)"
 # The words of a PromQL expression that are not functions (followed by '(') nor parts of a recorded name (':');
@@ -40,6 +41,13 @@ def metric_names_read(prefix: str) -> set[str]:
     """The names starting with ``prefix`` (a component's: ``mirror_``, ``kafka_``) that the rules' expressions read."""
     return {name for path in RULE_FILES for rule in rules(path) for name in WORD.findall(rule["expr"])
             if name.startswith(prefix)}
+
+
+def exported_names(families: Iterable[Metric]) -> set[str]:
+    """Every sample name of these metric families (a registry's ``collect()``, a scrape parsed by
+    ``text_string_to_metric_families``), including those of labelled families that have no child yet."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    return {family.name + suffix for family in families for suffix in suffixes[family.type]}
 
 
 def binary(name: str) -> str:

@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from etl.metrics import EtlMetrics
 from infra.prometheus.config import ALERT_RULES, RECORDING_RULES, RULE_FILES
 from mirror.metrics import MirrorMetrics
 from producers.metrics import EmulatorMetrics
 from schemas.registry.service import Metrics as RegistryMetrics
-from tests.support.prometheus import metric_names_read, promtool, rules
+from tests.support.prometheus import exported_names, metric_names_read, promtool, rules
 
 PROMTOOL_TESTS = sorted((ALERT_RULES.parent.parent / "tests").glob("*.yml"))
 
@@ -83,12 +82,6 @@ def test_every_recording_rule_is_named_level_metric_operations() -> None:
     assert names and all(re.fullmatch(r"[a-z_]+:[a-z0-9_]+(:[a-z0-9_]+)?", name) for name in names), names
 
 
-def exported_names(registry: CollectorRegistry) -> set[str]:
-    """Every sample name ``registry`` exports or will once its labelled children exist."""
-    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-    return {family.name + suffix for family in registry.collect() for suffix in suffixes[family.type]}
-
-
 # The components whose metrics are on this branch; the audit's (audit_...) and the broker's (kafka_...) are
 # contracts of their own branches.
 EXPORTERS = {
@@ -103,4 +96,4 @@ EXPORTERS = {
 def test_the_rules_read_only_metrics_the_component_exports(prefix: str) -> None:
     read = metric_names_read(prefix)
     assert read, f"no rule reads a {prefix}... metric"
-    assert sorted(read - exported_names(EXPORTERS[prefix]())) == []
+    assert sorted(read - exported_names(EXPORTERS[prefix]().collect())) == []
