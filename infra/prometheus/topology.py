@@ -2,9 +2,10 @@
 
 One row per process (job, metrics port, labels). The demo gives each process the port of its row
 (``metrics.port`` for the brokers, ``--metrics-port`` for the emulators, the mirror and the ETL scheduler;
-the schema registry serves /metrics on its HTTP port), and :func:`demo_jobs` turns the rows of the processes
-it runs into the jobs :func:`infra.prometheus.config.write` scrapes. Broker metrics ports are the block
-92xx: 920N for broker N of dc1, 921N of dc2, 922N of the offline cluster.
+the schema registry and the audit service serve /metrics on their HTTP port, the audit's default 8090), and
+:func:`demo_jobs` turns the rows of the processes it runs into the jobs :func:`infra.prometheus.config.write`
+scrapes. Broker metrics ports are the block 92xx: 920N for broker N of dc1, 921N of dc2, 922N of the offline
+cluster.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ DEMO_PROCESSES: tuple[tuple[str, int, Mapping[str, str]], ...] = (
     ("emulator", 9302, {"datacenter": "dc2"}),
     ("mirror", 9311, {}),
     ("etl", 9321, {}),
-    ("audit", 9331, {}),
+    ("audit", 8090, {}),
     ("prometheus", PROMETHEUS_PORT, {}),
 )
 
