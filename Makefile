@@ -14,9 +14,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Written after a successful install; newer than pyproject.toml means nothing to do.
 SETUP_STAMP := $(VENV)/.setup-stamp
-# Debian packages needed by the tests and the demo (zookeeper brings the JRE Spark runs on; chromium for the
-# dashboard's browser tests), and the benchmark's peers.
-DEBIAN_PACKAGES ?= kcat zookeeper chromium rabbitmq-server activemq nats-server
+# Debian packages needed by the tests and the demo (zookeeper brings the JRE Spark runs on; prometheus brings
+# prometheus and promtool, for the rules' unit tests and the live tests; chromium for the dashboard's browser
+# tests), and the benchmark's peers.
+DEBIAN_PACKAGES ?= kcat zookeeper prometheus chromium rabbitmq-server activemq nats-server
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
 # Each entry is one benchmark command line (script and arguments); `make bench-scripts` runs them in order.
