@@ -1,7 +1,9 @@
-"""`python -m audit`: the audit service (`run`) and its reconciliation table (`report`).
+"""`python -m audit`: the audit service (`run`), its reconciliation table (`report`), one event traced (`trace`).
 
     python -m audit run --datacenter dc1=zk:2181/dc1 --offline zk:2181/offline --state-dir var/audit
     python -m audit report --state-dir var/audit [--topic PageViewEvent] [--since 2026-11-23T10:00]
+    python -m audit trace EVENT_ID --datacenter dc1=zk:2181/dc1 --offline zk:2181/offline \
+        (--state-dir var/audit | --around 2026-11-23T10:00:12 [--topic PageViewEvent])
 
 `run` counts what every cluster holds, collects the other tiers' AuditCounts, reconciles each window once its
 grace passed, and serves /metrics and the results' JSON API on --http-port. SIGTERM checkpoints and exits 0.
@@ -43,6 +45,81 @@ def _report_parser(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--state-dir", required=True, metavar="DIR")
     report.add_argument("--topic")
     report.add_argument("--since", metavar="ISO-TIME", help="windows starting at or after this time (UTC)")
+
+
+def _trace_parser(subparsers: argparse._SubParsersAction) -> None:
+    trace = subparsers.add_parser("trace", help="find one event at every tier")
+    trace.add_argument("event_id", metavar="EVENT_ID")
+    trace.add_argument("--datacenter", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]")
+    trace.add_argument("--offline", metavar="HOST:PORT[/CHROOT]")
+    trace.add_argument("--state-dir", metavar="DIR", help="find the event's window among the named events there")
+    trace.add_argument("--around", metavar="ISO-TIME", help="the event's time, give or take a window (UTC)")
+    trace.add_argument("--topic", help="its topic (default: every event topic)")
+    trace.add_argument("--window-ms", type=int, default=60_000)
+
+
+def _millis(text: str) -> int:
+    moment = datetime.datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def trace(args: argparse.Namespace) -> int:
+    """Where the event is held: each cluster's topic, partition and offset (several lines: duplicates)."""
+    from pathlib import Path
+
+    from audit.results import ResultLog
+    from audit.window_scan import scan_window
+    from mirror.config import parse_sources
+    from pipeline.client.cluster import Cluster
+    from pipeline.client.errors import KafkaClientError
+    from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+    from pipeline.protocol.errors import KafkaProtocolError
+    from schemas.events import EVENT_TOPICS
+
+    try:
+        clusters = dict(parse_sources(",".join(args.datacenter))) if args.datacenter else {}
+        if args.offline:
+            clusters["offline"] = args.offline
+        if not clusters:
+            raise ValueError("give the clusters: --datacenter NAME=ZOOKEEPER and/or --offline ZOOKEEPER")
+        windows: list[tuple[str, int, int]] = []
+        if args.state_dir:
+            for key, data in ResultLog(Path(args.state_dir) / "results.jsonl").read().items():
+                if any(args.event_id in d["missing"] or args.event_id in d["duplicated"] for d in data["discrepancies"]):
+                    windows.append((key.topic, key.window_start, key.window_end))
+        if not windows and args.around:
+            moment = _millis(args.around)
+            topics = [args.topic] if args.topic else sorted(EVENT_TOPICS)
+            windows = [(t, moment - args.window_ms, moment + args.window_ms) for t in topics]
+        if not windows:
+            raise ValueError("the event is not among the named events; give --around TIME (and --topic)")
+    except ValueError as error:
+        print(f"{PROG} trace: error: {error}", file=sys.stderr)
+        return 2
+    found = 0
+    for name, connect in clusters.items():
+        discovery = ZooKeeperBrokerDiscovery(connect)
+        cluster = Cluster(discovery, client_id="audit-trace")
+        try:
+            for topic, start, end in windows:
+                for event in scan_window(cluster, topic, start, end):
+                    if event.event_id == args.event_id:
+                        found += 1
+                        when = datetime.datetime.fromtimestamp(event.event_time / 1000, datetime.timezone.utc)
+                        print(f"{name}: {event.topic}-{event.partition}@{event.offset} (datacenter "
+                              f"{event.datacenter}, event time {when.isoformat()})")
+        except (KafkaClientError, KafkaProtocolError, OSError) as error:
+            print(f"{PROG} trace: error: {name}: {error}", file=sys.stderr)
+            return 1
+        finally:
+            cluster.close()
+            discovery.close()
+    if not found:
+        print(f"{PROG} trace: {args.event_id} is in none of {', '.join(clusters)} around that time", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,13 +170,10 @@ def report(args: argparse.Namespace) -> int:
     since = None
     if args.since:
         try:
-            moment = datetime.datetime.fromisoformat(args.since)
+            since = _millis(args.since)
         except ValueError:
             print(f"{PROG} report: error: --since {args.since!r} is not an ISO time", file=sys.stderr)
             return 2
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=datetime.timezone.utc)
-        since = int(moment.timestamp() * 1000)
     results = ResultLog(Path(args.state_dir) / "results.jsonl").read(since)
     rows = [d for k, d in sorted(results.items()) if args.topic is None or k.topic == args.topic]
     header = ["window (UTC)", "topic", "dc", *TIERS, "named"]
@@ -127,9 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="command", required=True)
     _run_parser(subparsers)
     _report_parser(subparsers)
+    _trace_parser(subparsers)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     log_to_stderr()
-    return run(args) if args.command == "run" else report(args)
+    return {"run": run, "report": report, "trace": trace}[args.command](args)
 
 
 if __name__ == "__main__":

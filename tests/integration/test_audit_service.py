@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import urllib.error
 import uuid
 from pathlib import Path
@@ -75,6 +76,20 @@ def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registr
     report = subprocess.run([sys.executable, "-m", "audit", "report", "--state-dir", str(tmp_path / "audit"),
                              "--topic", "PageViewEvent"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert report.returncode == 0 and "3 missing" in report.stdout, report.stdout + report.stderr
+    # A named event is looked for at every tier: nowhere (it was lost before dc1); a stored one is in both.
+    where = ["--datacenter", f"dc1={dc1.zk_connect}", "--offline", offline.zk_connect]
+    missing = subprocess.run([sys.executable, "-m", "audit", "trace", lost[0], *where, "--state-dir",
+                              str(tmp_path / "audit")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "is in none of dc1, offline" in missing.stderr, missing.stderr
+    held = scan_dc1(dc1, "PageViewEvent", victim["windowStart"])[0]
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(held.event_time / 1000))
+    traced = subprocess.run([sys.executable, "-m", "audit", "trace", held.event_id, *where, "--around", when,
+                             "--topic", "PageViewEvent", "--window-ms", "2000"], cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert traced.returncode == 0, traced.stderr
+    lines = traced.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"dc1: PageViewEvent-{held.partition}@{held.offset} ")
+    assert lines[1].startswith("offline: PageViewEvent-") and "datacenter dc1" in lines[1]
     again = AuditProcess(tmp_path, args).wait_ready()
     try:
         assert wait_until(lambda: served(again, path), 30, interval=0.3, message="history served")
