@@ -11,15 +11,29 @@ from pyspark.sql import SparkSession
 
 from etl.history import RunHistory
 from etl.job import EtlError, run_once
+from etl.report import SkippedOffsets
+from etl.store import Warehouse
+from pipeline.client.simple_consumer import SimpleConsumer
 from etl.spark import build_session
-from schemas.events import load_schema
-from tests.support.etl import EtlEnvironment, expected_keys, lineage_headers, page_views, warehouse_rows
-from tests.support.mirror import end_offsets, read_all
+from schemas.events import AUDIT_TOPIC, load_schema
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroDecoder
+from tests.support.etl import (
+    EVENT_TIME,
+    EtlEnvironment,
+    expected_keys,
+    lineage_headers,
+    page_views,
+    warehouse_rows,
+)
+from tests.support.mirror import end_offsets, produce, read_all
+from tests.support.polling import wait_until
 
 
 @pytest.fixture(scope="module")
 def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
-    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl"))
+    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl"),
+                                 {"log.retention.check.interval.ms": 200})
     try:
         yield environment
     finally:
@@ -45,7 +59,7 @@ def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_o
     env.produce("views", views, schema, mirrored)
     env.produce("clicks", page_views(20, 500), schema)
     warehouse = tmp_path / "warehouse"
-    config = env.config(warehouse, topics="views|clicks", **{"max.range.records": "7"})
+    config = env.config(warehouse, topics="views|clicks", **{"max.range.records": "7", "audit.enable": "true"})
 
     report = run_once(config, spark)
     assert report.outcome == "succeeded" and report.rows == 80
@@ -66,6 +80,14 @@ def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_o
             else:
                 assert (row["source_cluster"], row["source_partition"], row["source_offset"]) == (None, None, None)
     assert set(warehouse_rows(warehouse, "clicks")) == expected_keys("clicks", end_offsets(env.offline, "clicks", 2))
+    # Tier-warehouse audit: the rows per topic and window of event time (one event a minute: one per window).
+    with SchemaRegistryClient(env.registry.url) as registry:
+        decoder = AvroDecoder(registry)
+        audit = [decoder.decode(r.value) for r in read_all(env.offline, AUDIT_TOPIC, 1)[0]]
+    assert {a["tier"] for a in audit} == {"warehouse"} and {a["datacenter"] for a in audit} == {"dc1"}
+    assert sum(a["count"] for a in audit if a["topic"] == "views") == 60
+    assert sorted(int(a["windowStart"].timestamp() * 1000) for a in audit if a["topic"] == "clicks") == \
+        [e["header"]["eventTime"] // 60_000 * 60_000 for e in page_views(20, 500)]
 
     again = run_once(config, spark)
     assert again.outcome == "nothing-new" and again.rows == 0
@@ -79,3 +101,77 @@ def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_o
     assert [r.outcome for r in RunHistory(warehouse, "etl").runs()] == ["succeeded", "nothing-new", "succeeded"]
     offsets = {p: int(env.offline.zk.get(f"/consumers/etl/offsets/views/{p}")[0]) for p in range(3)}
     assert offsets == ends
+
+
+def test_v1_and_v2_events_of_a_topic_load_into_one_table_with_the_merged_schema(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("evolving", 1)
+    env.produce("evolving", page_views(5), load_schema("PageViewEvent", 1))
+    warehouse = tmp_path / "warehouse"
+    config = env.config(warehouse, topics="evolving")
+    assert run_once(config, spark).rows == 5
+    # The schema moves to v2: events of both versions follow; the second run reads them all as v2.
+    env.produce("evolving", page_views(5, 5, version=2), load_schema("PageViewEvent", 2))
+    env.produce("evolving", page_views(5, 10), load_schema("PageViewEvent", 1))
+    assert run_once(config, spark).rows == 10
+    table = spark.read.option("mergeSchema", "true").parquet(str(warehouse / "evolving"))
+    assert "sessionId" in table.columns
+    sessions = {r["kafka_offset"]: r["sessionId"] for r in table.select("kafka_offset", "sessionId").collect()}
+    assert sessions == {o: (f"session-{o}" if 5 <= o < 10 else None) for o in range(15)}
+    hours = table.groupBy("date", "hour").count().collect()
+    assert sum(r["count"] for r in hours) == 15 and {str(r["date"]) for r in hours} == {"2023-11-14"}
+
+
+def _earliest(env: EtlEnvironment, topic: str) -> int:
+    broker = next(iter(env.offline.brokers.values()))
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        return consumer.get_offsets_before(topic, 0, -2, 1)[0]
+
+
+def test_offsets_deleted_before_loading_fail_the_run_with_the_count_or_are_skipped_and_recorded(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("retained", 1, {"segment.bytes": "2048", "retention.bytes": "8192"})
+    schema = load_schema("PageViewEvent", 1)
+    env.produce("retained", page_views(20), schema)
+    warehouse = tmp_path / "warehouse"
+    config = env.config(warehouse, topics="retained")
+    assert run_once(config, spark).rows == 20
+    env.produce("retained", page_views(400, 20), schema)
+    seen: list[int] = []
+
+    def settled() -> int:
+        # Retention runs every 200 ms: the log start is settled once it stays put over several looks.
+        seen.append(_earliest(env, "retained"))
+        return seen[-1] if seen[-1] > 20 and seen[-4:] == [seen[-1]] * 4 else 0
+
+    log_start = wait_until(settled, 30, interval=0.25, message="retention to delete offsets after 20")
+    lost = log_start - 20
+    with pytest.raises(EtlError) as failure:
+        run_once(config, spark)
+    assert f"{lost} offsets were deleted by retention" in str(failure.value)
+    assert f"retained-0 offsets 20..{log_start - 1} ({lost} offsets)" in str(failure.value)
+    (failed,) = RunHistory(warehouse, "etl").runs(1)
+    assert failed.outcome == "failed" and f"({lost} offsets)" in failed.error
+    assert not (warehouse / "_etl" / "etl" / "staging").exists() or not any((warehouse / "_etl/etl/staging").iterdir())
+
+    skipping = env.config(warehouse, topics="retained", **{"out.of.range": "earliest"})
+    report = run_once(skipping, spark)
+    assert report.outcome == "succeeded" and report.skipped == [SkippedOffsets("retained", 0, 20, log_start)]
+    end = end_offsets(env.offline, "retained", 1)[0]
+    assert set(warehouse_rows(warehouse, "retained")) == (expected_keys("retained", {0: 20})
+                                                          | expected_keys("retained", {0: end}, {0: log_start}))
+    manifests = Warehouse(warehouse, "etl").read_manifests()
+    assert [m.skipped for m in manifests][-1] == [SkippedOffsets("retained", 0, 20, log_start)]
+    assert RunHistory(warehouse, "etl").runs(1)[0].skipped == [SkippedOffsets("retained", 0, 20, log_start)]
+
+
+def test_a_record_that_does_not_decode_fails_the_run_naming_topic_partition_and_offset(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("broken", 1)
+    env.produce("broken", page_views(3), load_schema("PageViewEvent", 1))
+    produce(env.offline, "broken", [(b"k", b"\x00\x00\x00\x00\x01garbage", EVENT_TIME, [])])
+    warehouse = tmp_path / "warehouse"
+    with pytest.raises(EtlError, match="broken-0 offset 3: cannot decode the value"):
+        run_once(env.config(warehouse, topics="broken"), spark)
+    assert warehouse_rows(warehouse, "broken") == {}
+    assert RunHistory(warehouse, "etl").runs()[0].outcome == "failed"
