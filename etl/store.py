@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from etl.faults import pause_at
 from etl.plan import OffsetRange, loaded_ends
 from etl.report import SkippedOffsets
 
@@ -197,6 +198,7 @@ class Warehouse:
                 published.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(staged, published)
                 directories.add(published.parent)
+                pause_at("publishing")
             elif not published.exists():
                 raise FileNotFoundError(f"run {manifest.run_id}: neither the staged file {staged} nor the published "
                                         f"{published} exists; the warehouse was changed by hand")
