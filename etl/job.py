@@ -14,7 +14,6 @@ Every run, failed or with nothing new, is recorded in the run history before ``r
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import socket
@@ -216,13 +215,25 @@ class _Run:
 
     # -- loading ---------------------------------------------------------------------------------------
 
+    def reader_schemas(self) -> dict[str, str]:
+        """The reader schema (JSON text) of every topic with ranges: its subject's latest version."""
+        readers = {}
+        with SchemaRegistryClient(self.config["schema.registry.url"]) as registry:
+            for topic, _, _ in self.by_topic():
+                try:
+                    readers[topic] = registry.latest(subject_for(topic))[2].text
+                except SchemaRegistryError as error:
+                    raise EtlError(f"topic {topic}: no reader schema (subject {subject_for(topic)}): "
+                                   f"{error}") from None
+        return readers
+
     def load(self, offline: _Offline) -> dict[int, dict[str, Any]]:
+        readers = self.reader_schemas()
         if self.spark is None:
             from etl.spark import build_session
             self.spark = build_session(self.config)
         spark = self.spark
         accumulator = spark.sparkContext.accumulator({}, StatsParam())
-        registry = SchemaRegistryClient(self.config["schema.registry.url"])
         brokers = offline.brokers()
         staging = self.warehouse.staging_dir(self.report.run_id)
         watcher_stop = threading.Event()
@@ -231,11 +242,7 @@ class _Run:
         watcher.start()
         try:
             for topic, first, ranges in self.by_topic():
-                try:
-                    reader = registry.latest(subject_for(topic))[2].text
-                except SchemaRegistryError as error:
-                    raise EtlError(f"topic {topic}: no reader schema (subject {subject_for(topic)}): {error}") from None
-                context = TaskContext(topic, brokers, self.config["schema.registry.url"], reader,
+                context = TaskContext(topic, brokers, self.config["schema.registry.url"], readers[topic],
                                       self.config["fetch.size"], self.config["out.of.range"] == "earliest")
                 try:
                     load_topic(spark, context, ranges, first, staging / topic, self.config["audit.window.ms"],
@@ -247,7 +254,6 @@ class _Run:
         finally:
             watcher_stop.set()
             watcher.join()
-            registry.close()
         stats = dict(accumulator.value)
         self.apply(stats)
         missing = [str(self.ranges[i]) for i in range(len(self.ranges)) if i not in stats]
@@ -341,8 +347,8 @@ def run_once(config: EtlConfig, spark: SparkSession | None = None, *,
         run.run()
     except EtlError as error:
         failure = error
-    except (KafkaClientError, KafkaProtocolError, KazooException, SchemaRegistryError, OSError,
-            json.JSONDecodeError) as error:
+    except (KafkaClientError, KafkaProtocolError, KazooException, SchemaRegistryError, OSError, ValueError,
+            Py4JError, PySparkException) as error:
         failure = EtlError(f"{type(error).__name__}: {error}")
     if failure is not None:
         run.discard_unpublished()

@@ -14,11 +14,14 @@ from typing import Iterator
 
 import pytest
 
+from etl.history import RunHistory
+from etl.report import RangeReport
 from etl.store import Warehouse
 from schemas.events import load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
 from tests.support.etl import (
+    EVENT_TIME,
     EtlEnvironment,
     EtlProcess,
     expected_keys,
@@ -27,7 +30,7 @@ from tests.support.etl import (
     run_etl,
     warehouse_rows,
 )
-from tests.support.mirror import end_offsets, read_all
+from tests.support.mirror import end_offsets, produce, read_all
 from tests.support.polling import wait_until
 
 TOPIC = "killed"
@@ -123,3 +126,20 @@ def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
     code, output = run_etl(tmp_path / "etl-again.log", env.args(warehouse, "--topics", TOPIC))
     assert code == 0 and "nothing-new" in output, output
     assert set(warehouse_rows(warehouse, TOPIC)) == expected_keys(TOPIC, ends)
+
+
+def test_the_command_line_exits_1_on_a_failed_run_recorded_in_the_history_and_2_on_bad_settings(
+        env: EtlEnvironment, tmp_path: Path) -> None:
+    env.create_topic("unregistered", 1)
+    produce(env.offline, "unregistered", [(b"k", b"not avro", EVENT_TIME, [])])
+    warehouse = tmp_path / "warehouse"
+    code, output = run_etl(tmp_path / "etl-failed.log", env.args(warehouse, "--topics", "unregistered"))
+    errors = [line for line in output.splitlines() if line.startswith("python -m etl: error:")]
+    assert code == 1 and len(errors) == 1 and "Traceback" not in output, output
+    assert "topic unregistered: no reader schema (subject unregistered-value)" in errors[0]
+    (failed,) = RunHistory(warehouse, "etl").runs()
+    assert failed.outcome == "failed" and "no reader schema" in failed.error
+    assert failed.ranges == [RangeReport("unregistered", 0, 0, 1)]
+
+    code, output = run_etl(tmp_path / "etl-bad.log", env.args(warehouse, "--set", "max.range.records=0"))
+    assert code == 2 and output.startswith("python -m etl: error: etl setting max.range.records=0"), output
