@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from etl.history import RunHistory
-from etl.job import EtlError, run_once
+from etl.job import EtlError, LockLost, run_once
 from etl.report import SkippedOffsets
 from etl.store import Warehouse
 from pipeline.client.simple_consumer import SimpleConsumer
@@ -175,3 +175,35 @@ def test_a_record_that_does_not_decode_fails_the_run_naming_topic_partition_and_
         run_once(env.config(warehouse, topics="broken"), spark)
     assert warehouse_rows(warehouse, "broken") == {}
     assert RunHistory(warehouse, "etl").runs()[0].outcome == "failed"
+
+
+def test_a_lost_lock_stops_the_run_before_publishing_or_before_the_commit_and_the_next_run_completes_it(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("locked", 2)
+    env.produce("locked", page_views(30), load_schema("PageViewEvent", 1))
+    warehouse = tmp_path / "warehouse"
+    config = env.config(warehouse, topics="locked")
+    store = Warehouse(warehouse, "etl")
+    with pytest.raises(LockLost, match="before publishing"):
+        run_once(config, spark, still_locked=lambda: False)
+    assert warehouse_rows(warehouse, "locked") == {} and list(store.read_manifests()) == []
+    assert store.abandoned_runs() == []
+
+    answers = iter([True, False])
+    with pytest.raises(LockLost, match="before committing"):
+        run_once(config, spark, still_locked=lambda: next(answers))
+    assert len(warehouse_rows(warehouse, "locked")) == 30 and len(store.journals_pending()) == 1
+    assert env.offline.zk.exists("/consumers/etl/offsets/locked/0") is None
+
+    seen: list[tuple[str | None, int]] = []
+    report = run_once(config, spark, on_progress=lambda r: seen.append((r.outcome, r.rows)))
+    assert report.outcome == "nothing-new" and store.journals_pending() == []
+    ends = end_offsets(env.offline, "locked", 2)
+    assert {p: int(env.offline.zk.get(f"/consumers/etl/offsets/locked/{p}")[0]) for p in range(2)} == ends
+    assert seen[-1] == ("nothing-new", 0)
+    assert [r.outcome for r in RunHistory(warehouse, "etl").runs()] == ["nothing-new", "failed", "failed"]
+
+    env.produce("locked", page_views(10, 30), load_schema("PageViewEvent", 1))
+    seen.clear()
+    run_once(config, spark, on_progress=lambda r: seen.append((r.outcome, r.rows)))
+    assert seen[0] == (None, 0) and seen[-1] == ("succeeded", 10)
