@@ -18,6 +18,7 @@ import logging
 import re
 import socket
 import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 import time
 from typing import Any, Callable
 
@@ -235,22 +236,12 @@ class _Run:
         spark = self.spark
         accumulator = spark.sparkContext.accumulator({}, StatsParam())
         brokers = offline.brokers()
-        staging = self.warehouse.staging_dir(self.report.run_id)
         watcher_stop = threading.Event()
         watcher = threading.Thread(target=self.watch, args=(accumulator, watcher_stop), name="etl-progress",
                                    daemon=True)
         watcher.start()
         try:
-            for topic, first, ranges in self.by_topic():
-                context = TaskContext(topic, brokers, self.config["schema.registry.url"], readers[topic],
-                                      self.config["fetch.size"], self.config["out.of.range"] == "earliest")
-                try:
-                    load_topic(spark, context, ranges, first, staging / topic, self.config["audit.window.ms"],
-                               accumulator)
-                except ColumnClash as error:
-                    raise EtlError(str(error)) from None
-                except (Py4JError, PySparkException) as error:
-                    raise EtlError(_spark_error(topic, error)) from None
+            self.load_topics(spark, readers, brokers, accumulator)
         finally:
             watcher_stop.set()
             watcher.join()
@@ -260,6 +251,33 @@ class _Run:
         if missing:
             raise EtlError(f"no task reported loading {', '.join(missing)}")
         return stats
+
+    def load_topics(self, spark: SparkSession, readers: dict[str, str], brokers: str, accumulator: Any) -> None:
+        """One Spark job per topic, up to concurrent.topics at once (their tasks share the executors); the
+        first to fail cancels the others and is the run's error."""
+        staging = self.warehouse.staging_dir(self.report.run_id)
+
+        def load(topic: str, first: int, ranges: list[OffsetRange]) -> None:
+            context = TaskContext(topic, brokers, self.config["schema.registry.url"], readers[topic],
+                                  self.config["fetch.size"], self.config["out.of.range"] == "earliest")
+            spark.sparkContext.setJobGroup(self.report.run_id, f"etl run {self.report.run_id}: {topic}")
+            try:
+                load_topic(spark, context, ranges, first, staging / topic, self.config["audit.window.ms"],
+                           accumulator)
+            except ColumnClash as error:
+                raise EtlError(str(error)) from None
+            except (Py4JError, PySparkException) as error:
+                raise EtlError(_spark_error(topic, error)) from None
+
+        failure: EtlError | None = None
+        with ThreadPoolExecutor(self.config["concurrent.topics"], thread_name_prefix="etl-topic") as pool:
+            for done in as_completed([pool.submit(load, *item) for item in self.by_topic()]):
+                error = done.exception()
+                if error is not None and failure is None:
+                    failure = error if isinstance(error, EtlError) else EtlError(str(error))
+                    spark.sparkContext.cancelJobGroup(self.report.run_id)
+        if failure is not None:
+            raise failure
 
     def by_topic(self) -> list[tuple[str, int, list[OffsetRange]]]:
         groups: list[tuple[str, int, list[OffsetRange]]] = []

@@ -2,7 +2,7 @@
 
 On a local master (not under spark-submit) the executors' Python workers are children of the driver's JVM and find the project
 through ``PYTHONPATH`` (set here for them); on a cluster master or under spark-submit the project's packages are
-zipped and shipped with ``addPyFile`` (and spark-submit's ``--master`` wins). The Spark UI is off unless ``spark.ui.enabled=true`` is set, timestamps are written as
+zipped and shipped with ``addPyFile`` (and spark-submit's ``--master`` wins). The Spark UI and its console progress bar are off unless set (``spark.ui.enabled=true``), timestamps are written as
 Parquet INT64 microseconds (readable by pyarrow and every engine), and the session's time zone is UTC.
 """
 
@@ -27,7 +27,7 @@ APP_NAME = "kafka-etl"
 PROJECT_PACKAGES = ("etl", "pipeline", "schemas", "mirror", "audit")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-_DEFAULTS = {"spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC",
+_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
              "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
              "spark.sql.sources.partitionColumnTypeInference.enabled": "true"}
 
