@@ -1,9 +1,10 @@
 """The SparkSession of a run: the master and ``spark.*`` settings of the configuration, the project's code shipped.
 
-On a local master (not under spark-submit) the executors' Python workers are children of the driver's JVM and find the project
-through ``PYTHONPATH`` (set here for them); on a cluster master or under spark-submit the project's packages are
-zipped and shipped with ``addPyFile`` (and spark-submit's ``--master`` wins). The Spark UI and its console progress bar are off unless set (``spark.ui.enabled=true``), timestamps are written as
-Parquet INT64 microseconds (readable by pyarrow and every engine), and the session's time zone is UTC.
+On a local master (not under spark-submit) the executors' Python workers are children of the driver's JVM
+and find the project through ``PYTHONPATH`` (set here for them); on a cluster master or under spark-submit
+the project's packages are zipped and shipped with ``addPyFile`` (and spark-submit's ``--master`` wins).
+The Spark UI and its console progress bar are off unless set (``spark.ui.enabled=true``), timestamps are
+written as Parquet INT64 microseconds (readable by pyarrow and every engine), the session's time zone is UTC.
 """
 
 from __future__ import annotations

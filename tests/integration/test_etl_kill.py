@@ -5,6 +5,7 @@ The driver is made to stop dead at a point by the test hook ``ETL_PAUSE_AT`` (et
 covers the points in turn, new events before each run, so that each rerun also recovers what the previous
 kill left: killed while tasks run (staging, no journal: discarded), after the journal and one move (rolled
 forward), after the manifest before the ZooKeeper commit (commit completed), during the ZooKeeper commit.
+The last rerun goes through spark-submit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
 from tests.support.etl import (
     EVENT_TIME,
+    SPARK_SUBMIT,
     EtlEnvironment,
     EtlProcess,
     expected_keys,
@@ -30,7 +32,7 @@ from tests.support.etl import (
     run_etl,
     warehouse_rows,
 )
-from tests.support.mirror import end_offsets, produce, read_all
+from tests.support.mirror import committed, end_offsets, produce, read_all
 from tests.support.polling import wait_until
 
 TOPIC = "killed"
@@ -61,11 +63,7 @@ def _killed_at(env: EtlEnvironment, tmp_path: Path, warehouse: Path, point: str)
 
 
 def _committed(env: EtlEnvironment) -> dict[int, int | None]:
-    found = {}
-    for partition in range(PARTITIONS):
-        path = f"/consumers/etl/offsets/{TOPIC}/{partition}"
-        found[partition] = int(env.offline.zk.get(path)[0]) if env.offline.zk.exists(path) else None
-    return found
+    return {partition: committed(env.offline, "etl", TOPIC, partition) for partition in range(PARTITIONS)}
 
 
 def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
@@ -103,8 +101,9 @@ def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
     _killed_at(env, tmp_path, warehouse, "committing")
     assert len(store.journals_pending()) == 1
 
-    code, output = run_etl(tmp_path / "etl-final.log", env.args(warehouse, "--topics", TOPIC))
-    assert code == 0, output
+    # The rerun goes through spark-submit (etl/submit.py, the project shipped as a zip).
+    code, output = run_etl(tmp_path / "etl-final.log", env.args(warehouse, "--topics", TOPIC), command=SPARK_SUBMIT)
+    assert code == 0 and "kafka-etl-project.zip" in output, output
     ends = end_offsets(env.offline, TOPIC, PARTITIONS)
     assert sum(ends.values()) == produced == 115
     rows = warehouse_rows(warehouse, TOPIC)

@@ -26,7 +26,7 @@ from tests.support.etl import (
     page_views,
     warehouse_rows,
 )
-from tests.support.mirror import end_offsets, produce, read_all
+from tests.support.mirror import committed, end_offsets, produce, read_all
 from tests.support.polling import wait_until
 
 
@@ -99,8 +99,7 @@ def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_o
     ends = end_offsets(env.offline, "views", 3)
     assert set(warehouse_rows(warehouse, "views")) == expected_keys("views", ends)
     assert [r.outcome for r in RunHistory(warehouse, "etl").runs()] == ["succeeded", "nothing-new", "succeeded"]
-    offsets = {p: int(env.offline.zk.get(f"/consumers/etl/offsets/views/{p}")[0]) for p in range(3)}
-    assert offsets == ends
+    assert {p: committed(env.offline, "etl", "views", p) for p in range(3)} == ends
 
 
 def test_v1_and_v2_events_of_a_topic_load_into_one_table_with_the_merged_schema(
@@ -193,13 +192,13 @@ def test_a_lost_lock_stops_the_run_before_publishing_or_before_the_commit_and_th
     with pytest.raises(LockLost, match="before committing"):
         run_once(config, spark, still_locked=lambda: next(answers))
     assert len(warehouse_rows(warehouse, "locked")) == 30 and len(store.journals_pending()) == 1
-    assert env.offline.zk.exists("/consumers/etl/offsets/locked/0") is None
+    assert committed(env.offline, "etl", "locked", 0) is None
 
     seen: list[tuple[str | None, int]] = []
     report = run_once(config, spark, on_progress=lambda r: seen.append((r.outcome, r.rows)))
     assert report.outcome == "nothing-new" and store.journals_pending() == []
     ends = end_offsets(env.offline, "locked", 2)
-    assert {p: int(env.offline.zk.get(f"/consumers/etl/offsets/locked/{p}")[0]) for p in range(2)} == ends
+    assert {p: committed(env.offline, "etl", "locked", p) for p in range(2)} == ends
     assert seen[-1] == ("nothing-new", 0)
     assert [r.outcome for r in RunHistory(warehouse, "etl").runs()] == ["nothing-new", "failed", "failed"]
 

@@ -110,20 +110,30 @@ def warehouse_rows(warehouse: Path, topic: str) -> dict[tuple[str, int, int], di
     return rows
 
 
-class EtlProcess:
-    """One ``python -m etl`` child process in its own session (its Spark JVM and workers in it too)."""
+#: How the ETL is started: as a module, or through spark-submit (the venv's, found next to this interpreter).
+PYTHON_M_ETL = (sys.executable, "-m", "etl")
+SPARK_SUBMIT = (str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "etl/submit.py")
 
-    def __init__(self, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+
+class EtlProcess:
+    """One ``python -m etl`` (or spark-submit) child process in its own session (its Spark JVM and workers in
+    it too)."""
+
+    def __init__(self, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None,
+                 command: Sequence[str] = PYTHON_M_ETL) -> None:
         self.log_path = log_path
         self.args = list(args)
         self.env = dict(env or {})
+        self.command = list(command)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "EtlProcess":
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        # spark-submit finds Spark's scripts and the interpreter on the PATH.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "etl", *self.args], cwd=REPO_ROOT, env=env,
+            self.process = subprocess.Popen([*self.command, *self.args], cwd=REPO_ROOT, env=env,
                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         return self
@@ -177,10 +187,10 @@ def _session_alive(session_id: int) -> bool:
     return False
 
 
-def run_etl(log_path: Path, args: Sequence[str], env: dict[str, str] | None = None,
-            timeout: float = 120.0) -> tuple[int, str]:
-    """Run ``python -m etl`` to its end: (exit code, its output)."""
-    process = EtlProcess(log_path, args, env).start()
+def run_etl(log_path: Path, args: Sequence[str], env: dict[str, str] | None = None, timeout: float = 120.0,
+            command: Sequence[str] = PYTHON_M_ETL) -> tuple[int, str]:
+    """Run ``python -m etl`` (or ``command``) to its end: (exit code, its output)."""
+    process = EtlProcess(log_path, args, env, command).start()
     try:
         code = process.wait(timeout)
     finally:
