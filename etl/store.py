@@ -131,7 +131,7 @@ class Warehouse:
     """The paths of one ETL group's warehouse and the file steps of the commit protocol."""
 
     def __init__(self, root: str | Path, group: str) -> None:
-        self.root = Path(root)
+        self.root = Path(root).absolute()
         self.group = group
         self.etl = self.root / "_etl" / group
         self.plans = self.etl / "plans"

@@ -3,6 +3,7 @@ reruns add exactly the new offsets, schema evolution, out-of-range offsets, unde
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -117,8 +118,16 @@ def test_v1_and_v2_events_of_a_topic_load_into_one_table_with_the_merged_schema(
     assert "sessionId" in table.columns
     sessions = {r["kafka_offset"]: r["sessionId"] for r in table.select("kafka_offset", "sessionId").collect()}
     assert sessions == {o: (f"session-{o}" if 5 <= o < 10 else None) for o in range(15)}
-    hours = table.groupBy("date", "hour").count().collect()
-    assert sum(r["count"] for r in hours) == 15 and {str(r["date"]) for r in hours} == {"2023-11-14"}
+    # The README's query: page views per hour per datacenter.
+    table.createOrReplaceTempView("page_views")
+    hours = spark.sql("""SELECT date, hour, header.datacenter AS datacenter, count(*) AS views
+                         FROM page_views GROUP BY date, hour, header.datacenter ORDER BY date, hour, datacenter""")
+    expected: dict[tuple[str, int], int] = {}
+    for event in page_views(15):
+        when = datetime.fromtimestamp(event["header"]["eventTime"] / 1000, timezone.utc)
+        expected[(when.date().isoformat(), when.hour)] = expected.get((when.date().isoformat(), when.hour), 0) + 1
+    assert [(str(r["date"]), r["hour"], r["datacenter"], r["views"]) for r in hours.collect()] == \
+        [(day, hour, "dc1", views) for (day, hour), views in sorted(expected.items())]
 
 
 def _earliest(env: EtlEnvironment, topic: str) -> int:
