@@ -4,9 +4,9 @@ A ZooKeeper, one broker (the offline cluster) and a standalone schema registry o
 the frontend emulators' workload (producers.workload: page views, clicks, searches, service calls, ...; one
 topic per event type, PARTITIONS partitions each) are Avro-encoded and stored first (lz4 batches); then one
 ETL run loads them all into a fresh warehouse. Reported: rows/s and MB/s of the run (message bytes over its
-whole duration: recovery, planning, the SparkSession's start, loading, publishing, commit), the time from the run's start
-to its first task, and the peak memory of this process tree (driver, Spark JVM, Python workers: the sum of
-their RSS, sampled every 100 ms).
+whole duration: recovery, planning, the SparkSession's start, loading, publishing, commit), the time from the
+run's start to its first task, and the peak memory of this process tree (driver, Spark JVM, Python workers:
+the sum of their RSS, sampled every 100 ms).
 
     .venv/bin/python -m bench.etl_bench [--events 1000000] [--partitions 2] [--master local[2]]
 """

@@ -30,7 +30,7 @@ from etl.faults import pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
 from mirror.lineage import lineage_of
 from pipeline.client.cluster import Cluster, StaticBrokerList
-from pipeline.client.errors import KafkaClientError, OffsetOutOfRange
+from pipeline.client.errors import KafkaClientError, KafkaConnectionError, OffsetOutOfRange
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from schemas.registry_client import SchemaRegistryClient
@@ -158,20 +158,23 @@ class _RangeLoader:
         offset, stuck = self.start, 0
         try:
             while offset < self.end:
-                if consumer is None:
-                    consumer = self._consumer(cluster)
                 try:
+                    if consumer is None:
+                        consumer = self._consumer(cluster)
                     messages = consumer.fetch(FetchRequest(context.topic, self.partition, offset, context.fetch_size))
                     rows = self._rows(messages, offset)
                 except OffsetOutOfRange as error:
                     offset = self._out_of_range(offset, error)
                     continue
-                except KafkaProtocolError as error:
-                    if error.code not in _NOT_LEADER or stuck >= _ATTEMPTS:
+                except (KafkaProtocolError, KafkaConnectionError) as error:
+                    # The leader moved or is down: ask the cluster again, a few times, then fail.
+                    retriable = not isinstance(error, KafkaProtocolError) or error.code in _NOT_LEADER
+                    if not retriable or stuck >= _ATTEMPTS:
                         raise TaskError(f"{self._where(offset)}: {error}") from None
                     stuck += 1
-                    consumer.close()
-                    consumer = None
+                    if consumer is not None:
+                        consumer.close()
+                        consumer = None
                     time.sleep(0.2 * stuck)
                     cluster.refresh([context.topic])
                     continue

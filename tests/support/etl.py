@@ -37,7 +37,8 @@ EVENT_TIME = 1_700_000_000_000
 class EtlEnvironment:
     """The offline cluster (one broker) and a registry, started together, stopped by ``close``."""
 
-    def __init__(self, zookeeper_server: Any, directory: Path, broker_overrides: dict[str, object] | None = None) -> None:
+    def __init__(self, zookeeper_server: Any, directory: Path,
+                 broker_overrides: dict[str, object] | None = None) -> None:
         self.directory = directory
         self._stack = ExitStack()
         try:

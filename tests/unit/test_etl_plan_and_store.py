@@ -70,7 +70,8 @@ def test_publish_moves_the_files_and_writes_the_manifest_and_a_rerun_of_it_chang
     warehouse.write_journal(journal)
     warehouse.publish(journal)
     published = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "t").rglob("*.parquet"))
-    assert published == ["t/date=2023-11-14/hour=22/t-0-0-10-0.parquet", "t/date=2023-11-14/hour=22/t-0-10-20-0.parquet"]
+    assert published == ["t/date=2023-11-14/hour=22/t-0-0-10-0.parquet",
+                         "t/date=2023-11-14/hour=22/t-0-10-20-0.parquet"]
     assert warehouse.loaded() == {("t", 0): 20, ("t", 1): 4}
     warehouse.publish(journal)
     assert [m.run_id for m in warehouse.read_manifests()] == [journal.manifest.run_id]
