@@ -125,7 +125,11 @@ def _publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
                                published=Counter("etl_audit_published", "", registry=metrics),
                                failures=Counter("etl_audit_failures", "", registry=metrics))
     try:
-        publisher.start()
+        try:
+            publisher.start()
+        except BaseException:
+            publisher.producer.close()
+            raise
         publisher.publish(records)
         left = publisher.close(_AUDIT_TIMEOUT_S)
     finally:

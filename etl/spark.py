@@ -28,9 +28,12 @@ APP_NAME = "kafka-etl"
 PROJECT_PACKAGES = ("etl", "pipeline", "schemas", "mirror", "audit")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
-             "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-             "spark.sql.sources.partitionColumnTypeInference.enabled": "true"}
+_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+             "spark.sql.session.timeZone": "UTC", "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+             "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
+             # A task writes the few date/hour directories of its range at once instead of sorting its rows by
+             # them first (measured: about half the load time; past 16 directories Spark falls back to sorting).
+             "spark.sql.maxConcurrentOutputFileWriters": "16"}
 
 
 def project_zip(directory: Path) -> Path:
