@@ -1,6 +1,6 @@
 """The warehouse on disk: tables, plans, staging, journal and manifests, and the commit protocol's file steps.
 
-    WAREHOUSE/<topic>/date=YYYY-MM-DD/hour=HH/<topic>-<partition>-<start>-<end>-<n>.parquet   the tables
+    WAREHOUSE/<topic>/date=YYYY-MM-DD/hour=H/<topic>-<partition>-<start>-<end>-<n>.parquet   the tables
     WAREHOUSE/_etl/<group>/plans/<run>.json        the run's ranges, written before any data is read
     WAREHOUSE/_etl/<group>/staging/<run>/...       what Spark wrote, not yet published
     WAREHOUSE/_etl/<group>/journal/<run>.json      the moves of a publish and its manifest, written before them

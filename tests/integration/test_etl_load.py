@@ -215,3 +215,22 @@ def test_a_lost_lock_stops_the_run_before_publishing_or_before_the_commit_and_th
     seen.clear()
     run_once(config, spark, on_progress=lambda r: seen.append((r.outcome, r.rows)))
     assert seen[0] == (None, 0) and seen[-1] == ("succeeded", 10)
+
+
+def test_a_range_spanning_more_hours_than_concurrent_writers_lands_in_its_hour_directories(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("hourly", 1)
+    events = page_views(40, every_ms=3_600_000)
+    env.produce("hourly", events, load_schema("PageViewEvent", 1))
+    warehouse = tmp_path / "warehouse"
+    assert run_once(env.config(warehouse, topics="hourly"), spark).rows == 40
+    table = warehouse / "hourly"
+    files = sorted(p.relative_to(table).parent.as_posix() for p in table.rglob("*.parquet"))
+    expected = []
+    for event in events:
+        when = datetime.fromtimestamp(event["header"]["eventTime"] / 1000, timezone.utc)
+        expected.append(f"date={when.date().isoformat()}/hour={when.hour}")
+    assert files == sorted(expected)
+    rows = warehouse_rows(warehouse, "hourly")
+    assert {row["header"]["eventTime"].timestamp() * 1000 for row in rows.values()} == \
+        {e["header"]["eventTime"] for e in events}

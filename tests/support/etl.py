@@ -82,11 +82,12 @@ class EtlEnvironment:
                 producer.flush()
 
 
-def page_views(count: int, start: int = 0, version: int | None = None, datacenter: str = "dc1") -> list[dict]:
-    """PageViewEvents (schema ``version``), one a minute of event time from EVENT_TIME."""
+def page_views(count: int, start: int = 0, version: int | None = None, datacenter: str = "dc1",
+               every_ms: int = 60_000) -> list[dict]:
+    """PageViewEvents (schema ``version``), one every ``every_ms`` of event time from EVENT_TIME."""
     events = []
     for i in range(start, start + count):
-        event = {"header": {"eventId": str(uuid.UUID(int=i + 1, version=4)), "eventTime": EVENT_TIME + i * 60_000,
+        event = {"header": {"eventId": str(uuid.UUID(int=i + 1, version=4)), "eventTime": EVENT_TIME + i * every_ms,
                             "server": f"fe{i % 3}", "datacenter": datacenter, "service": "frontend", "sequence": i},
                  "memberId": i, "pageKey": f"page-{i % 5}", "url": f"/p/{i}", "referrer": None if i % 2 else "/",
                  "userAgent": "test"}
