@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.service import log_to_stderr
+
+if TYPE_CHECKING:
+    from etl.config import EtlConfig
 
 PROG = "python -m etl"
 
@@ -29,6 +33,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
                                  description="Load every new offset of the offline cluster's topics into the "
                                              "Parquet warehouse, exactly once, and record the run in its history.")
     add_settings_options(parser)
+    parser.set_defaults(handler=run)
     return parser
 
 
@@ -47,6 +52,7 @@ def add_settings_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The command line and its subcommands; each subcommand's parser sets ``handler`` (args -> exit code)."""
     parser = argparse.ArgumentParser(prog=PROG, description="Load the offline cluster into a Parquet warehouse "
                                                             "with Spark, every offset exactly once.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -54,7 +60,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     return parser, commands
 
 
-def load_config(args: argparse.Namespace):  # -> EtlConfig (imported late: --help stays fast)
+def load_config(args: argparse.Namespace) -> "EtlConfig":
+    """The EtlConfig of a command line made with ``add_settings_options``."""
     from etl.config import EtlConfig
 
     return EtlConfig(command_line_values(args.config, args.set,
@@ -62,6 +69,7 @@ def load_config(args: argparse.Namespace):  # -> EtlConfig (imported late: --hel
 
 
 def run(args: argparse.Namespace) -> int:
+    """`run`: one run of the ETL; 0 done, 1 the run failed, 2 wrong settings."""
     try:
         config = load_config(args)
     except (ConfigError, OSError) as error:
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         from etl.config import ETL_PROPERTIES
         print(help_table(ETL_PROPERTIES))
         return 0
-    return run(args)
+    return args.handler(args)
 
 
 if __name__ == "__main__":
