@@ -140,9 +140,11 @@ def main() -> None:
                     if session is not None:
                         session.stop()
             duration = report.duration_s or 0.0
+            loading = duration - (report.first_task_s or 0.0)
             print(f"etl run ({args.master}): {report.rows:,} rows, {len(report.ranges)} ranges in {duration:.1f}s: "
-                  f"{report.rows / duration:,.0f} rows/s, {report.bytes / MB / duration:.1f} MB/s of messages; "
-                  f"first task {report.first_task_s:.1f}s after the run's start; "
+                  f"{report.rows / duration:,.0f} rows/s, {report.bytes / MB / duration:.1f} MB/s of messages "
+                  f"({report.rows / loading:,.0f} rows/s, {report.bytes / MB / loading:.1f} MB/s from the first "
+                  f"task on); first task {report.first_task_s:.1f}s after the run's start; "
                   f"peak memory {memory.peak / (1 << 20):,.0f} MiB (driver + Spark JVM + Python workers)", flush=True)
 
 
