@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
 from etl.avro_types import spark_schema
 from etl.plan import OffsetRange
@@ -27,9 +27,6 @@ from etl.task import LINEAGE_FIELDS, PARTITION_COLUMNS, TaskContext, load_ranges
 
 __all__ = ["load_topic", "staged_moves", "table_schema"]
 
-_SPARK_TYPES = {"kafka_timestamp": T.TimestampType(), "kafka_partition": T.IntegerType(),
-                "source_partition": T.IntegerType(), "kafka_offset": T.LongType(), "source_offset": T.LongType(),
-                "hour": T.IntegerType()}
 _RANGE_ROWS = T.StructType([T.StructField("index", T.IntegerType()), T.StructField("partition", T.IntegerType()),
                             T.StructField("start", T.LongType()), T.StructField("end", T.LongType())])
 _PART_FILE = re.compile(r"^part-(\d+)-.*?\.c(\d+)(?:\.[a-z0-9]+)?\.parquet$")
@@ -42,12 +39,12 @@ class ColumnClash(ValueError):
 def table_schema(reader_schema: dict[str, Any]) -> T.StructType:
     """The Spark schema of a topic's table: the event's fields, the lineage columns, date and hour."""
     event = spark_schema(reader_schema)
-    added = [name for name, _ in (*LINEAGE_FIELDS, *PARTITION_COLUMNS)]
-    clash = sorted(set(event.fieldNames()) & set(added))
+    added = (*LINEAGE_FIELDS, *PARTITION_COLUMNS)
+    clash = sorted(set(event.fieldNames()) & {name for name, _ in added})
     if clash:
         raise ColumnClash(f"the events of {reader_schema.get('name')} have fields named like the ETL's columns: "
                           f"{', '.join(clash)}")
-    extra = [T.StructField(name, _SPARK_TYPES.get(name, T.StringType()), True) for name in added]
+    extra = [T.StructField(name, from_arrow_type(arrow), True) for name, arrow in added]
     return T.StructType([*event.fields, *extra])
 
 

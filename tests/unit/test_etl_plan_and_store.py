@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import types as T
 
 from etl.avro_types import UnsupportedSchema, raw_arrow_schema, spark_schema, without_logical_types
+from etl.load import ColumnClash, table_schema
 from etl.plan import EtlError, OffsetRange, OutOfRangeError, PartitionBounds, plan_ranges
 from etl.report import SkippedOffsets
 from etl.store import Journal, Manifest, Move, Warehouse, new_run_id
@@ -176,3 +177,12 @@ def test_every_avro_kind_has_its_column_type() -> None:
 def test_a_union_of_several_types_is_refused() -> None:
     with pytest.raises(UnsupportedSchema, match="several non-null types"):
         spark_schema({"type": "record", "name": "R", "fields": [{"name": "u", "type": ["null", "int", "string"]}]})
+
+
+def test_a_table_has_the_events_fields_then_lineage_date_and_hour_and_refuses_a_clashing_field() -> None:
+    schema = table_schema(load_schema("PageViewEvent", 1))
+    assert schema.fieldNames()[-9:] == ["kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
+                                        "source_cluster", "source_partition", "source_offset", "date", "hour"]
+    assert schema["kafka_timestamp"].dataType == T.TimestampType() and schema["hour"].dataType == T.IntegerType()
+    with pytest.raises(ColumnClash, match="kafka_offset"):
+        table_schema({"type": "record", "name": "R", "fields": [{"name": "kafka_offset", "type": "long"}]})
