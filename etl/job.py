@@ -36,7 +36,7 @@ from etl.history import RunHistory
 from etl.load import ColumnClash, load_topic, staged_moves
 from etl.plan import EtlError, OffsetRange, PartitionBounds, loaded_ends, plan_ranges
 from etl.report import FAILED, NOTHING_NEW, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
-from etl.store import Journal, Manifest, Warehouse, fsync_file, new_run_id
+from etl.store import Journal, Manifest, RunInProgress, Warehouse, fsync_file, new_run_id
 from etl.task import TASK_ERROR, StatsParam, TaskContext
 from mirror.config import topic_filter
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
@@ -157,6 +157,17 @@ class _Run:
     # -- the steps -------------------------------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            with self.warehouse.exclusive():
+                try:
+                    self.run_alone()
+                except BaseException:
+                    self.discard_unpublished()
+                    raise
+        except RunInProgress as error:
+            raise EtlError(str(error)) from None
+
+    def run_alone(self) -> None:
         offline = _Offline(self.config)
         try:
             self.recover(offline)
@@ -373,7 +384,6 @@ def run_once(config: EtlConfig, spark: SparkSession | None = None, *,
             Py4JError, PySparkException) as error:
         failure = EtlError(f"{type(error).__name__}: {error}")
     if failure is not None:
-        run.discard_unpublished()
         report.finish(FAILED, time.time(), str(failure))
         log.error("run %s failed: %s", report.run_id, failure)
     else:

@@ -6,6 +6,7 @@
     WAREHOUSE/_etl/<group>/journal/<run>.json      the moves of a publish and its manifest, written before them
     WAREHOUSE/_etl/<group>/manifests/<run>.json    a published run: ranges, files, skipped offsets, audit counts
     WAREHOUSE/_etl/<group>/history/...             the run history (etl.history)
+    WAREHOUSE/_etl/<group>/run.lock                held (flock) by the run in progress
 
 A manifest is the commit point: its ranges are loaded, and the next run starts where they end. The journal
 lives from just before the first move until the steps after the manifest (the ZooKeeper commit, the audit)
@@ -15,6 +16,8 @@ fsynced, renamed into place with ``os.replace`` and its directory fsynced. Run i
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -29,7 +32,7 @@ from etl.faults import pause_at
 from etl.plan import OffsetRange, loaded_ends
 from etl.report import SkippedOffsets
 
-__all__ = ["Journal", "Manifest", "Move", "Warehouse", "new_run_id", "write_atomically"]
+__all__ = ["Journal", "Manifest", "Move", "RunInProgress", "Warehouse", "new_run_id", "write_atomically"]
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +128,10 @@ class Journal:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Journal":
         return cls(Manifest.from_dict(data["manifest"]), list(data.get("steps", [])))
+
+
+class RunInProgress(Exception):
+    """Another run of the same group holds the warehouse."""
 
 
 class Warehouse:
@@ -232,6 +239,27 @@ class Warehouse:
         if self.plans.is_dir():
             runs.update(p.name[:-len(".json")] for p in self.plans.glob("*.json"))
         return sorted(r for r in runs if not self.journal_path(r).exists() and not self.manifest_path(r).exists())
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the group's run lock (``_etl/<group>/run.lock``, flock) for a run; RunInProgress if another
+        process of this host holds it. The kernel drops it when the holder dies, however it dies."""
+        self.etl.mkdir(parents=True, exist_ok=True)
+        with open(self.etl / "run.lock", "a+") as lock:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                raise RunInProgress(f"another run of group {self.group} is in progress on this warehouse "
+                                    f"(process {lock.read().strip() or 'unknown'})") from None
+            lock.seek(0)
+            lock.truncate()
+            lock.write(str(os.getpid()))
+            lock.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
     def remove_strays(self) -> None:
         """Temporary files of atomic writes that a dead run left."""

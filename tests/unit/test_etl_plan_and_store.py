@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ from etl.avro_types import UnsupportedSchema, raw_arrow_schema, spark_schema, wi
 from etl.load import ColumnClash, table_schema
 from etl.plan import EtlError, OffsetRange, OutOfRangeError, PartitionBounds, plan_ranges
 from etl.report import SkippedOffsets
-from etl.store import Journal, Manifest, Move, Warehouse, new_run_id
+from etl.store import Journal, Manifest, Move, RunInProgress, Warehouse, new_run_id
 from schemas.events import load_schema
 
 
@@ -186,3 +187,15 @@ def test_a_table_has_the_events_fields_then_lineage_date_and_hour_and_refuses_a_
     assert schema["kafka_timestamp"].dataType == T.TimestampType() and schema["hour"].dataType == T.IntegerType()
     with pytest.raises(ColumnClash, match="kafka_offset"):
         table_schema({"type": "record", "name": "R", "fields": [{"name": "kafka_offset", "type": "long"}]})
+
+
+def test_one_run_at_a_time_holds_a_group_of_a_warehouse(tmp_path: Path) -> None:
+    first, second, other = Warehouse(tmp_path, "g"), Warehouse(tmp_path, "g"), Warehouse(tmp_path, "h")
+    with first.exclusive():
+        with pytest.raises(RunInProgress, match=rf"group g .*\(process {os.getpid()}\)"):
+            with second.exclusive():
+                pass
+        with other.exclusive():
+            pass
+    with second.exclusive():
+        pass
