@@ -199,7 +199,7 @@ class _Run:
         warehouse = self.warehouse
         warehouse.remove_strays()
         for journal in warehouse.journals_pending():
-            log.warning("run %s died while publishing; completing it", journal.manifest.run_id)
+            log.warning("run %s stopped after it began publishing; completing it", journal.manifest.run_id)
             warehouse.publish(journal)
             self.complete(offline, journal)
         for run_id in warehouse.abandoned_runs():
