@@ -32,7 +32,8 @@ BENCH_COMMANDS := \
 	"-m bench.registry_bench" \
 	"-m bench.workload_bench" \
 	"-m bench.emulator_bench" \
-	"-m bench.sketch_bench"
+	"-m bench.sketch_bench" \
+	"-m bench.etl_bench"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down bench bench-scripts clean distclean
 

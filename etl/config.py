@@ -51,6 +51,8 @@ ETL_PROPERTIES = (
     Property("spark.master", parse_str, "local[*]", "Spark master URL; local[*] runs Spark inside this process"),
     Property("max.range.records", parse_int, 250_000,
              "a partition's new offsets are split into ranges of at most this many, one Spark task each", at_least=1),
+    Property("concurrent.topics", parse_int, 4,
+             "topics loaded at once, one Spark job each (their tasks share the executors)", at_least=1),
     Property("fetch.size", parse_int, 4 << 20, "bytes a task asks the broker for per fetch", at_least=1024),
     Property("out.of.range", parse_choice("fail", "earliest"), "fail",
              "when a partition's retention deleted offsets not yet loaded: fail names the partition and the number of "

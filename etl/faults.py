@@ -1,0 +1,34 @@
+"""The test hook of the kill tests, and the only one: make a run stop dead at a named point.
+
+With ``ETL_PAUSE_AT=<point>`` in its environment a run (driver or task) that reaches ``<point>`` writes the
+file named by ``ETL_PAUSE_FILE`` and then waits forever, for the test to SIGKILL the driver exactly there.
+The points, in the order a run meets them:
+
+    loading      a task has loaded its first batch (Spark tasks are running)
+    publishing   the journal is written and the first staged file moved into a table
+    published    the manifest is written, the ZooKeeper commit not begun
+    committing   the first partition's offset is written to ZooKeeper, the others not
+
+Without ``ETL_PAUSE_AT`` (every real run) ``pause_at`` does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+__all__ = ["PAUSE_POINTS", "pause_at"]
+
+PAUSE_POINTS = ("loading", "publishing", "published", "committing")
+
+
+def pause_at(point: str) -> None:
+    """Wait forever here if the environment asks to pause at ``point``."""
+    if os.environ.get("ETL_PAUSE_AT") != point:
+        return
+    marker = os.environ.get("ETL_PAUSE_FILE")
+    if marker:
+        with open(marker, "w") as out:
+            out.write(f"{os.getpid()} {point}\n")
+    while True:
+        time.sleep(3600)

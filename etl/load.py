@@ -1,0 +1,80 @@
+"""The Spark side of loading one topic: one task per range, Parquet written into the run's staging directory.
+
+The ranges become a DataFrame of one row per partition (``parallelize(ranges, len(ranges))``, no shuffle
+after it), so task (and Spark output file) ``part-NNNNN`` is range NNNNN; ``mapInArrow`` runs
+:func:`etl.task.load_ranges` on each, and the rows are written partitioned by date and hour. Afterwards
+``staged_moves`` names every staged file's published place, deterministic per range:
+``<topic>/date=D/hour=H/<topic>-<partition>-<start>-<end>-<n>.parquet``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+
+from etl.avro_types import spark_schema
+from etl.plan import OffsetRange
+from etl.store import Move
+from etl.task import LINEAGE_FIELDS, PARTITION_COLUMNS, TaskContext, load_ranges
+
+__all__ = ["load_topic", "staged_moves", "table_schema"]
+
+_RANGE_ROWS = T.StructType([T.StructField("index", T.IntegerType()), T.StructField("partition", T.IntegerType()),
+                            T.StructField("start", T.LongType()), T.StructField("end", T.LongType())])
+_PART_FILE = re.compile(r"^part-(\d+)-.*?\.c(\d+)(?:\.[a-z0-9]+)?\.parquet$")
+
+
+class ColumnClash(ValueError):
+    """An event field has the name of a column the ETL adds."""
+
+
+def table_schema(reader_schema: dict[str, Any]) -> T.StructType:
+    """The Spark schema of a topic's table: the event's fields, the lineage columns, date and hour."""
+    event = spark_schema(reader_schema)
+    added = (*LINEAGE_FIELDS, *PARTITION_COLUMNS)
+    clash = sorted(set(event.fieldNames()) & {name for name, _ in added})
+    if clash:
+        raise ColumnClash(f"the events of {reader_schema.get('name')} have fields named like the ETL's columns: "
+                          f"{', '.join(clash)}")
+    extra = [T.StructField(name, from_arrow_type(arrow), True) for name, arrow in added]
+    return T.StructType([*event.fields, *extra])
+
+
+def load_topic(spark: SparkSession, context: TaskContext, ranges: list[OffsetRange], first_index: int,
+               staging: Path, window_ms: int, accumulator: Any) -> None:
+    """Load ``ranges`` (all of ``context.topic``, the run's ranges from ``first_index`` on) into Parquet under
+    ``staging`` (which must not exist); each task reports its stats under its range's index in the run."""
+    schema = table_schema(json.loads(context.reader_schema))
+    target = to_arrow_schema(schema, timezone="UTC")
+    rows = [(first_index + i, r.partition, r.start, r.end) for i, r in enumerate(ranges)]
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), _RANGE_ROWS)
+    loaded = frame.mapInArrow(functools.partial(load_ranges, context, window_ms, accumulator, target), schema)
+    loaded.write.partitionBy("date", "hour").mode("errorifexists").parquet(str(staging))
+
+
+def staged_moves(warehouse: Path, staging: Path, topic: str, ranges: list[OffsetRange],
+                 range_offset: int) -> list[Move]:
+    """Every Parquet file Spark staged for ``topic`` and its published place; ``range_offset`` is the index of
+    the topic's first range in the run's list of ranges."""
+    moves = []
+    if not staging.is_dir():
+        return moves
+    for file in sorted(staging.rglob("*.parquet")):
+        match = _PART_FILE.match(file.name)
+        if match is None or any(part.startswith(("_", ".")) for part in file.relative_to(staging).parts):
+            continue
+        index = int(match.group(1))
+        r = ranges[index]
+        directory = file.parent.relative_to(staging)
+        published = Path(topic) / directory / f"{topic}-{r.partition}-{r.start}-{r.end}-{int(match.group(2))}.parquet"
+        moves.append(Move(str(file.relative_to(warehouse)), str(published), range_offset + index,
+                          pq.ParquetFile(file).metadata.num_rows, file.stat().st_size))
+    return moves

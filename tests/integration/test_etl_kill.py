@@ -1,0 +1,144 @@
+"""SIGKILL of the ETL's driver (``python -m etl run``, Spark local[2]) at each point of a run, then a rerun: the
+warehouse ends with every offset exactly once, as an uninterrupted run leaves it, and ZooKeeper has the ends.
+
+The driver is made to stop dead at a point by the test hook ``ETL_PAUSE_AT`` (etl/faults.py). One sequence
+covers the points in turn, new events before each run, so that each rerun also recovers what the previous
+kill left: killed while tasks run (staging, no journal: discarded), after the journal and one move (rolled
+forward), after the manifest before the ZooKeeper commit (commit completed), during the ZooKeeper commit.
+The last rerun goes through spark-submit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from etl.history import RunHistory
+from etl.report import RangeReport
+from etl.store import Warehouse
+from schemas.events import load_schema
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroDecoder
+from tests.support.etl import (
+    EVENT_TIME,
+    SPARK_SUBMIT,
+    EtlEnvironment,
+    EtlProcess,
+    expected_keys,
+    lineage_headers,
+    page_views,
+    run_etl,
+    warehouse_rows,
+)
+from tests.support.mirror import committed, end_offsets, produce, read_all
+from tests.support.polling import wait_until
+
+TOPIC = "killed"
+PARTITIONS = 2
+
+
+@pytest.fixture(scope="module")
+def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
+    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl-kill"))
+    try:
+        yield environment
+    finally:
+        environment.close()
+
+
+def _killed_at(env: EtlEnvironment, tmp_path: Path, warehouse: Path, point: str) -> None:
+    marker = tmp_path / f"paused-{point}"
+    process = EtlProcess(tmp_path / f"etl-{point}.log", env.args(warehouse, "--topics", TOPIC,
+                                                                 "--set", "max.range.records=9"),
+                         {"ETL_PAUSE_AT": point, "ETL_PAUSE_FILE": str(marker)}).start()
+    try:
+        wait_until(lambda: marker.exists() or process.process.poll() is not None, 120, interval=0.1,
+                   message=f"the run to reach {point}")
+        assert marker.exists(), f"the run ended before {point}:\n{process.log_tail()}"
+        process.kill_driver()
+    finally:
+        process.cleanup()
+
+
+def _committed(env: EtlEnvironment) -> dict[int, int | None]:
+    return {partition: committed(env.offline, "etl", TOPIC, partition) for partition in range(PARTITIONS)}
+
+
+def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
+        env: EtlEnvironment, tmp_path: Path) -> None:
+    schema = load_schema("PageViewEvent", 1)
+    env.create_topic(TOPIC, PARTITIONS)
+    warehouse = tmp_path / "warehouse"
+    store = Warehouse(warehouse, "etl")
+    produced = 0
+
+    def produce(count: int) -> None:
+        nonlocal produced
+        env.produce(TOPIC, page_views(count, produced),
+                    schema, [lineage_headers("dc1", i % 3, i) for i in range(produced, produced + count)])
+        produced += count
+
+    produce(40)
+    _killed_at(env, tmp_path, warehouse, "loading")
+    assert list(store.read_manifests()) == [] and store.journals_pending() == [] and store.abandoned_runs()
+
+    produce(30)
+    _killed_at(env, tmp_path, warehouse, "publishing")
+    (journal,) = store.journals_pending()
+    assert list(store.read_manifests()) == [] and store.abandoned_runs() == []
+    assert sum((warehouse / m.published).exists() for m in journal.manifest.files) == 1
+
+    produce(25)
+    _killed_at(env, tmp_path, warehouse, "published")
+    manifests = list(store.read_manifests())
+    assert len(manifests) == 2 and [j.manifest.run_id for j in store.journals_pending()] == [manifests[1].run_id]
+    # The first run's commit was completed by the recovery; the second's has not begun.
+    assert _committed(env) != end_offsets(env.offline, TOPIC, PARTITIONS)
+
+    produce(20)
+    _killed_at(env, tmp_path, warehouse, "committing")
+    assert len(store.journals_pending()) == 1
+
+    # The rerun goes through spark-submit (etl/submit.py, the project shipped as a zip).
+    code, output = run_etl(tmp_path / "etl-final.log", env.args(warehouse, "--topics", TOPIC), command=SPARK_SUBMIT)
+    assert code == 0 and "kafka-etl-project.zip" in output, output
+    ends = end_offsets(env.offline, TOPIC, PARTITIONS)
+    assert sum(ends.values()) == produced == 115
+    rows = warehouse_rows(warehouse, TOPIC)
+    assert set(rows) == expected_keys(TOPIC, ends)
+    # Each row is its message, as an uninterrupted run writes it.
+    with SchemaRegistryClient(env.registry.url) as registry:
+        decoder = AvroDecoder(registry)
+        for partition, records in read_all(env.offline, TOPIC, PARTITIONS).items():
+            for record in records:
+                event = decoder.decode(record.value)
+                row = rows[(TOPIC, partition, record.offset)]
+                assert row["header"]["eventId"] == str(event["header"]["eventId"])
+                sequence = event["header"]["sequence"]
+                assert (row["source_cluster"], row["source_partition"], row["source_offset"]) == \
+                    ("dc1", sequence % 3, sequence)
+    assert _committed(env) == ends
+    assert store.journals_pending() == [] and store.abandoned_runs() == []
+    assert not any((store.staging).iterdir())
+    code, output = run_etl(tmp_path / "etl-again.log", env.args(warehouse, "--topics", TOPIC))
+    assert code == 0 and "nothing-new" in output, output
+    assert set(warehouse_rows(warehouse, TOPIC)) == expected_keys(TOPIC, ends)
+
+
+def test_the_command_line_exits_1_on_a_failed_run_recorded_in_the_history_and_2_on_bad_settings(
+        env: EtlEnvironment, tmp_path: Path) -> None:
+    env.create_topic("unregistered", 1)
+    produce(env.offline, "unregistered", [(b"k", b"not avro", EVENT_TIME, [])])
+    warehouse = tmp_path / "warehouse"
+    code, output = run_etl(tmp_path / "etl-failed.log", env.args(warehouse, "--topics", "unregistered"))
+    errors = [line for line in output.splitlines() if line.startswith("python -m etl: error:")]
+    assert code == 1 and len(errors) == 1 and "Traceback" not in output, output
+    assert "topic unregistered: no reader schema (subject unregistered-value)" in errors[0]
+    (failed,) = RunHistory(warehouse, "etl").runs()
+    assert failed.outcome == "failed" and "no reader schema" in failed.error
+    assert failed.ranges == [RangeReport("unregistered", 0, 0, 1)]
+
+    code, output = run_etl(tmp_path / "etl-bad.log", env.args(warehouse, "--set", "max.range.records=0"))
+    assert code == 2 and output.startswith("python -m etl: error: etl setting max.range.records=0"), output

@@ -1,0 +1,236 @@
+"""The ETL against a real offline cluster, registry and Spark local[2]: rows equal messages with exact lineage,
+reruns add exactly the new offsets, schema evolution, out-of-range offsets, undecodable records."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from etl.history import RunHistory
+from etl.job import EtlError, LockLost, run_once
+from etl.report import SkippedOffsets
+from etl.store import Warehouse
+from pipeline.client.simple_consumer import SimpleConsumer
+from etl.spark import build_session
+from schemas.events import AUDIT_TOPIC, load_schema
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroDecoder
+from tests.support.etl import (
+    EVENT_TIME,
+    EtlEnvironment,
+    expected_keys,
+    lineage_headers,
+    page_views,
+    warehouse_rows,
+)
+from tests.support.mirror import committed, end_offsets, produce, read_all
+from tests.support.polling import wait_until
+
+
+@pytest.fixture(scope="module")
+def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
+    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl"),
+                                 {"log.retention.check.interval.ms": 200})
+    try:
+        yield environment
+    finally:
+        environment.close()
+
+
+@pytest.fixture(scope="module")
+def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    session = build_session(env.config(tmp_path_factory.mktemp("unused")))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_offsets(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    schema = load_schema("PageViewEvent", 1)
+    env.create_topic("views", 3)
+    env.create_topic("clicks", 2)
+    views = page_views(60)
+    mirrored = [lineage_headers("dc2", i % 4, 1000 + i) if i % 2 else [] for i in range(60)]
+    env.produce("views", views, schema, mirrored)
+    env.produce("clicks", page_views(20, 500), schema)
+    warehouse = tmp_path / "warehouse"
+    config = env.config(warehouse, topics="views|clicks", **{"max.range.records": "7", "audit.enable": "true"})
+
+    report = run_once(config, spark)
+    assert report.outcome == "succeeded" and report.rows == 80
+    assert report.first_task_s is not None and report.first_task_s >= 0
+    messages = read_all(env.offline, "views", 3)
+    rows = warehouse_rows(warehouse, "views")
+    assert set(rows) == expected_keys("views", {p: len(m) for p, m in messages.items()})
+    by_id = {e["header"]["eventId"]: (i, e) for i, e in enumerate(views)}
+    for partition, records in messages.items():
+        for record in records:
+            row = rows[("views", partition, record.offset)]
+            index, event = by_id[row["header"]["eventId"]]
+            assert row["memberId"] == event["memberId"] and row["referrer"] == event["referrer"]
+            assert row["kafka_timestamp"].timestamp() * 1000 == record.timestamp
+            if index % 2:
+                assert (row["source_cluster"], row["source_partition"], row["source_offset"]) == ("dc2", index % 4,
+                                                                                                  1000 + index)
+            else:
+                assert (row["source_cluster"], row["source_partition"], row["source_offset"]) == (None, None, None)
+    assert set(warehouse_rows(warehouse, "clicks")) == expected_keys("clicks", end_offsets(env.offline, "clicks", 2))
+    # Tier-warehouse audit: the rows per topic and window of event time (one event a minute: one per window).
+    with SchemaRegistryClient(env.registry.url) as registry:
+        decoder = AvroDecoder(registry)
+        audit = [decoder.decode(r.value) for r in read_all(env.offline, AUDIT_TOPIC, 1)[0]]
+    assert {a["tier"] for a in audit} == {"warehouse"} and {a["datacenter"] for a in audit} == {"dc1"}
+    assert sum(a["count"] for a in audit if a["topic"] == "views") == 60
+    assert sorted(int(a["windowStart"].timestamp() * 1000) for a in audit if a["topic"] == "clicks") == \
+        [e["header"]["eventTime"] // 60_000 * 60_000 for e in page_views(20, 500)]
+
+    again = run_once(config, spark)
+    assert again.outcome == "nothing-new" and again.rows == 0
+    assert len(warehouse_rows(warehouse, "views")) == 60
+
+    env.produce("views", page_views(15, 60), schema)
+    third = run_once(config, spark)
+    assert third.rows == 15
+    ends = end_offsets(env.offline, "views", 3)
+    assert set(warehouse_rows(warehouse, "views")) == expected_keys("views", ends)
+    assert [r.outcome for r in RunHistory(warehouse, "etl").runs()] == ["succeeded", "nothing-new", "succeeded"]
+    assert {p: committed(env.offline, "etl", "views", p) for p in range(3)} == ends
+
+
+def test_v1_and_v2_events_of_a_topic_load_into_one_table_with_the_merged_schema(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("evolving", 1)
+    env.produce("evolving", page_views(5), load_schema("PageViewEvent", 1))
+    warehouse = tmp_path / "warehouse"
+    config = env.config(warehouse, topics="evolving")
+    assert run_once(config, spark).rows == 5
+    # The schema moves to v2: events of both versions follow; the second run reads them all as v2.
+    env.produce("evolving", page_views(5, 5, version=2), load_schema("PageViewEvent", 2))
+    env.produce("evolving", page_views(5, 10), load_schema("PageViewEvent", 1))
+    assert run_once(config, spark).rows == 10
+    table = spark.read.option("mergeSchema", "true").parquet(str(warehouse / "evolving"))
+    assert "sessionId" in table.columns
+    sessions = {r["kafka_offset"]: r["sessionId"] for r in table.select("kafka_offset", "sessionId").collect()}
+    assert sessions == {o: (f"session-{o}" if 5 <= o < 10 else None) for o in range(15)}
+    # The README's query: page views per hour per datacenter.
+    table.createOrReplaceTempView("page_views")
+    hours = spark.sql("""SELECT date, hour, header.datacenter AS datacenter, count(*) AS views
+                         FROM page_views GROUP BY date, hour, header.datacenter ORDER BY date, hour, datacenter""")
+    expected: dict[tuple[str, int], int] = {}
+    for event in page_views(15):
+        when = datetime.fromtimestamp(event["header"]["eventTime"] / 1000, timezone.utc)
+        expected[(when.date().isoformat(), when.hour)] = expected.get((when.date().isoformat(), when.hour), 0) + 1
+    assert [(str(r["date"]), r["hour"], r["datacenter"], r["views"]) for r in hours.collect()] == \
+        [(day, hour, "dc1", views) for (day, hour), views in sorted(expected.items())]
+
+
+def _earliest(env: EtlEnvironment, topic: str) -> int:
+    broker = next(iter(env.offline.brokers.values()))
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        return consumer.get_offsets_before(topic, 0, -2, 1)[0]
+
+
+def test_offsets_deleted_before_loading_fail_the_run_with_the_count_or_are_skipped_and_recorded(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("retained", 1, {"segment.bytes": "2048", "retention.bytes": "8192"})
+    schema = load_schema("PageViewEvent", 1)
+    env.produce("retained", page_views(20), schema)
+    warehouse = tmp_path / "warehouse"
+    config = env.config(warehouse, topics="retained")
+    assert run_once(config, spark).rows == 20
+    env.produce("retained", page_views(400, 20), schema)
+    seen: list[int] = []
+
+    def settled() -> int:
+        # Retention runs every 200 ms: the log start is settled once it stays put over several looks.
+        seen.append(_earliest(env, "retained"))
+        return seen[-1] if seen[-1] > 20 and seen[-4:] == [seen[-1]] * 4 else 0
+
+    log_start = wait_until(settled, 30, interval=0.25, message="retention to delete offsets after 20")
+    lost = log_start - 20
+    with pytest.raises(EtlError) as failure:
+        run_once(config, spark)
+    assert f"{lost} offsets were deleted by retention" in str(failure.value)
+    assert f"retained-0 offsets 20..{log_start - 1} ({lost} offsets)" in str(failure.value)
+    (failed,) = RunHistory(warehouse, "etl").runs(1)
+    assert failed.outcome == "failed" and f"({lost} offsets)" in failed.error
+    assert not (warehouse / "_etl" / "etl" / "staging").exists() or not any((warehouse / "_etl/etl/staging").iterdir())
+
+    skipping = env.config(warehouse, topics="retained", **{"out.of.range": "earliest"})
+    report = run_once(skipping, spark)
+    assert report.outcome == "succeeded" and report.skipped == [SkippedOffsets("retained", 0, 20, log_start)]
+    end = end_offsets(env.offline, "retained", 1)[0]
+    assert set(warehouse_rows(warehouse, "retained")) == (expected_keys("retained", {0: 20})
+                                                          | expected_keys("retained", {0: end}, {0: log_start}))
+    manifests = Warehouse(warehouse, "etl").read_manifests()
+    assert [m.skipped for m in manifests][-1] == [SkippedOffsets("retained", 0, 20, log_start)]
+    assert RunHistory(warehouse, "etl").runs(1)[0].skipped == [SkippedOffsets("retained", 0, 20, log_start)]
+
+
+def test_a_record_that_does_not_decode_fails_the_run_naming_topic_partition_and_offset(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("broken", 1)
+    env.produce("broken", page_views(3), load_schema("PageViewEvent", 1))
+    produce(env.offline, "broken", [(b"k", b"\x00\x00\x00\x00\x01garbage", EVENT_TIME, [])])
+    warehouse = tmp_path / "warehouse"
+    with pytest.raises(EtlError, match="broken-0 offset 3: cannot decode the value"):
+        run_once(env.config(warehouse, topics="broken"), spark)
+    assert warehouse_rows(warehouse, "broken") == {}
+    assert RunHistory(warehouse, "etl").runs()[0].outcome == "failed"
+
+
+def test_a_lost_lock_stops_the_run_before_publishing_or_before_the_commit_and_the_next_run_completes_it(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("locked", 2)
+    env.produce("locked", page_views(30), load_schema("PageViewEvent", 1))
+    warehouse = tmp_path / "warehouse"
+    config = env.config(warehouse, topics="locked")
+    store = Warehouse(warehouse, "etl")
+    with pytest.raises(LockLost, match="before publishing"):
+        run_once(config, spark, still_locked=lambda: False)
+    assert warehouse_rows(warehouse, "locked") == {} and list(store.read_manifests()) == []
+    assert store.abandoned_runs() == []
+
+    answers = iter([True, False])
+    with pytest.raises(LockLost, match="before committing"):
+        run_once(config, spark, still_locked=lambda: next(answers))
+    assert len(warehouse_rows(warehouse, "locked")) == 30 and len(store.journals_pending()) == 1
+    assert committed(env.offline, "etl", "locked", 0) is None
+
+    seen: list[tuple[str | None, int]] = []
+    report = run_once(config, spark, on_progress=lambda r: seen.append((r.outcome, r.rows)))
+    assert report.outcome == "nothing-new" and store.journals_pending() == []
+    ends = end_offsets(env.offline, "locked", 2)
+    assert {p: committed(env.offline, "etl", "locked", p) for p in range(2)} == ends
+    assert seen[-1] == ("nothing-new", 0)
+    assert [r.outcome for r in RunHistory(warehouse, "etl").runs()] == ["nothing-new", "failed", "failed"]
+
+    env.produce("locked", page_views(10, 30), load_schema("PageViewEvent", 1))
+    seen.clear()
+    run_once(config, spark, on_progress=lambda r: seen.append((r.outcome, r.rows)))
+    assert seen[0] == (None, 0) and seen[-1] == ("succeeded", 10)
+
+
+def test_a_range_spanning_more_hours_than_concurrent_writers_lands_in_its_hour_directories(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
+    env.create_topic("hourly", 1)
+    events = page_views(40, every_ms=3_600_000)
+    env.produce("hourly", events, load_schema("PageViewEvent", 1))
+    warehouse = tmp_path / "warehouse"
+    assert run_once(env.config(warehouse, topics="hourly"), spark).rows == 40
+    table = warehouse / "hourly"
+    files = sorted(p.relative_to(table).parent.as_posix() for p in table.rglob("*.parquet"))
+    expected = []
+    for event in events:
+        when = datetime.fromtimestamp(event["header"]["eventTime"] / 1000, timezone.utc)
+        expected.append(f"date={when.date().isoformat()}/hour={when.hour}")
+    assert files == sorted(expected)
+    rows = warehouse_rows(warehouse, "hourly")
+    assert {row["header"]["eventTime"].timestamp() * 1000 for row in rows.values()} == \
+        {e["header"]["eventTime"] for e in events}

@@ -1,0 +1,209 @@
+"""ETL tests: an offline cluster, a registry and events to load; the warehouse read back; `python -m etl` runs.
+
+``EtlEnvironment`` is one broker on a chroot of the session's ZooKeeper plus a standalone registry (a module
+fixture shares it; each test uses topics and a warehouse of its own). ``warehouse_rows`` reads a table with
+pyarrow, keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl run`` in a session of its
+own, so that the Spark JVM and its Python workers go with it when a test kills it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Sequence
+
+import pyarrow.dataset as ds
+
+from etl.config import EtlConfig
+from pipeline.client.admin import AdminClient
+from pipeline.client.producer import Producer, ProducerData
+from schemas.events import load_schema
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroEncoder
+from tests.support.broker import REPO_ROOT
+from tests.support.cluster import BrokerCluster
+from tests.support.polling import wait_until
+from tests.support.registry import RegistryProcess
+from tests.support.zookeeper import unique_chroot
+
+EVENT_TIME = 1_700_000_000_000
+
+
+class EtlEnvironment:
+    """The offline cluster (one broker) and a registry, started together, stopped by ``close``."""
+
+    def __init__(self, zookeeper_server: Any, directory: Path,
+                 broker_overrides: dict[str, object] | None = None) -> None:
+        self.directory = directory
+        self._stack = ExitStack()
+        try:
+            self.offline = self._stack.enter_context(BrokerCluster(
+                directory / "offline", zookeeper_server.connect_string + unique_chroot("offline"), 1,
+                {"num.partitions": 1, "zookeeper.session.timeout.ms": 4000, **(broker_overrides or {})}))
+            self.registry = self._stack.enter_context(RegistryProcess(directory / "registry.log",
+                                                                      data_dir=directory / "registry"))
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def config(self, warehouse: Path, **settings: Any) -> EtlConfig:
+        return EtlConfig({"zookeeper.connect": self.offline.zk_connect, "warehouse.dir": str(warehouse),
+                          "schema.registry.url": self.registry.url, "spark.master": "local[2]",
+                          "audit.enable": "false", **{k.replace("_", "."): v for k, v in settings.items()}})
+
+    def args(self, warehouse: Path, *extra: str) -> list[str]:
+        return ["run", "--zookeeper", self.offline.zk_connect, "--warehouse", str(warehouse), "--master", "local[2]",
+                "--registry", self.registry.url, "--set", "audit.enable=false", *extra]
+
+    def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+        with AdminClient(self.offline.bootstrap) as admin:
+            admin.create_topics(topic, partitions=partitions, configs=configs)
+        self.offline.wait_for_metadata(topic, partitions)
+
+    def produce(self, topic: str, events: Sequence[dict[str, Any]], schema: dict[str, Any],
+                headers: Sequence[list] | None = None, partition_of: Any = None) -> None:
+        """Send ``events`` (Avro, written with ``schema``) to ``topic``, keyed by index, acks=all."""
+        with SchemaRegistryClient(self.registry.url) as registry:
+            encoder = AvroEncoder(registry, {topic: schema})
+            with Producer({"zookeeper.connect": self.offline.zk_connect, "request.required.acks": -1,
+                           "producer.type": "async", "queue.time": 5, "batch.size": 200,
+                           "serializer.class": encoder}) as producer:
+                for index, event in enumerate(events):
+                    producer.send(ProducerData(topic, b"%d" % index, [event],
+                                               headers=[list(headers[index]) if headers else []]))
+                producer.flush()
+
+
+def page_views(count: int, start: int = 0, version: int | None = None, datacenter: str = "dc1",
+               every_ms: int = 60_000) -> list[dict]:
+    """PageViewEvents (schema ``version``), one every ``every_ms`` of event time from EVENT_TIME."""
+    events = []
+    for i in range(start, start + count):
+        event = {"header": {"eventId": str(uuid.UUID(int=i + 1, version=4)), "eventTime": EVENT_TIME + i * every_ms,
+                            "server": f"fe{i % 3}", "datacenter": datacenter, "service": "frontend", "sequence": i},
+                 "memberId": i, "pageKey": f"page-{i % 5}", "url": f"/p/{i}", "referrer": None if i % 2 else "/",
+                 "userAgent": "test"}
+        if version == 2:
+            event["sessionId"] = f"session-{i}"
+        events.append(event)
+    return events
+
+
+def warehouse_rows(warehouse: Path, topic: str) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """Every row of ``topic``'s table keyed by (kafka_topic, kafka_partition, kafka_offset); AssertionError on a
+    duplicate key."""
+    table = warehouse / topic
+    if not table.exists():
+        return {}
+    rows: dict[tuple[str, int, int], dict[str, Any]] = {}
+    dataset = ds.dataset(str(table), format="parquet", partitioning="hive")
+    for row in dataset.to_table().to_pylist():
+        key = (row["kafka_topic"], row["kafka_partition"], row["kafka_offset"])
+        assert key not in rows, f"row {key} is in the warehouse twice"
+        rows[key] = row
+    return rows
+
+
+#: How the ETL is started: as a module, or through spark-submit (the venv's, found next to this interpreter).
+PYTHON_M_ETL = (sys.executable, "-m", "etl")
+SPARK_SUBMIT = (str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "etl/submit.py")
+
+
+class EtlProcess:
+    """One ``python -m etl`` (or spark-submit) child process in its own session (its Spark JVM and workers in
+    it too)."""
+
+    def __init__(self, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None,
+                 command: Sequence[str] = PYTHON_M_ETL) -> None:
+        self.log_path = log_path
+        self.args = list(args)
+        self.env = dict(env or {})
+        self.command = list(command)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "EtlProcess":
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        # spark-submit finds Spark's scripts and the interpreter on the PATH.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen([*self.command, *self.args], cwd=REPO_ROOT, env=env,
+                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        return self
+
+    def wait(self, timeout: float = 120.0) -> int:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"etl still running after {timeout:.0f}s:\n{self.log_tail()}") from None
+
+    def kill_driver(self) -> None:
+        """SIGKILL the driver alone, then wait for the rest of its session (the Spark JVM notices and exits)."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        wait_until(lambda: not _session_alive(self.process.pid), 30, message="the driver's Spark JVM to exit")
+
+    def cleanup(self) -> None:
+        """Kill whatever of the session is left."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if _session_alive(self.process.pid):
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            wait_until(lambda: not _session_alive(self.process.pid), 30, message="the etl session to end")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def _session_alive(session_id: int) -> bool:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields: state, ppid, pgrp, session, ...; a zombie is gone already.
+        if int(fields[3]) == session_id and fields[0] != "Z":
+            return True
+    return False
+
+
+def run_etl(log_path: Path, args: Sequence[str], env: dict[str, str] | None = None, timeout: float = 120.0,
+            command: Sequence[str] = PYTHON_M_ETL) -> tuple[int, str]:
+    """Run ``python -m etl`` (or ``command``) to its end: (exit code, its output)."""
+    process = EtlProcess(log_path, args, env, command).start()
+    try:
+        code = process.wait(timeout)
+    finally:
+        process.cleanup()
+    return code, process.log_text()
+
+
+def expected_keys(topic: str, ends: dict[int, int], starts: dict[int, int] | None = None) -> set[tuple[str, int, int]]:
+    return {(topic, p, o) for p, end in ends.items() for o in range((starts or {}).get(p, 0), end)}
+
+
+def lineage_headers(cluster: str, partition: int, offset: int) -> list:
+    return [("mirror.cluster", cluster.encode()), ("mirror.partition", b"%d" % partition),
+            ("mirror.offset", b"%d" % offset)]
