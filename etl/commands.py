@@ -1,12 +1,16 @@
-"""The `schedule` and `history` subcommands of `python -m etl`.
+"""The subcommands of `python -m etl`: `run`, `schedule` and `history`.
 
+    python -m etl run --zookeeper zk:2181/offline --warehouse /data/warehouse [--topics REGEX] [--master URL]
     python -m etl schedule --every 5m --zookeeper zk:2181/offline --warehouse /data/warehouse [--metrics-port 9464]
     python -m etl history --warehouse /data/warehouse [--group etl] [--limit 20] [--json]
 
-``add_schedule_parser`` / ``add_history_parser`` add them to the subparsers of the command line; each sets
-``main`` (a function of the parsed arguments returning the exit code) as its default. Exit codes: 0 success
-(``schedule``: stopped by SIGTERM or SIGINT, the run in progress finished), 1 the scheduler could not go on,
-2 wrong settings.
+``add_run_parser`` / ``add_schedule_parser`` / ``add_history_parser`` add them to the subparsers of the command
+line; each sets ``handler`` (a function of the parsed arguments returning the exit code) as its default. Options
+on the command line override ``--set KEY=VALUE``, which override the properties file (``--config``). Exit codes:
+0 success (``run``: the run succeeded or found nothing new; ``schedule``: stopped by SIGTERM or SIGINT, the run
+in progress finished), 1 the run failed (recorded in the run history) or the scheduler could not go on, 2 wrong
+settings. ``run`` and ``schedule`` take the group's lock in ZooKeeper for every run, so that runs of the same
+group never overlap, wherever they are started.
 """
 
 from __future__ import annotations
@@ -25,15 +29,90 @@ from etl.report import RunReport
 from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.service import log_to_stderr, stop_on_signals
 
-__all__ = ["add_history_parser", "add_schedule_parser", "history_main", "history_table", "schedule_config",
-           "schedule_main"]
+__all__ = ["RUN_OPTIONS", "add_history_parser", "add_run_parser", "add_schedule_parser", "add_settings_options",
+           "history_main", "history_table", "load_config", "run_main", "schedule_config", "schedule_main"]
 
 PROG = "python -m etl"
 
-# Command-line options of `schedule` and the setting each one sets.
-_SCHEDULE_OPTIONS = {"zookeeper": "zookeeper.connect", "warehouse": "warehouse.dir", "group": "group.id",
-                     "topics": "topics", "master": "spark.master", "every": "schedule.every",
-                     "metrics_port": "metrics.port"}
+# Command-line options of `run` (and `schedule`) and the setting each one sets.
+RUN_OPTIONS = {"zookeeper": "zookeeper.connect", "warehouse": "warehouse.dir", "topics": "topics",
+               "master": "spark.master", "group": "group.id", "registry": "schema.registry.url"}
+_SCHEDULE_OPTIONS = {**RUN_OPTIONS, "every": "schedule.every", "metrics_port": "metrics.port"}
+
+
+def add_settings_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make an EtlConfig (see ``load_config``)."""
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the offline cluster's ZooKeeper")
+    parser.add_argument("--warehouse", metavar="DIR", help="the warehouse directory")
+    parser.add_argument("--topics", metavar="REGEX", help="topics to load (whole names; default all)")
+    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    parser.add_argument("--group", help="name of this ETL: its offsets, lock and history (default etl)")
+    parser.add_argument("--registry", metavar="URL", help="schema registry URL")
+    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any setting of --help-config; spark.* settings go to Spark")
+    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
+
+
+def load_config(args: argparse.Namespace, options: dict[str, str] = RUN_OPTIONS) -> EtlConfig:
+    """The EtlConfig of a command line made with ``add_settings_options``."""
+    return EtlConfig(command_line_values(args.config, args.set,
+                                         {name: getattr(args, option) for option, name in options.items()}))
+
+
+def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``run``: one run of the ETL under the group's lock, then exit."""
+    parser = subparsers.add_parser("run", help="load every new offset once, then exit",
+                                   description="Load every new offset of the offline cluster's topics into the "
+                                               "Parquet warehouse, exactly once, and record the run in its history.")
+    add_settings_options(parser)
+    parser.set_defaults(handler=run_main)
+    return parser
+
+
+def _settings(args: argparse.Namespace, options: dict[str, str], command: str) -> EtlConfig | int:
+    """The EtlConfig of a command line, or the exit code when there is nothing to run: 0 after printing the
+    settings table (--help-config), 2 after a one-line error about a wrong setting."""
+    if args.help_config:
+        print(help_table(ETL_PROPERTIES))
+        return 0
+    try:
+        return load_config(args, options)
+    except (ConfigError, OSError) as error:
+        print(f"{' '.join(filter(None, (PROG, command)))}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def run_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
+    """One run of a parsed ``run`` command line; 0 done, 1 the run failed, 2 wrong settings."""
+    config = _settings(args, RUN_OPTIONS, "")
+    if isinstance(config, int):
+        return config
+    from kazoo.exceptions import KazooException
+
+    from etl.job import EtlError
+    from etl.lock import run_locked
+    from etl.schedule import SparkJob
+
+    spark_job = SparkJob() if job is None else None
+    try:
+        report = run_locked(config, job or spark_job, stop_on_signals())  # type: ignore[arg-type]
+    except EtlError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    except (KazooException, OSError) as error:
+        print(f"{PROG}: error: {str(error) or type(error).__name__}", file=sys.stderr)
+        return 1
+    finally:
+        if spark_job is not None:
+            spark_job.close()
+    if report is None:
+        print(f"{PROG}: stopped while waiting for the lock of ETL group {config['group.id']}", file=sys.stderr)
+        return 0
+    print(f"run {report.run_id} {report.outcome}: {len(report.ranges)} ranges, {report.rows} rows, "
+          f"{report.bytes} bytes in {report.duration_s:.1f}s"
+          + (f", {sum(s.count for s in report.skipped)} offsets skipped" if report.skipped else ""))
+    return 0
 
 
 def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -44,38 +123,24 @@ def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
             "after it when it took longer), under a lock in ZooKeeper that keeps the runs of several schedulers "
             "apart. A failed run is logged and the schedule goes on. SIGTERM or SIGINT: the run in progress "
             "finishes, then exit 0."))
-    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
-    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the offline cluster's ZooKeeper")
-    parser.add_argument("--warehouse", metavar="DIR", help="the warehouse directory")
-    parser.add_argument("--group", help="name of this ETL: its offsets, lock and history (default etl)")
-    parser.add_argument("--topics", metavar="REGEX", help="topics to load (whole names; default all)")
-    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    add_settings_options(parser)
     parser.add_argument("--every", metavar="DURATION", help="time between the runs' starts: 30s, 5m, 1h (default 5m)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any other setting of --help-config; spark.* settings go to Spark")
-    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
-    parser.set_defaults(main=schedule_main)
+    parser.set_defaults(handler=schedule_main)
     return parser
 
 
 def schedule_config(args: argparse.Namespace) -> EtlConfig:
     """The settings of a parsed ``schedule`` command line (the file, then --set, then the options)."""
-    return EtlConfig(command_line_values(args.config, args.set, {name: getattr(args, option)
-                                                                 for option, name in _SCHEDULE_OPTIONS.items()}))
+    return load_config(args, _SCHEDULE_OPTIONS)
 
 
 def schedule_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
     """Run the scheduler of a parsed ``schedule`` command line until SIGTERM or SIGINT; ``job`` replaces the
     Spark load (tests)."""
-    if args.help_config:
-        print(help_table(ETL_PROPERTIES))
-        return 0
-    try:
-        config = schedule_config(args)
-    except (ConfigError, OSError) as error:
-        print(f"{PROG} schedule: error: {error}", file=sys.stderr)
-        return 2
+    config = _settings(args, _SCHEDULE_OPTIONS, "schedule")
+    if isinstance(config, int):
+        return config
     log_to_stderr()
     from kazoo.exceptions import KazooException
 
@@ -101,7 +166,7 @@ def add_history_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--group", help="the ETL group (default etl)")
     parser.add_argument("--limit", type=int, default=20, metavar="N", help="show at most N runs (default 20)")
     parser.add_argument("--json", action="store_true", help="a JSON array of the runs instead of a table")
-    parser.set_defaults(main=history_main)
+    parser.set_defaults(handler=history_main)
     return parser
 
 

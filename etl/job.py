@@ -14,6 +14,7 @@ Every run, failed or with nothing new, is recorded in the run history before ``r
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import socket
@@ -30,6 +31,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from audit.counting import AuditPublisher
+from audit.sketch import EventSketch
 from etl.config import EtlConfig
 from etl.faults import pause_at
 from etl.history import RunHistory
@@ -106,13 +108,15 @@ class _Offline:
             pause_at("committing")
 
 
-def _audit_records(manifest_run: str, topic_windows: dict[tuple[str, str, int], list[int]],
+def _audit_records(manifest_run: str, topic_windows: dict[tuple[str, str, int], list[Any]],
                    window_ms: int) -> list[dict[str, Any]]:
+    """The run's AuditCount records as the manifest keeps them (JSON: the sketch in base64)."""
     host = f"etl-{socket.gethostname()}"
     return [{"topic": topic, "tier": WAREHOUSE_TIER, "windowStart": start, "windowEnd": start + window_ms,
              "host": host, "datacenter": datacenter, "application": "etl", "count": count, "bytes": size,
-             "sketch": None, "properties": {"run": manifest_run}}
-            for (topic, datacenter, start), (count, size) in sorted(topic_windows.items())]
+             "sketch": None if sketch is None else base64.b64encode(sketch.to_bytes()).decode(),
+             "properties": {"run": manifest_run}}
+            for (topic, datacenter, start), (count, size, sketch) in sorted(topic_windows.items())]
 
 
 def _publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
@@ -130,7 +134,8 @@ def _publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
         except BaseException:
             publisher.producer.close()
             raise
-        publisher.publish(records)
+        publisher.publish([{**r, "sketch": None if r.get("sketch") is None else base64.b64decode(r["sketch"])}
+                           for r in records])
         left = publisher.close(_AUDIT_TIMEOUT_S)
     finally:
         registry.close()
@@ -328,16 +333,19 @@ class _Run:
         for topic, first, ranges in self.by_topic():
             files += staged_moves(self.warehouse.root, self.warehouse.staging_dir(run_id) / topic, topic, ranges,
                                   first)
-        windows: dict[tuple[str, str, int], list[int]] = {}
+        windows: dict[tuple[str, str, int], list[Any]] = {}
         skipped = list(self.report.skipped)
         range_stats = {}
         for index, s in sorted(stats.items()):
             topic = self.ranges[index].topic
             range_stats[index] = (s["rows"], s["bytes"])
-            for datacenter, start, count, size in s["windows"]:
-                counts = windows.setdefault((topic, datacenter, start), [0, 0])
+            for datacenter, start, count, size, sketch in s["windows"]:
+                counts = windows.setdefault((topic, datacenter, start), [0, 0, None])
                 counts[0] += count
                 counts[1] += size
+                if sketch is not None:
+                    found = EventSketch.from_bytes(base64.b64decode(sketch))
+                    counts[2] = found if counts[2] is None else counts[2] + found
             partition = self.ranges[index].partition
             skipped += [SkippedOffsets(topic, partition, a, b) for a, b in s["skipped"]]
         written = {}

@@ -14,6 +14,7 @@ index, so a task run twice reports once.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import io
 import json
@@ -26,6 +27,7 @@ import fastavro
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
+from audit.sketch import EventSketch
 from etl.faults import pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
 from mirror.lineage import lineage_of
@@ -148,6 +150,8 @@ class _RangeLoader:
         self.rows = 0
         self.bytes = 0
         self.windows: dict[tuple[str, int], list[int]] = {}
+        #: The event ids of each window, for the audit's sketch.
+        self.window_ids: dict[tuple[str, int], list[str]] = {}
         self.skipped: list[tuple[int, int]] = []
         self._days: dict[int, str] = {}
 
@@ -220,7 +224,7 @@ class _RangeLoader:
 
     def _rows(self, messages: Any, offset: int) -> list[dict[str, Any]]:
         topic, partition, end, window_ms = self.context.topic, self.partition, self.end, self.window_ms
-        decode, windows, days = self.decoder.decode, self.windows, self._days
+        decode, windows, window_ids, days = self.decoder.decode, self.windows, self.window_ids, self._days
         rows = []
         for record in messages:
             if record.offset < offset:
@@ -256,16 +260,30 @@ class _RangeLoader:
             counts = windows.get(key)
             if counts is None:
                 counts = windows[key] = [0, 0]
+                window_ids[key] = []
             counts[0] += 1
             counts[1] += len(value)
+            event_id = header.get("eventId") if isinstance(header, dict) else None
+            if isinstance(event_id, str) and len(event_id) == 36:
+                window_ids[key].append(event_id)
             self.bytes += len(value)
         self.rows += len(rows)
         return rows
 
     def stats(self, started: float) -> RangeStats:
         return {"rows": self.rows, "bytes": self.bytes, "started": started, "host": socket.gethostname(),
-                "windows": [[dc, start, c, b] for (dc, start), (c, b) in sorted(self.windows.items())],
+                "windows": [[dc, start, c, b, _sketch_text(self.window_ids.get((dc, start)))]
+                            for (dc, start), (c, b) in sorted(self.windows.items())],
                 "skipped": [list(s) for s in self.skipped]}
+
+
+def _sketch_text(ids: list[str] | None) -> str | None:
+    """The audit sketch of a window's event ids, base64 (it travels in Spark's accumulator and the manifest)."""
+    if not ids:
+        return None
+    sketch = EventSketch()
+    sketch.add(ids)
+    return base64.b64encode(sketch.to_bytes()).decode()
 
 
 def load_ranges(context: TaskContext, window_ms: int, accumulator: Any, target: pa.Schema,

@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from audit.sketch import EventSketch
 from etl.history import RunHistory
 from etl.job import EtlError, LockLost, run_once
 from etl.report import SkippedOffsets
@@ -89,6 +90,12 @@ def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_o
     assert sum(a["count"] for a in audit if a["topic"] == "views") == 60
     assert sorted(int(a["windowStart"].timestamp() * 1000) for a in audit if a["topic"] == "clicks") == \
         [e["header"]["eventTime"] // 60_000 * 60_000 for e in page_views(20, 500)]
+    # Each count carries the sketch of its rows' event ids (the audit names events from it).
+    loaded = EventSketch()
+    for a in audit:
+        if a["topic"] == "views":
+            loaded += EventSketch.from_bytes(a["sketch"])
+    assert loaded.decode().counts == {e["header"]["eventId"]: 1 for e in views}
 
     again = run_once(config, spark)
     assert again.outcome == "nothing-new" and again.rows == 0

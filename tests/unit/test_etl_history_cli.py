@@ -26,7 +26,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def history(argv: list[str]) -> tuple[int, str]:
     args = parse(["history", *argv])
     out = io.StringIO()
-    return args.main(args, out=out), out.getvalue()
+    return args.handler(args, out=out), out.getvalue()
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_schedule_options_override_the_file_and_set(tmp_path: Path) -> None:
 
 def test_schedule_with_wrong_settings_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     args = parse(["schedule", "--zookeeper", "zk:2181", "--warehouse", "/w", "--every", "soon"])
-    assert args.main(args) == 2
+    assert args.handler(args) == 2
     assert "schedule.every" in capsys.readouterr().err
 
 
