@@ -3,7 +3,8 @@
 One handler per API key, found through a table; request and response bodies are the dicts of the
 shared protocol codec (Kafka's field names in snake_case), so one handler serves every version the
 codec declares. Malformed frames and unsupported APIs close the offending connection; errors that
-concern one partition or topic are answered with that entry's error code.
+concern one partition or topic are answered with that entry's error code. Every answered request is
+counted in the ReplicaManager's BrokerMetrics (by API and version, its time, its response's error codes).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class KafkaApis:
         self.producer_ids = producer_ids
         self.auto_create_topics = auto_create_topics
         self.fetch_max_wait_cap_ms = fetch_max_wait_cap_ms
+        self.metrics = replica_manager.metrics
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -83,6 +85,7 @@ class KafkaApis:
 
     def handle(self, frame: memoryview, peer: str) -> list | None | Awaitable[list | None]:
         """Answer one request frame; the socket server calls this for every frame in order."""
+        started = time.perf_counter()
         try:
             header = read_request_header(frame)
         except ProtocolError as exc:
@@ -92,7 +95,7 @@ class KafkaApis:
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.
             body = dict(self._api_versions_body, error_code=ErrorCode.UNSUPPORTED_VERSION)
-            return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+            return self._answer(header, 0, body, started)
         if handler is None or versions is None:
             raise CloseConnection(f"unknown API key {header.api_key} (client {header.client_id!r})")
         if not versions[0] <= header.api_version <= versions[1]:
@@ -103,19 +106,25 @@ class KafkaApis:
         except ProtocolError as exc:
             if header.api_key == ApiKey.API_VERSIONS:
                 body = dict(self._api_versions_body, error_code=ErrorCode.INVALID_REQUEST)
-                return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+                return self._answer(header, 0, body, started)
             raise CloseConnection(f"malformed {_api_name(header.api_key)} v{header.api_version} request "
                                   f"(client {header.client_id!r}): {exc}") from None
         result = handler(header, request)
         if result is None:
+            self.metrics.api_stats(header.api_key).completed(header.api_version, time.perf_counter() - started, None)
             return None
         if isinstance(result, dict):
-            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
-        return self._respond_later(header, result)
+            return self._answer(header, header.api_version, result, started)
+        return self._respond_later(header, result, started)
 
-    async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict]) -> list:
-        body = await pending
-        return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+    async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict], started: float) -> list:
+        return self._answer(header, header.api_version, await pending, started)
+
+    def _answer(self, header: RequestHeader, version: int, body: dict, started: float) -> list:
+        """The encoded response, counted in the request metrics."""
+        response = encode_response(header.api_key, version, header.correlation_id, body)
+        self.metrics.api_stats(header.api_key).completed(header.api_version, time.perf_counter() - started, body)
+        return response
 
     # -- ApiVersions, Metadata ------------------------------------------------------------------
 
@@ -256,6 +265,8 @@ class KafkaApis:
             if partitions is None:
                 partitions = by_topic[name] = []
                 responses.append({"topic": name, "partitions": partitions})
+            if result.size:
+                result.stats.bytes_out += result.size
             partitions.append({
                 "partition_index": index,
                 "error_code": result.error_code,
