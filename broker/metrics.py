@@ -13,46 +13,39 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.messages import APIS
+from pipeline.protocol.schema import Field
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ApiStats", "BrokerMetrics", "LATENCY_BUCKETS", "TopicStats", "api_name", "error_name", "serve_metrics"]
+__all__ = ["ApiStats", "BrokerMetrics", "LATENCY_BUCKETS", "TopicStats", "api_name", "count_error_codes",
+           "error_code_paths", "error_name", "serve_metrics"]
 
 # Request latencies from sub-millisecond produces to fetches long-polling for fetch.max.wait.cap.ms.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 FLUSH_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
-# Where each response body keeps its error codes: paths of list fields down to the entries holding an
-# "error_code" (the empty path: the body itself). APIs not named have no error code.
-ERROR_CODE_PATHS: dict[int, tuple[tuple[str, ...], ...]] = {
-    ApiKey.PRODUCE: (("responses", "partition_responses"),),
-    ApiKey.FETCH: ((), ("responses", "partitions")),
-    ApiKey.LIST_OFFSETS: (("topics", "partitions"),),
-    ApiKey.METADATA: (("topics",), ("topics", "partitions")),
-    ApiKey.CREATE_TOPICS: (("topics",),),
-    ApiKey.DELETE_TOPICS: (("responses",),),
-    ApiKey.CREATE_PARTITIONS: (("results",),),
-    ApiKey.DESCRIBE_CONFIGS: (("results",),),
-    ApiKey.INIT_PRODUCER_ID: ((),),
-    ApiKey.FIND_COORDINATOR: ((),),
-    ApiKey.API_VERSIONS: ((),),
-}
+def error_code_paths(fields: Sequence[Field], prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
+    """Where a response declared by ``fields`` keeps its error codes: the keys of the struct fields leading
+    to each struct with an ErrorCode field (the empty path: the body itself)."""
+    paths: list[tuple[str, ...]] = [prefix] if any(f.key == "error_code" for f in fields) else []
+    for field in fields:
+        if field.is_struct_like:
+            paths += error_code_paths(field.fields, (*prefix, field.key))
+    return tuple(paths)
 
 
 def api_name(api_key: int) -> str:
-    """Kafka's name of an API as its request metrics tag it (``Produce``, ``ApiVersions``)."""
-    try:
-        return ApiKey(api_key).name.title().replace("_", "")
-    except ValueError:
-        return str(api_key)
+    """Kafka's name of an API, as its request metrics tag it (``Produce``, ``ApiVersions``)."""
+    api = APIS.get(api_key)
+    return api.name if api is not None else str(api_key)
 
 
 def error_name(code: int) -> str:
@@ -63,14 +56,23 @@ def error_name(code: int) -> str:
         return str(code)
 
 
-def _entries(node: object, path: tuple[str, ...]) -> Iterator[dict]:
-    if not path:
-        if isinstance(node, dict):
-            yield node
-        return
-    items = node.get(path[0]) if isinstance(node, dict) else None
-    for item in items or ():
-        yield from _entries(item, path[1:])
+def count_error_codes(body: Mapping, paths: tuple[tuple[str, ...], ...], errors: dict[int, int]) -> None:
+    """Add the non-zero error codes found along ``paths`` in a response body to ``errors`` (code -> count)."""
+    for path in paths:
+        level: list = [body]
+        for key in path:
+            below: list = []
+            for node in level:
+                value = node.get(key)
+                if isinstance(value, list):
+                    below += value
+                elif value is not None:
+                    below.append(value)
+            level = below
+        for entry in level:
+            code = entry.get("error_code")
+            if code:
+                errors[code] = errors.get(code, 0) + 1
 
 
 class TopicStats:
@@ -98,7 +100,8 @@ class ApiStats:
         self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
         self.errors: dict[int, int] = {}
-        self._paths = ERROR_CODE_PATHS.get(api_key, ())
+        api = APIS.get(api_key)
+        self._paths = error_code_paths(api.response) if api is not None else ()
 
     def completed(self, version: int, seconds: float, body: Mapping | None) -> None:
         """Count one answered request: its version, its time in the broker and the errors its response carries."""
@@ -107,12 +110,7 @@ class ApiStats:
         self.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         self.latency_sum += seconds
         if body is not None:
-            errors = self.errors
-            for path in self._paths:
-                for entry in _entries(body, path):
-                    code = entry.get("error_code")
-                    if code:
-                        errors[code] = errors.get(code, 0) + 1
+            count_error_codes(body, self._paths, self.errors)
 
 
 class BrokerMetrics(Collector):
