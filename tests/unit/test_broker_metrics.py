@@ -4,6 +4,7 @@ also while partitions are created and deleted under it."""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -87,13 +88,14 @@ def broker_parts(tmp_path):
     manager.startup()
     replica_manager = ReplicaManager(manager, metrics=metrics)
     metadata = StandaloneMetadata(tmp_path / "logs", BrokerEndpoint(1, "127.0.0.1", 9092))
-    metrics.registry.register(BrokerStateCollector(1, manager, replica_manager, metadata, Connections(), lambda: True))
-    yield metrics, manager, replica_manager, metadata
+    collector = BrokerStateCollector(1, manager, replica_manager, metadata, Connections(), lambda: True)
+    metrics.registry.register(collector)
+    yield metrics, manager, replica_manager, metadata, collector
     manager.shutdown()
 
 
 def test_state_collector_reports_logs_partitions_connections_and_flushes(broker_parts):
-    metrics, manager, replica_manager, metadata = broker_parts
+    metrics, manager, replica_manager, metadata, _ = broker_parts
     metadata.create_topic("t", 2)
     for index in (0, 1):
         replica_manager.make_leader("t", index)
@@ -122,22 +124,32 @@ def test_state_collector_reports_logs_partitions_connections_and_flushes(broker_
 
 
 def test_scrapes_while_partitions_come_and_go(broker_parts):
-    metrics, _, replica_manager, metadata = broker_parts
+    metrics, _, replica_manager, metadata, collector = broker_parts
+    metadata.create_topic("moving", 16)
     stop = threading.Event()
     failures: list[BaseException] = []
 
     def scrape_repeatedly() -> None:
         while not stop.is_set():
             try:
+                for _ in collector.collect():
+                    pass
                 generate_latest(metrics.registry)
             except BaseException as exc:
                 failures.append(exc)
                 return
 
     scraper = threading.Thread(target=scrape_repeatedly)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, so that scrapes are interrupted
     scraper.start()
     try:
-        for round_ in range(30):
+        for _ in range(300):  # leadership coming and going: the hosted partitions change all the time
+            for index in range(16):
+                replica_manager.make_leader("moving", index)
+            for index in range(16):
+                replica_manager.stop_partition("moving", index, delete=False)
+        for round_ in range(4):  # topics created and deleted, logs and all
             name = f"churn{round_}"
             metadata.create_topic(name, 4)
             for index in range(4):
@@ -149,5 +161,6 @@ def test_scrapes_while_partitions_come_and_go(broker_parts):
     finally:
         stop.set()
         scraper.join(10)
+        sys.setswitchinterval(interval)
     assert failures == []
     assert not any(name.startswith("churn") for name in metrics.topics)
