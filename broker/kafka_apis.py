@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from time import perf_counter
 from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 ISOLATION_READ_COMMITTED = 1
+# The hot paths count their responses' error codes where they set them (see ApiStats).
+_COUNT_OWN_ERRORS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
 class KafkaApis:
@@ -71,6 +74,10 @@ class KafkaApis:
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
         }
+        self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
+                           for key in self._handlers}
+        self._produce_stats = self._api_stats[ApiKey.PRODUCE]
+        self._fetch_stats = self._api_stats[ApiKey.FETCH]
         self._api_versions_body = {
             "error_code": ErrorCode.NONE,
             "api_keys": [
@@ -85,7 +92,7 @@ class KafkaApis:
 
     def handle(self, frame: memoryview, peer: str) -> list | None | Awaitable[list | None]:
         """Answer one request frame; the socket server calls this for every frame in order."""
-        started = time.perf_counter()
+        started = perf_counter()
         try:
             header = read_request_header(frame)
         except ProtocolError as exc:
@@ -110,12 +117,14 @@ class KafkaApis:
             raise CloseConnection(f"malformed {_api_name(header.api_key)} v{header.api_version} request "
                                   f"(client {header.client_id!r}): {exc}") from None
         result = handler(header, request)
-        if result is None:
-            self.metrics.api_stats(header.api_key).completed(header.api_version, time.perf_counter() - started, None)
-            return None
         if isinstance(result, dict):
-            return self._answer(header, header.api_version, result, started)
-        return self._respond_later(header, result, started)
+            response = encode_response(header.api_key, header.api_version, header.correlation_id, result)
+        elif result is None:
+            response = None
+        else:
+            return self._respond_later(header, result, started)
+        self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, result)
+        return response
 
     async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict], started: float) -> list:
         return self._answer(header, header.api_version, await pending, started)
@@ -123,7 +132,7 @@ class KafkaApis:
     def _answer(self, header: RequestHeader, version: int, body: dict, started: float) -> list:
         """The encoded response, counted in the request metrics."""
         response = encode_response(header.api_key, version, header.correlation_id, body)
-        self.metrics.api_stats(header.api_key).completed(header.api_version, time.perf_counter() - started, body)
+        self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, body)
         return response
 
     # -- ApiVersions, Metadata ------------------------------------------------------------------
@@ -190,6 +199,7 @@ class KafkaApis:
                     code, base_offset, log_start, err_msg, record_errors = append(name, part["index"], records, syncs)
                 if code:
                     failed = True
+                    self._produce_stats.count_error(code)
                 results.append({"index": part["index"], "error_code": code, "base_offset": base_offset,
                                 "log_append_time_ms": -1, "log_start_offset": log_start,
                                 "record_errors": [{"batch_index": i, "batch_index_error_message": m}
@@ -213,6 +223,7 @@ class KafkaApis:
                 code = failed.get((topic["name"], result["index"]))
                 if code is not None:
                     result.update(error_code=code, base_offset=-1, error_message="the log could not be synced")
+                    self._produce_stats.count_error(code)
         return body
 
     # -- Fetch ----------------------------------------------------------------------------------
@@ -267,6 +278,8 @@ class KafkaApis:
                 responses.append({"topic": name, "partitions": partitions})
             if result.size:
                 result.stats.bytes_out += result.size
+            elif result.error_code:
+                self._fetch_stats.count_error(result.error_code)
             partitions.append({
                 "partition_index": index,
                 "error_code": result.error_code,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -25,7 +25,7 @@ from pipeline.protocol.schema import Field
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ApiStats", "BrokerMetrics", "LATENCY_BUCKETS", "TopicStats", "api_name", "count_error_codes",
+__all__ = ["ApiStats", "BrokerMetrics", "LATENCY_BUCKETS", "TopicStats", "api_name", "error_code_counter",
            "error_code_paths", "error_name", "serve_metrics"]
 
 # Request latencies from sub-millisecond produces to fetches long-polling for fetch.max.wait.cap.ms.
@@ -33,11 +33,11 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 FLUSH_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 def error_code_paths(fields: Sequence[Field], prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
-    """Where a response declared by ``fields`` keeps its error codes: the keys of the struct fields leading
-    to each struct with an ErrorCode field (the empty path: the body itself)."""
+    """Where a response declared by ``fields`` keeps its error codes: the keys of the arrays of structs
+    leading to each struct with an ErrorCode field (the empty path: the body itself)."""
     paths: list[tuple[str, ...]] = [prefix] if any(f.key == "error_code" for f in fields) else []
     for field in fields:
-        if field.is_struct_like:
+        if field.is_array and field.is_struct_like:
             paths += error_code_paths(field.fields, (*prefix, field.key))
     return tuple(paths)
 
@@ -56,23 +56,56 @@ def error_name(code: int) -> str:
         return str(code)
 
 
-def count_error_codes(body: Mapping, paths: tuple[tuple[str, ...], ...], errors: dict[int, int]) -> None:
-    """Add the non-zero error codes found along ``paths`` in a response body to ``errors`` (code -> count)."""
-    for path in paths:
-        level: list = [body]
-        for key in path:
-            below: list = []
-            for node in level:
-                value = node.get(key)
-                if isinstance(value, list):
-                    below += value
-                elif value is not None:
-                    below.append(value)
-            level = below
-        for entry in level:
-            code = entry.get("error_code")
+ErrorCounter = Callable[[Mapping, dict], None]
+
+
+def error_code_counter(paths: tuple[tuple[str, ...], ...]) -> ErrorCounter:
+    """A function adding the non-zero error codes found along ``paths`` in a response body to a dict
+    (code -> count); built once per API, so that a response costs only the walk along its paths."""
+    visitors = [_visitor(path) for path in paths]
+    if len(visitors) == 1:
+        return visitors[0]
+
+    def count_all(body: Mapping, errors: dict) -> None:
+        for visit in visitors:
+            visit(body, errors)
+    return count_all
+
+
+def _visitor(path: tuple[str, ...]) -> ErrorCounter:
+    # Responses are counted on the event loop for every request: the usual depths get a loop each rather
+    # than a call per level.
+    if not path:
+        def count(node: Mapping, errors: dict) -> None:
+            code = node.get("error_code")
             if code:
                 errors[code] = errors.get(code, 0) + 1
+        return count
+    if len(path) == 1:
+        (key,) = path
+
+        def count_in_array(body: Mapping, errors: dict) -> None:
+            for entry in body.get(key) or ():
+                code = entry.get("error_code")
+                if code:
+                    errors[code] = errors.get(code, 0) + 1
+        return count_in_array
+    if len(path) == 2:
+        outer_key, inner_key = path
+
+        def count_in_nested_arrays(body: Mapping, errors: dict) -> None:
+            for outer in body.get(outer_key) or ():
+                for entry in outer.get(inner_key) or ():
+                    code = entry.get("error_code")
+                    if code:
+                        errors[code] = errors.get(code, 0) + 1
+        return count_in_nested_arrays
+    key, inner = path[0], _visitor(path[1:])
+
+    def descend(body: Mapping, errors: dict) -> None:
+        for item in body.get(key) or ():
+            inner(item, errors)
+    return descend
 
 
 class TopicStats:
@@ -91,9 +124,11 @@ class TopicStats:
 class ApiStats:
     """One API's RequestMetrics: requests per version, TotalTime as a histogram, ErrorsPerSec per error code."""
 
-    __slots__ = ("name", "requests", "buckets", "latency_sum", "errors", "_paths")
+    __slots__ = ("name", "requests", "buckets", "latency_sum", "errors", "_count_errors")
 
-    def __init__(self, api_key: int) -> None:
+    def __init__(self, api_key: int, walk_responses: bool = True) -> None:
+        """``walk_responses`` False: the handler counts its error codes itself (:meth:`count_error`), as the
+        hot paths do where they set them, sparing a walk through every response."""
         self.name = api_name(api_key)
         self.requests: dict[int, int] = {}
         # Observations per latency bucket (the last one: above every bound); cumulated at scrape time.
@@ -101,16 +136,23 @@ class ApiStats:
         self.latency_sum = 0.0
         self.errors: dict[int, int] = {}
         api = APIS.get(api_key)
-        self._paths = error_code_paths(api.response) if api is not None else ()
+        paths = error_code_paths(api.response) if api is not None and walk_responses else ()
+        self._count_errors = error_code_counter(paths) if paths else None
 
     def completed(self, version: int, seconds: float, body: Mapping | None) -> None:
         """Count one answered request: its version, its time in the broker and the errors its response carries."""
-        requests = self.requests
-        requests[version] = requests.get(version, 0) + 1
+        try:
+            self.requests[version] += 1
+        except KeyError:
+            self.requests[version] = 1
         self.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         self.latency_sum += seconds
-        if body is not None:
-            count_error_codes(body, self._paths, self.errors)
+        if body is not None and self._count_errors is not None:
+            self._count_errors(body, self.errors)
+
+    def count_error(self, code: int) -> None:
+        """Count one non-zero error code of a response."""
+        self.errors[code] = self.errors.get(code, 0) + 1
 
 
 class BrokerMetrics(Collector):
@@ -137,10 +179,11 @@ class BrokerMetrics(Collector):
         """Forget a deleted topic's counters (Kafka removes its BrokerTopicMetrics too)."""
         self.topics.pop(topic, None)
 
-    def api_stats(self, api_key: int) -> ApiStats:
+    def api_stats(self, api_key: int, walk_responses: bool = True) -> ApiStats:
+        """The API's counters, created at first use (``walk_responses``: see ApiStats)."""
         stats = self.apis.get(api_key)
         if stats is None:
-            stats = self.apis[api_key] = ApiStats(api_key)
+            stats = self.apis[api_key] = ApiStats(api_key, walk_responses)
         return stats
 
     def observe_flush(self, seconds: float) -> None:

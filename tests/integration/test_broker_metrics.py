@@ -62,6 +62,7 @@ def test_a_standalone_broker_counts_what_was_produced_and_fetched(broker_factory
         assert too_large.error_code == ErrorCode.MESSAGE_TOO_LARGE
         fetched = {p: wire.fetch(conn, "metered", p, 0, max_wait_ms=0).records for p in batches}
         assert all(fetched.values())
+        assert wire.fetch(conn, "metered", 1, 100, max_wait_ms=0).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
         samples = wait_until(lambda: (s := scrape(broker)) and value(
             s, "kafka_server_socket_server_metrics_connection_count") == 1 and s,
@@ -73,17 +74,18 @@ def test_a_standalone_broker_counts_what_was_produced_and_fetched(broker_factory
     assert value(samples, "kafka_server_brokertopicmetrics_bytes_out_total", **topic) == sum(map(len, fetched.values()))
     # The unknown partition is not this broker's: only the too-large batch is a failed produce of the topic.
     assert value(samples, "kafka_server_brokertopicmetrics_failed_produce_requests_total", **topic) == 1
-    assert value(samples, "kafka_server_brokertopicmetrics_failed_fetch_requests_total", **topic) == 0
+    assert value(samples, "kafka_server_brokertopicmetrics_failed_fetch_requests_total", **topic) == 1
 
     assert value(samples, "kafka_network_requestmetrics_requests_total", request="Produce", version=3) == 5
-    assert value(samples, "kafka_network_requestmetrics_requests_total", request="Fetch", version=4) == 2
+    assert value(samples, "kafka_network_requestmetrics_requests_total", request="Fetch", version=4) == 3
     assert value(samples, "kafka_network_requestmetrics_total_time_seconds_count", request="Produce") == 5
     assert value(samples, "kafka_network_requestmetrics_total_time_seconds_bucket", request="Produce", le="+Inf") == 5
     assert value(samples, "kafka_network_requestmetrics_errors_total", request="Produce",
                  error="UNKNOWN_TOPIC_OR_PARTITION") == 1
     assert value(samples, "kafka_network_requestmetrics_errors_total", request="Produce",
                  error="MESSAGE_TOO_LARGE") == 1
-    assert value(samples, "kafka_network_requestmetrics_errors_total", request="Fetch", error="NONE") is None
+    assert value(samples, "kafka_network_requestmetrics_errors_total", request="Fetch",
+                 error="OFFSET_OUT_OF_RANGE") == 1
 
     for partition, size in produced_bytes.items():
         labels = {"topic": "metered", "partition": partition}

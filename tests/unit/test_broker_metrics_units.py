@@ -14,7 +14,7 @@ from test_log_support import make_batch
 
 from broker.log import LogConfig, LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata
-from broker.metrics import LATENCY_BUCKETS, ApiStats, BrokerMetrics, count_error_codes, error_code_paths
+from broker.metrics import LATENCY_BUCKETS, ApiStats, BrokerMetrics, error_code_counter, error_code_paths
 from broker.replica_manager import ReplicaManager
 from broker.state_metrics import BrokerStateCollector
 from pipeline.protocol.api_keys import ApiKey
@@ -34,13 +34,27 @@ def test_error_code_paths_follow_the_declared_responses():
     assert error_code_paths(APIS[ApiKey.METADATA].response) == (("topics",), ("topics", "partitions"))
 
 
+def test_every_declared_error_code_has_a_path():
+    def error_code_fields(fields) -> int:
+        return sum(1 if f.key == "error_code" else error_code_fields(f.fields) for f in fields)
+    for api in APIS.values():
+        assert len(error_code_paths(api.response)) == error_code_fields(api.response), api.name
+
+
 def test_error_codes_are_counted_per_entry_and_none_is_not():
     body = {"topics": [{"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partitions": []},
                        {"error_code": 0, "partitions": [{"error_code": ErrorCode.LEADER_NOT_AVAILABLE},
                                                         {"error_code": ErrorCode.NONE}]}]}
     errors: dict[int, int] = {}
-    count_error_codes(body, error_code_paths(APIS[ApiKey.METADATA].response), errors)
+    error_code_counter(error_code_paths(APIS[ApiKey.METADATA].response))(body, errors)
     assert errors == {ErrorCode.LEADER_NOT_AVAILABLE: 2}
+
+
+def test_handlers_that_count_their_own_errors_skip_the_walk():
+    stats = ApiStats(ApiKey.PRODUCE, walk_responses=False)
+    stats.completed(7, 0.001, {"responses": [{"partition_responses": [{"error_code": ErrorCode.MESSAGE_TOO_LARGE}]}]})
+    stats.count_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert stats.errors == {ErrorCode.NOT_LEADER_OR_FOLLOWER: 1} and stats.requests == {7: 1}
 
 
 def test_api_stats_count_versions_latency_buckets_and_errors():
