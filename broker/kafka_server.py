@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from broker.admin_manager import AdminManager
 from broker.cluster.membership import ClusterMembership
@@ -41,7 +41,7 @@ class KafkaServer:
         self.scheduler: KafkaScheduler | None = None
         self.metrics = BrokerMetrics()
         self.metrics_port: int | None = None
-        self._metrics_server: Any = None
+        self._metrics_server: WSGIServer | None = None
         self._stopped = asyncio.Event()
 
     @property

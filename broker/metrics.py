@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
+from wsgiref.simple_server import WSGIServer
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
@@ -239,7 +240,7 @@ class BrokerMetrics(Collector):
         yield latency
 
 
-def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> tuple[object, int]:
+def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> tuple[WSGIServer, int]:
     """Serve ``registry`` at http://host:port/metrics from a thread; (server, bound port). Port 0 picks one."""
     server, _ = start_http_server(port, addr=host, registry=registry)
     return server, server.server_address[1]
