@@ -12,6 +12,7 @@ import re
 import socket
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.protocol.errors import ErrorCode
@@ -108,8 +109,9 @@ def test_a_standalone_broker_counts_what_was_produced_and_fetched(broker_factory
     assert value(after, "kafka_server_socket_server_metrics_connection_close_total") == created
 
 
-def test_without_metrics_port_there_is_no_endpoint(broker_factory):
-    broker = broker_factory()
+@pytest.mark.parametrize("overrides", [{}, {"metrics.port": ""}], ids=["unset", "empty"])
+def test_without_metrics_port_there_is_no_endpoint(broker_factory, overrides):
+    broker = broker_factory(overrides=overrides)
     assert "Prometheus" not in broker.log_text()
 
 
