@@ -11,10 +11,9 @@ use a prometheus_client Histogram, which is thread-safe.
 
 from __future__ import annotations
 
-import logging
 from bisect import bisect_left
-from wsgiref.simple_server import WSGIServer
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -24,14 +23,13 @@ from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.messages import APIS
 from pipeline.protocol.schema import Field
 
-log = logging.getLogger(__name__)
-
 __all__ = ["ApiStats", "BrokerMetrics", "LATENCY_BUCKETS", "TopicStats", "api_name", "error_code_counter",
            "error_code_paths", "error_name", "serve_metrics"]
 
 # Request latencies from sub-millisecond produces to fetches long-polling for fetch.max.wait.cap.ms.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 FLUSH_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
 
 def error_code_paths(fields: Sequence[Field], prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
     """Where a response declared by ``fields`` keeps its error codes: the keys of the arrays of structs
