@@ -102,6 +102,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("zookeeper.connection.timeout.ms", int, 18000, "How long to wait for ZooKeeper at start-up.",
              at_least=1, at_most=INT32_MAX),
     Property("cluster.id", _str, "", "Cluster id given in Metadata (default: generated and kept in the log dir)."),
+    Property("metrics.port", _optional_int, None,
+             "Serve Prometheus metrics at http://<host.name>:<port>/metrics (0 picks a free port and logs it; "
+             "empty: no endpoint).", at_least=0, at_most=65535),
 )
 
 

@@ -3,7 +3,8 @@
 One handler per API key, found through a table; request and response bodies are the dicts of the
 shared protocol codec (Kafka's field names in snake_case), so one handler serves every version the
 codec declares. Malformed frames and unsupported APIs close the offending connection; errors that
-concern one partition or topic are answered with that entry's error code.
+concern one partition or topic are answered with that entry's error code. Every answered request is
+counted in the ReplicaManager's BrokerMetrics (by API and version, its time, its response's error codes).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from time import perf_counter
 from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 ISOLATION_READ_COMMITTED = 1
+# The hot paths count their responses' error codes where they set them (see ApiStats).
+_COUNT_OWN_ERRORS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
 class KafkaApis:
@@ -56,6 +60,7 @@ class KafkaApis:
         self.producer_ids = producer_ids
         self.auto_create_topics = auto_create_topics
         self.fetch_max_wait_cap_ms = fetch_max_wait_cap_ms
+        self.metrics = replica_manager.metrics
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -69,6 +74,10 @@ class KafkaApis:
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
         }
+        self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
+                           for key in self._handlers}
+        self._produce_stats = self._api_stats[ApiKey.PRODUCE]
+        self._fetch_stats = self._api_stats[ApiKey.FETCH]
         self._api_versions_body = {
             "error_code": ErrorCode.NONE,
             "api_keys": [
@@ -83,6 +92,7 @@ class KafkaApis:
 
     def handle(self, frame: memoryview, peer: str) -> list | None | Awaitable[list | None]:
         """Answer one request frame; the socket server calls this for every frame in order."""
+        started = perf_counter()
         try:
             header = read_request_header(frame)
         except ProtocolError as exc:
@@ -92,7 +102,7 @@ class KafkaApis:
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.
             body = dict(self._api_versions_body, error_code=ErrorCode.UNSUPPORTED_VERSION)
-            return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+            return self._answer(header, 0, body, started)
         if handler is None or versions is None:
             raise CloseConnection(f"unknown API key {header.api_key} (client {header.client_id!r})")
         if not versions[0] <= header.api_version <= versions[1]:
@@ -103,19 +113,27 @@ class KafkaApis:
         except ProtocolError as exc:
             if header.api_key == ApiKey.API_VERSIONS:
                 body = dict(self._api_versions_body, error_code=ErrorCode.INVALID_REQUEST)
-                return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+                return self._answer(header, 0, body, started)
             raise CloseConnection(f"malformed {_api_name(header.api_key)} v{header.api_version} request "
                                   f"(client {header.client_id!r}): {exc}") from None
         result = handler(header, request)
-        if result is None:
-            return None
         if isinstance(result, dict):
-            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
-        return self._respond_later(header, result)
+            response = encode_response(header.api_key, header.api_version, header.correlation_id, result)
+        elif result is None:
+            response = None
+        else:
+            return self._respond_later(header, result, started)
+        self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, result)
+        return response
 
-    async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict]) -> list:
-        body = await pending
-        return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+    async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict], started: float) -> list:
+        return self._answer(header, header.api_version, await pending, started)
+
+    def _answer(self, header: RequestHeader, version: int, body: dict, started: float) -> list:
+        """The encoded response, counted in the request metrics."""
+        response = encode_response(header.api_key, version, header.correlation_id, body)
+        self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, body)
+        return response
 
     # -- ApiVersions, Metadata ------------------------------------------------------------------
 
@@ -181,6 +199,7 @@ class KafkaApis:
                     code, base_offset, log_start, err_msg, record_errors = append(name, part["index"], records, syncs)
                 if code:
                     failed = True
+                    self._produce_stats.count_error(code)
                 results.append({"index": part["index"], "error_code": code, "base_offset": base_offset,
                                 "log_append_time_ms": -1, "log_start_offset": log_start,
                                 "record_errors": [{"batch_index": i, "batch_index_error_message": m}
@@ -204,6 +223,7 @@ class KafkaApis:
                 code = failed.get((topic["name"], result["index"]))
                 if code is not None:
                     result.update(error_code=code, base_offset=-1, error_message="the log could not be synced")
+                    self._produce_stats.count_error(code)
         return body
 
     # -- Fetch ----------------------------------------------------------------------------------
@@ -256,6 +276,10 @@ class KafkaApis:
             if partitions is None:
                 partitions = by_topic[name] = []
                 responses.append({"topic": name, "partitions": partitions})
+            if result.size:
+                result.stats.bytes_out += result.size
+            elif result.error_code:
+                self._fetch_stats.count_error(result.error_code)
             partitions.append({
                 "partition_index": index,
                 "error_code": result.error_code,

@@ -1,8 +1,10 @@
 """KafkaServer: assembles one broker from its layers, runs its periodic tasks and shuts it down cleanly.
 
 Start-up order: load and recover the logs, listen, then read the cluster metadata and lead every
-registered partition (standalone), or join the ZooKeeper cluster (cluster mode, see ClusterMembership). Shutdown order: stop accepting, close connections, stop the scheduler (its periodic tasks and
-pending disk work), flush every log, checkpoint recovery points and write the clean-shutdown marker.
+registered partition (standalone), or join the ZooKeeper cluster (cluster mode, see ClusterMembership),
+then serve the Prometheus metrics when metrics.port is set. Shutdown order: stop the metrics endpoint, stop
+accepting, close connections, stop the scheduler (its periodic tasks and pending disk work), flush every
+log, checkpoint recovery points and write the clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from wsgiref.simple_server import WSGIServer
 
 from broker.admin_manager import AdminManager
 from broker.cluster.membership import ClusterMembership
@@ -18,9 +21,11 @@ from broker.kafka_apis import KafkaApis
 from broker.kafka_scheduler import KafkaScheduler
 from broker.log.log_manager import LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata
+from broker.metrics import BrokerMetrics, serve_metrics
 from broker.replica_manager import ReplicaManager
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
 from broker.server.socket_server import CloseConnection, SocketServer
+from broker.state_metrics import BrokerStateCollector
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +39,9 @@ class KafkaServer:
         self.socket_server: SocketServer | None = None
         self.cluster: ClusterMembership | None = None
         self.scheduler: KafkaScheduler | None = None
+        self.metrics = BrokerMetrics()
+        self.metrics_port: int | None = None
+        self._metrics_server: WSGIServer | None = None
         self._stopped = asyncio.Event()
 
     @property
@@ -49,7 +57,8 @@ class KafkaServer:
         started = time.monotonic()
         log_config = config.log_config()
         self.scheduler = KafkaScheduler(config["background.threads"])
-        self.log_manager = LogManager(log_dirs, log_config, scheduler=self.scheduler)
+        self.log_manager = LogManager(log_dirs, log_config, scheduler=self.scheduler,
+                                      on_flush=self.metrics.observe_flush)
         self.log_manager.startup()
         log.info("loaded %d partition log(s) from %s in %.2fs", len(self.log_manager.all_logs()),
                  ",".join(map(str, log_dirs)), time.monotonic() - started)
@@ -72,7 +81,7 @@ class KafkaServer:
         bound_port = self.socket_server.bound_port
         if config["zookeeper.connect"]:
             try:
-                self.cluster = ClusterMembership(config, self.log_manager, advertised, bound_port)
+                self.cluster = ClusterMembership(config, self.log_manager, advertised, bound_port, self.metrics)
                 apis_holder.append(await self.cluster.start())
             except BaseException:
                 await self._abort_startup()
@@ -80,7 +89,7 @@ class KafkaServer:
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
         else:
             metadata = StandaloneMetadata(log_dirs[0], BrokerEndpoint(config.broker_id, advertised, bound_port))
-            replica_manager = ReplicaManager(self.log_manager)
+            replica_manager = ReplicaManager(self.log_manager, metrics=self.metrics)
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
             admin.host_existing_topics()
             apis_holder.append(KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
@@ -91,8 +100,27 @@ class KafkaServer:
         schedule("log-flusher", self.log_manager.flush_dirty_logs, config["log.flush.scheduler.interval.ms"])
         schedule("recovery-point-checkpoint", self.log_manager.checkpoint_recovery_points,
                  config["log.flush.offset.checkpoint.interval.ms"])
+        apis = apis_holder[0]
+        cluster = self.cluster
+        self.metrics.registry.register(BrokerStateCollector(
+            config.broker_id, self.log_manager, apis.replica_manager, apis.metadata, self.socket_server,
+            (lambda: cluster.is_active_controller) if cluster is not None else (lambda: True)))
+        if config["metrics.port"] is not None:
+            try:
+                self._metrics_server, self.metrics_port = serve_metrics(self.metrics.registry, host,
+                                                                        config["metrics.port"])
+            except BaseException:
+                await self._abort_startup()
+                raise
+            log.info("serving Prometheus metrics at http://%s:%d/metrics", host, self.metrics_port)
         log.info("broker %d started, listening on %s port %d (cluster id %s, %s)", config.broker_id, host,
                  bound_port, cluster_id, mode)
+
+    def _stop_metrics(self) -> None:
+        server, self._metrics_server = self._metrics_server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
     async def _abort_startup(self) -> None:
         if self.cluster is not None:
@@ -115,6 +143,7 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("shutting down")
+        await asyncio.get_running_loop().run_in_executor(None, self._stop_metrics)
         if self.socket_server is not None:
             await self.socket_server.stop_accepting()
             await self.socket_server.close_all()

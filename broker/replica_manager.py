@@ -20,6 +20,7 @@ from broker.log.errors import CorruptRecordError, KafkaStorageError, OffsetOutOf
 from broker.log.log import Log
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
+from broker.metrics import BrokerMetrics, TopicStats
 from pipeline.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -32,14 +33,17 @@ STORAGE_ERRORS = (OSError, CorruptRecordError, KafkaStorageError)
 
 
 class Partition:
-    """One topic-partition this broker leads: its log, leader epoch and the fetches waiting on it."""
+    """One topic-partition this broker leads: its log, leader epoch, the fetches waiting on it and its
+    topic's counters."""
 
-    __slots__ = ("topic", "index", "log", "leader_epoch", "_waiters")
+    __slots__ = ("topic", "index", "log", "leader_epoch", "stats", "_waiters")
 
-    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = -1) -> None:
+    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = -1,
+                 stats: TopicStats | None = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log
+        self.stats = stats if stats is not None else TopicStats()
         # -1 tells clients not to validate offsets by leader epoch (OffsetForLeaderEpoch is not served).
         self.leader_epoch = leader_epoch
         self._waiters: list[asyncio.Future] = []
@@ -85,13 +89,15 @@ class AppendResult(NamedTuple):
 
 @dataclass
 class FetchResult:
-    """The outcome of reading one partition, as Fetch reports it; ``records`` may be a file region."""
+    """The outcome of reading one partition, as Fetch reports it; ``records`` may be a file region.
+    ``stats`` are the counters of the partition's topic when this broker leads it."""
 
     error_code: int
     high_watermark: int = -1
     log_start_offset: int = -1
     records: object = b""
     size: int = 0
+    stats: TopicStats | None = None
 
     def release(self) -> None:
         close = getattr(self.records, "close", None)
@@ -104,18 +110,22 @@ class FetchResult:
 class ReplicaManager:
     """All partitions hosted by this broker, with append, read and wait operations on them."""
 
-    def __init__(self, log_manager: LogManager, is_known: Callable[[str, int], bool] | None = None) -> None:
+    def __init__(self, log_manager: LogManager, is_known: Callable[[str, int], bool] | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         """``is_known(topic, index)`` tells whether the cluster has a partition this broker does not lead
-        (cluster mode); requests for those get NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION."""
+        (cluster mode); requests for those get NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION.
+        ``metrics`` gets the per-topic counters of appends and reads (of partitions this broker leads)."""
         self._log_manager = log_manager
         self._partitions: dict[TopicPartition, Partition] = {}
         self._is_known = is_known
+        self.metrics = metrics if metrics is not None else BrokerMetrics()
 
     def make_leader(self, topic: str, index: int, config: LogConfig | None = None, leader_epoch: int = -1) -> Partition:
         """Host ``topic``-``index`` as its leader, creating its log when it does not exist yet."""
         partition = self._partitions.get((topic, index))
         if partition is None:
-            partition = Partition(topic, index, self._log_manager.get_or_create_log(topic, index, config), leader_epoch)
+            partition = Partition(topic, index, self._log_manager.get_or_create_log(topic, index, config), leader_epoch,
+                                  self.metrics.topic_stats(topic))
             self._partitions[(topic, index)] = partition
         else:
             partition.leader_epoch = leader_epoch
@@ -134,6 +144,8 @@ class ReplicaManager:
             partition.wake_waiters()
         if delete:
             self._log_manager.delete_log(topic, index)
+            if not any(t == topic for t, _ in self._partitions):
+                self.metrics.remove_topic(topic)
 
     def log_dir(self, topic: str, index: int) -> Path | None:
         """The directory of the partition's log on disk, hosted or not; None when there is no log."""
@@ -150,6 +162,10 @@ class ReplicaManager:
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
+    def hosted_partitions(self) -> list[Partition]:
+        """A copy of the hosted partitions, taken in one step: callable from a thread other than the loop's."""
+        return list(self._partitions.values())
+
     def append_records(self, topic: str, index: int, records: memoryview | bytes | None,
                        syncs: list[PendingSync] | None = None) -> AppendResult:
         """Append one partition's batches as leader; storage errors become that partition's error code.
@@ -160,15 +176,19 @@ class ReplicaManager:
         partition = self._partitions.get((topic, index))
         if partition is None:
             return AppendResult(self.missing_partition_error(topic, index))
+        stats = partition.stats
         if not records:
             # Kafka: "Produce requests with version 3+ must have at least one record batch".
+            stats.failed_produce += 1
             return AppendResult(ErrorCode.INVALID_RECORD, error_message="the partition's record set is empty")
         try:
             info = partition.log.append_as_leader(records, partition.leader_epoch)
         except OSError as exc:
+            stats.failed_produce += 1
             log.error("append to %s-%d failed: %s", topic, index, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"storage error: {exc}")
         except Exception as exc:
+            stats.failed_produce += 1
             code = getattr(exc, "error_code", None)
             if code is None:
                 log.exception("append to %s-%d failed", topic, index)
@@ -176,6 +196,8 @@ class ReplicaManager:
             log.warning("rejected produce to %s-%d: %s", topic, index, exc)
             return AppendResult(code, error_message=str(exc), record_errors=tuple(getattr(exc, "record_errors", ())))
         if not info.duplicate:
+            stats.messages_in += info.last_offset - info.first_offset + 1
+            stats.bytes_in += len(records)
             partition.wake_waiters()
         if info.sync is not None and syncs is not None:
             syncs.append(PendingSync(topic, index, info.sync))
@@ -201,14 +223,17 @@ class ReplicaManager:
         try:
             region = log_.read(offset, max_bytes, min_one_batch)
         except OffsetOutOfRangeError:
+            partition.stats.failed_fetch += 1
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, log_.log_end_offset, log_.log_start_offset)
         except STORAGE_ERRORS as exc:
+            partition.stats.failed_fetch += 1
             log.error("reading %s-%d at offset %d failed: %s", topic, index, offset, exc)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         if region.size == 0:
             region.close()
             return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset)
-        return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset, region, region.size)
+        return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset, region, region.size,
+                           partition.stats)
 
     async def wait_for_data(self, topic_partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
         """Wait until one of the partitions gets an append, or the timeout passes; True if woken."""

@@ -26,6 +26,7 @@ from broker.config import ConfigError, KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager
 from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
+from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from pipeline.zk.client import connect
 
@@ -35,9 +36,11 @@ log = logging.getLogger(__name__)
 class ClusterMembership:
     """This broker's ZooKeeper session and everything that lives on it."""
 
-    def __init__(self, config: KafkaConfig, log_manager: LogManager, advertised_host: str, port: int) -> None:
+    def __init__(self, config: KafkaConfig, log_manager: LogManager, advertised_host: str, port: int,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.config = config
         self.log_manager = log_manager
+        self.metrics = metrics
         self.advertised_host = advertised_host
         self.port = port
         self.zk: KazooClient | None = None
@@ -77,7 +80,7 @@ class ClusterMembership:
         leadership: list[PartitionLeadership] = []
         self.cache = cache = ZkMetadataCache(zk, loop, on_change=lambda changes: leadership[0].reconcile(changes))
         cache.cluster_id = self.cluster_id
-        replica_manager = ReplicaManager(self.log_manager, is_known=cache.is_known)
+        replica_manager = ReplicaManager(self.log_manager, is_known=cache.is_known, metrics=self.metrics)
         log_config = config.log_config()
         leadership.append(PartitionLeadership(broker_id, cache, replica_manager, log_config))
         await self._call(cache.start)
@@ -89,6 +92,12 @@ class ClusterMembership:
                                             config["default.replication.factor"])
         return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
                          config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"])
+
+    @property
+    def is_active_controller(self) -> bool:
+        """Whether this broker is the cluster's active controller."""
+        controller = self.controller
+        return controller is not None and controller.is_active
 
     def quiesce(self) -> None:
         """Stop acting on the cluster (controller duties, leadership changes) before the logs close."""

@@ -100,7 +100,9 @@ class Log:
         last_shutdown_clean: bool = False,
         time_ms: Callable[[], int] = now_ms,
         executor: Executor | None = None,
+        on_flush: Callable[[float], None] | None = None,
     ) -> None:
+        """``on_flush`` is told the seconds each flush that synced something took (any thread)."""
         parsed = parse_topic_partition(dir.name)
         if parsed is None:
             raise ValueError(f"log directory name {dir.name!r} is not <topic>-<partition>")
@@ -122,6 +124,7 @@ class Log:
         # The parent directory must be synced for a newly created partition directory to survive a crash.
         self._parent_dir_dirty = not dir.exists()
         self._executor = executor
+        self._on_flush = on_flush
         self._unsynced_files: list[Path] = []
         self._sync_waiters: list[Future] = []
         self._sync_running = False
@@ -429,6 +432,7 @@ class Log:
             self._dir_dirty = self._parent_dir_dirty = False
             if target == self.log_end_offset:
                 self._unflushed_messages = 0
+        started = time.perf_counter()
         # One segment at a time, so that a flush of many segments holds three descriptors, not 3 per segment.
         for segment in to_sync:
             with self._lock:
@@ -443,6 +447,8 @@ class Log:
                 pass
         for directory in sync_dirs:
             fsync_dir(directory)
+        if self._on_flush is not None:
+            self._on_flush(time.perf_counter() - started)
         with self._lock:
             if target > self.recovery_point:
                 self.recovery_point = target
@@ -538,8 +544,8 @@ class Log:
         return due
 
     def size_in_bytes(self) -> int:
-        """Total bytes of the .log files."""
-        return sum(segment.size for segment in self._segments)
+        """Total bytes of the .log files; callable from any thread (it sums a copy of the segment list)."""
+        return sum(segment.size for segment in list(self._segments))
 
     @property
     def segment_count(self) -> int:

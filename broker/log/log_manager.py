@@ -27,17 +27,19 @@ class LogManager:
 
     Logs loaded at startup get the default ``config``; the layer above applies per-topic
     overrides by passing a config to :meth:`get_or_create_log`. The ``scheduler`` (the broker's
-    background pool) is handed to every log for its fsyncs and deletions.
+    background pool) is handed to every log for its fsyncs and deletions, and ``on_flush`` is told the
+    time of every log's flushes.
     """
 
     def __init__(self, log_dirs: list[Path], config: LogConfig, time_ms: Callable[[], int] = now_ms,
-                 scheduler: Executor | None = None) -> None:
+                 scheduler: Executor | None = None, on_flush: Callable[[float], None] | None = None) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.config = config
         self._time_ms = time_ms
         self._scheduler = scheduler
+        self._on_flush = on_flush
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
 
@@ -71,6 +73,7 @@ class LogManager:
                         last_shutdown_clean=clean,
                         time_ms=self._time_ms,
                         executor=self._scheduler,
+                        on_flush=self._on_flush,
                     )
             marker.unlink(missing_ok=True)
 
@@ -94,6 +97,7 @@ class LogManager:
                     config or self.config,
                     time_ms=self._time_ms,
                     executor=self._scheduler,
+                    on_flush=self._on_flush,
                 )
                 self._logs[(topic, partition)] = log
             elif config is not None:

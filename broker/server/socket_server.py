@@ -97,6 +97,9 @@ class SocketServer:
         self._listener: socket.socket | None = None
         self._tasks: list[asyncio.Task] = []
         self.connections: dict[asyncio.Task, _Connection] = {}
+        # Connections served since start and those of them that ended (refused ones are not counted).
+        self.connections_created = 0
+        self.connections_closed = 0
         self.bound_port: int = port
 
     async def start(self) -> None:
@@ -168,6 +171,7 @@ class SocketServer:
                                      self.memory_pool, self._use_sendfile)
             task = loop.create_task(self._serve(connection, address))
             self.connections[task] = connection
+            self.connections_created += 1
             task.add_done_callback(self.connections.pop)
 
     async def _serve(self, connection: _Connection, address: str) -> None:
@@ -183,6 +187,7 @@ class SocketServer:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", peer)
         finally:
+            self.connections_closed += 1
             self.quotas.close(address)
             connection.release()
             connection.sock.close()
