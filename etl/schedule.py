@@ -57,7 +57,9 @@ class SparkJob:
 
     def close(self) -> None:
         if self._spark is not None:
-            self._spark.stop()
+            from etl.spark import stop_session
+
+            stop_session(self._spark)
             self._spark = None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -72,3 +73,25 @@ def build_session(config: EtlConfig) -> SparkSession:
         atexit.register(shutil.rmtree, directory, True)
         session.sparkContext.addPyFile(str(project_zip(directory)))
     return session
+
+
+def stop_session(session: SparkSession, timeout_s: float = 30.0) -> None:
+    """Stop ``session`` and the JVM this process started for it (PySpark otherwise keeps the JVM until the
+    Python process exits); under spark-submit the JVM is spark-submit's and is left alone."""
+    from pyspark import SparkContext
+
+    session.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    # PySpark's gateway JVM exits when its standard input (a pipe from this process) closes.
+    process.stdin.close()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -16,7 +16,7 @@ from etl.job import EtlError, LockLost, run_once
 from etl.report import SkippedOffsets
 from etl.store import Warehouse
 from pipeline.client.simple_consumer import SimpleConsumer
-from etl.spark import build_session
+from etl.spark import build_session, stop_session
 from schemas.events import AUDIT_TOPIC, load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
@@ -48,7 +48,7 @@ def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iter
     try:
         yield session
     finally:
-        session.stop()
+        stop_session(session)
 
 
 def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_offsets(

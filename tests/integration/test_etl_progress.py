@@ -20,6 +20,8 @@ TASKS = 24
 def spark_context() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
+    from etl.spark import stop_session
+
     saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
     os.environ.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     spark = (SparkSession.builder.master("local[2]").appName("test-etl-progress")
@@ -28,7 +30,7 @@ def spark_context() -> Iterator[object]:
     try:
         yield spark.sparkContext
     finally:
-        spark.stop()
+        stop_session(spark)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
