@@ -30,6 +30,10 @@ class AuditMetrics:
                                   ["topic", "tier"], registry=r)
         self.windows = Counter("audit_windows_reconciled", "Window reconciliations (a window reopened by late data "
                                "counts again)", registry=r)
+        self.group_lag = Gauge("kafka_consumergroup_lag",
+                               "Records a consumer group has yet to commit past, per cluster and partition (from the "
+                               "offsets it keeps in the cluster's ZooKeeper)",
+                               ["cluster", "group", "topic", "partition"], registry=r)
         self.latency = Histogram("audit_tier_latency_seconds",
                                  "Time from an event's event time to the audit seeing it at a cluster tier",
                                  ["topic", "tier"], buckets=_LATENCY_BUCKETS, registry=r)

@@ -16,13 +16,17 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from kazoo.exceptions import KazooException
+
 from audit.config import AuditConfig
+from audit.lag import group_lags
 from audit.metrics import AuditMetrics
 from audit.readers import AuditCountReader, ClusterReader, EventCounter
 from audit.reconcile import TIERS, Discrepancy, TierCount, WindowKey, WindowResult, reconcile
 from audit.results import ResultLog, result_from_json, result_to_json
 from audit.state import CheckpointedCounts, CountKey
 from audit.window_scan import multiplicities, scan_window
+from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.consumer_config import StaticConnectorConfig
@@ -58,6 +62,8 @@ class AuditService:
         self._discoveries: list[ZooKeeperBrokerDiscovery] = []
         #: A cluster client per cluster name (the datacenters' and "offline"), for reading windows back.
         self._clusters: dict[str, Cluster] = {}
+        self._discovery_of: dict[str, ZooKeeperBrokerDiscovery] = {}
+        self._lag_labels: set[tuple[str, str, str, str]] = set()
         #: Tiers that have counted each (topic, datacenter) so far.
         self._active: dict[tuple[str, str], set[str]] = {}
         self._registry: SchemaRegistryClient | None = None
@@ -80,6 +86,7 @@ class AuditService:
             interval_s = config["reconcile.interval.ms"] / 1000
             while not stop.wait(interval_s):
                 self.reconcile_closed()
+                self.update_group_lags()
             self.reconcile_closed()
         finally:
             stop.set()
@@ -106,6 +113,7 @@ class AuditService:
             discovery = ZooKeeperBrokerDiscovery(connect)
             self._discoveries.append(discovery)
             self._clusters[name] = Cluster(discovery, client_id="audit-window-scan")
+            self._discovery_of[name] = discovery
             for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
                 counts = CheckpointedCounts(config.state_dir / f"{name}-{role}.json", retain_ms, _now_ms)
                 handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latency) if role == "events"
@@ -202,6 +210,24 @@ class AuditService:
         discrepancy.duplicated = {i: n - before[i] for i, n in sorted(after.items()) if before[i] < n}
         discrepancy.decoded = True
         discrepancy.read = True
+
+    def update_group_lags(self) -> None:
+        """Export every consumer group's lag in every cluster read (kafka_consumergroup_lag)."""
+        seen = set()
+        for name, cluster in self._clusters.items():
+            discovery = self._discovery_of[name]
+            try:
+                lags = group_lags(discovery.zk, AdminClient(cluster))
+            except (KazooException, KafkaClientError, KafkaProtocolError) as exc:
+                log.debug("lag of the groups of %s not known now: %s", name, exc)
+                continue
+            for (group, topic, partition), lag in lags.items():
+                labels = (name, group, topic, str(partition))
+                self.metrics.group_lag.labels(*labels).set(lag)
+                seen.add(labels)
+        for labels in self._lag_labels - seen:
+            self.metrics.group_lag.remove(*labels)
+        self._lag_labels = seen
 
     def _update_gauges(self) -> None:
         with self._lock:

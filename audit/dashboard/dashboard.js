@@ -138,8 +138,8 @@ async function refresh() {
     drawGrid(windows);
     const alerts = await getJson("api/prometheus/alerts");
     drawAlerts(alerts.status === "success" ? alerts.data.alerts : null);
-    drawBars("lag", await prometheus("sum by (source, topic) (mirror_lag_records)"),
-             r => `${r.metric.source} ${r.metric.topic}`, "records");
+    drawBars("lag", await prometheus("sum by (cluster, group) (kafka_consumergroup_lag)"),
+             r => `${r.metric.cluster} ${r.metric.group}`, "records");
     drawBars("latency", await prometheus(
                "histogram_quantile(0.99, sum by (le, tier) (rate(audit_tier_latency_seconds_bucket[5m])))"),
              r => `${r.metric.tier} p99`, "seconds");

@@ -68,6 +68,10 @@ def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registr
         assert window["completeness"]["datacenter"] < 1.0
         metrics = audit.get("/metrics")
         assert 'audit_events_lost_total{tier="datacenter",topic="PageViewEvent"} 3.0' in metrics
+        # Consumer-group lag from the offsets in ZooKeeper: the mirror group committed everything.
+        for partition in (0, 1):
+            assert (f'kafka_consumergroup_lag{{cluster="dc1",group="mirror",partition="{partition}",'
+                    f'topic="PageViewEvent"}} 0.0') in metrics
         assert audit.stop() == 0, audit.log_path.read_text()[-3000:]
     finally:
         audit.kill()
