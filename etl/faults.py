@@ -1,4 +1,4 @@
-"""The test hook of the kill tests, and the only one: make a run stop dead at a named point.
+"""The ETL's fault injection, for tests and drills: make a run stop dead at a named point, or lose events.
 
 With ``ETL_PAUSE_AT=<point>`` in its environment a run (driver or task) that reaches ``<point>`` writes the
 file named by ``ETL_PAUSE_FILE`` and then waits forever, for the test to SIGKILL the driver exactly there.
@@ -10,6 +10,10 @@ The points, in the order a run meets them:
     committing   the first partition's offset is written to ZooKeeper, the others not
 
 Without ``ETL_PAUSE_AT`` (every real run) ``pause_at`` does nothing.
+
+With ``ETL_DROP_EVENT_IDS=<id>,<id>...`` the tasks lose the events with those ``header.eventId`` values: not
+written, not counted, their offsets committed with the rest -- an ETL bug, for the audit to name at the warehouse
+tier. Without it (every real run) ``dropped_event_ids`` is empty.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["PAUSE_POINTS", "pause_at"]
+__all__ = ["PAUSE_POINTS", "dropped_event_ids", "pause_at"]
 
 PAUSE_POINTS = ("loading", "publishing", "published", "committing")
 
@@ -32,3 +36,8 @@ def pause_at(point: str) -> None:
             out.write(f"{os.getpid()} {point}\n")
     while True:
         time.sleep(3600)
+
+
+def dropped_event_ids() -> frozenset[str]:
+    """The event ids a run is asked to lose (empty unless ETL_DROP_EVENT_IDS is set)."""
+    return frozenset(i.strip() for i in os.environ.get("ETL_DROP_EVENT_IDS", "").split(",") if i.strip())

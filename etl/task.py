@@ -28,7 +28,7 @@ import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
 from audit.sketch import EventSketch
-from etl.faults import pause_at
+from etl.faults import dropped_event_ids, pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
 from mirror.lineage import lineage_of
 from pipeline.client.cluster import Cluster, StaticBrokerList
@@ -150,6 +150,7 @@ class _RangeLoader:
         self.rows = 0
         self.bytes = 0
         self.windows: dict[tuple[str, int], list[int]] = {}
+        self._drop = dropped_event_ids()
         #: The event ids of each window, for the audit's sketch.
         self.window_ids: dict[tuple[str, int], list[str]] = {}
         self.skipped: list[tuple[int, int]] = []
@@ -225,6 +226,7 @@ class _RangeLoader:
     def _rows(self, messages: Any, offset: int) -> list[dict[str, Any]]:
         topic, partition, end, window_ms = self.context.topic, self.partition, self.end, self.window_ms
         decode, windows, window_ids, days = self.decoder.decode, self.windows, self.window_ids, self._days
+        drop = self._drop
         rows = []
         for record in messages:
             if record.offset < offset:
@@ -240,6 +242,8 @@ class _RangeLoader:
                 raise TaskError(f"{topic}-{partition} offset {record.offset}: cannot decode the value: "
                                 f"{type(error).__name__}: {error}") from None
             header = row.get("header")
+            if drop and isinstance(header, dict) and header.get("eventId") in drop:
+                continue
             event_ms = header.get("eventTime") if isinstance(header, dict) else None
             if not isinstance(event_ms, int):
                 event_ms = record.timestamp

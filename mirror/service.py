@@ -45,8 +45,10 @@ from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.zk import layout
+from schemas.serde import event_key
 from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig, topic_filter
+from mirror.faults import dropped_event_ids
 from mirror.lineage import lineage_headers
 from mirror.metrics import MirrorMetrics
 from mirror.topics import BrokerSourceTopics, MirrorTopicError, SourceTopics, TopicSync, ZooKeeperSourceTopics
@@ -180,6 +182,7 @@ class MirrorService(CallbackHandler):
         self._target_discovery: Any = None
         self._audit: MirrorAudit | None = None
         self._lag_labels: set[tuple[str, str, str]] = set()
+        self._drop = dropped_event_ids()
 
     # -- running -----------------------------------------------------------------------------------
 
@@ -303,6 +306,8 @@ class MirrorService(CallbackHandler):
                 raise LostOffsetsError(outcome)
             self._skipped(outcome)
         assert self._producer is not None
+        if self._drop and self._dropped(where, record):
+            return
         self._ensure_topic(record.topic, record.partition)
         value = record.value
         key = record.key
@@ -315,6 +320,16 @@ class MirrorService(CallbackHandler):
             record.topic, key, [pending], partition=record.partition,
             timestamps=[timestamp] if timestamp >= 0 else None,
             headers=[lineage_headers(record.headers, source.encoded_name, record.partition, record.offset)]))
+
+    def _dropped(self, where: SourcePartition, record: ConsumerRecord) -> bool:
+        """Fault injection (mirror.faults): lose the record if its event is one to drop."""
+        found = event_key(record.value) if record.value else None
+        if found is None or found.event_id not in self._drop:
+            return False
+        log.warning("fault injection: event %s (%s-%d@%d) dropped", found.event_id, record.topic, record.partition,
+                    record.offset)
+        self.tracker.acknowledged(where, [record.offset])
+        return True
 
     def _ensure_topic(self, topic: str, partition: int) -> None:
         """The target topic made ready for ``partition``, waiting out a target that is down."""

@@ -83,10 +83,8 @@ def publish_phantom_count(cluster: BrokerCluster, registry: RegistryProcess, top
         client.close()
 
 
-def run_pipeline(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, tmp_path: Path,
-                 rate: int = 1500, duration: int = 3) -> int:
-    """Emulators into dc1 for ``duration`` seconds, then a mirror into offline until everything is committed;
-    the number of events dc1 holds."""
+def emulate(dc1: BrokerCluster, registry: RegistryProcess, rate: int = 1500, duration: int = 3) -> None:
+    """Emulators into dc1 for ``duration`` seconds (its event topics created first, 2 partitions each)."""
     for topic in EVENT_TOPICS:
         create_topic(dc1, topic, 2)
     emulator = subprocess.run(
@@ -94,9 +92,14 @@ def run_pipeline(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryP
          registry.url, "--servers", "3", "--members", "2000", "--rate", str(rate), "--duration", str(duration),
          "--audit-window-ms", str(WINDOW_MS)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert emulator.returncode == 0, emulator.stderr[-2000:]
+
+
+def mirror_all(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, tmp_path: Path,
+               env: dict[str, str] | None = None) -> int:
+    """A mirror of dc1 into offline until everything is committed; the number of events dc1 holds."""
     args = [a for a in mirror_args({"dc1": dc1}, offline, ",".join(EVENT_TOPICS)) if a != "--no-audit"]
     mirror = MirrorProcess(tmp_path / "mirror.log", [*args, "--registry", registry.url,
-                                                     "--set", f"audit.window.ms={WINDOW_MS}"]).start()
+                                                     "--set", f"audit.window.ms={WINDOW_MS}"], env).start()
     try:
         for topic in EVENT_TOPICS:
             ends = end_offsets(dc1, topic, 2)
@@ -106,6 +109,13 @@ def run_pipeline(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryP
     finally:
         mirror.kill()
     return sum(sum(end_offsets(dc1, topic, 2).values()) for topic in EVENT_TOPICS)
+
+
+def run_pipeline(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, tmp_path: Path,
+                 rate: int = 1500, duration: int = 3) -> int:
+    """Emulators into dc1, then a mirror into offline until everything is committed; the events dc1 holds."""
+    emulate(dc1, registry, rate, duration)
+    return mirror_all(dc1, offline, registry, tmp_path)
 
 
 def audit_args(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, state: Path,

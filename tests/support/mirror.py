@@ -49,13 +49,14 @@ def clusters(zookeeper_server: Any, broker_cluster_factory: Callable[..., Broker
 class MirrorProcess:
     """One ``python -m mirror`` child process."""
 
-    def __init__(self, log_path: Path, args: Sequence[str]) -> None:
+    def __init__(self, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None) -> None:
         self.log_path = Path(log_path)
         self.args = list(args)
+        self.env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "MirrorProcess":
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:

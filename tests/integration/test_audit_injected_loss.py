@@ -1,0 +1,82 @@
+"""Injected losses at three tiers of a running pipeline (real ZooKeeper, brokers, registry, emulators, mirror,
+Spark ETL and audit processes): events a producer counted that its cluster never got, events the mirror drops
+(MIRROR_DROP_EVENT_IDS) and events the ETL drops (ETL_DROP_EVENT_IDS). The audit names exactly those events,
+each at the tier where it was lost, and nothing else."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from schemas.serde import event_key
+from tests.support.audit import (
+    WINDOW_MS,
+    AuditProcess,
+    audit_args,
+    emulate,
+    mirror_all,
+    publish_phantom_count,
+)
+from tests.support.cluster import BrokerCluster
+from tests.support.etl import run_etl
+from tests.support.mirror import clusters, read_all
+from tests.support.polling import wait_until
+from tests.support.registry import RegistryProcess, standalone_registry
+
+__all__ = ["clusters"]  # the fixture, imported for pytest
+
+TIERS = ("producer", "datacenter", "mirror", "offline", "warehouse")
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
+    yield from standalone_registry(tmp_path / "registry")
+
+
+def test_losses_at_three_tiers_are_named_exactly_where_they_happened(
+        clusters: dict[str, BrokerCluster], registry: RegistryProcess, tmp_path: Path) -> None:
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    emulate(dc1, registry, rate=800, duration=2)
+    held = [event_key(r.value) for records in read_all(dc1, "PageViewEvent", 2).values() for r in records]
+    assert len(held) > 40
+    dropped_by_mirror = {held[3].event_id, held[17].event_id}
+    dropped_by_etl = {held[11].event_id, held[29].event_id}
+    stored = mirror_all(dc1, offline, registry, tmp_path, env={"MIRROR_DROP_EVENT_IDS": ",".join(dropped_by_mirror)})
+
+    code, output = run_etl(tmp_path / "etl.log", [
+        "run", "--zookeeper", offline.zk_connect, "--warehouse", str(tmp_path / "warehouse"), "--master", "local[2]",
+        "--registry", registry.url, "--set", f"audit.window.ms={WINDOW_MS}"],
+        env={"ETL_DROP_EVENT_IDS": ",".join(dropped_by_etl)}, timeout=300)
+    assert code == 0, output[-3000:]
+    never_stored = {str(uuid.uuid4()), str(uuid.uuid4())}
+    window = held[5].event_time - held[5].event_time % WINDOW_MS
+    publish_phantom_count(dc1, registry, "PageViewEvent", window, sorted(never_stored))
+
+    audit = AuditProcess(tmp_path, audit_args(dc1, offline, registry, tmp_path / "audit")).wait_ready()
+    try:
+        expected = {"producer": stored + 2, "datacenter": stored, "mirror": stored - 2, "offline": stored - 2,
+                    "warehouse": stored - 4}
+
+        def reconciled() -> list[dict]:
+            windows = audit.get("/api/windows")["windows"]
+            counted = {t: sum(w["counts"].get(t, 0) for w in windows) for t in TIERS}
+            return windows if counted == expected and sum(w["namedEvents"] for w in windows) == 6 else []
+        windows = wait_until(reconciled, 120, interval=0.5, message=lambda: "every tier counted, six events named: "
+                             + str({t: sum(w["counts"].get(t, 0) for w in audit.get("/api/windows")["windows"])
+                                    for t in TIERS}) + f" expected {expected}")
+        named: dict[str, set[str]] = {}
+        for summary in windows:
+            if not summary["namedEvents"]:
+                assert set(summary["completeness"].values()) == {1.0}, summary
+                continue
+            found = audit.get(f"/api/windows/{summary['topic']}/{summary['datacenter']}/{summary['windowStart']}")
+            for d in found["discrepancies"]:
+                assert d["decoded"] and d["duplicated"] == {} and set(d["missing"].values()) == {1}, d
+                named.setdefault(d["later"], set()).update(d["missing"])
+        assert named == {"datacenter": never_stored, "mirror": dropped_by_mirror, "warehouse": dropped_by_etl}
+        assert audit.stop() == 0
+    finally:
+        audit.kill()
