@@ -33,7 +33,8 @@ BENCH_COMMANDS := \
 	"-m bench.workload_bench" \
 	"-m bench.emulator_bench" \
 	"-m bench.sketch_bench" \
-	"-m bench.etl_bench"
+	"-m bench.etl_bench" \
+	"-m bench.audit_bench"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down bench bench-scripts clean distclean
 

@@ -75,6 +75,7 @@ def test_dashboard_shows_the_pipeline_and_names_an_injected_loss(clusters: dict[
 
                 victim = max((w for w in windows if w["topic"] == "PageViewEvent"), key=lambda w: w["windowStart"])
                 lost = sorted(str(uuid.uuid4()) for _ in range(2))
+                injected = time.monotonic()
                 publish_phantom_count(dc1, registry, "PageViewEvent", victim["windowStart"], lost)
                 # Red from the datacenter tier on (each later tier holds 2 events fewer than the producers counted).
                 label = time.strftime("%H:%M:%S", time.gmtime(victim["windowStart"] / 1000))
@@ -84,6 +85,8 @@ def test_dashboard_shows_the_pipeline_and_names_an_injected_loss(clusters: dict[
                 click_red_cell(page, "PageViewEvent")
                 page.wait_for_function("document.getElementById('named').textContent.includes('missing')",
                                        timeout=15_000)
+                # (-s shows it) from the loss's count published to the named events on the page, grace 0.5 s
+                print(f"injected loss named on the dashboard after {time.monotonic() - injected:.1f}s")
                 named = page.inner_text("#named")
                 assert all(event in named for event in lost) and "producer -> datacenter" in named
                 after = tmp_path / "dashboard-loss-named.png"
