@@ -107,6 +107,26 @@ class AuditCounter:
         with self._lock:
             return sum(w.in_flight for w in self._windows.values())
 
+    def take_counted(self) -> list[dict[str, Any]]:
+        """AuditCount records of everything settled so far in every window, open ones too, their counts then
+        started again from zero (a window's records add up): for a tier that must publish what it counted
+        before it may say so elsewhere (the mirror, before committing source offsets)."""
+        taken = []
+        with self._lock:
+            for key, window in list(self._windows.items()):
+                if window.count or window.failed:
+                    server, topic, start = key
+                    record = self._record(server, topic, start, window)
+                    record["properties"].pop("unsettled", None)
+                    taken.append(record)
+                    fresh = _Window()
+                    fresh.in_flight = window.in_flight
+                    self._windows[key] = window = fresh
+                if not window.in_flight:
+                    del self._windows[key]
+        taken.sort(key=lambda r: (r["windowStart"], r["host"], r["topic"]))
+        return taken
+
     def close_windows(self, now_ms: int | None = None) -> list[dict[str, Any]]:
         """AuditCount records of the windows that ended by `now_ms` with nothing in flight, removed from the
         counter; `now_ms` None closes every window (at shutdown, after the producer settled everything)."""
@@ -149,6 +169,8 @@ class AuditPublisher:
         self._pending: list[dict[str, Any]] = []
         self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
         self._give_up = threading.Event()
+        self._enqueued = 0
+        self._published_changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="audit-publisher", daemon=True)
 
     def start(self) -> "AuditPublisher":
@@ -156,9 +178,18 @@ class AuditPublisher:
         self._thread.start()
         return self
 
-    def publish(self, records: list[dict[str, Any]]) -> None:
-        if records:
-            self._queue.put(records)
+    def publish(self, records: list[dict[str, Any]]) -> int:
+        """Queue ``records``; the number of records queued so far, for ``wait_published``."""
+        with self._published_changed:
+            if records:
+                self._enqueued += len(records)
+                self._queue.put(records)
+            return self._enqueued
+
+    def wait_published(self, upto: int, timeout_s: float) -> bool:
+        """Wait until the first ``upto`` records queued are published (True), or ``timeout_s`` passes (False)."""
+        with self._published_changed:
+            return self._published_changed.wait_for(lambda: self.published >= upto, timeout_s)
 
     def close(self, timeout_s: float) -> int:
         """Publish what is queued, retrying for at most `timeout_s`; the number of records left unpublished."""
@@ -194,6 +225,8 @@ class AuditPublisher:
                 if self._give_up.wait(self.retry_backoff_s):
                     return
                 continue
-            self.published += len(self._pending)
+            with self._published_changed:
+                self.published += len(self._pending)
+                self._published_changed.notify_all()
             self.published_total.inc(len(self._pending))
             self._pending = []

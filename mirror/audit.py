@@ -12,7 +12,6 @@ shutdown, by the retrying audit.counting.AuditPublisher.
 from __future__ import annotations
 
 import socket
-import time
 from typing import Any, Iterable
 
 from audit.counting import AuditCounter, AuditPublisher
@@ -55,13 +54,16 @@ class MirrorAudit:
         for source, (outcomes, ids) in by_source.items():
             self.counters[source].settled(outcomes, acknowledged, ids)
 
-    def publish_closed(self) -> None:
-        now_ms = int(time.time() * 1000)
+    def publish_counted(self, timeout_s: float) -> bool:
+        """Publish the counts of every record acknowledged so far (open windows too: their later records add up)
+        and wait until they are stored: True once they are, False when ``timeout_s`` ran out."""
+        upto = 0
         for counter in self.counters.values():
-            self.publisher.publish(counter.close_windows(now_ms))
+            upto = self.publisher.publish(counter.take_counted())
+        return self.publisher.wait_published(upto, timeout_s)
 
     def close(self, timeout_s: float) -> int:
-        """Publish every window (in-flight records counted as ``unsettled``); the records left unpublished."""
+        """Publish every window (records still in flight counted as ``unsettled``); the records left unpublished."""
         for counter in self.counters.values():
             self.publisher.publish(counter.close_windows(None))
         try:

@@ -10,7 +10,10 @@ lineage headers (:mod:`mirror.lineage`), through one async, idempotent, acks=all
 
 No loss: the connector never commits on its own (``acknowledge_on_next=False``); the mirror commits per
 source partition the lowest offset the target has not acknowledged (:mod:`mirror.tracker`), every
-offset.commit.interval.ms, before a rebalance releases a partition, and at shutdown. The producer retries
+offset.commit.interval.ms, before a rebalance releases a partition, and at shutdown -- each time after the
+tier-mirror audit counts of everything acknowledged so far are published, so that a committed record is always
+counted (a mirror killed before its commit sends those records again, and they are counted again: duplicates
+the audit names as such, never a loss). The producer retries
 retriable errors (the target down) practically forever, so nothing is committed while the target is down
 and mirroring resumes by itself; an error that reaches the mirror is not retriable and stops it. Offsets
 the source's retention deleted before they were mirrored stop it too, naming the partition and the count,
@@ -60,6 +63,9 @@ log = logging.getLogger(__name__)
 
 # A commit that failed for one of these is retried at the next interval.
 _COMMIT_ERRORS = (KazooException, OSError)
+
+# Longest wait for the audit counts to be published before a commit (none is made without them).
+_AUDIT_PUBLISH_TIMEOUT_S = 10.0
 
 # Longest wait, before a release, for the stream threads to finish the record they hold.
 _BARRIER_TIMEOUT_S = 10.0
@@ -202,8 +208,6 @@ class MirrorService(CallbackHandler):
                     self.metrics.errors.labels("CommitFailed").inc()
                     log.warning("offset commit failed (retried at the next interval): %r", exc)
                 self._update_lag()
-                if self._audit is not None:
-                    self._audit.publish_closed()
         finally:
             self._shutdown()
             stop.set()
@@ -401,13 +405,30 @@ class MirrorService(CallbackHandler):
     # -- commits and releases ------------------------------------------------------------------------
 
     def commit(self, sources: list[_Source] | None = None) -> None:
-        """Commit, per source partition, the lowest offset the target has not acknowledged."""
-        for source in sources if sources is not None else self._sources:
-            offsets = self.tracker.committable(source.name)
-            written = source.connector.commit_offsets({(w.topic, w.partition): o for w, o in offsets.items()})
-            if written:
-                self.metrics.commits.labels(source.name).inc(len(written))
+        """Commit, per source partition, the lowest offset the target has not acknowledged -- once the audit
+        counts of every record acknowledged so far are published (a committed record is always counted)."""
+        sources = sources if sources is not None else self._sources
+        offsets = {source.name: self.tracker.committable(source.name) for source in sources}
+        if self._counts_published():
+            for source in sources:
+                written = source.connector.commit_offsets(
+                    {(w.topic, w.partition): o for w, o in offsets[source.name].items()})
+                if written:
+                    self.metrics.commits.labels(source.name).inc(len(written))
         self.metrics.in_flight.set(self.tracker.outstanding())
+
+    def _counts_published(self) -> bool:
+        """Publish the audit counts of what was acknowledged so far and wait for them; False (nothing may be
+        committed now: the records are mirrored again after a restart, and counted again) when they could not
+        be published in time."""
+        if self._audit is None:
+            return True
+        if self._audit.publish_counted(_AUDIT_PUBLISH_TIMEOUT_S):
+            return True
+        self.metrics.errors.labels("AuditPublishTimeout").inc()
+        log.warning("the audit counts could not be published within %.0f s; offsets are committed once they are",
+                    _AUDIT_PUBLISH_TIMEOUT_S)
+        return False
 
     def release(self, source: _Source, partitions: list[SourcePartition]) -> None:
         """Before a rebalance releases ``partitions``: let the threads finish their record, flush, commit."""
@@ -423,9 +444,10 @@ class MirrorService(CallbackHandler):
                 log.warning("source %s: records still unacknowledged at a release; they are mirrored again by the "
                             "partitions' next owner", source.name)
         offsets = self.tracker.committable(only=partitions)
-        written = source.connector.commit_offsets({(w.topic, w.partition): o for w, o in offsets.items()})
-        if written:
-            self.metrics.commits.labels(source.name).inc(len(written))
+        if self._counts_published():
+            written = source.connector.commit_offsets({(w.topic, w.partition): o for w, o in offsets.items()})
+            if written:
+                self.metrics.commits.labels(source.name).inc(len(written))
         for where in partitions:
             self.tracker.forget(where)
             labels = (where.source, where.topic, str(where.partition))

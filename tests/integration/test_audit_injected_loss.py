@@ -5,12 +5,16 @@ each at the tier where it was lost, and nothing else."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from schemas.events import EVENT_TOPICS
 from schemas.serde import event_key
 from tests.support.audit import (
     WINDOW_MS,
@@ -19,10 +23,20 @@ from tests.support.audit import (
     emulate,
     mirror_all,
     publish_phantom_count,
+    wait_committed,
 )
+from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.etl import run_etl
-from tests.support.mirror import clusters, read_all
+from tests.support.mirror import (
+    MirrorProcess,
+    clusters,
+    create_topic,
+    end_offsets,
+    mirror_args,
+    read_all,
+    target_count,
+)
 from tests.support.polling import wait_until
 from tests.support.registry import RegistryProcess, standalone_registry
 
@@ -77,6 +91,67 @@ def test_losses_at_three_tiers_are_named_exactly_where_they_happened(
                 assert d["decoded"] and d["duplicated"] == {} and set(d["missing"].values()) == {1}, d
                 named.setdefault(d["later"], set()).update(d["missing"])
         assert named == {"datacenter": never_stored, "mirror": dropped_by_mirror, "warehouse": dropped_by_etl}
+        assert audit.stop() == 0
+    finally:
+        audit.kill()
+
+
+def test_a_mirror_killed_and_restarted_has_its_duplicates_named_as_duplicates_of_the_right_events(
+        clusters: dict[str, BrokerCluster], registry: RegistryProcess, tmp_path: Path) -> None:
+    """SIGKILL of a mirror between two commits while events keep coming: its successor sends again what was
+    acknowledged after the last commit. The audit names exactly the events the offline cluster holds twice, as
+    duplicates, and no event as lost."""
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    for topic in EVENT_TOPICS:
+        create_topic(dc1, topic, 2)
+    emulator = subprocess.Popen(
+        [sys.executable, "-m", "producers", "--datacenter", "dc1", "--zookeeper", dc1.zk_connect, "--registry",
+         registry.url, "--servers", "2", "--members", "500", "--rate", "40", "--duration", "10",
+         "--audit-window-ms", str(WINDOW_MS)], cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    args = [a for a in mirror_args({"dc1": dc1}, offline, ",".join(EVENT_TOPICS)) if a != "--no-audit"]
+    args += ["--registry", registry.url, "--set", f"audit.window.ms={WINDOW_MS}"]
+    first = MirrorProcess(tmp_path / "mirror-1.log", [*args, "--set", "offset.commit.interval.ms=3000"]).start()
+    try:
+        wait_until(lambda: first.alive() and target_count(offline, "ServiceCallEvent", 2) > 100, 30, interval=0.1,
+                   message="the first mirror under way")
+        first.kill()
+    finally:
+        first.kill()
+    second = MirrorProcess(tmp_path / "mirror-2.log", args).start()
+    try:
+        assert emulator.wait(60) == 0, emulator.stderr.read().decode()[-2000:]
+        wait_committed(dc1, second)
+        assert second.stop() == 0, second.log_tail()
+    finally:
+        second.kill()
+        if emulator.poll() is None:
+            emulator.kill()
+            emulator.wait()
+    stored = sum(sum(end_offsets(dc1, topic, 2).values()) for topic in EVENT_TOPICS)
+    copies: Counter = Counter()
+    for topic in EVENT_TOPICS:
+        copies.update(event_key(r.value).event_id for records in read_all(offline, topic, 2).values()
+                      for r in records)
+    twice = {event for event, n in copies.items() if n == 2}
+    assert twice and max(copies.values()) == 2 and sum(copies.values()) == stored + len(twice)
+
+    audit = AuditProcess(tmp_path, audit_args(dc1, offline, registry, tmp_path / "audit")).wait_ready()
+    try:
+        def named() -> dict[str, dict[str, int]]:
+            windows = audit.get("/api/windows")["windows"]
+            counts = {t: sum(w["counts"].get(t, 0) for w in windows) for t in ("datacenter", "offline")}
+            if counts != {"datacenter": stored, "offline": stored + len(twice)}:
+                return {}
+            found: dict[str, dict[str, int]] = {"missing": {}, "duplicated": {}}
+            for w in windows:
+                if w["namedEvents"] or w["undecoded"]:
+                    for d in audit.get(f"/api/windows/{w['topic']}/dc1/{w['windowStart']}")["discrepancies"]:
+                        assert d["decoded"], d
+                        found["missing"].update(d["missing"])
+                        found["duplicated"].update(d["duplicated"])
+            return found if len(found["duplicated"]) >= len(twice) else {}
+        found = wait_until(named, 90, interval=0.5, message="the duplicates named")
+        assert found == {"missing": {}, "duplicated": dict.fromkeys(sorted(twice), 1)}
         assert audit.stop() == 0
     finally:
         audit.kill()

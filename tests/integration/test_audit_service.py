@@ -24,10 +24,11 @@ from tests.support.audit import (
     audit_args,
     publish_phantom_count,
     run_pipeline,
+    wait_committed,
 )
 from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
-from tests.support.mirror import MirrorProcess, clusters, committed, end_offsets, mirror_args
+from tests.support.mirror import MirrorProcess, clusters, mirror_args
 from tests.support.polling import wait_until
 from tests.support.registry import RegistryProcess, standalone_registry
 
@@ -147,10 +148,7 @@ def mirror_again(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryP
                                                            registry.url, "--set", f"audit.window.ms={WINDOW_MS}"])
     mirror.start()
     try:
-        for topic in EVENT_TOPICS:
-            ends = end_offsets(dc1, topic, 2)
-            wait_until(lambda: mirror.alive() and all((committed(dc1, "mirror-again", topic, p) or 0) == end
-                                                      for p, end in ends.items()), 60, message=f"{topic} again")
+        wait_committed(dc1, mirror, "mirror-again")
         assert mirror.stop() == 0, mirror.log_tail()
     finally:
         mirror.kill()

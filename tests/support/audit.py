@@ -101,14 +101,19 @@ def mirror_all(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryPro
     mirror = MirrorProcess(tmp_path / "mirror.log", [*args, "--registry", registry.url,
                                                      "--set", f"audit.window.ms={WINDOW_MS}"], env).start()
     try:
-        for topic in EVENT_TOPICS:
-            ends = end_offsets(dc1, topic, 2)
-            wait_until(lambda: mirror.alive() and all((committed(dc1, "mirror", topic, p) or 0) == end
-                                                      for p, end in ends.items()), 60, message=f"{topic} mirrored")
+        wait_committed(dc1, mirror)
         assert mirror.stop() == 0, mirror.log_tail()
     finally:
         mirror.kill()
     return sum(sum(end_offsets(dc1, topic, 2).values()) for topic in EVENT_TOPICS)
+
+
+def wait_committed(dc1: BrokerCluster, mirror: MirrorProcess, group: str = "mirror") -> None:
+    """Wait until ``mirror`` (alive meanwhile) committed every event topic of dc1 to its end, in ``group``."""
+    for topic in EVENT_TOPICS:
+        ends = end_offsets(dc1, topic, 2)
+        wait_until(lambda: mirror.alive() and all((committed(dc1, group, topic, p) or 0) == end
+                                                  for p, end in ends.items()), 60, message=f"{topic} mirrored")
 
 
 def run_pipeline(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, tmp_path: Path,

@@ -45,3 +45,20 @@ def test_a_window_carries_the_sketch_of_its_acknowledged_ids():
     counter.sent("fe-1", "T", 100)
     counter.settled([("fe-1", "T", 100, 10)], True)
     assert counter.close_windows(None)[0]["sketch"] is None
+
+
+def test_counts_taken_before_a_window_closes_add_up_with_what_comes_after():
+    counter = AuditCounter(window_ms=1000, datacenter="dc1", application="mirror")
+    first, later = [str(uuid.uuid4()) for _ in range(3)], [str(uuid.uuid4()) for _ in range(2)]
+    counter.sent("m", "T", 100, n=6)
+    counter.settled([("m", "T", 100, 10)] * 3, True, first)
+    (taken,) = counter.take_counted()
+    assert taken["count"] == 3 and "unsettled" not in taken["properties"]
+    assert counter.take_counted() == []  # nothing new settled: nothing to publish
+    counter.settled([("m", "T", 100, 10)] * 2, True, later)
+    counter.settled([("m", "T", 100, 10)], False, [None])
+    (rest,) = counter.close_windows(None)
+    assert (rest["count"], rest["properties"]["failed"]) == (2, "1")
+    whole = EventSketch.from_bytes(taken["sketch"]) + EventSketch.from_bytes(rest["sketch"])
+    assert whole.decode().counts == {i: 1 for i in first + later}
+    assert taken["properties"]["recordId"] != rest["properties"]["recordId"]
