@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import uuid
 from typing import Any, Mapping, Sequence
 
 from prometheus_client import Counter
 
+from audit.latency import LatencyBuckets
 from audit.sketch import EventSketch
 from pipeline.client import Producer, ProducerData
 from pipeline.client.errors import KafkaClientError
@@ -38,12 +40,14 @@ PRODUCER_TIER = "producer"
 
 
 class _Window:
-    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes", "sketch")
+    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes", "sketch", "latency")
 
     def __init__(self) -> None:
         self.in_flight = self.count = self.bytes = self.failed = self.failed_bytes = 0
         #: The acknowledged events' ids, once ids are given (audit.sketch).
         self.sketch: EventSketch | None = None
+        #: How long after its event time each acknowledged event was acknowledged (audit.latency).
+        self.latency = LatencyBuckets()
 
 
 class AuditCounter:
@@ -83,6 +87,7 @@ class AuditCounter:
         ``event_ids`` (one per outcome, None where unknown) go into the windows' sketches when acknowledged."""
         window_ms = self.window_ms
         by_window: dict[tuple[str, str, int], list[str | bytes]] = {}
+        now_s = time.time()
         with self._lock:
             windows = self._windows
             for n, (server, topic, event_time_ms, size) in enumerate(outcomes):
@@ -92,6 +97,7 @@ class AuditCounter:
                 if acknowledged:
                     window.count += 1
                     window.bytes += size
+                    window.latency.add(now_s - event_time_ms / 1000)
                     if event_ids is not None and event_ids[n] is not None:
                         by_window.setdefault(key, []).append(event_ids[n])  # type: ignore[arg-type]
                 else:
@@ -145,7 +151,7 @@ class AuditCounter:
         # recordId tells copies of this record (a retried publish, a mirrored audit topic) from another host's
         # record that happens to say the same.
         properties = {"failed": str(window.failed), "failedBytes": str(window.failed_bytes),
-                      "recordId": uuid.uuid4().hex}
+                      "recordId": uuid.uuid4().hex, "latency": window.latency.to_text()}
         if window.in_flight:
             properties["unsettled"] = str(window.in_flight)
         return {"topic": topic, "tier": self.tier, "windowStart": start, "windowEnd": start + self.window_ms,

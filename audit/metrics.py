@@ -3,13 +3,36 @@ lost or duplicated, and each tier's latency from event time."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import threading
+from typing import Iterator
 
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import HistogramMetricFamily
+
+from audit.latency import BUCKETS, LatencyBuckets
 from audit.reconcile import WindowResult
 
 __all__ = ["AuditMetrics"]
 
-_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, float("inf"))
+
+class _LatencyCollector:
+    """``audit_tier_latency_seconds{topic,tier}``: a histogram made of the bucket counts every tier sends."""
+
+    def __init__(self, metrics: "AuditMetrics") -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily("audit_tier_latency_seconds",
+                                       "Time from an event's event time to its arrival at a tier (acknowledged by the "
+                                       "cluster, the target, loaded by the ETL, or read by the audit's consumers)",
+                                       labels=["topic", "tier"])
+        for (topic, tier), latency in sorted(self._metrics.latency_snapshot().items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip([*BUCKETS, float("inf")], latency.counts):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+            family.add_metric([topic, tier], buckets, latency.total)
+        yield family
 
 
 class AuditMetrics:
@@ -34,12 +57,23 @@ class AuditMetrics:
                                "Records a consumer group has yet to commit past, per cluster and partition (from the "
                                "offsets it keeps in the cluster's ZooKeeper)",
                                ["cluster", "group", "topic", "partition"], registry=r)
-        self.latency = Histogram("audit_tier_latency_seconds",
-                                 "Time from an event's event time to the audit seeing it at a cluster tier",
-                                 ["topic", "tier"], buckets=_LATENCY_BUCKETS, registry=r)
+        self._latency: dict[tuple[str, str], LatencyBuckets] = {}
+        self._latency_lock = threading.Lock()
+        r.register(_LatencyCollector(self))
 
     def observe_latency(self, topic: str, tier: str, seconds: float) -> None:
-        self.latency.labels(topic, tier).observe(max(0.0, seconds))
+        """One event seen at a cluster tier ``seconds`` after its event time."""
+        with self._latency_lock:
+            self._latency.setdefault((topic, tier), LatencyBuckets()).add(seconds)
+
+    def add_latency(self, topic: str, tier: str, latency: LatencyBuckets) -> None:
+        """A tier's own latency counts (from its AuditCount) added in."""
+        with self._latency_lock:
+            self._latency.setdefault((topic, tier), LatencyBuckets()).merge(latency)
+
+    def latency_snapshot(self) -> dict[tuple[str, str], LatencyBuckets]:
+        with self._latency_lock:
+            return {k: LatencyBuckets(v.counts, v.total) for k, v in self._latency.items()}
 
     def count_named(self, result: WindowResult, previous: WindowResult | None) -> None:
         """Count the events ``result`` names that ``previous`` (the window's last result) did not."""

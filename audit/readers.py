@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from audit.latency import LatencyBuckets
 from audit.reconcile import TierCount
 from audit.sketch import EventSketch
 from audit.state import CheckpointedCounts
@@ -121,8 +122,10 @@ class AuditCountReader:
     once."""
 
     def __init__(self, counts: CheckpointedCounts, decoder: AvroDecoder, audit_topic: str,
-                 own_tiers: frozenset[str]) -> None:
+                 own_tiers: frozenset[str],
+                 observe_latency: Callable[[str, str, LatencyBuckets], None] | None = None) -> None:
         self.counts = counts
+        self._observe_latency = observe_latency
         self._decoder = decoder
         self._topic = audit_topic
         self._own_tiers = own_tiers
@@ -147,6 +150,13 @@ class AuditCountReader:
         start = _millis(audit["windowStart"])
         self._seen[digest] = start
         sketch = EventSketch.from_bytes(audit["sketch"]) if audit.get("sketch") else None
+        latency = (audit.get("properties") or {}).get("latency")
+        if latency and self._observe_latency is not None:
+            try:
+                self._observe_latency(audit["topic"], audit["tier"], LatencyBuckets.from_text(latency))
+            except ValueError:
+                log.warning("AuditCount at %s-%d@%d: unreadable latency %r", record.topic, record.partition,
+                            record.offset, latency)
         self.counts.add((audit["tier"], audit["topic"], audit["datacenter"], start),
                         TierCount(audit["count"], audit["bytes"], sketch))
 

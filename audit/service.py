@@ -117,7 +117,8 @@ class AuditService:
             for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
                 counts = CheckpointedCounts(config.state_dir / f"{name}-{role}.json", retain_ms, _now_ms)
                 handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latency) if role == "events"
-                               else AuditCountReader(counts, decoder, config["audit.topic"], _CLUSTER_TIERS))
+                               else AuditCountReader(counts, decoder, config["audit.topic"], _CLUSTER_TIERS,
+                                                     self.metrics.add_latency))
                 discovery = ZooKeeperBrokerDiscovery(connect)
                 self._discoveries.append(discovery)
                 connector = StaticConsumerConnector(StaticConnectorConfig({

@@ -31,6 +31,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from audit.counting import AuditPublisher
+from audit.latency import LatencyBuckets
 from audit.sketch import EventSketch
 from etl.config import EtlConfig
 from etl.faults import pause_at
@@ -115,8 +116,8 @@ def _audit_records(manifest_run: str, topic_windows: dict[tuple[str, str, int], 
     return [{"topic": topic, "tier": WAREHOUSE_TIER, "windowStart": start, "windowEnd": start + window_ms,
              "host": host, "datacenter": datacenter, "application": "etl", "count": count, "bytes": size,
              "sketch": None if sketch is None else base64.b64encode(sketch.to_bytes()).decode(),
-             "properties": {"run": manifest_run}}
-            for (topic, datacenter, start), (count, size, sketch) in sorted(topic_windows.items())]
+             "properties": {"run": manifest_run, "latency": latency.to_text()}}
+            for (topic, datacenter, start), (count, size, sketch, latency) in sorted(topic_windows.items())]
 
 
 def _publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
@@ -339,10 +340,11 @@ class _Run:
         for index, s in sorted(stats.items()):
             topic = self.ranges[index].topic
             range_stats[index] = (s["rows"], s["bytes"])
-            for datacenter, start, count, size, sketch in s["windows"]:
-                counts = windows.setdefault((topic, datacenter, start), [0, 0, None])
+            for datacenter, start, count, size, sketch, latency in s["windows"]:
+                counts = windows.setdefault((topic, datacenter, start), [0, 0, None, LatencyBuckets()])
                 counts[0] += count
                 counts[1] += size
+                counts[3].merge(LatencyBuckets.from_text(latency))
                 if sketch is not None:
                     found = EventSketch.from_bytes(base64.b64decode(sketch))
                     counts[2] = found if counts[2] is None else counts[2] + found

@@ -27,6 +27,7 @@ import fastavro
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
+from audit.latency import LatencyBuckets
 from audit.sketch import EventSketch
 from etl.faults import dropped_event_ids, pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
@@ -151,6 +152,8 @@ class _RangeLoader:
         self.bytes = 0
         self.windows: dict[tuple[str, int], list[int]] = {}
         self._drop = dropped_event_ids()
+        #: How long after its event time each row of a window was loaded (audit.latency).
+        self.window_latency: dict[tuple[str, int], LatencyBuckets] = {}
         #: The event ids of each window, for the audit's sketch.
         self.window_ids: dict[tuple[str, int], list[str]] = {}
         self.skipped: list[tuple[int, int]] = []
@@ -226,7 +229,7 @@ class _RangeLoader:
     def _rows(self, messages: Any, offset: int) -> list[dict[str, Any]]:
         topic, partition, end, window_ms = self.context.topic, self.partition, self.end, self.window_ms
         decode, windows, window_ids, days = self.decoder.decode, self.windows, self.window_ids, self._days
-        drop = self._drop
+        drop, latencies, now_s = self._drop, self.window_latency, time.time()
         rows = []
         for record in messages:
             if record.offset < offset:
@@ -265,6 +268,8 @@ class _RangeLoader:
             if counts is None:
                 counts = windows[key] = [0, 0]
                 window_ids[key] = []
+                latencies[key] = LatencyBuckets()
+            latencies[key].add(now_s - event_ms / 1000)
             counts[0] += 1
             counts[1] += len(value)
             event_id = header.get("eventId") if isinstance(header, dict) else None
@@ -276,7 +281,8 @@ class _RangeLoader:
 
     def stats(self, started: float) -> RangeStats:
         return {"rows": self.rows, "bytes": self.bytes, "started": started, "host": socket.gethostname(),
-                "windows": [[dc, start, c, b, _sketch_text(self.window_ids.get((dc, start)))]
+                "windows": [[dc, start, c, b, _sketch_text(self.window_ids.get((dc, start))),
+                             self.window_latency[(dc, start)].to_text()]
                             for (dc, start), (c, b) in sorted(self.windows.items())],
                 "skipped": [list(s) for s in self.skipped]}
 

@@ -69,6 +69,11 @@ def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registr
         assert window["completeness"]["datacenter"] < 1.0
         metrics = audit.get("/metrics")
         assert 'audit_events_lost_total{tier="datacenter",topic="PageViewEvent"} 3.0' in metrics
+        # Latency from event time to every tier, per topic: one observation per event the tier counted (the
+        # phantom count carries no latency).
+        views = sum(w["counts"]["datacenter"] for w in windows if w["topic"] == "PageViewEvent")
+        for tier in TIERS:
+            assert f'audit_tier_latency_seconds_count{{tier="{tier}",topic="PageViewEvent"}} {float(views)}' in metrics
         # Consumer-group lag from the offsets in ZooKeeper: the mirror group committed everything.
         for partition in (0, 1):
             assert (f'kafka_consumergroup_lag{{cluster="dc1",group="mirror",partition="{partition}",'

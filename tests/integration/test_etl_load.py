@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from audit.latency import LatencyBuckets
 from audit.sketch import EventSketch
 from etl.history import RunHistory
 from etl.job import EtlError, LockLost, run_once
@@ -96,6 +97,9 @@ def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_o
         if a["topic"] == "views":
             loaded += EventSketch.from_bytes(a["sketch"])
     assert loaded.decode().counts == {e["header"]["eventId"]: 1 for e in views}
+    # ... and how long after its event time each row was loaded (these events are years old: the last bucket).
+    ages = [LatencyBuckets.from_text(a["properties"]["latency"]) for a in audit if a["topic"] == "views"]
+    assert sum(a.count for a in ages) == 60 == sum(a.counts[-1] for a in ages)
 
     again = run_once(config, spark)
     assert again.outcome == "nothing-new" and again.rows == 0

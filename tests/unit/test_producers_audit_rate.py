@@ -8,6 +8,7 @@ import fastavro
 import pytest
 
 from audit.counting import AuditCounter
+from audit.latency import LatencyBuckets
 from producers.config import EmulatorConfig
 from producers.rate import RateController
 from pipeline.config import ConfigError
@@ -44,7 +45,10 @@ def test_failed_events_are_counted_apart_never_as_acknowledged() -> None:
     [record] = audit.close_windows(60_000)
     assert (record["count"], record["bytes"]) == (3, 300)
     record_id = record["properties"].pop("recordId")
+    latency = LatencyBuckets.from_text(record["properties"].pop("latency"))
     assert record["properties"] == {"failed": "2", "failedBytes": "14"}
+    assert latency.count == 3  # the acknowledged ones, long after their event time (5 s after the epoch)
+    assert latency.counts[-1] == 3
     # Another host counting the same tells itself apart (the audit counts copies of one record once).
     twin = counter()
     twin.sent("fe-1", "SearchEvent", 5_000)
