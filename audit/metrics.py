@@ -64,12 +64,18 @@ class AuditMetrics:
     def observe_latency(self, topic: str, tier: str, seconds: float) -> None:
         """One event seen at a cluster tier ``seconds`` after its event time."""
         with self._latency_lock:
-            self._latency.setdefault((topic, tier), LatencyBuckets()).add(seconds)
+            self._buckets(topic, tier).add(seconds)
 
     def add_latency(self, topic: str, tier: str, latency: LatencyBuckets) -> None:
         """A tier's own latency counts (from its AuditCount) added in."""
         with self._latency_lock:
-            self._latency.setdefault((topic, tier), LatencyBuckets()).merge(latency)
+            self._buckets(topic, tier).merge(latency)
+
+    def _buckets(self, topic: str, tier: str) -> LatencyBuckets:
+        found = self._latency.get((topic, tier))
+        if found is None:
+            found = self._latency[(topic, tier)] = LatencyBuckets()
+        return found
 
     def latency_snapshot(self) -> dict[tuple[str, str], LatencyBuckets]:
         with self._latency_lock:
