@@ -2,7 +2,7 @@
 
     python -m audit run --datacenter dc1=zk:2181/dc1 --offline zk:2181/offline --state-dir var/audit
     python -m audit report --state-dir var/audit [--topic PageViewEvent] [--since 2026-11-23T10:00]
-    python -m audit trace EVENT_ID --datacenter dc1=zk:2181/dc1 --offline zk:2181/offline \
+    python -m audit trace EVENT_ID --datacenter dc1=zk:2181/dc1 --offline zk:2181/offline --warehouse DIR \
         (--state-dir var/audit | --around 2026-11-23T10:00:12 [--topic PageViewEvent])
 
 `run` counts what every cluster holds, collects the other tiers' AuditCounts, reconciles each window once its
@@ -52,6 +52,7 @@ def _trace_parser(subparsers: argparse._SubParsersAction) -> None:
     trace.add_argument("event_id", metavar="EVENT_ID")
     trace.add_argument("--datacenter", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]")
     trace.add_argument("--offline", metavar="HOST:PORT[/CHROOT]")
+    trace.add_argument("--warehouse", metavar="DIR", help="the ETL's warehouse, to find the event's rows")
     trace.add_argument("--state-dir", metavar="DIR", help="find the event's window among the named events there")
     trace.add_argument("--around", metavar="ISO-TIME", help="the event's time, give or take a window (UTC)")
     trace.add_argument("--topic", help="its topic (default: every event topic)")
@@ -82,12 +83,13 @@ def trace(args: argparse.Namespace) -> int:
         clusters = dict(parse_sources(",".join(args.datacenter))) if args.datacenter else {}
         if args.offline:
             clusters["offline"] = args.offline
-        if not clusters:
-            raise ValueError("give the clusters: --datacenter NAME=ZOOKEEPER and/or --offline ZOOKEEPER")
+        if not clusters and not args.warehouse:
+            raise ValueError("give where to look: --datacenter NAME=ZOOKEEPER, --offline ZOOKEEPER, --warehouse DIR")
         windows: list[tuple[str, int, int]] = []
         if args.state_dir:
             for key, data in ResultLog(Path(args.state_dir) / "results.jsonl").read().items():
-                if any(args.event_id in d["missing"] or args.event_id in d["duplicated"] for d in data["discrepancies"]):
+                named = (d["missing"].keys() | d["duplicated"].keys() for d in data["discrepancies"])
+                if any(args.event_id in ids for ids in named):
                     windows.append((key.topic, key.window_start, key.window_end))
         if not windows and args.around:
             moment = _millis(args.around)
@@ -116,8 +118,17 @@ def trace(args: argparse.Namespace) -> int:
         finally:
             cluster.close()
             discovery.close()
+    if args.warehouse:
+        from audit.warehouse import find_rows
+
+        for topic, start, end in windows:
+            for row in find_rows(Path(args.warehouse), topic, start, end, args.event_id):
+                found += 1
+                print(f"warehouse: {row.file} row {row.row} (offline {topic}-{row.kafka_partition}@"
+                      f"{row.kafka_offset})")
     if not found:
-        print(f"{PROG} trace: {args.event_id} is in none of {', '.join(clusters)} around that time", file=sys.stderr)
+        places = [*clusters, *(["warehouse"] if args.warehouse else [])]
+        print(f"{PROG} trace: {args.event_id} is in none of {', '.join(places)} around that time", file=sys.stderr)
         return 1
     return 0
 

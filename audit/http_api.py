@@ -17,6 +17,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from audit.service import AuditService
+from etl.history import RunHistory
 
 __all__ = ["AuditHttpServer"]
 
@@ -30,7 +31,8 @@ def _summary(data: dict[str, Any]) -> dict[str, Any]:
     discrepancies = data["discrepancies"]
     named = sum(sum(d["missing"].values()) + sum(d["duplicated"].values()) for d in discrepancies)
     return {**{k: v for k, v in data.items() if k != "discrepancies"}, "namedEvents": named,
-            "namedTiers": sorted({d["later"] for d in discrepancies if d["missing"] or d["duplicated"] or not d["decoded"]}),
+            "namedTiers": sorted({d["later"] for d in discrepancies
+                                  if d["missing"] or d["duplicated"] or not d["decoded"]}),
             "undecoded": [f"{d['earlier']}->{d['later']}" for d in discrepancies if not d["decoded"]]}
 
 
@@ -68,6 +70,7 @@ class AuditHttpServer:
         app.router.add_get("/static/plotly.min.js", self._file(_PLOTLY_JS, "application/javascript"))
         app.router.add_get("/api/settings", self._settings)
         app.router.add_get("/api/prometheus/{endpoint}", self._prometheus)
+        app.router.add_get("/api/etl/runs", self._etl_runs)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/windows", self._windows)
         app.router.add_get("/api/windows/{topic}/{datacenter}/{start}", self._window)
@@ -96,6 +99,18 @@ class AuditHttpServer:
         config = self.service.config
         return web.json_response({"threshold": config["completeness.threshold"], "windowMs": config["window.ms"],
                                   "graceMs": config["grace.ms"]})
+
+    async def _etl_runs(self, request: web.Request) -> web.Response:
+        """The ETL's newest runs from its history in the warehouse (``{"runs": null}`` without a warehouse)."""
+        config = self.service.config
+        if not config["warehouse.dir"]:
+            return web.json_response({"runs": None})
+        runs = RunHistory(config["warehouse.dir"], config["etl.group"]).runs(20)
+        return web.json_response({"runs": [{"runId": r.run_id, "startedAt": r.started_at, "outcome": r.outcome,
+                                            "rows": r.rows, "bytes": r.bytes, "durationS": r.duration_s,
+                                            "skipped": sum(s.count for s in r.skipped),
+                                            "error": (r.error or "").splitlines()[0] if r.error else None}
+                                           for r in runs]})
 
     async def _prometheus(self, request: web.Request) -> web.Response:
         path = _PROMETHEUS_ENDPOINTS.get(request.match_info["endpoint"])

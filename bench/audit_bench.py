@@ -65,11 +65,15 @@ def main() -> None:
                  str(work / "audit"), "--registry", registry.url, "--http-port", str(port), "--grace-ms", "0",
                  "--set", "reconcile.interval.ms=500",
                  # the events' times lie years back (bench.etl_bench.load_events): keep their windows
-                 "--set", f"retain.ms={int(time.time() * 1000) - 1_600_000_000_000}"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 "--set", f"retain.ms={int(time.time() * 1000) - 1_600_000_000_000}"],
+                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
+                deadline = started + 1800
                 while counted(port) < records:
                     if audit.poll() is not None:
                         raise SystemExit(f"the audit exited with {audit.returncode}")
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"the audit had not counted {records:,} events after 30 minutes")
                     time.sleep(0.5)
                 elapsed = time.monotonic() - started
                 cpu = cpu_seconds(audit.pid)

@@ -81,8 +81,12 @@ async function showNamed(key, windowStart) {
   if (!w.discrepancies || w.discrepancies.length === 0) lines.push("no events named: every tier agrees");
   for (const d of w.discrepancies || []) {
     lines.push(`${d.earlier} -> ${d.later}:` + (d.decoded ? "" : " (more than the sketch can name)"));
-    for (const [id, copies] of Object.entries(d.missing)) lines.push(`  missing    ${id}` + (copies > 1 ? ` x${copies}` : ""));
-    for (const [id, copies] of Object.entries(d.duplicated)) lines.push(`  duplicated ${id}` + (copies > 1 ? ` +${copies}` : ""));
+    for (const [id, copies] of Object.entries(d.missing)) {
+      lines.push(`  missing    ${id}` + (copies > 1 ? ` x${copies}` : ""));
+    }
+    for (const [id, copies] of Object.entries(d.duplicated)) {
+      lines.push(`  duplicated ${id}` + (copies > 1 ? ` +${copies}` : ""));
+    }
   }
   box.textContent = lines.join("\n");
   box.style.display = "block";
@@ -131,6 +135,19 @@ function drawEtl(results) {
   box.innerHTML = html + "</table>";
 }
 
+function drawEtlRuns(runs) {
+  const box = document.getElementById("etl-runs");
+  if (runs === null) { box.textContent = ""; return; }
+  if (runs.length === 0) { box.textContent = "no ETL run recorded yet"; return; }
+  const rows = runs.map(r => {
+    const cells = [new Date(r.startedAt * 1000).toISOString().substring(0, 19), r.outcome, r.rows,
+                   r.durationS === null ? "-" : r.durationS.toFixed(1), r.skipped, r.error || ""];
+    return "<tr>" + cells.map(c => `<td>${String(c).replace(/</g, "&lt;")}</td>`).join("") + "</tr>";
+  });
+  box.innerHTML = "<table><tr><th>started (UTC)</th><th>outcome</th><th>rows</th><th>seconds</th>"
+    + "<th>offsets skipped</th><th>error</th></tr>" + rows.join("") + "</table>";
+}
+
 async function refresh() {
   try {
     const windows = (await getJson("api/windows")).windows;
@@ -140,12 +157,19 @@ async function refresh() {
     drawAlerts(alerts.status === "success" ? alerts.data.alerts : null);
     drawBars("lag", await prometheus("sum by (cluster, group) (kafka_consumergroup_lag)"),
              r => `${r.metric.cluster} ${r.metric.group}`, "records");
-    drawBars("latency", await prometheus(
-               "histogram_quantile(0.99, sum by (le, tier) (rate(audit_tier_latency_seconds_bucket[5m])))"),
-             r => `${r.metric.tier} p99`, "seconds");
+    let percentiles = null;
+    for (const q of ["0.5", "0.99"]) {
+      const result = await prometheus(
+        `histogram_quantile(${q}, sum by (le, tier) (rate(audit_tier_latency_seconds_bucket[5m])))`);
+      if (result !== null) {
+        percentiles = (percentiles || []).concat(result.map(r => ({...r, q: q === "0.5" ? "p50" : "p99"})));
+      }
+    }
+    drawBars("latency", percentiles, r => `${r.metric.tier} ${r.q}`, "seconds");
     drawEtl(await Promise.all(["etl_last_success_timestamp_seconds", "etl_last_run_rows",
                                "etl_last_run_duration_seconds", "sum by (group) (etl_runs_total)",
                                "etl_consecutive_failures"].map(prometheus)));
+    drawEtlRuns((await getJson("api/etl/runs")).runs);
     document.getElementById("status").textContent =
       `${windows.length} windows reconciled; updated ${new Date().toISOString().substring(11, 19)} UTC`;
   } catch (error) {

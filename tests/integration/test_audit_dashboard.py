@@ -15,6 +15,8 @@ from typing import Iterator
 import pytest
 from playwright.sync_api import sync_playwright
 
+from etl.history import RunHistory
+from etl.report import SUCCEEDED, RangeReport, RunReport
 from schemas.events import EVENT_TOPICS
 from tests.support.audit import AuditProcess, all_reconciled, audit_args, publish_phantom_count, run_pipeline
 from tests.support.cluster import BrokerCluster
@@ -47,9 +49,14 @@ def test_dashboard_shows_the_pipeline_and_names_an_injected_loss(clusters: dict[
     assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make setup` installs it"
     dc1, offline = clusters["dc1"], clusters["offline"]
     stored = run_pipeline(dc1, offline, registry, tmp_path, rate=800, duration=2)
+    # An ETL run history in the warehouse (as `python -m etl run` records it).
+    report = RunReport("run-7", "etl", time.time() - 30, ranges=[RangeReport("PageViewEvent", 0, 0, 120, 120, 9000)])
+    report.finish(SUCCEEDED, time.time() - 12)
+    RunHistory(tmp_path / "warehouse", "etl").record(report)
     # No Prometheus on this port: the page must say so and keep working.
     args = audit_args(dc1, offline, registry, tmp_path / "audit", "--set",
-                      f"prometheus.url=http://127.0.0.1:{free_port()}")
+                      f"prometheus.url=http://127.0.0.1:{free_port()}",
+                      "--set", f"warehouse.dir={tmp_path / 'warehouse'}")
     audit = AuditProcess(tmp_path, args).wait_ready()
     errors: list[str] = []
     try:
@@ -67,6 +74,9 @@ def test_dashboard_shows_the_pipeline_and_names_an_injected_loss(clusters: dict[
                 shown = page.eval_on_selector_all("#grid .grid-row", "rows => rows.map(r => r.dataset.topic)")
                 assert sorted(set(shown)) == sorted(EVENT_TOPICS)
                 assert "Prometheus unreachable" in page.inner_text("#alerts")
+                page.wait_for_function("document.getElementById('etl-runs').textContent.includes('succeeded')",
+                                       timeout=15_000)
+                assert "120" in page.inner_text("#etl-runs")
                 before = tmp_path / "dashboard-complete.png"
                 page.screenshot(path=str(before), full_page=True)
                 keep(before)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -94,6 +95,19 @@ def test_losses_at_three_tiers_are_named_exactly_where_they_happened(
         assert audit.stop() == 0
     finally:
         audit.kill()
+
+    # trace: an event that made it is at every tier; one the ETL dropped stops at the offline cluster.
+    where = ["--datacenter", f"dc1={dc1.zk_connect}", "--offline", offline.zk_connect,
+             "--warehouse", str(tmp_path / "warehouse"), "--topic", "PageViewEvent", "--window-ms", "2000"]
+    for event, places in ((held[0], ["dc1", "offline", "warehouse"]), (held[11], ["dc1", "offline"])):
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(event.event_time / 1000))
+        traced = subprocess.run([sys.executable, "-m", "audit", "trace", event.event_id, *where, "--around", when],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert traced.returncode == 0, traced.stderr
+        lines = traced.stdout.splitlines()
+        assert [line.split(":")[0] for line in lines] == places, lines
+        if "warehouse" in places:
+            assert lines[2].startswith("warehouse: PageViewEvent/date=") and " row " in lines[2]
 
 
 def test_a_mirror_killed_and_restarted_has_its_duplicates_named_as_duplicates_of_the_right_events(
