@@ -176,8 +176,10 @@ def test_metrics_after_runs_and_after_a_restart_from_the_history(
     config = make_config(zk_connect, tmp_path / "wh", **{"schedule.every": 0.2, "metrics.port": port})
     first_gate = threading.Event()
     first = run_scheduler(Scheduler(config, GatedJob(record, first_gate, free_calls=3, fail=lambda call: call >= 2)))
-    # Three runs (succeeded, succeeded, failed), then the fourth holds still while the metrics are read.
+    # Three runs (succeeded, succeeded, failed), then the fourth holds still while the metrics are read. (A run's
+    # record ends before the scheduler counts it: the third counted and one in progress means the fourth began.)
     samples = wait_until(scraped_when(port, lambda got: len(read_spans(record)) == 3
+                                      and value(got, "etl_run_duration_seconds_count") == 3
                                       and value(got, "etl_run_in_progress") == 1),
                          message="three runs done and the fourth loading")
     assert value(samples, "etl_runs_total", outcome="succeeded") == 2
