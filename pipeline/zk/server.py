@@ -10,6 +10,7 @@ only once the node serves; `ruok` says imok even without a quorum), SIGTERM to s
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import subprocess
@@ -101,16 +102,20 @@ class ZooKeeperServer:
         config.write_text("\n".join(lines) + "\n")
         return config
 
+    def command(self) -> list[str]:
+        """The Java command line of this server (its zoo.cfg written first)."""
+        config = self._write_config()
+        main = QUORUM_MAIN if self.peers else SERVER_MAIN
+        return ["java", f"-Xmx{self.heap_mb}m", "-cp", classpath(), main, str(config)]
+
     def start(self, wait: bool = True, timeout: float = 30.0) -> "ZooKeeperServer":
         if self.process is not None and self.process.poll() is None:
             return self
-        config = self._write_config()
-        main = QUORUM_MAIN if self.peers else SERVER_MAIN
+        command = self.command()
         log = open(self.log_path, "ab")
         try:
-            self.process = subprocess.Popen(
-                ["java", f"-Xmx{self.heap_mb}m", "-cp", classpath(), main, str(config)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
         except FileNotFoundError:
             raise ZooKeeperError("java not found: install Debian's zookeeper package (it brings a JRE)") from None
         finally:
@@ -219,16 +224,53 @@ class ZooKeeperEnsemble:
         self.stop()
 
 
+def parse_peers(text: str) -> list[tuple[int, int, int]]:
+    """``ID:PEER_PORT:ELECTION_PORT,...`` (every member of the ensemble, this one included)."""
+    peers = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) != 3 or not all(part.isdigit() for part in parts):
+            raise argparse.ArgumentTypeError(f"{item!r} is not ID:PEER_PORT:ELECTION_PORT")
+        server_id, peer, election = map(int, parts)
+        peers.append((server_id, peer, election))
+    return peers
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.zk.server",
-                                     description="Run a standalone ZooKeeper server in the foreground until "
-                                                 "SIGTERM or Ctrl-C.")
+                                     description="Run a ZooKeeper server (standalone, or one member of an ensemble "
+                                                 "with --server-id and --peers) in the foreground until SIGTERM or "
+                                                 "Ctrl-C.")
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--port", type=int, default=2181)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--tick-ms", type=int, default=2000)
+    parser.add_argument("--heap-mb", type=int, default=256)
+    parser.add_argument("--server-id", type=int, help="this member's id in --peers")
+    parser.add_argument("--peers", type=parse_peers, metavar="ID:PEER_PORT:ELECTION_PORT,...",
+                        help="every member of the ensemble (on --host), this one included")
+    parser.add_argument("--exec", action="store_true", dest="exec_java",
+                        help="replace this process by the Java server (for a supervisor: its signals then reach "
+                             "ZooKeeper itself); the log goes to standard output")
     args = parser.parse_args(argv)
-    server = ZooKeeperServer(args.data_dir, args.port, host=args.host, tick_ms=args.tick_ms)
+    if (args.server_id is None) != (args.peers is None):
+        parser.error("--server-id and --peers go together")
+    if args.peers is not None and args.server_id not in {peer[0] for peer in args.peers}:
+        parser.error(f"--server-id {args.server_id} is not among --peers")
+    server = ZooKeeperServer(args.data_dir, args.port, host=args.host, tick_ms=args.tick_ms,
+                             server_id=args.server_id, peers=args.peers, heap_mb=args.heap_mb)
+    if args.exec_java:
+        try:
+            command = server.command()
+        except ZooKeeperError as exc:
+            print(f"zookeeper: {exc}", file=sys.stderr)
+            return 1
+        sys.stdout.flush()
+        try:
+            os.execvp(command[0], command)
+        except OSError as exc:
+            print(f"zookeeper: cannot run java: {exc}", file=sys.stderr)
+            return 1
     stopping = False
 
     def stop(signum: int, frame: object) -> None:

@@ -1,0 +1,229 @@
+"""Bring the deployment up stage by stage under supervisord, take it down, remove its data.
+
+``up``: check the port plan is free, write Prometheus's and supervisord's configuration from the topology, start
+supervisord (or reuse the running one), then start each stage's programs and wait for their health checks
+(ZooKeeper serving, brokers registered, the registry answering, every service's HTTP endpoint, Prometheus ready)
+before the next stage; create the event topics in every datacenter; wait until the first events reached the
+offline cluster; print where to look. A program that exits or misses its deadline stops ``up`` with its name and
+the tail of its log. ``up`` again while it runs starts only what is not running.
+
+``down``: stop the programs in reverse stage order (the emulators first, ZooKeeper last), each with SIGTERM and
+its own deadline, then supervisord; the data stays. ``clean``: ``down``, then remove the var directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Callable, Sequence, TextIO
+
+from infra.deployment import clusters
+from infra.deployment.programs import STAGES, Program, log_file, programs, scrape_jobs
+from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
+from infra.deployment.topology import REPO_ROOT, Topology
+from infra.prometheus import config as prometheus_config
+from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
+
+__all__ = ["DeploymentError", "clean", "down", "up"]
+
+STAGE_TIMEOUT_S = 90.0
+FIRST_EVENTS_TIMEOUT_S = 120.0
+LOG_TAIL_LINES = 15
+# Supervisor states after which a program will not come up without help.
+FAILED_STATES = {"FATAL", "EXITED", "STOPPED", "UNKNOWN"}
+
+
+class DeploymentError(RuntimeError):
+    """Something of the deployment did not come up (or down); the message says what and shows its log's end."""
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the working directory when below it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def log_tail(topology: Topology, program: Program, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = log_file(topology, program).read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return "    (no log yet)"
+    return "\n".join("    " + line for line in text)
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def check_ports_free(topology: Topology) -> None:
+    """DeploymentError naming the first port of the plan something already listens on."""
+    for port, what in topology.ports():
+        if _port_in_use(topology.host, port):
+            raise DeploymentError(f"port {port} ({what}) is already in use on {topology.host}: stop what listens "
+                                  f"there or change the port in {shown(topology.path)}")
+
+
+def write_prometheus_config(topology: Topology) -> None:
+    if topology.prometheus.external:
+        return
+    spec = topology.prometheus
+    prometheus_config.write(topology.var_dir / "prometheus", scrape_jobs(topology),
+                            scrape_interval=spec.scrape_interval, evaluation_interval=spec.evaluation_interval,
+                            hold=spec.hold)
+
+
+def _wait_healthy(topology: Topology, supervisor: Supervisor, stage: Sequence[Program], timeout: float,
+                  out: TextIO) -> None:
+    started = time.monotonic()
+    waiting = {program.name: program for program in stage}
+    while waiting:
+        for name, program in list(waiting.items()):
+            if program.health():
+                del waiting[name]
+                print(f"  {name:<22} up ({time.monotonic() - started:.1f}s): {program.health.description}",
+                      file=out, flush=True)
+                continue
+            info = supervisor.info(name)
+            if info.state in FAILED_STATES or (info.state == "BACKOFF" and time.monotonic() - started > 10):
+                raise DeploymentError(f"{name} did not come up ({info.state}: {info.description}); end of "
+                                      f"{shown(log_file(topology, program))}:\n{log_tail(topology, program)}")
+        if waiting and time.monotonic() - started > timeout:
+            name, program = next(iter(waiting.items()))
+            raise DeploymentError(f"{name} did not come up within {timeout:.0f}s (waiting for: "
+                                  f"{program.health.description}); end of {shown(log_file(topology, program))}:\n"
+                                  f"{log_tail(topology, program)}")
+        if waiting:
+            time.sleep(0.2)
+
+
+def _create_topics(topology: Topology, out: TextIO) -> None:
+    for datacenter in topology.datacenters:
+        if datacenter.external:
+            continue
+        created = clusters.ensure_topics(topology.cluster_zookeeper(datacenter), [*EVENT_TOPICS, AUDIT_TOPIC],
+                                         datacenter.partitions)
+        if created:
+            print(f"  topics of {datacenter.name:<13} {len(created)} created ({datacenter.partitions} partitions "
+                  "each)", file=out, flush=True)
+
+
+def _first_events_offline(topology: Topology) -> int:
+    try:
+        return sum(clusters.end_offsets(topology.cluster_zookeeper(topology.offline), EVENT_TOPICS).values())
+    except Exception:  # noqa: BLE001 - not there yet: no broker answers, no topic yet
+        return 0
+
+
+def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None:
+    """Start everything not running yet, stage by stage; DeploymentError when something does not come up."""
+    began = time.monotonic()
+    everything = programs(topology)
+    supervisor = Supervisor(topology)
+    reused = supervisor.running()
+    if not reused:
+        check_ports_free(topology)
+    topology.var_dir.mkdir(parents=True, exist_ok=True)
+    write_prometheus_config(topology)
+    changed = supervisor.write_config(render(topology, everything))
+    if reused:
+        if changed:
+            added, updated, removed = supervisor.reload()
+            print(f"supervisord (pid {supervisor.pid()}) reloaded {shown(supervisor.config_path)}: "
+                  f"{len(added)} added, {len(updated)} changed, {len(removed)} removed", file=out, flush=True)
+        else:
+            print(f"supervisord already running (pid {supervisor.pid()}); starting what is not running",
+                  file=out, flush=True)
+    else:
+        supervisor.start_daemon()
+        print(f"supervisord started (pid {supervisor.pid()}, {shown(supervisor.config_path)}, logs in "
+              f"{shown(topology.logs_dir)}/)", file=out, flush=True)
+    states = {info.name: info for info in supervisor.infos()}
+    for stage in STAGES:
+        members = [program for program in everything if program.stage == stage]
+        if not members:
+            continue
+        print(f"{stage}:", file=out, flush=True)
+        for program in members:
+            if not states.get(program.name, _stopped(program.name)).running:
+                supervisor.start(program.name)
+        _wait_healthy(topology, supervisor, members, STAGE_TIMEOUT_S, out)
+        if stage == "registry":
+            _create_topics(topology, out)
+    if wait_for_events:
+        deadline = time.monotonic() + FIRST_EVENTS_TIMEOUT_S
+        while (events := _first_events_offline(topology)) == 0:
+            if time.monotonic() > deadline:
+                mirror = next(p for p in everything if p.name == "mirror")
+                raise DeploymentError(f"no event reached the offline cluster within {FIRST_EVENTS_TIMEOUT_S:.0f}s; "
+                                      f"end of {shown(log_file(topology, mirror))}:\n{log_tail(topology, mirror)}")
+            time.sleep(0.5)
+        print(f"first events in the offline cluster: {events}", file=out, flush=True)
+    print(f"pipeline up in {time.monotonic() - began:.1f}s", file=out, flush=True)
+    print(summary(topology), file=out, flush=True)
+
+
+def _stopped(name: str) -> ProcessInfo:
+    return ProcessInfo(name, "STOPPED", 0, 0.0, 0, "")
+
+
+def summary(topology: Topology) -> str:
+    """Where to look and what to try once the pipeline is up."""
+    python = "python" if Path.cwd() != REPO_ROOT else ".venv/bin/python"
+    topology_option = "" if topology.path == (REPO_ROOT / "infra" / "topology.yml") else f" --topology {topology.path}"
+    offline = topology.cluster_zookeeper(topology.offline)
+    datacenters = " ".join(f"--datacenter {dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters)
+    return "\n".join([
+        "",
+        f"  dashboard   {topology.dashboard_url}",
+        f"  prometheus  {topology.prometheus_url}  (alerts: {topology.prometheus_url}/alerts)",
+        f"  registry    {topology.registry_url}/subjects",
+        f"  logs        {shown(topology.logs_dir)}/   data {shown(topology.var_dir)}/",
+        "",
+        "Try:",
+        f"  {python} -m pipeline status{topology_option}",
+        f"  {python} -m audit report --state-dir {shown(topology.audit_state_dir)}",
+        f"  {python} -m audit trace EVENT_ID {datacenters} --offline {offline} --warehouse "
+        f"{shown(topology.warehouse)} --state-dir {shown(topology.audit_state_dir)}",
+        f"  {python} -m etl query --warehouse {shown(topology.warehouse)} "
+        "\"SELECT kafka_topic, count(*) FROM events GROUP BY kafka_topic\"",
+        f"  {python} -m pipeline chaos kill-broker dc1{topology_option}",
+        "",
+        "Stop it with `make pipeline-down` (the data stays; `make pipeline-clean` removes it).",
+    ])
+
+
+def down(topology: Topology, out: TextIO) -> bool:
+    """Stop every program in reverse stage order, then supervisord; whether anything was running."""
+    supervisor = Supervisor(topology)
+    if supervisor.pid() is None:
+        print(f"nothing running (no supervisord for {shown(topology.var_dir)})", file=out, flush=True)
+        return False
+    try:
+        running = {info.name for info in supervisor.infos() if info.state not in {"STOPPED", "EXITED", "FATAL"}}
+    except (OSError, SupervisorError):
+        running = set()
+    for stage in reversed(STAGES):
+        for program in (p for p in programs(topology) if p.stage == stage and p.name in running):
+            began = time.monotonic()
+            supervisor.stop(program.name)
+            print(f"stopped {program.name} ({time.monotonic() - began:.1f}s)", file=out, flush=True)
+    supervisor.shutdown()
+    print("stopped supervisord; the data stays in " + shown(topology.var_dir), file=out, flush=True)
+    return True
+
+
+def clean(topology: Topology, out: TextIO, remove: Callable[[Path], None] = shutil.rmtree) -> None:
+    """``down``, then remove the var directory (refused for the repository itself or a directory above it)."""
+    down(topology, out)
+    var = topology.var_dir.resolve()
+    if var == Path(var.anchor) or var in REPO_ROOT.parents or var == REPO_ROOT:
+        raise DeploymentError(f"refusing to remove {var}: var_dir must be a directory of its own")
+    if var.exists():
+        remove(var)
+        print(f"removed {shown(var)}", file=out, flush=True)

@@ -1,0 +1,247 @@
+"""Every process of the deployment: its command line, start stage, health check and Prometheus target.
+
+:func:`programs` turns a :class:`~infra.deployment.topology.Topology` into :class:`Program` rows, in start order.
+The supervisor configuration (:mod:`infra.deployment.supervisor`), the start sequence
+(:mod:`infra.deployment.lifecycle`), ``status``, ``chaos`` and Prometheus's scrape targets all read these rows,
+so a process is described once.
+"""
+
+from __future__ import annotations
+
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from infra.deployment.topology import ClusterSpec, Topology
+from infra.prometheus.config import Job, Target
+from schemas.events import EVENT_TOPICS
+
+__all__ = ["Health", "Program", "STAGES", "programs", "scrape_jobs"]
+
+# Start stages, in order; a stage starts once every program of the stage before answers its health check.
+# supervisord stops programs in the reverse order of their priority, which follows the stages.
+STAGES = ("zookeeper", "brokers", "registry", "services", "sources")
+HTTP_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Health:
+    """How to tell that a started program serves: a description and a check that never raises."""
+
+    description: str
+    check: Callable[[], bool]
+
+    def __call__(self) -> bool:
+        try:
+            return bool(self.check())
+        except Exception:  # noqa: BLE001 - a check that cannot tell says "not yet"
+            return False
+
+
+@dataclass(frozen=True)
+class Program:
+    """One supervised process of the deployment."""
+
+    name: str
+    command: tuple[str, ...]
+    stage: str
+    health: Health
+    stop_wait_s: int = 30
+    # (job, port, labels) of its Prometheus /metrics, the job names the alert rules select on
+    metrics: tuple[str, int, Mapping[str, str]] | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+    kind: str = ""
+
+    @property
+    def priority(self) -> int:
+        return 100 * (STAGES.index(self.stage) + 1)
+
+
+def http_ok(url: str) -> bool:
+    """Whether GET ``url`` answers 200 now."""
+    try:
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def zookeeper_serves(host: str, port: int) -> bool:
+    from pipeline.zk.server import four_letter_word
+
+    return "Mode:" in four_letter_word(host, port, "srvr")
+
+
+def broker_registered(zookeeper: str, broker_id: int) -> bool:
+    """Whether ``/brokers/ids/<broker_id>`` exists under the cluster's chroot (the broker joined its cluster)."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    client = KazooClient(hosts=zookeeper, timeout=3.0, connection_retry={"max_tries": 0})
+    try:
+        client.start(timeout=3.0)
+    except KazooTimeoutError:
+        client.close()
+        return False
+    try:
+        return client.exists(f"/brokers/ids/{broker_id}") is not None
+    finally:
+        client.stop()
+        client.close()
+
+
+def _python(module: str, *arguments: str) -> tuple[str, ...]:
+    return (sys.executable, "-m", module, *arguments)
+
+
+def _settings(flag: str, settings: Mapping[str, str]) -> list[str]:
+    return [argument for key, value in settings.items() for argument in (flag, f"{key}={value}")]
+
+
+def _metrics_health(host: str, port: int) -> Health:
+    url = f"http://{host}:{port}/metrics"
+    return Health(f"{url} answers", lambda: http_ok(url))
+
+
+def zookeeper_programs(topology: Topology) -> list[Program]:
+    spec, host = topology.zookeeper, topology.host
+    peers = spec.peers()
+    found = []
+    for index, port in enumerate(spec.client_ports()):
+        arguments = ["--exec", "--data-dir", str(topology.var_dir / "zookeeper" / f"zk{index + 1}"), "--host", host,
+                     "--port", str(port), "--tick-ms", str(spec.tick_ms)]
+        if peers:
+            arguments += ["--server-id", str(index + 1),
+                          "--peers", ",".join(f"{sid}:{peer}:{election}" for sid, peer, election in peers)]
+        found.append(Program(f"zookeeper-{index + 1}", _python("pipeline.zk.server", *arguments), "zookeeper",
+                             Health(f"{host}:{port} answers srvr with a Mode",
+                                    lambda port=port: zookeeper_serves(host, port)),
+                             stop_wait_s=15, kind="zookeeper"))
+    return found
+
+
+def broker_programs(topology: Topology, cluster: ClusterSpec) -> list[Program]:
+    zookeeper = topology.cluster_zookeeper(cluster)
+    found = []
+    for broker_id in cluster.broker_ids():
+        overrides = {"zookeeper.connect": zookeeper, "broker.id": str(broker_id),
+                     "num.partitions": str(cluster.partitions),
+                     "metrics.port": str(cluster.broker_metrics_port(broker_id)), **cluster.settings}
+        command = _python("broker", "--log-dir", str(topology.var_dir / "data" / cluster.name / f"broker-{broker_id}"),
+                          "--host", topology.host, "--port", str(cluster.broker_port(broker_id)),
+                          *_settings("--override", overrides))
+        found.append(Program(
+            f"broker-{cluster.name}-{broker_id}", command, "brokers",
+            Health(f"broker {broker_id} registered under {zookeeper}",
+                   lambda broker_id=broker_id: broker_registered(zookeeper, broker_id)),
+            stop_wait_s=60,
+            metrics=("broker", cluster.broker_metrics_port(broker_id), {"cluster": cluster.name,
+                                                                         "broker_id": str(broker_id)}),
+            kind="broker"))
+    return found
+
+
+def registry_program(topology: Topology) -> list[Program]:
+    if topology.registry.external:
+        return []
+    url = topology.registry_url
+    command = _python("schemas.registry", "--zookeeper", topology.registry_zookeeper, "--host", topology.host,
+                      "--port", str(topology.registry.port))
+    return [Program("registry", command, "registry", Health(f"{url}/subjects answers", lambda: http_ok(f"{url}/subjects")),
+                    metrics=("schema-registry", topology.registry.port, {}), kind="registry")]
+
+
+def prometheus_program(topology: Topology) -> list[Program]:
+    if topology.prometheus.external:
+        return []
+    url = topology.prometheus_url
+    directory = topology.var_dir / "prometheus"
+    command = ("prometheus", f"--config.file={directory / 'prometheus.yml'}",
+               f"--storage.tsdb.path={directory / 'data'}", "--storage.tsdb.retention.time=2d",
+               f"--web.listen-address={topology.host}:{topology.prometheus.port}", "--log.level=warn")
+    return [Program("prometheus", command, "services", Health(f"{url}/-/ready answers", lambda: http_ok(f"{url}/-/ready")),
+                    metrics=("prometheus", topology.prometheus.port, {}), kind="prometheus")]
+
+
+def audit_program(topology: Topology) -> Program:
+    spec = topology.audit
+    settings = {"warehouse.dir": str(topology.warehouse), "prometheus.url": topology.prometheus_url, **spec.settings}
+    command = _python("audit", "run",
+                      *[f"--datacenter={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
+                      "--offline", topology.cluster_zookeeper(topology.offline),
+                      "--state-dir", str(topology.audit_state_dir), "--http-port", str(spec.http_port),
+                      "--registry", topology.registry_url, "--window-ms", str(spec.window_ms),
+                      "--grace-ms", str(spec.grace_ms), *_settings("--set", settings))
+    return Program("audit", command, "services", _metrics_health(topology.host, spec.http_port),
+                   metrics=("audit", spec.http_port, {}), kind="audit")
+
+
+def etl_program(topology: Topology) -> Program:
+    spec = topology.etl
+    settings = {"audit.window.ms": str(topology.audit.window_ms), **spec.settings}
+    command = _python("etl", "schedule", "--zookeeper", topology.cluster_zookeeper(topology.offline),
+                      "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
+                      "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
+                      *_settings("--set", settings))
+    # SIGTERM lets the run in progress finish; a load of a few minutes' events takes well under this.
+    return Program("etl", command, "services", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=180,
+                   metrics=("etl", spec.metrics_port, {}), kind="etl")
+
+
+def mirror_program(topology: Topology) -> Program:
+    spec = topology.mirror
+    settings = {"audit.window.ms": str(topology.audit.window_ms), **spec.settings}
+    command = _python("mirror",
+                      *[f"--source={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
+                      "--target", topology.cluster_zookeeper(topology.offline),
+                      "--whitelist", "|".join(EVENT_TOPICS), "--num-streams", str(spec.num_streams),
+                      "--metrics-port", str(spec.metrics_port), "--registry", topology.registry_url,
+                      *_settings("--set", settings))
+    return Program("mirror", command, "services", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=60,
+                   metrics=("mirror", spec.metrics_port, {}), kind="mirror")
+
+
+def emulator_programs(topology: Topology) -> list[Program]:
+    found = []
+    for dc in topology.datacenters:
+        spec = dc.emulators
+        if spec is None:
+            continue
+        rate = int(spec.rate) if float(spec.rate).is_integer() else spec.rate
+        command = _python("producers", "--datacenter", dc.name, "--zookeeper", topology.cluster_zookeeper(dc),
+                          "--registry", topology.registry_url, "--servers", str(spec.servers), "--rate", str(rate),
+                          "--members", str(spec.members), "--metrics-port", str(spec.metrics_port),
+                          "--audit-window-ms", str(topology.audit.window_ms), *_settings("--set", spec.settings))
+        found.append(Program(f"emulators-{dc.name}", command, "sources",
+                             _metrics_health(topology.host, spec.metrics_port),
+                             metrics=("emulator", spec.metrics_port, {"datacenter": dc.name}), kind="emulators"))
+    return found
+
+
+def programs(topology: Topology) -> list[Program]:
+    """Every process of ``topology``, in start order."""
+    found = zookeeper_programs(topology)
+    for cluster in topology.clusters:
+        found += broker_programs(topology, cluster)
+    found += registry_program(topology)
+    found += prometheus_program(topology)
+    found += [audit_program(topology), etl_program(topology), mirror_program(topology)]
+    found += emulator_programs(topology)
+    return found
+
+
+def scrape_jobs(topology: Topology) -> list[Job]:
+    """Prometheus's jobs for the deployment's processes (one job per kind, labels per target)."""
+    jobs: dict[str, list[Target]] = {}
+    for program in programs(topology):
+        if program.metrics is not None:
+            job, port, labels = program.metrics
+            jobs.setdefault(job, []).append(Target(f"{topology.host}:{port}", labels))
+    return [Job(name, tuple(targets)) for name, targets in jobs.items()]
+
+
+def log_file(topology: Topology, program: Program) -> Path:
+    return topology.logs_dir / f"{program.name}.log"

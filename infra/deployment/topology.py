@@ -1,0 +1,455 @@
+"""The deployment's topology file (infra/topology.yml): what runs, how big, on which loopback ports, where.
+
+:func:`load` reads the YAML file into a :class:`Topology` and checks it whole (unknown keys, types, ranges, two
+processes on one port), raising :class:`TopologyError` with the key path at fault. Every other part of the
+deployment (the supervisor configuration, the start order, status, chaos, Prometheus's targets) works from the
+:class:`Topology`, never from the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+__all__ = ["AuditSpec", "ClusterSpec", "DEFAULT_TOPOLOGY", "EmulatorSpec", "EtlSpec", "MirrorSpec",
+           "PrometheusSpec", "REPO_ROOT", "RegistrySpec", "Topology", "TopologyError", "ZooKeeperSpec", "load"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TOPOLOGY = REPO_ROOT / "infra" / "topology.yml"
+OFFLINE = "offline"
+_NAME = re.compile(r"[a-z][a-z0-9]*")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class TopologyError(ValueError):
+    """The topology file is missing, not YAML, or says something the deployment cannot run."""
+
+
+@dataclass(frozen=True)
+class ZooKeeperSpec:
+    """The ZooKeeper every cluster, the registry and the ETL's lock use: ``nodes`` local servers, or ``connect``."""
+
+    nodes: int = 1
+    port: int = 2181
+    peer_port: int = 2888
+    election_port: int = 3888
+    tick_ms: int = 2000
+    connect: str | None = None
+
+    @property
+    def external(self) -> bool:
+        return self.connect is not None
+
+    def client_ports(self) -> list[int]:
+        return [] if self.external else [self.port + i for i in range(self.nodes)]
+
+    def peers(self) -> list[tuple[int, int, int]]:
+        """(server id, peer port, election port) of every node of a local ensemble ([] when standalone)."""
+        if self.external or self.nodes == 1:
+            return []
+        return [(i + 1, self.peer_port + i, self.election_port + i) for i in range(self.nodes)]
+
+
+@dataclass(frozen=True)
+class EmulatorSpec:
+    """The frontend emulators of one datacenter: servers, events per second all together, metrics port."""
+
+    servers: int = 4
+    rate: float = 200.0
+    metrics_port: int = 9301
+    members: int = 1_000_000
+    settings: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One broker cluster (a datacenter's or the offline one): its brokers' ports, or an external ZooKeeper path."""
+
+    name: str
+    brokers: int = 2
+    port: int = 9092
+    metrics_port: int = 9201
+    partitions: int = 4
+    chroot: str = ""
+    zookeeper: str | None = None
+    settings: Mapping[str, str] = field(default_factory=dict)
+    emulators: EmulatorSpec | None = None
+
+    @property
+    def external(self) -> bool:
+        return self.zookeeper is not None
+
+    def broker_ids(self) -> list[int]:
+        return [] if self.external else list(range(1, self.brokers + 1))
+
+    def broker_port(self, broker_id: int) -> int:
+        return self.port + broker_id - 1
+
+    def broker_metrics_port(self, broker_id: int) -> int:
+        return self.metrics_port + broker_id - 1
+
+
+@dataclass(frozen=True)
+class RegistrySpec:
+    """The schema registry (state in ZooKeeper under ``chroot``), or an external one at ``url``."""
+
+    port: int = 8081
+    chroot: str = "/schema-registry"
+    url: str | None = None
+
+    @property
+    def external(self) -> bool:
+        return self.url is not None
+
+
+@dataclass(frozen=True)
+class MirrorSpec:
+    """The mirror of every datacenter into the offline cluster."""
+
+    metrics_port: int = 9311
+    num_streams: int = 1
+    settings: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EtlSpec:
+    """The scheduled PySpark load of the offline cluster into the Parquet warehouse."""
+
+    every: str = "5m"
+    master: str = "local[2]"
+    warehouse: Path = Path("warehouse")
+    metrics_port: int = 9321
+    settings: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def every_seconds(self) -> float:
+        return _seconds(self.every)
+
+
+@dataclass(frozen=True)
+class AuditSpec:
+    """The audit service: its HTTP port (dashboard, API, metrics), window and grace."""
+
+    http_port: int = 8090
+    window_ms: int = 60_000
+    grace_ms: int = 30_000
+    settings: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PrometheusSpec:
+    """The Prometheus server scraping every process, with the pipeline's rules, or an external one at ``url``."""
+
+    port: int = 9090
+    scrape_interval: str = "15s"
+    evaluation_interval: str = "15s"
+    hold: str | None = None
+    url: str | None = None
+
+    @property
+    def external(self) -> bool:
+        return self.url is not None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The whole deployment, as read from a topology file."""
+
+    path: Path
+    var_dir: Path
+    host: str
+    zookeeper: ZooKeeperSpec
+    datacenters: tuple[ClusterSpec, ...]
+    offline: ClusterSpec
+    registry: RegistrySpec
+    mirror: MirrorSpec
+    etl: EtlSpec
+    audit: AuditSpec
+    prometheus: PrometheusSpec
+
+    @property
+    def clusters(self) -> tuple[ClusterSpec, ...]:
+        return (*self.datacenters, self.offline)
+
+    def cluster(self, name: str) -> ClusterSpec:
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(f"no cluster {name!r} (the topology has {', '.join(c.name for c in self.clusters)})")
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """ZooKeeper's connect string, without a chroot."""
+        if self.zookeeper.connect is not None:
+            return self.zookeeper.connect
+        return ",".join(f"{self.host}:{port}" for port in self.zookeeper.client_ports())
+
+    def cluster_zookeeper(self, cluster: ClusterSpec) -> str:
+        """The cluster's ``zookeeper.connect`` (its chroot included)."""
+        return cluster.zookeeper if cluster.zookeeper is not None else self.zookeeper_connect + cluster.chroot
+
+    def bootstrap(self, cluster: ClusterSpec) -> str | None:
+        """host:port of the cluster's brokers when they run here (None for an external cluster)."""
+        if cluster.external:
+            return None
+        return ",".join(f"{self.host}:{cluster.broker_port(b)}" for b in cluster.broker_ids())
+
+    @property
+    def registry_url(self) -> str:
+        return self.registry.url or f"http://{self.host}:{self.registry.port}"
+
+    @property
+    def registry_zookeeper(self) -> str:
+        return self.zookeeper_connect + self.registry.chroot
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.prometheus.url or f"http://{self.host}:{self.prometheus.port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://{self.host}:{self.audit.http_port}/"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.etl.warehouse if self.etl.warehouse.is_absolute() else self.var_dir / self.etl.warehouse
+
+    @property
+    def audit_state_dir(self) -> Path:
+        return self.var_dir / "audit"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.var_dir / "logs"
+
+    @property
+    def supervisor_dir(self) -> Path:
+        return self.var_dir / "supervisor"
+
+    def ports(self) -> list[tuple[int, str]]:
+        """Every port a process of this deployment listens on here, with what listens there."""
+        ports: list[tuple[int, str]] = []
+        for index, port in enumerate(self.zookeeper.client_ports()):
+            ports.append((port, f"zookeeper node {index + 1}"))
+        for server_id, peer, election in self.zookeeper.peers():
+            ports += [(peer, f"zookeeper node {server_id} (peers)"), (election, f"zookeeper node {server_id} (election)")]
+        for cluster in self.clusters:
+            for broker_id in cluster.broker_ids():
+                ports.append((cluster.broker_port(broker_id), f"broker {broker_id} of {cluster.name}"))
+                ports.append((cluster.broker_metrics_port(broker_id), f"broker {broker_id} of {cluster.name} (metrics)"))
+            if cluster.emulators is not None:
+                ports.append((cluster.emulators.metrics_port, f"emulators of {cluster.name} (metrics)"))
+        if not self.registry.external:
+            ports.append((self.registry.port, "schema registry"))
+        ports += [(self.mirror.metrics_port, "mirror (metrics)"), (self.etl.metrics_port, "etl (metrics)"),
+                  (self.audit.http_port, "audit")]
+        if not self.prometheus.external:
+            ports.append((self.prometheus.port, "prometheus"))
+        return ports
+
+
+def load(path: str | Path = DEFAULT_TOPOLOGY) -> Topology:
+    """The topology in the YAML file ``path``; TopologyError naming the file and key when it is wrong."""
+    path = Path(path).resolve()
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read it ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
+    try:
+        return _topology(path, _Node(document if document is not None else {}, ""))
+    except TopologyError as exc:
+        raise TopologyError(f"{path}: {exc}") from None
+
+
+class _Node:
+    """A mapping of the document with its key path, reading typed values and rejecting unknown keys."""
+
+    def __init__(self, value: Any, where: str) -> None:
+        if not isinstance(value, dict):
+            raise TopologyError(f"{where or 'the file'}: must be a mapping")
+        self.value = value
+        self.where = where
+        self.read: set[str] = set()
+
+    def _path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def get(self, key: str, kind: Callable[[Any, str], Any], default: Any) -> Any:
+        self.read.add(key)
+        if key not in self.value or self.value[key] is None:
+            return default
+        return kind(self.value[key], self._path(key))
+
+    def child(self, key: str) -> "_Node":
+        self.read.add(key)
+        return _Node(self.value.get(key) or {}, self._path(key))
+
+    def has(self, key: str) -> bool:
+        return self.value.get(key) is not None
+
+    def done(self) -> None:
+        unknown = sorted(set(map(str, self.value)) - self.read)
+        if unknown:
+            raise TopologyError(f"{self._path(unknown[0])}: unknown key (known: {', '.join(sorted(self.read))})")
+
+
+def _integer(low: int, high: int = 2**31 - 1) -> Callable[[Any, str], int]:
+    def read(value: Any, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise TopologyError(f"{where}: must be an integer from {low} to {high}, not {value!r}")
+        return value
+    return read
+
+
+def _port(value: Any, where: str) -> int:
+    return _integer(1, 65535)(value, where)
+
+
+def _positive(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise TopologyError(f"{where}: must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool) or str(value) == "":
+        raise TopologyError(f"{where}: must be a non-empty string, not {value!r}")
+    return str(value)
+
+
+def _duration(value: Any, where: str) -> str:
+    text = _text(value, where)
+    if not _DURATION.fullmatch(text):
+        raise TopologyError(f"{where}: {text!r} is not a duration such as 500ms, 30s, 5m, 1h")
+    return text
+
+
+def _prometheus_duration(value: Any, where: str) -> str:
+    text = _duration(value, where)
+    if "." in text:
+        raise TopologyError(f"{where}: Prometheus durations are whole numbers ({text!r})")
+    return text
+
+
+def _chroot(value: Any, where: str) -> str:
+    text = _text(value, where)
+    if not text.startswith("/") or text.endswith("/") or "//" in text:
+        raise TopologyError(f"{where}: a chroot is /NAME[/NAME...], not {text!r}")
+    return text
+
+
+def _url(value: Any, where: str) -> str:
+    text = _text(value, where).rstrip("/")
+    if not re.fullmatch(r"https?://[^/\s]+", text):
+        raise TopologyError(f"{where}: must be http://HOST:PORT, not {text!r}")
+    return text
+
+
+def _settings(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise TopologyError(f"{where}: must be a mapping of setting names to values")
+    return {str(key): _setting_value(item) for key, item in value.items()}
+
+
+def _setting_value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _seconds(text: str) -> float:
+    match = _DURATION.fullmatch(text)
+    assert match is not None
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def _topology(path: Path, root: _Node) -> Topology:
+    var_dir = Path(root.get("var_dir", _text, "var"))
+    var_dir = var_dir if var_dir.is_absolute() else REPO_ROOT / var_dir
+    host = root.get("host", _text, "127.0.0.1")
+    zookeeper = _zookeeper(root.child("zookeeper"))
+    datacenters_node = root.child("datacenters")
+    if not datacenters_node.value:
+        raise TopologyError("datacenters: at least one datacenter is needed")
+    datacenters = []
+    for name in datacenters_node.value:
+        datacenters_node.read.add(name)
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or name == OFFLINE:
+            raise TopologyError(f"datacenters.{name}: a datacenter's name is lower-case letters and digits "
+                                f"(and not {OFFLINE!r})")
+        datacenters.append(_cluster(name, _Node(datacenters_node.value[name] or {}, f"datacenters.{name}"),
+                                    zookeeper, datacenter=True))
+    offline = _cluster(OFFLINE, root.child(OFFLINE), zookeeper, datacenter=False)
+    registry_node = root.child("registry")
+    registry = RegistrySpec(registry_node.get("port", _port, 8081),
+                            registry_node.get("chroot", _chroot, "/schema-registry"),
+                            registry_node.get("url", _url, None))
+    registry_node.done()
+    mirror_node = root.child("mirror")
+    mirror = MirrorSpec(mirror_node.get("metrics_port", _port, 9311), mirror_node.get("num_streams", _integer(1, 64), 1),
+                        mirror_node.get("settings", _settings, {}))
+    mirror_node.done()
+    etl_node = root.child("etl")
+    etl = EtlSpec(etl_node.get("every", _duration, "5m"), etl_node.get("master", _text, "local[2]"),
+                  Path(etl_node.get("warehouse", _text, "warehouse")), etl_node.get("metrics_port", _port, 9321),
+                  etl_node.get("settings", _settings, {}))
+    etl_node.done()
+    audit_node = root.child("audit")
+    audit = AuditSpec(audit_node.get("http_port", _port, 8090), audit_node.get("window_ms", _integer(100), 60_000),
+                      audit_node.get("grace_ms", _integer(0), 30_000), audit_node.get("settings", _settings, {}))
+    audit_node.done()
+    prometheus_node = root.child("prometheus")
+    prometheus = PrometheusSpec(prometheus_node.get("port", _port, 9090),
+                                prometheus_node.get("scrape_interval", _prometheus_duration, "15s"),
+                                prometheus_node.get("evaluation_interval", _prometheus_duration, "15s"),
+                                prometheus_node.get("hold", _prometheus_duration, None),
+                                prometheus_node.get("url", _url, None))
+    prometheus_node.done()
+    root.done()
+    topology = Topology(path, var_dir, host, zookeeper, tuple(datacenters), offline, registry, mirror, etl, audit,
+                        prometheus)
+    _check_ports(topology)
+    return topology
+
+
+def _zookeeper(node: _Node) -> ZooKeeperSpec:
+    spec = ZooKeeperSpec(node.get("nodes", _integer(1, 7), 1), node.get("port", _port, 2181),
+                         node.get("peer_port", _port, 2888), node.get("election_port", _port, 3888),
+                         node.get("tick_ms", _integer(100, 60_000), 2000), node.get("connect", _text, None))
+    node.done()
+    if spec.nodes % 2 == 0:
+        raise TopologyError(f"zookeeper.nodes: {spec.nodes} nodes tolerate no more failures than {spec.nodes - 1}; "
+                            "use an odd number")
+    return spec
+
+
+def _cluster(name: str, node: _Node, zookeeper: ZooKeeperSpec, datacenter: bool) -> ClusterSpec:
+    external = node.get("zookeeper", _text, None)
+    emulators = None
+    if datacenter and node.has("emulators"):
+        emulator_node = node.child("emulators")
+        emulators = EmulatorSpec(emulator_node.get("servers", _integer(1, 1000), 4),
+                                 emulator_node.get("rate", _positive, 200.0),
+                                 emulator_node.get("metrics_port", _port, 9301),
+                                 emulator_node.get("members", _integer(1), 1_000_000),
+                                 emulator_node.get("settings", _settings, {}))
+        emulator_node.done()
+    spec = ClusterSpec(name, node.get("brokers", _integer(1, 32), 2), node.get("port", _port, 9092),
+                       node.get("metrics_port", _port, 9201), node.get("partitions", _integer(1, 1000), 4),
+                       node.get("chroot", _chroot, f"/{name}"), external, node.get("settings", _settings, {}),
+                       emulators)
+    node.done()
+    return spec
+
+
+def _check_ports(topology: Topology) -> None:
+    seen: dict[int, str] = {}
+    for port, what in topology.ports():
+        if port in seen:
+            raise TopologyError(f"port {port} is given to both {seen[port]} and {what}")
+        seen[port] = what
