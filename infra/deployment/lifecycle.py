@@ -24,6 +24,9 @@ from infra.deployment.programs import STAGES, Program, log_file, programs, scrap
 from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
 from infra.deployment.topology import REPO_ROOT, Topology
 from infra.prometheus import config as prometheus_config
+from pipeline.client.errors import KafkaClientError
+from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 
 __all__ = ["DeploymentError", "clean", "down", "up"]
@@ -116,8 +119,8 @@ def _create_topics(topology: Topology, out: TextIO) -> None:
 def _first_events_offline(topology: Topology) -> int:
     try:
         return sum(clusters.end_offsets(topology.cluster_zookeeper(topology.offline), EVENT_TOPICS).values())
-    except Exception:  # noqa: BLE001 - not there yet: no broker answers, no topic yet
-        return 0
+    except (ValueError, KafkaClientError, KafkaProtocolError, ZooKeeperUnavailable, ZooKeeperTimeout):
+        return 0  # not there yet: no broker registered or answering, no topic yet
 
 
 def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None:

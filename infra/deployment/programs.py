@@ -35,10 +35,7 @@ class Health:
     check: Callable[[], bool]
 
     def __call__(self) -> bool:
-        try:
-            return bool(self.check())
-        except Exception:  # noqa: BLE001 - a check that cannot tell says "not yet"
-            return False
+        return bool(self.check())
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,8 @@ class Program:
     metrics: tuple[str, int, Mapping[str, str]] | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
     kind: str = ""
+    # exit statuses of a clean stop (Java exits 143 on SIGTERM)
+    exit_codes: tuple[int, ...] = (0,)
 
     @property
     def priority(self) -> int:
@@ -78,16 +77,18 @@ def zookeeper_serves(host: str, port: int) -> bool:
 def broker_registered(zookeeper: str, broker_id: int) -> bool:
     """Whether ``/brokers/ids/<broker_id>`` exists under the cluster's chroot (the broker joined its cluster)."""
     from kazoo.client import KazooClient
+    from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
-    client = KazooClient(hosts=zookeeper, timeout=3.0, connection_retry={"max_tries": 0})
+    from pipeline.zk.client import split_connect_string
+
+    hosts, chroot = split_connect_string(zookeeper)
+    client = KazooClient(hosts=hosts, timeout=3.0, connection_retry={"max_tries": 0})
     try:
         client.start(timeout=3.0)
-    except KazooTimeoutError:
-        client.close()
+        return client.exists(f"{chroot}/brokers/ids/{broker_id}") is not None
+    except (KazooTimeoutError, KazooException):
         return False
-    try:
-        return client.exists(f"/brokers/ids/{broker_id}") is not None
     finally:
         client.stop()
         client.close()
@@ -119,7 +120,7 @@ def zookeeper_programs(topology: Topology) -> list[Program]:
         found.append(Program(f"zookeeper-{index + 1}", _python("pipeline.zk.server", *arguments), "zookeeper",
                              Health(f"{host}:{port} answers srvr with a Mode",
                                     lambda port=port: zookeeper_serves(host, port)),
-                             stop_wait_s=15, kind="zookeeper"))
+                             stop_wait_s=15, kind="zookeeper", exit_codes=(0, 143)))
     return found
 
 
@@ -188,7 +189,7 @@ def etl_program(topology: Topology) -> Program:
                       *_settings("--set", settings))
     # SIGTERM lets the run in progress finish; a load of a few minutes' events takes well under this.
     return Program("etl", command, "services", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=180,
-                   metrics=("etl", spec.metrics_port, {}), kind="etl")
+                   metrics=("etl", spec.metrics_port, {}), environment={"SPARK_LOCAL_IP": topology.host}, kind="etl")
 
 
 def mirror_program(topology: Topology) -> Program:

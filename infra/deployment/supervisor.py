@@ -65,8 +65,11 @@ def render(topology: Topology, programs: Sequence[Program]) -> str:
             "startretries": "10",
             "stopsignal": "TERM",
             "stopwaitsecs": str(program.stop_wait_s),
-            "stopasgroup": "true",
+            # SIGTERM to the program only (the ETL stops its own Spark JVM after the run in progress), SIGKILL at
+            # the deadline to its whole process group.
+            "stopasgroup": "false",
             "killasgroup": "true",
+            "exitcodes": ",".join(map(str, program.exit_codes)),
             "redirect_stderr": "true",
             "stdout_logfile": str(log_file(topology, program)),
             "stdout_logfile_maxbytes": "50MB",

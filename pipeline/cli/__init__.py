@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from typing import Sequence
 
-from pipeline.cli import cluster, consume, consumer_groups, offsets, produce, topics
+from pipeline.cli import cluster, consume, consumer_groups, deployment, offsets, produce, topics
 from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
@@ -22,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Command line for the pipeline's Kafka cluster: manage topics, produce and consume "
                     "messages, look up offsets, inspect the cluster and its consumer groups. Every subcommand takes "
-                    "--bootstrap-server HOST:PORT or --zookeeper HOST:PORT/CHROOT.",
+                    "--bootstrap-server HOST:PORT or --zookeeper HOST:PORT/CHROOT. `status` and `chaos` work on the "
+                    "whole deployment of `make pipeline-up` (its topology file) instead.",
         epilog=EXIT_CODES_HELP + "\n\nexamples:\n"
                "  python -m pipeline topics create events --partitions 4\n"
                "  seq 1000 | python -m pipeline produce events\n"
@@ -33,13 +35,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets, cluster, consumer_groups):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups, deployment):
         module.add_parser(subparsers, common)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the subcommand; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in deployment.COMMANDS:
+        return deployment.run(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     # kazoo reports every connection retry as a warning; the CLI reports failures itself, in one line.

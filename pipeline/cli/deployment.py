@@ -1,0 +1,29 @@
+"""`status` and `chaos`: the deployment of `make pipeline-up`, seen and shaken from the pipeline's command line.
+
+Both hand their arguments to `python -m infra.deployment` (the deployment layer above the clients), imported only
+when one of them runs, so that the other subcommands start as fast as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+COMMANDS = {
+    "status": "every process of the deployment and its key figures (`python -m pipeline status --help`)",
+    "chaos": "fault drills against the running deployment: kill-broker DC, kill-mirror, kill-etl, pause-zookeeper "
+             "(`python -m pipeline chaos --help`)",
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """List `status` and `chaos` in the help (``run`` parses them: their options are the deployment's)."""
+    for name, text in COMMANDS.items():
+        subparsers.add_parser(name, help=text, description=text, add_help=False)
+
+
+def run(argv: list[str]) -> int:
+    """Run ``status`` or ``chaos`` with the deployment's own parser (``argv`` starts with the subcommand)."""
+    from infra.deployment.cli import main
+
+    return main(argv, prog="python -m pipeline")

@@ -1,0 +1,119 @@
+"""The whole deployment (`python -m infra.deployment`) in tests: a reduced topology on free ports in a short
+temporary var directory, started and stopped as `make pipeline-up` and `make pipeline-down` do, with a check that
+nothing it started is left running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.deployment.supervisor import Supervisor
+from infra.deployment.topology import Topology, load
+from tests.support.broker import REPO_ROOT
+from tests.support.ports import consecutive_free_ports
+
+UP_TIMEOUT_S = 300
+
+
+def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, ...] = ("dc1", "dc2"),
+                     brokers: int = 2, rate: int = 40, window_ms: int = 2000, grace_ms: int = 1500,
+                     etl_every: str = "15s") -> dict[str, Any]:
+    """A small topology: low emulator rates, short audit windows and ETL interval, ports from ``first_port`` on
+    (at most 10 + 4 * brokers * (clusters) ports)."""
+    ports = iter(range(first_port, first_port + 1000))
+
+    def block(size: int) -> int:
+        first = next(ports)
+        for _ in range(size - 1):
+            next(ports)
+        return first
+
+    def cluster() -> dict[str, Any]:
+        return {"brokers": brokers, "port": block(brokers), "metrics_port": block(brokers), "partitions": 2}
+
+    document: dict[str, Any] = {
+        "var_dir": str(var_dir), "host": "127.0.0.1",
+        "zookeeper": {"nodes": 1, "port": next(ports), "tick_ms": 500},
+        "datacenters": {}, "offline": cluster(),
+        "registry": {"port": next(ports)},
+        "mirror": {"metrics_port": next(ports), "settings": {"offset.commit.interval.ms": 1000}},
+        "etl": {"every": etl_every, "master": "local[1]", "metrics_port": next(ports)},
+        "audit": {"http_port": next(ports), "window_ms": window_ms, "grace_ms": grace_ms,
+                  "settings": {"reconcile.interval.ms": 500, "checkpoint.interval.ms": 500}},
+        "prometheus": {"port": next(ports), "scrape_interval": "1s", "evaluation_interval": "1s", "hold": "2s"},
+    }
+    for name in datacenters:
+        document["datacenters"][name] = {**cluster(), "emulators": {"servers": 2, "rate": rate, "members": 500,
+                                                                    "metrics_port": next(ports)}}
+    return document
+
+
+class Deployment:
+    """A reduced deployment in a temporary directory; ``up``, ``down``, and what it left running."""
+
+    def __init__(self, **options: Any) -> None:
+        # A short path: supervisord's unix socket lives under it (at most 107 bytes).
+        self.var_dir = Path(tempfile.mkdtemp(prefix="pl-"))
+        self.path = self.var_dir / "topology.yml"
+        self.document = reduced_topology(self.var_dir, consecutive_free_ports(60), **options)
+        self.path.write_text(yaml.safe_dump(self.document, sort_keys=False))
+        self.topology: Topology = load(self.path)
+        self.supervisor = Supervisor(self.topology)
+
+    def command(self, *arguments: str, timeout: float = UP_TIMEOUT_S, module: str = "infra.deployment",
+                check: bool = True) -> subprocess.CompletedProcess:
+        """``python -m <module> <arguments> --topology <ours>``, its output captured."""
+        result = subprocess.run([sys.executable, "-m", module, *arguments, "--topology", str(self.path)],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        if check:
+            assert result.returncode == 0, f"{arguments}: exit {result.returncode}\n{result.stdout[-3000:]}\n" \
+                                           f"{result.stderr[-3000:]}"
+        return result
+
+    def up(self) -> subprocess.CompletedProcess:
+        return self.command("up")
+
+    def pids(self) -> set[int]:
+        """supervisord and every process it runs now."""
+        found = {info.pid for info in self.supervisor.infos() if info.pid}
+        pid = self.supervisor.pid()
+        return found | ({pid} if pid else set())
+
+    def leftovers(self) -> list[str]:
+        """Command lines of live processes that mention this deployment's var directory."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if str(self.var_dir) in command and state != "Z":
+                found.append(f"{proc.name}: {command[:200]}")
+        return found
+
+    def log(self, program: str, tail: int = 4000) -> str:
+        path = self.topology.logs_dir / f"{program}.log"
+        return path.read_text(errors="replace")[-tail:] if path.exists() else "(no log)"
+
+    def close(self) -> None:
+        """Stop whatever still runs (SIGKILL what ``down`` could not) and remove the directory."""
+        if self.supervisor.pid() is not None:
+            subprocess.run([sys.executable, "-m", "infra.deployment", "down", "--topology", str(self.path)],
+                           cwd=REPO_ROOT, capture_output=True, timeout=600)
+        for line in self.leftovers():
+            try:
+                os.kill(int(line.split(":", 1)[0]), 9)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.var_dir, ignore_errors=True)
