@@ -2,11 +2,12 @@
 #
 #   make setup          .venv + `pip install -e '.[dev,bench]'` + the Debian packages the tests need (idempotent)
 #   make test           setup, then the whole pytest suite (PYTEST_ARGS="-k kcat" to narrow it)
-#   make pipeline-up    start the demo (ZooKeeper + a 3-broker cluster under ./var/) and prove it works
-#   make pipeline-down  stop it (SIGTERM by pid files, brokers first, then ZooKeeper)
+#   make pipeline-up    the whole pipeline under supervisord (infra/topology.yml; TOPOLOGY=file for another), data in var/
+#   make pipeline-down  stop every process, the emulators first and ZooKeeper last; the data stays
+#   make pipeline-clean pipeline-down, then remove the data (var/)
 #   make bench          our broker beside RabbitMQ, ActiveMQ, NATS JetStream -> bench/results/<date>/
 #                       (BENCH_ARGS="--ten-million" for the paper's counts; bench-scripts runs the older scripts)
-#   make clean          stop the demo and remove generated files (keeps .venv; `make distclean` drops it)
+#   make clean          pipeline-clean and remove generated files (keeps .venv; `make distclean` drops it)
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -20,6 +21,8 @@ SETUP_STAMP := $(VENV)/.setup-stamp
 DEBIAN_PACKAGES ?= kcat zookeeper prometheus chromium rabbitmq-server activemq nats-server
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
+# The deployment's topology file (make pipeline-up TOPOLOGY=my-topology.yml)
+TOPOLOGY ?= infra/topology.yml
 # Each entry is one benchmark command line (script and arguments); `make bench-scripts` runs them in order.
 BENCH_COMMANDS := \
 	"-m bench.kcat_bench" \
@@ -36,7 +39,7 @@ BENCH_COMMANDS := \
 	"-m bench.etl_bench" \
 	"-m bench.audit_bench"
 
-.PHONY: setup debian-packages test pipeline-up pipeline-down bench bench-scripts clean distclean
+.PHONY: setup debian-packages test pipeline-up pipeline-down pipeline-clean bench bench-scripts clean distclean
 
 setup: $(SETUP_STAMP) debian-packages
 
@@ -52,10 +55,14 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 pipeline-up: setup
-	$(PY) infra/demo.py up
+	$(PY) -m infra.deployment up --topology $(TOPOLOGY)
 
+# Without a virtualenv nothing can be running (the deployment runs from it).
 pipeline-down:
-	@if [ -x $(PY) ]; then $(PY) infra/demo.py down; else $(PYTHON) infra/demo.py down; fi
+	@if [ -x $(PY) ]; then $(PY) -m infra.deployment down --topology $(TOPOLOGY); else echo "nothing running (no $(VENV))"; fi
+
+pipeline-clean:
+	@if [ -x $(PY) ]; then $(PY) -m infra.deployment clean --topology $(TOPOLOGY); else rm -rf var; fi
 
 bench: setup
 	$(PY) -m bench.run $(BENCH_ARGS)
@@ -63,8 +70,8 @@ bench: setup
 bench-scripts: setup
 	@set -e; for command in $(BENCH_COMMANDS); do echo "== $$command"; $(PY) $$command; done
 
-clean: pipeline-down
-	rm -rf var build dist .pytest_cache *.egg-info bench/results/tmp
+clean: pipeline-clean
+	rm -rf build dist .pytest_cache *.egg-info bench/results/tmp
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -1,6 +1,5 @@
-"""Prometheus for the pipeline: the scrape configuration generator (:mod:`.config`), the demo's targets
-(:mod:`.topology`), the recording and alert rules (``rules/``) and their promtool unit tests (``tests/``).
-
-``python -m infra.prometheus --out DIR --demo`` writes DIR/prometheus.yml for the demo topology; then
-``prometheus --config.file DIR/prometheus.yml --storage.tsdb.path DIR/data``.
+"""Prometheus for the pipeline: the scrape configuration generator (:mod:`.config`), the recording and alert
+rules (``rules/``) and their promtool unit tests (``tests/``). The deployment (:mod:`infra.deployment`) writes
+``var/prometheus/prometheus.yml`` for its processes with :func:`.config.write`; ``python -m infra.prometheus
+--out DIR --target JOB=HOST:PORT`` writes one for targets given by hand.
 """

@@ -1,6 +1,5 @@
-"""``python -m infra.prometheus``: write a prometheus.yml for the demo topology or for targets given by hand.
+"""``python -m infra.prometheus``: write a prometheus.yml for targets given by hand (the deployment writes its own).
 
-    python -m infra.prometheus --out var/prometheus --demo
     python -m infra.prometheus --out /tmp/p --target broker=127.0.0.1:9201,cluster=dc1 --target mirror=127.0.0.1:9311
 """
 
@@ -11,7 +10,6 @@ import sys
 from pathlib import Path
 
 from infra.prometheus.config import Job, Target, write
-from infra.prometheus.topology import demo_jobs
 
 
 def parse_target(text: str) -> tuple[str, Target]:
@@ -27,10 +25,9 @@ def parse_target(text: str) -> tuple[str, Target]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m infra.prometheus",
-        description="Write OUT/prometheus.yml scraping the demo topology (--demo) and/or the --target processes, "
-                    "loading the pipeline's recording and alert rules.")
+        description="Write OUT/prometheus.yml scraping the --target processes and loading the pipeline's recording "
+                    "and alert rules (`make pipeline-up` writes var/prometheus/prometheus.yml for its own processes).")
     parser.add_argument("--out", type=Path, required=True, help="directory to write prometheus.yml into")
-    parser.add_argument("--demo", action="store_true", help="scrape every process of the demo topology")
     parser.add_argument("--target", action="append", default=[], metavar="JOB=HOST:PORT[,LABEL=VALUE...]",
                         help="a process serving /metrics (repeat it)")
     parser.add_argument("--scrape-interval", default="15s", help="default 15s")
@@ -39,15 +36,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="load copies of the rules in which every alert's `for:` is DURATION (e.g. 5s for a demo)")
     args = parser.parse_args(argv)
     try:
-        jobs = demo_jobs() if args.demo else []
         given: dict[str, list[Target]] = {}
         for text in args.target:
             job, target = parse_target(text)
             given.setdefault(job, []).append(target)
-        jobs = [Job(job.name, job.targets + tuple(given.pop(job.name, ()))) for job in jobs]
-        jobs += [Job(name, tuple(targets)) for name, targets in given.items()]
+        jobs = [Job(name, tuple(targets)) for name, targets in given.items()]
         if not jobs:
-            parser.error("nothing to scrape: give --demo or --target")
+            parser.error("nothing to scrape: give --target")
         path = write(args.out, jobs, scrape_interval=args.scrape_interval,
                      evaluation_interval=args.evaluation_interval, hold=args.hold)
     except ValueError as error:

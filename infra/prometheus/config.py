@@ -2,8 +2,8 @@
 
 The rule files (``rules/recording.yml``, ``rules/alerts.yml``) are kept as YAML beside this module, tested by
 ``promtool test rules`` (``tests/*.yml``). :func:`write` writes a ``prometheus.yml`` that scrapes the given jobs'
-``/metrics`` and loads them; the demo passes its topology (:mod:`infra.prometheus.topology`), tests their own
-ports. With ``hold`` set, :func:`write` loads copies of the rules in which every ``for:`` lasts that long
+``/metrics`` and loads them; the deployment passes its processes (:func:`infra.deployment.programs.scrape_jobs`),
+tests their own ports. With ``hold`` set, :func:`write` loads copies of the rules in which every ``for:`` lasts that long
 instead, so that a test or a demo sees a pending alert fire in seconds rather than minutes.
 """
 

@@ -1,5 +1,6 @@
-"""infra.prometheus.config and .topology: the prometheus.yml they write is what promtool accepts and scrapes the
-targets given, with their labels; held rules; the demo's targets; the command line; bad input refused."""
+"""infra.prometheus.config: the prometheus.yml it writes is what promtool accepts and scrapes the targets given,
+with their labels; held rules; the command line; bad input refused. (The deployment's own targets are tested in
+test_deployment_topology.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 import yaml
 
 from infra.prometheus.config import ALERT_RULES, RULE_FILES, Job, Target, render, write
-from infra.prometheus.topology import DEMO_PROCESSES, PROMETHEUS_PORT, demo_jobs
 from tests.support.broker import REPO_ROOT
 from tests.support.prometheus import promtool
 
@@ -74,41 +74,22 @@ def test_bad_input_is_refused(make: Callable[[], object], message: str) -> None:
         make()
 
 
-def test_the_demo_topology_config_passes_promtool_with_one_port_per_process(tmp_path: Path) -> None:
-    ports = [port for _, port, _ in DEMO_PROCESSES]
-    assert len(ports) == len(set(ports))
-    jobs = demo_jobs()
-    assert {job.name for job in jobs} == {"broker", "schema-registry", "emulator", "mirror", "etl", "audit",
-                                          "prometheus"}
-    brokers = next(job for job in jobs if job.name == "broker").targets
-    assert [(t.labels["cluster"], t.labels["broker_id"]) for t in brokers] == [
-        (cluster, str(broker_id)) for cluster in ("dc1", "dc2", "offline") for broker_id in (1, 2, 3)]
-    check_config(write(tmp_path, jobs))
-
-
-def test_demo_jobs_keeps_only_the_ports_given() -> None:
-    jobs = demo_jobs("10.0.0.1", ports={9201, 8081, PROMETHEUS_PORT})
-    assert [(job.name, [t.address for t in job.targets]) for job in jobs] == [
-        ("broker", ["10.0.0.1:9201"]), ("schema-registry", ["10.0.0.1:8081"]),
-        ("prometheus", [f"10.0.0.1:{PROMETHEUS_PORT}"])]
-
-
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "infra.prometheus", *args], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=60)
 
 
-def test_the_command_line_writes_the_demo_config_plus_the_targets_given(tmp_path: Path) -> None:
-    result = run_cli("--out", str(tmp_path), "--demo", "--target", "broker=127.0.0.1:9999,cluster=dc9",
+def test_the_command_line_writes_the_config_of_the_targets_given(tmp_path: Path) -> None:
+    result = run_cli("--out", str(tmp_path), "--target", "broker=127.0.0.1:9999,cluster=dc9",
                      "--target", "other=127.0.0.1:9998", "--scrape-interval", "5s", "--hold", "3s")
     assert result.returncode == 0, result.stderr
     path = Path(result.stdout.strip())
     assert path == tmp_path / "prometheus.yml"
     check_config(path)
     configs = {c["job_name"]: c["static_configs"] for c in yaml.safe_load(path.read_text())["scrape_configs"]}
-    assert configs["broker"][-1] == {"targets": ["127.0.0.1:9999"], "labels": {"cluster": "dc9"}}
+    assert configs["broker"] == [{"targets": ["127.0.0.1:9999"], "labels": {"cluster": "dc9"}}]
     assert configs["other"] == [{"targets": ["127.0.0.1:9998"]}]
-    assert len(configs) == len({job.name for job in demo_jobs()}) + 1
+    assert len(configs) == 2
 
 
 @pytest.mark.parametrize("args, message", [
@@ -116,7 +97,7 @@ def test_the_command_line_writes_the_demo_config_plus_the_targets_given(tmp_path
     (("--target", "broker"), "JOB=HOST:PORT"),
     (("--target", "broker=127.0.0.1:1,cluster"), "JOB=HOST:PORT"),
     (("--target", "broker=localhost"), "host:port"),
-    (("--demo", "--hold", "soon"), "duration"),
+    (("--target", "mirror=127.0.0.1:9311", "--hold", "soon"), "duration"),
 ])
 def test_the_command_line_refuses_bad_input_in_one_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     result = run_cli("--out", str(tmp_path), *args)

@@ -1,0 +1,181 @@
+"""infra/topology.yml and what the deployment makes of it: the topology read and checked whole, the programs with
+their command lines, supervisord's configuration (parsed by supervisord's own option parser) and Prometheus's
+targets (checked by promtool)."""
+
+from __future__ import annotations
+
+import shlex
+from configparser import ConfigParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from supervisor.datatypes import RestartUnconditionally
+from supervisor.options import ServerOptions
+
+from infra.deployment.programs import STAGES, programs, scrape_jobs
+from infra.deployment.supervisor import render
+from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, TopologyError, load
+from infra.prometheus.config import write
+from tests.support.prometheus import promtool
+
+
+def write_topology(tmp_path: Path, **changes: Any) -> Path:
+    """The default topology with ``changes`` merged in (a None value deletes the key), under tmp_path."""
+    document = yaml.safe_load(DEFAULT_TOPOLOGY.read_text())
+    document["var_dir"] = str(tmp_path / "var")
+    _merge(document, changes)
+    path = tmp_path / "topology.yml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def _merge(target: dict, changes: dict) -> None:
+    for key, value in changes.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def test_the_default_topology_is_the_paper_s_deployment_on_loopback_ports() -> None:
+    topology = load()
+    assert topology.var_dir == REPO_ROOT / "var"
+    assert [c.name for c in topology.clusters] == ["dc1", "dc2", "offline"]
+    assert [(c.brokers, c.chroot) for c in topology.clusters] == [(2, "/dc1"), (2, "/dc2"), (2, "/offline")]
+    assert topology.cluster_zookeeper(topology.offline) == "127.0.0.1:2181/offline"
+    assert [dc.emulators is not None for dc in topology.datacenters] == [True, True]
+    assert topology.offline.emulators is None
+    ports = [port for port, _ in topology.ports()]
+    assert len(ports) == len(set(ports)) == 20
+    names = [program.name for program in programs(topology)]
+    assert names == ["zookeeper-1", "broker-dc1-1", "broker-dc1-2", "broker-dc2-1", "broker-dc2-2",
+                     "broker-offline-1", "broker-offline-2", "registry", "prometheus", "audit", "etl", "mirror",
+                     "emulators-dc1", "emulators-dc2"]
+    stages = [STAGES.index(program.stage) for program in programs(topology)]
+    assert stages == sorted(stages)
+
+
+def test_every_program_s_command_line_names_its_cluster_and_ports() -> None:
+    topology = load()
+    commands = {program.name: program.command for program in programs(topology)}
+    broker = commands["broker-dc2-2"]
+    assert broker[1:3] == ("-m", "broker")
+    assert {"zookeeper.connect=127.0.0.1:2181/dc2", "broker.id=2", "metrics.port=9212", "num.partitions=4"} <= set(broker)
+    assert broker[broker.index("--port") + 1] == "9095"
+    mirror = commands["mirror"]
+    assert "--source=dc1=127.0.0.1:2181/dc1" in mirror and "--source=dc2=127.0.0.1:2181/dc2" in mirror
+    assert mirror[mirror.index("--target") + 1] == "127.0.0.1:2181/offline"
+    etl = commands["etl"]
+    assert etl[etl.index("--every") + 1] == "5m" and f"--warehouse" in etl and "audit.window.ms=60000" in etl
+    audit = commands["audit"]
+    assert f"warehouse.dir={REPO_ROOT / 'var' / 'warehouse'}" in audit and "prometheus.url=http://127.0.0.1:9090" in audit
+    emulators = commands["emulators-dc1"]
+    assert emulators[emulators.index("--rate") + 1] == "200" and "--audit-window-ms" in emulators
+
+
+def test_supervisord_accepts_the_generated_configuration(tmp_path: Path) -> None:
+    topology = load(write_topology(tmp_path, mirror={"settings": {"producer.client.id": "mirror-100%"}}))
+    text = render(topology, programs(topology))
+    topology.supervisor_dir.mkdir(parents=True)
+    topology.logs_dir.mkdir()
+    path = tmp_path / "supervisord.conf"
+    path.write_text(text)
+    options = ServerOptions()
+    options.realize(args=["-c", str(path)])
+    parsed = {group.name: group.process_configs[0] for group in options.process_group_configs}
+    assert set(parsed) == {program.name for program in programs(topology)}
+    for program in programs(topology):
+        config = parsed[program.name]
+        # supervisord splits the command line back into exactly the program's arguments (% escaped and all)
+        assert shlex.split(config.command) == list(program.command)
+        assert not config.autostart and config.autorestart is RestartUnconditionally
+        assert config.priority == program.priority
+        assert config.stopwaitsecs == program.stop_wait_s
+        assert config.stdout_logfile == str(topology.logs_dir / f"{program.name}.log")
+        assert config.killasgroup and not config.stopasgroup
+    assert "producer.client.id=mirror-100%" in parsed["mirror"].command
+    assert parsed["etl"].environment["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert parsed["zookeeper-1"].exitcodes == [0, 143]
+    sections = ConfigParser(interpolation=None)
+    sections.read_string(text)
+    assert sections["unix_http_server"]["file"] == str(topology.supervisor_dir / "supervisor.sock")
+
+
+def test_prometheus_scrapes_every_process_that_serves_metrics(tmp_path: Path) -> None:
+    topology = load()
+    jobs = {job.name: job for job in scrape_jobs(topology)}
+    assert set(jobs) == {"broker", "schema-registry", "emulator", "mirror", "etl", "audit", "prometheus"}
+    assert [(t.address, dict(t.labels)) for t in jobs["broker"].targets][:2] == [
+        ("127.0.0.1:9201", {"cluster": "dc1", "broker_id": "1"}), ("127.0.0.1:9202", {"cluster": "dc1", "broker_id": "2"})]
+    assert [dict(t.labels) for t in jobs["emulator"].targets] == [{"datacenter": "dc1"}, {"datacenter": "dc2"}]
+    promtool("check", "config", str(write(tmp_path, list(jobs.values()))))
+
+
+def test_a_three_node_ensemble_gets_its_peers(tmp_path: Path) -> None:
+    topology = load(write_topology(tmp_path, zookeeper={"nodes": 3}))
+    assert topology.zookeeper_connect == "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183"
+    assert topology.cluster_zookeeper(topology.datacenters[0]) == "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183/dc1"
+    nodes = [p for p in programs(topology) if p.stage == "zookeeper"]
+    assert [p.name for p in nodes] == ["zookeeper-1", "zookeeper-2", "zookeeper-3"]
+    third = nodes[2].command
+    assert third[third.index("--server-id") + 1] == "3"
+    assert third[third.index("--peers") + 1] == "1:2888:3888,2:2889:3889,3:2890:3890"
+    assert third[third.index("--port") + 1] == "2183"
+
+
+def test_external_services_are_used_and_not_started(tmp_path: Path) -> None:
+    topology = load(write_topology(
+        tmp_path, zookeeper={"connect": "zk.example.com:2181"}, registry={"url": "http://registry.example.com:8081"},
+        prometheus={"url": "http://prometheus.example.com:9090"},
+        datacenters={"dc2": {"zookeeper": "zk2.example.com:2181/dc2"}}))
+    names = {p.name for p in programs(topology)}
+    assert not {"zookeeper-1", "registry", "prometheus", "broker-dc2-1", "broker-dc2-2"} & names
+    assert {"broker-dc1-1", "emulators-dc2", "mirror"} <= names
+    mirror = next(p for p in programs(topology) if p.name == "mirror").command
+    assert "--source=dc2=zk2.example.com:2181/dc2" in mirror and "--source=dc1=zk.example.com:2181/dc1" in mirror
+    assert mirror[mirror.index("--registry") + 1] == "http://registry.example.com:8081"
+    assert "prometheus.url=http://prometheus.example.com:9090" in next(p for p in programs(topology)
+                                                                      if p.name == "audit").command
+    assert "prometheus" not in {job.name for job in scrape_jobs(topology)}
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"datacenters": {"dc1": {"brokerz": 3}}}, "datacenters.dc1.brokerz: unknown key"),
+    ({"datacenters": {"dc1": {"brokers": 0}}}, "datacenters.dc1.brokers: must be an integer from 1"),
+    ({"datacenters": {"dc1": {"port": 70000}}}, "datacenters.dc1.port: must be an integer from 1 to 65535"),
+    ({"datacenters": {"dc2": {"port": 9093}}}, "port 9093 is given to both broker 2 of dc1 and broker 1 of dc2"),
+    ({"audit": {"http_port": 9090}}, "port 9090 is given to both audit and prometheus"),
+    ({"zookeeper": {"nodes": 2}}, "zookeeper.nodes: 2 nodes"),
+    ({"datacenters": {"offline": {"brokers": 1}}}, "datacenters.offline: a datacenter's name"),
+    ({"datacenters": {"DC-3": {"brokers": 1}}}, "datacenters.DC-3: a datacenter's name"),
+    ({"offline": {"emulators": {"rate": 5}}}, "offline.emulators: unknown key"),
+    ({"etl": {"every": "soon"}}, "etl.every: 'soon' is not a duration"),
+    ({"prometheus": {"scrape_interval": "1.5s"}}, "prometheus.scrape_interval: Prometheus durations are whole"),
+    ({"registry": {"url": "registry:8081"}}, "registry.url: must be http://HOST:PORT"),
+    ({"datacenters": {"dc1": {"chroot": "dc1"}}}, "datacenters.dc1.chroot: a chroot is /NAME"),
+    ({"datacenters": {"dc1": {"emulators": {"rate": -1}}}}, "datacenters.dc1.emulators.rate: must be a positive"),
+    ({"mirror": {"settings": ["a"]}}, "mirror.settings: must be a mapping"),
+    ({"colour": "blue"}, "colour: unknown key"),
+])
+def test_a_wrong_topology_is_refused_naming_the_key(tmp_path: Path, changes: dict, message: str) -> None:
+    path = write_topology(tmp_path, **changes)
+    with pytest.raises(TopologyError) as raised:
+        load(path)
+    assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value), str(raised.value)
+
+
+def test_a_missing_or_broken_file_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(TopologyError, match="cannot read it"):
+        load(tmp_path / "nowhere.yml")
+    broken = tmp_path / "broken.yml"
+    broken.write_text("datacenters: [unclosed\n")
+    with pytest.raises(TopologyError, match="not YAML"):
+        load(broken)
+    empty = tmp_path / "empty.yml"
+    empty.write_text("")
+    with pytest.raises(TopologyError, match="datacenters: at least one datacenter"):
+        load(empty)
