@@ -19,6 +19,7 @@ from etl.history import RunHistory
 from etl.report import SUCCEEDED, RangeReport, RunReport
 from schemas.events import EVENT_TOPICS
 from tests.support.audit import AuditProcess, all_reconciled, audit_args, publish_phantom_count, run_pipeline
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import clusters
 from tests.support.polling import wait_until
@@ -26,10 +27,6 @@ from tests.support.ports import free_port
 from tests.support.registry import RegistryProcess, standalone_registry
 
 __all__ = ["clusters"]  # the fixture, imported for pytest
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
 @pytest.fixture

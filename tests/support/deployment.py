@@ -12,10 +12,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow.dataset as ds
 import yaml
 
+from infra.deployment import clusters
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import Topology, load
+from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from schemas.events import EVENT_TOPICS
+from schemas.serde import event_key
 from tests.support.broker import REPO_ROOT
 from tests.support.ports import consecutive_free_ports
 
@@ -117,3 +122,39 @@ class Deployment:
             except ProcessLookupError:
                 pass
         shutil.rmtree(self.var_dir, ignore_errors=True)
+
+
+def source_events(topology: Topology) -> dict[tuple[str, str, int, int], str]:
+    """(datacenter, topic, partition, offset) -> eventId of every event stored in the datacenters' clusters."""
+    events: dict[tuple[str, str, int, int], str] = {}
+    for datacenter in topology.datacenters:
+        with clusters.admin(topology.cluster_zookeeper(datacenter)) as admin:
+            addresses = admin.cluster.brokers()
+            for topic in EVENT_TOPICS:
+                for partition in admin.cluster.partitions_for(topic):
+                    host, port = addresses[admin.cluster.leader(topic, partition)]
+                    with SimpleConsumer(host, port) as consumer:
+                        offset = consumer.get_offsets_before(topic, partition, -2, 1)[0]
+                        while batch := [m for m in consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20))
+                                        if m.offset >= offset]:
+                            for message in batch:
+                                key = event_key(bytes(message.value or b""))
+                                assert key is not None, f"{datacenter} {topic}-{partition}@{message.offset}"
+                                events[(datacenter.name, topic, partition, message.offset)] = key.event_id
+                            offset = batch[-1].offset + 1
+    return events
+
+
+def warehouse_events(topology: Topology) -> list[tuple[tuple[str, str, int, int], str]]:
+    """((source cluster, topic, source partition, source offset), eventId) of every warehouse row, duplicates kept."""
+    rows = []
+    for topic in EVENT_TOPICS:
+        table = topology.warehouse / topic
+        if not table.exists():
+            continue
+        data = ds.dataset(str(table), format="parquet", partitioning="hive").to_table(
+            columns=["source_cluster", "source_partition", "source_offset", "header"])
+        for row in data.to_pylist():
+            rows.append(((row["source_cluster"], topic, row["source_partition"], row["source_offset"]),
+                         row["header"]["eventId"]))
+    return rows

@@ -1,0 +1,169 @@
+"""`make pipeline-up` end to end, from a fresh clone of the repository, on a reduced topology (free ports, low rates,
+2 s audit windows, an ETL run every 15 s) under supervisord.
+
+One deployment runs about two minutes in three phases: undisturbed (every window reconciled so far is complete at
+every tier, with nothing named), then one broker of dc1 and the mirror killed with the chaos drills and restarted
+by supervisord while the emulators go on, then the emulators stopped and the pipeline drained. At the end the
+warehouse holds every event the datacenters acknowledged, with its exact lineage, nothing is lost at any tier and
+every extra copy is one the audit named; the dashboard shows the topics in Chromium, Prometheus scraped every
+target, `python -m pipeline status` saw every process healthy, and `make pipeline-down` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from audit.reconcile import TIERS
+from infra.deployment.programs import scrape_jobs
+from schemas.events import EVENT_TOPICS
+from tests.support.broker import REPO_ROOT
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.deployment import Deployment, source_events, warehouse_events
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.timeout(900)
+
+WINDOW_MS = 2000
+
+
+def make(clone: Path, target: str, deployment: Deployment, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``make TARGET`` in the clone, on the test's topology, with this interpreter's virtualenv (``-o setup``: the
+    suite's own `make test` has just installed it)."""
+    venv = Path(sys.executable).parent.parent
+    return subprocess.run(["make", "--no-print-directory", "-o", "setup", target, f"VENV={venv}",
+                           f"TOPOLOGY={deployment.path}"], cwd=clone, capture_output=True, text=True, timeout=timeout)
+
+
+def get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def windows(deployment: Deployment) -> list[dict[str, Any]]:
+    return get(f"http://127.0.0.1:{deployment.topology.audit.http_port}/api/windows")["windows"]
+
+
+def window_detail(deployment: Deployment, window: dict[str, Any]) -> dict[str, Any]:
+    return get(f"http://127.0.0.1:{deployment.topology.audit.http_port}/api/windows/{window['topic']}/"
+               f"{window['datacenter']}/{window['windowStart']}")
+
+
+def whole(window: dict[str, Any]) -> bool:
+    """Whether every tier counted the window and none holds fewer events than the producers acknowledged."""
+    return set(window["counts"]) == set(TIERS) and all(c >= 1.0 for c in window["completeness"].values())
+
+
+def targets_up(deployment: Deployment) -> list[str]:
+    """Prometheus's active targets that are not up (empty once every one was scraped successfully)."""
+    targets = get(f"{deployment.topology.prometheus_url}/api/v1/targets")["data"]["activeTargets"]
+    expected = sum(len(job.targets) for job in scrape_jobs(deployment.topology))
+    down = [f"{t['labels']['job']} {t['scrapeUrl']}: {t['health']} {t.get('lastError', '')}" for t in targets
+            if t["health"] != "up"]
+    return down if len(targets) == expected else [f"{len(targets)} targets, not {expected}"]
+
+
+def test_the_whole_pipeline_from_a_fresh_clone_loses_nothing_through_a_broker_and_mirror_kill(tmp_path: Path) -> None:
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make setup` installs it"
+    deployment = Deployment(window_ms=WINDOW_MS)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True, timeout=120)
+    up_down_pids: set[int] = set()
+    try:
+        began = time.monotonic()
+        up = make(clone, "pipeline-up", deployment)
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        print(f"make pipeline-up took {time.monotonic() - began:.1f}s")
+        topology = deployment.topology
+        for shown in (topology.dashboard_url, topology.prometheus_url, topology.registry_url,
+                      "python -m audit report", "python -m audit trace", "first events in the offline cluster"):
+            assert shown in up.stdout, up.stdout
+
+        # Undisturbed: the windows reconciled at every tier so far are exactly complete, nothing named.
+        wait_until(lambda: sum(whole(w) for w in windows(deployment)) >= 2 * len(EVENT_TOPICS), 150, interval=1,
+                   message=lambda: f"windows reconciled at every tier, warehouse included:\n{deployment.log('etl')}")
+        status = deployment.command("status", module="pipeline", check=False)
+        assert status.returncode == 0, status.stdout + status.stderr
+        for program in ("zookeeper-1", "broker-dc1-1", "broker-offline-2", "registry", "mirror", "etl", "audit",
+                        "prometheus", "emulators-dc1", "emulators-dc2"):
+            assert program in status.stdout
+        wait_until(lambda: targets_up(deployment) == [], 60, interval=1,
+                   message=lambda: f"Prometheus scraped every target: {targets_up(deployment)}")
+
+        # One broker of dc1 and the mirror killed (SIGKILL), and restarted by supervisord, the emulators going on.
+        up_down_pids = deployment.pids()
+        killed_at_ms = time.time() * 1000
+        for drill in (("kill-broker", "dc1"), ("kill-mirror",)):
+            result = deployment.command("chaos", *drill, module="pipeline")
+            print(result.stdout)
+        after = deployment.pids()
+        assert len(after) == len(up_down_pids) and len(up_down_pids - after) == 2, (up_down_pids, after)
+        wait_until(lambda: max(w["windowStart"] for w in windows(deployment)) > killed_at_ms + 10_000, 60,
+                   interval=1, message="ten seconds of events after the kills counted")
+
+        # The sources stop; everything they stored is mirrored, loaded and reconciled.
+        for datacenter in topology.datacenters:
+            deployment.supervisor.stop(f"emulators-{datacenter.name}")
+        sources = source_events(topology)
+
+        def drained() -> bool:
+            loaded = {lineage for lineage, _ in warehouse_events(topology)}
+            return loaded == set(sources) and all(whole(w) for w in windows(deployment))
+        wait_until(drained, 180, interval=2, message=lambda: f"the pipeline drained:\n{deployment.log('etl')}")
+        final = windows(deployment)
+
+        # The warehouse: every stored event exactly with its lineage; the extra copies are the ones the audit named.
+        rows = warehouse_events(topology)
+        assert {lineage for lineage, _ in rows} == set(sources)
+        assert all(sources[lineage] == event_id for lineage, event_id in rows)
+        copies = collections.Counter(event_id for _, event_id in rows)
+        extra_in_warehouse = {event_id for event_id, n in copies.items() if n > 1}
+        named_duplicates: set[str] = set()
+        for window in final:
+            assert all(c >= 1.0 for c in window["completeness"].values()), window
+            if window["windowEnd"] < killed_at_ms - 10_000:
+                assert window["namedEvents"] == 0 and set(window["completeness"].values()) == {1.0}, window
+            if window["namedEvents"]:
+                for discrepancy in window_detail(deployment, window)["discrepancies"]:
+                    assert discrepancy["missing"] == {}, discrepancy
+                    named_duplicates |= set(discrepancy["duplicated"])
+        assert extra_in_warehouse <= named_duplicates, extra_in_warehouse - named_duplicates
+        produced = sum(w["counts"]["producer"] for w in final)
+        print(f"{len(sources)} events stored, {produced} acknowledged, {len(rows)} warehouse rows, "
+              f"{len(extra_in_warehouse)} events duplicated (all named by the audit)")
+        assert produced <= len(set(sources.values())) <= len(sources)
+
+        # The dashboard shows every topic.
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1800})
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(topology.dashboard_url)
+                page.wait_for_function("document.querySelectorAll('#grid .grid-row').length >= %d"
+                                       % len(EVENT_TOPICS), timeout=30_000)
+                shown = page.eval_on_selector_all("#grid .grid-row", "rows => rows.map(r => r.dataset.topic)")
+                assert sorted(set(shown)) == sorted(EVENT_TOPICS)
+                assert errors == []
+            finally:
+                browser.close()
+
+        every_pid = deployment.pids() | up_down_pids
+        down = make(clone, "pipeline-down", deployment)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert deployment.supervisor.pid() is None
+        assert deployment.leftovers() == []
+        assert not [pid for pid in every_pid if Path(f"/proc/{pid}").exists()
+                    and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    finally:
+        deployment.close()
