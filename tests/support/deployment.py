@@ -28,10 +28,12 @@ UP_TIMEOUT_S = 300
 
 
 def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, ...] = ("dc1", "dc2"),
-                     brokers: int = 2, rate: int = 40, window_ms: int = 2000, grace_ms: int = 1500,
-                     etl_every: str = "15s") -> dict[str, Any]:
-    """A small topology: low emulator rates, short audit windows and ETL interval, ports from ``first_port`` on
-    (at most 10 + 4 * brokers * (clusters) ports)."""
+                     brokers: dict[str, int] | None = None, rate: int = 40, window_ms: int = 2000,
+                     grace_ms: int = 1500, etl_every: str = "15s") -> dict[str, Any]:
+    """A small topology: low emulator rates, short audit windows and ETL interval, brokers per cluster as given
+    (2 in dc1, 1 elsewhere by default), brokers' ZooKeeper sessions of 6 s (a killed broker's registration goes
+    soon), ports from ``first_port`` on (fewer than 60)."""
+    brokers = {"dc1": 2, **(brokers or {})}
     ports = iter(range(first_port, first_port + 1000))
 
     def block(size: int) -> int:
@@ -40,22 +42,24 @@ def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, 
             next(ports)
         return first
 
-    def cluster() -> dict[str, Any]:
-        return {"brokers": brokers, "port": block(brokers), "metrics_port": block(brokers), "partitions": 2}
+    def cluster(name: str) -> dict[str, Any]:
+        count = brokers.get(name, 1)
+        return {"brokers": count, "port": block(count), "metrics_port": block(count), "partitions": 2,
+                "settings": {"zookeeper.session.timeout.ms": 6000}}
 
     document: dict[str, Any] = {
         "var_dir": str(var_dir), "host": "127.0.0.1",
         "zookeeper": {"nodes": 1, "port": next(ports), "tick_ms": 500},
-        "datacenters": {}, "offline": cluster(),
+        "datacenters": {}, "offline": cluster("offline"),
         "registry": {"port": next(ports)},
         "mirror": {"metrics_port": next(ports), "settings": {"offset.commit.interval.ms": 1000}},
         "etl": {"every": etl_every, "master": "local[1]", "metrics_port": next(ports)},
         "audit": {"http_port": next(ports), "window_ms": window_ms, "grace_ms": grace_ms,
                   "settings": {"reconcile.interval.ms": 500, "checkpoint.interval.ms": 500}},
-        "prometheus": {"port": next(ports), "scrape_interval": "1s", "evaluation_interval": "1s", "hold": "2s"},
+        "prometheus": {"port": next(ports), "scrape_interval": "2s", "evaluation_interval": "2s", "hold": "4s"},
     }
     for name in datacenters:
-        document["datacenters"][name] = {**cluster(), "emulators": {"servers": 2, "rate": rate, "members": 500,
+        document["datacenters"][name] = {**cluster(name), "emulators": {"servers": 2, "rate": rate, "members": 500,
                                                                     "metrics_port": next(ports)}}
     return document
 
