@@ -22,7 +22,7 @@ from typing import Callable, Sequence, TextIO
 from infra.deployment import clusters
 from infra.deployment.programs import STAGES, Program, log_file, programs, scrape_jobs
 from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
-from infra.deployment.topology import REPO_ROOT, Topology
+from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, Topology
 from infra.prometheus import config as prometheus_config
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.errors import KafkaProtocolError
@@ -178,7 +178,9 @@ def _stopped(name: str) -> ProcessInfo:
 def summary(topology: Topology) -> str:
     """Where to look and what to try once the pipeline is up."""
     python = "python" if Path.cwd() != REPO_ROOT else ".venv/bin/python"
-    topology_option = "" if topology.path == (REPO_ROOT / "infra" / "topology.yml") else f" --topology {topology.path}"
+    default = topology.path == DEFAULT_TOPOLOGY
+    topology_option = "" if default else f" --topology {topology.path}"
+    make_option = "" if default else f" TOPOLOGY={topology.path}"
     offline = topology.cluster_zookeeper(topology.offline)
     datacenters = " ".join(f"--datacenter {dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters)
     return "\n".join([
@@ -197,7 +199,8 @@ def summary(topology: Topology) -> str:
         "\"SELECT kafka_topic, count(*) FROM events GROUP BY kafka_topic\"",
         f"  {python} -m pipeline chaos kill-broker dc1{topology_option}",
         "",
-        "Stop it with `make pipeline-down` (the data stays; `make pipeline-clean` removes it).",
+        f"Stop it with `make pipeline-down{make_option}` (the data stays; `make pipeline-clean{make_option}` removes "
+        "it).",
     ])
 
 
