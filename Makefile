@@ -37,7 +37,8 @@ BENCH_COMMANDS := \
 	"-m bench.emulator_bench" \
 	"-m bench.sketch_bench" \
 	"-m bench.etl_bench" \
-	"-m bench.audit_bench"
+	"-m bench.audit_bench" \
+	"-m bench.deployment_bench --minutes 12"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down pipeline-clean bench bench-scripts clean distclean
 
