@@ -52,6 +52,10 @@ class ZooKeeperBrokerDiscovery:
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
 
+    def __repr__(self) -> str:
+        hosts = ",".join(f"{host}:{port}" for host, port in self.zk.hosts)
+        return f"ZooKeeper {hosts}{self.zk.chroot or ''}"
+
     # -- watches ----------------------------------------------------------------------------------
 
     def add_listener(self, listener: Callable[[], None]) -> None:
