@@ -493,8 +493,10 @@ def add_parser(subparsers: argparse._SubParsersAction,
     for drill in DRILLS:
         sub = drills.add_parser(drill.name, help=drill.help, description=drill.help[0].upper() + drill.help[1:] + ".")
         add_topology_option(sub)
-        # Given before the drill's name, --topology is the chaos parser's; the drill's must not overwrite it.
-        sub.set_defaults(topology=argparse.SUPPRESS)
+        # Given before the drill's name, --topology is the chaos parser's: the drill's default must not replace it.
+        for action in sub._actions:
+            if action.dest == "topology":
+                action.default = argparse.SUPPRESS
         drill.arguments(sub)
         sub.add_argument("--timeout", type=float, default=RESTART_TIMEOUT_S, metavar="S",
                          help=f"deadline of each wait for the deployment to recover (default {RESTART_TIMEOUT_S:.0f})")
