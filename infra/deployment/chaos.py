@@ -21,7 +21,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TextIO
+from typing import Callable, Iterable, Mapping, TextIO, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
@@ -29,13 +29,14 @@ from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.config import KafkaConfig
+from etl.report import FAILED
 from infra.deployment.drill_audit import AuditApi, wait_for_audit
 from infra.deployment.lifecycle import DeploymentError, shown
 from infra.deployment.programs import Program, log_file, programs
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import REPO_ROOT, ClusterSpec, Topology, load
 from pipeline.zk import layout
-from pipeline.zk.client import connect
+from pipeline.zk.client import ZooKeeperUnavailable, connect
 from pipeline.zk.registry import ClusterRegistry
 
 __all__ = ["DRILLS", "Drill", "DrillError", "add_parser", "choose_broker", "expiring_pause_s", "group_members",
@@ -45,6 +46,7 @@ RESTART_TIMEOUT_S = 120.0
 # How much longer than the brokers' ZooKeeper session the default pause lasts, so that their sessions expire.
 PAUSE_MARGIN_S = 5.0
 SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
+T = TypeVar("T")
 _RECOVERY = re.compile(r"stopped after it began publishing|died before publishing")
 
 
@@ -87,8 +89,7 @@ class Context:
     def of_kind(self, kind: str) -> list[Program]:
         return [program for program in self.programs.values() if program.kind == kind]
 
-    def wait(self, what: str | Callable[[], str], condition: Callable[[], object],
-             timeout_s: float | None = None) -> object:
+    def wait(self, what: str | Callable[[], str], condition: Callable[[], T], timeout_s: float | None = None) -> T:
         """Poll ``condition`` until it holds (its value) or the deadline passes (DrillError naming ``what``)."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
@@ -157,7 +158,7 @@ def wait_restarted(context: Context, program: Program, old_pid: int) -> int:
         info = context.supervisor.info(program.name)
         return info.pid if info.running and info.pid != old_pid else 0
 
-    pid = int(context.wait(f"supervisord to restart {program.name}", restarted))
+    pid = context.wait(f"supervisord to restart {program.name}", restarted)
     context.event(f"supervisord restarted {program.name} (pid {pid}, RUNNING)")
     context.wait(f"{program.name} to pass its health check ({program.health.description})", program.health)
     context.event(f"{program.name} healthy: {program.health.description}")
@@ -198,7 +199,10 @@ def _zookeeper_client(topology: Topology) -> KazooClient:
 
 def partition_leaders(topology: Topology, cluster: ClusterSpec) -> list[int]:
     """The leader of every partition of ``cluster`` as its partition states in ZooKeeper say."""
-    client = connect(topology.cluster_zookeeper(cluster), timeout_s=10.0)
+    try:
+        client = connect(topology.cluster_zookeeper(cluster), timeout_s=10.0)
+    except (ZooKeeperUnavailable, KazooException) as exc:
+        raise DrillError(f"cannot read the partition leaders of {cluster.name}: {exc}") from None
     try:
         registry = ClusterRegistry(client)
         leaders = []
@@ -208,6 +212,8 @@ def partition_leaders(topology: Topology, cluster: ClusterSpec) -> list[int]:
                 if state is not None and state.get("leader", -1) >= 0:
                     leaders.append(int(state["leader"]))
         return leaders
+    except KazooException as exc:
+        raise DrillError(f"cannot read the partition leaders of {cluster.name}: {exc}") from None
     finally:
         client.stop()
         client.close()
@@ -377,12 +383,14 @@ def kill_etl(context: Context, args: argparse.Namespace) -> None:
     outcomes = context.wait("the restarted ETL to finish its first run",
                             lambda: runs_by_outcome(etl_metrics(topology)))
     context.event(f"the restarted ETL's first run finished: "
-                  f"{', '.join(f'{n} {outcome}' for outcome, n in sorted(outcomes.items()))}")  # type: ignore[union-attr]
+                  f"{', '.join(f'{n} {outcome}' for outcome, n in sorted(outcomes.items()))}")
     recovered = recovery_lines(log, offset)
     for line in recovered:
         context.event(f"recovery: {line.split(': ', 1)[-1]}")
     if not recovered:
         context.event("recovery: no run was left half-done (killed before it staged anything)")
+    if FAILED in outcomes:
+        raise DrillError(f"the restarted ETL's first run failed; see {shown(log)}")
 
 
 def _pause_arguments(parser: argparse.ArgumentParser) -> None:
@@ -465,7 +473,7 @@ def run_drill(drill: Drill, args: argparse.Namespace, out: TextIO = sys.stdout) 
                                      window_ms=audit.window_ms, grace_ms=audit.grace_ms, deadline_s=deadline_s,
                                      out=out)
         except OSError as exc:
-            raise DrillError(f"the audit did not answer: {exc}") from None
+            raise DrillError(f"no verdict from the audit: {exc}") from None
         context.say(f"the audit over the {verdict.windows} window(s) of the drill, against what the producers "
                     "acknowledged:")
         for tier in verdict.tiers:
