@@ -1,0 +1,176 @@
+"""The pure logic of the fault drills: which broker kill-broker picks, how long pause-zookeeper pauses, the
+ETL's metrics read, process groups found in /proc, the audit's windows tallied per tier, and the wait for them."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.deployment import chaos
+from infra.deployment.chaos import choose_broker, expiring_pause_s, group_members, parse_metrics, runs_by_outcome
+from infra.deployment.cli import add_topology_option
+from infra.deployment.drill_audit import covering, tally, wait_for_audit
+from infra.deployment.topology import load
+from tests.support.polling import wait_until
+
+
+def _window(start: int, counts: dict[str, int], discrepancies: list[dict[str, Any]] | None = None,
+            reconciled: int | None = None) -> dict[str, Any]:
+    return {"topic": "PageViewEvent", "datacenter": "dc1", "windowStart": start, "windowEnd": start + 1000,
+            "reconciledAt": start + 1000 + 500 if reconciled is None else reconciled, "counts": counts,
+            "namedEvents": sum(len(d["missing"]) + len(d["duplicated"]) for d in discrepancies or []),
+            "undecoded": [], "discrepancies": discrepancies or []}
+
+
+def _step(earlier: str, later: str, missing: dict[str, int] | None = None,
+          duplicated: dict[str, int] | None = None, decoded: bool = True) -> dict[str, Any]:
+    return {"earlier": earlier, "later": later, "missing": missing or {}, "duplicated": duplicated or {},
+            "decoded": decoded}
+
+
+def test_kill_broker_picks_the_broker_leading_most_partitions_the_lowest_of_a_tie_else_the_first() -> None:
+    assert choose_broker([2, 1, 2, 3, 2], [1, 2, 3]) == 2
+    assert choose_broker([3, 1, 3, 1], [1, 2, 3]) == 1
+    assert choose_broker([], [2, 3]) == 2
+    assert choose_broker([7, 7, 3], [2, 3]) == 3  # a leader of another cluster's ids is not ours
+
+
+def _topology(tmp_path: Path, tick_ms: int, settings: dict[str, Any] | None = None) -> Any:
+    document = {"var_dir": str(tmp_path), "zookeeper": {"tick_ms": tick_ms},
+                "datacenters": {"dc1": {"port": 19092, "settings": settings or {}}}, "offline": {"port": 19096, "metrics_port": 19221}}
+    path = tmp_path / "topology.yml"
+    path.write_text(yaml.safe_dump(document))
+    return load(path)
+
+
+def test_the_default_pause_outlasts_the_session_the_zookeeper_server_grants_the_brokers(tmp_path: Path) -> None:
+    # 18 s requested (the broker's default), granted within 2..20 ticks by the server
+    assert expiring_pause_s(_topology(tmp_path, 2000)) == 18 + chaos.PAUSE_MARGIN_S
+    assert expiring_pause_s(_topology(tmp_path, 500)) == 10 + chaos.PAUSE_MARGIN_S
+    # the longest of the clusters' sessions: the offline cluster keeps the default
+    assert expiring_pause_s(_topology(tmp_path, 2000, {"zookeeper.session.timeout.ms": 1000})) == \
+        18 + chaos.PAUSE_MARGIN_S
+    assert expiring_pause_s(_topology(tmp_path, 2000, {"zookeeper.session.timeout.ms": 30000})) == \
+        30 + chaos.PAUSE_MARGIN_S
+
+
+def test_the_etl_metrics_say_whether_a_run_is_in_progress_and_how_runs_ended() -> None:
+    text = ('# HELP etl_run_in_progress 1 while a run loads\n# TYPE etl_run_in_progress gauge\n'
+            'etl_run_in_progress{group="etl"} 1.0\n'
+            '# HELP etl_runs Runs\n# TYPE etl_runs counter\n'
+            'etl_runs_total{group="etl",outcome="succeeded"} 2.0\n'
+            'etl_runs_total{group="etl",outcome="failed"} 0.0\n'
+            'etl_runs_total{group="etl",outcome="nothing-new"} 1.0\n')
+    metrics = parse_metrics(text)
+    assert metrics["etl_run_in_progress"] == 1.0
+    assert runs_by_outcome(metrics) == {"succeeded": 2, "nothing-new": 1}
+    assert runs_by_outcome(parse_metrics(text.replace(" 2.0", " 0.0").replace(" 1.0\n", " 0.0\n"))) == {}
+
+
+def test_group_members_are_the_live_processes_of_a_process_group() -> None:
+    leader = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                               "time.sleep(60)"], start_new_session=True)
+    try:
+        found = wait_until(lambda: len(members := group_members(leader.pid)) == 2 and members,
+                           timeout=10, message="the leader and its child")
+        assert leader.pid in found
+        assert os.getpid() in group_members(os.getpgid(0))
+    finally:
+        os.killpg(leader.pid, 9)
+        leader.wait()
+    wait_until(lambda: not group_members(leader.pid), timeout=10, message="the group to be gone")
+
+
+def test_windows_covering_the_drill_are_those_overlapping_it() -> None:
+    windows = [_window(start, {}) for start in (0, 1000, 2000, 3000)]
+    assert [w["windowStart"] for w in covering(windows, 1500, 2000)] == [1000, 2000]
+    assert [w["windowStart"] for w in covering(windows, 1000, 1000)] == [1000]
+
+
+def test_the_tally_counts_copies_against_the_producers_so_a_tier_that_under_counted_loses_nothing_after_it() -> None:
+    # the mirror tier missed "a" (its counts died with it) though the offline cluster holds it, twice even
+    windows = [_window(0, {"producer": 3, "datacenter": 3, "mirror": 2, "offline": 4},
+                       [_step("datacenter", "mirror", missing={"a": 1}),
+                        _step("mirror", "offline", duplicated={"a": 2})]),
+               _window(1000, {"producer": 2, "datacenter": 2, "mirror": 2, "offline": 2})]
+    verdict = tally(windows)
+    by_tier = {t.tier: t for t in verdict.tiers}
+    assert [t.tier for t in verdict.tiers] == ["producer", "datacenter", "mirror", "offline"]
+    assert by_tier["mirror"].missing == ["a"] and by_tier["offline"].missing == []
+    assert by_tier["offline"].duplicated == ["a"] and by_tier["offline"].completeness == 6 / 5
+    assert verdict.lost is None and verdict.windows == 2
+    assert "duplicated 1 (a)" in by_tier["offline"].describe()
+
+
+def test_an_event_missing_from_a_tier_that_holds_the_events_is_lost() -> None:
+    verdict = tally([_window(0, {"producer": 2, "datacenter": 2, "offline": 1, "warehouse": 1},
+                             [_step("datacenter", "offline", missing={"b": 1})])])
+    assert {t.tier: t.missing for t in verdict.tiers}["warehouse"] == ["b"]
+    assert verdict.lost == "1 event(s) missing at tier offline (first: b)"
+    undecoded = tally([_window(0, {"producer": 9, "datacenter": 3}, [_step("producer", "datacenter",
+                                                                             decoded=False)])])
+    assert undecoded.lost is not None and "more than the audit could name" in undecoded.lost
+
+
+class FakeAudit:
+    """The audit's API with a scripted sequence of answers; the clock advances by each sleep."""
+
+    def __init__(self, answers: list[list[dict[str, Any]]]) -> None:
+        self.answers = answers
+        self.now = 0
+
+    def windows(self, since_ms: int) -> list[dict[str, Any]]:
+        answer = self.answers[0] if len(self.answers) == 1 else self.answers.pop(0)
+        return [{k: v for k, v in w.items() if k != "discrepancies"} for w in answer if w["windowStart"] >= since_ms]
+
+    def window(self, summary: dict[str, Any]) -> dict[str, Any]:
+        return next(w for w in self.answers[0] if w["windowStart"] == summary["windowStart"])
+
+    def sleep(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+
+def _wait(audit: FakeAudit, deadline_s: float = 60.0) -> Any:
+    return wait_for_audit(audit, 1000, 1200, window_ms=1000, grace_ms=500, deadline_s=deadline_s,  # type: ignore[arg-type]
+                          out=io.StringIO(), now_ms=lambda: audit.now, sleep=audit.sleep)
+
+
+def test_the_wait_lasts_until_the_windows_passed_their_grace_and_a_later_tier_caught_up() -> None:
+    behind = [_window(1000, {"producer": 2, "offline": 2, "warehouse": 0},
+                      [_step("offline", "warehouse", missing={"x": 1, "y": 1})])]
+    caught_up = [_window(1000, {"producer": 2, "offline": 2, "warehouse": 2})]
+    not_yet = [_window(1000, {"producer": 2, "offline": 1}, reconciled=1800)]  # before its grace passed
+    audit = FakeAudit([not_yet, behind, behind, caught_up])
+    verdict = _wait(audit)
+    assert verdict.lost is None and audit.now >= 2500
+    assert {t.tier: t.count for t in verdict.tiers} == {"producer": 2, "offline": 2, "warehouse": 2}
+
+
+def test_the_wait_ends_at_its_deadline_with_what_is_still_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter(range(0, 10_000))
+    monkeypatch.setattr(chaos.time, "monotonic", lambda: float(next(clock)))
+    lost = [_window(1000, {"producer": 2, "offline": 1}, [_step("producer", "offline", missing={"z": 1})])]
+    verdict = _wait(FakeAudit([lost]), deadline_s=30)
+    assert verdict.lost == "1 event(s) missing at tier offline (first: z)"
+
+
+def test_every_drill_parses_with_its_topology_given_before_or_after_it() -> None:
+    parser = argparse.ArgumentParser()
+    chaos.add_parser(parser.add_subparsers(dest="command"), add_topology_option)
+    args = parser.parse_args(["chaos", "--topology", "a.yml", "kill-broker", "dc1", "--broker", "2"])
+    assert (args.topology, args.drill, args.cluster, args.broker, args.wait_audit) == ("a.yml", "kill-broker",
+                                                                                       "dc1", 2, False)
+    args = parser.parse_args(["chaos", "pause-zookeeper", "--seconds", "3", "--topology", "b.yml"])
+    assert (args.topology, args.seconds) == ("b.yml", 3.0)
+    args = parser.parse_args(["chaos", "kill-etl", "--during-run", "--wait-audit"])
+    assert args.during_run and args.wait_audit and args.topology.endswith("topology.yml")
+    assert {drill.name for drill in chaos.DRILLS} == {"kill-broker", "kill-mirror", "kill-etl", "pause-zookeeper"}
