@@ -160,7 +160,9 @@ def wait_restarted(context: Context, program: Program, old_pid: int) -> int:
 
     pid = context.wait(f"supervisord to restart {program.name}", restarted)
     context.event(f"supervisord restarted {program.name} (pid {pid}, RUNNING)")
-    context.wait(f"{program.name} to pass its health check ({program.health.description})", program.health)
+    started = context.supervisor.info(program.name).started
+    context.wait(f"{program.name} to pass its health check ({program.health.description})",
+                 lambda: program.health(started))
     context.event(f"{program.name} healthy: {program.health.description}")
     return pid
 
@@ -169,9 +171,9 @@ def wait_all_healthy(context: Context) -> None:
     waiting = dict(context.programs)
 
     def healthy() -> bool:
-        running = {info.name for info in context.supervisor.infos() if info.running}
+        running = {info.name: info.started for info in context.supervisor.infos() if info.running}
         for name, program in list(waiting.items()):
-            if name in running and program.health():
+            if name in running and program.health(running[name]):
                 del waiting[name]
         return not waiting
 

@@ -87,12 +87,12 @@ def _wait_healthy(topology: Topology, supervisor: Supervisor, stage: Sequence[Pr
     waiting = {program.name: program for program in stage}
     while waiting:
         for name, program in list(waiting.items()):
-            if program.health():
+            info = supervisor.info(name)
+            if program.health(info.started):
                 del waiting[name]
                 print(f"  {name:<22} up ({time.monotonic() - started:.1f}s): {program.health.description}",
                       file=out, flush=True)
                 continue
-            info = supervisor.info(name)
             if info.state in FAILED_STATES or (info.state == "BACKOFF" and time.monotonic() - started > 10):
                 raise DeploymentError(f"{name} did not come up ({info.state}: {info.description}); end of "
                                       f"{shown(log_file(topology, program))}:\n{log_tail(topology, program)}")

@@ -8,6 +8,7 @@ so a process is described once.
 
 from __future__ import annotations
 
+import json
 import sys
 import urllib.error
 import urllib.request
@@ -25,17 +26,21 @@ __all__ = ["Health", "Program", "STAGES", "programs", "scrape_jobs"]
 # supervisord stops programs in the reverse order of their priority, which follows the stages.
 STAGES = ("zookeeper", "brokers", "registry", "services", "sources")
 HTTP_TIMEOUT_S = 2.0
+# supervisord notes a start in whole seconds; a registration a moment later is this life's
+CLOCK_SLACK_S = 1.0
 
 
 @dataclass(frozen=True)
 class Health:
-    """How to tell that a started program serves: a description and a check that never raises."""
+    """How to tell that a started program serves: a description and a check that never raises, given when the
+    process was started (epoch seconds; 0 when not known), so that what a previous life of the program left
+    behind (a broker's registration waiting for its session to expire) is not taken for this one."""
 
     description: str
-    check: Callable[[], bool]
+    check: Callable[[float], bool]
 
-    def __call__(self) -> bool:
-        return bool(self.check())
+    def __call__(self, since: float = 0.0) -> bool:
+        return bool(self.check(since))
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,9 @@ def zookeeper_serves(host: str, port: int) -> bool:
     return "Mode:" in four_letter_word(host, port, "srvr")
 
 
-def broker_registered(zookeeper: str, broker_id: int) -> bool:
-    """Whether ``/brokers/ids/<broker_id>`` exists under the cluster's chroot (the broker joined its cluster)."""
+def broker_registered(zookeeper: str, broker_id: int, since: float = 0.0) -> bool:
+    """Whether ``/brokers/ids/<broker_id>`` exists under the cluster's chroot (the broker joined its cluster),
+    registered at ``since`` (epoch seconds) or later: a killed broker's node stays until its session expires."""
     from kazoo.client import KazooClient
     from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
@@ -86,8 +92,10 @@ def broker_registered(zookeeper: str, broker_id: int) -> bool:
     client = KazooClient(hosts=hosts, timeout=3.0, connection_retry={"max_tries": 0})
     try:
         client.start(timeout=3.0)
-        return client.exists(f"{chroot}/brokers/ids/{broker_id}") is not None
-    except (KazooTimeoutError, KazooException):
+        data, _ = client.get(f"{chroot}/brokers/ids/{broker_id}")
+        registered_ms = int(json.loads(data)["timestamp"])
+        return registered_ms >= (since - CLOCK_SLACK_S) * 1000
+    except (KazooTimeoutError, KazooException, ValueError, KeyError, TypeError):
         return False
     finally:
         client.stop()
@@ -104,7 +112,7 @@ def _settings(flag: str, settings: Mapping[str, str]) -> list[str]:
 
 def _metrics_health(host: str, port: int) -> Health:
     url = f"http://{host}:{port}/metrics"
-    return Health(f"{url} answers", lambda: http_ok(url))
+    return Health(f"{url} answers", lambda since: http_ok(url))
 
 
 def zookeeper_programs(topology: Topology) -> list[Program]:
@@ -119,7 +127,7 @@ def zookeeper_programs(topology: Topology) -> list[Program]:
                           "--peers", ",".join(f"{sid}:{peer}:{election}" for sid, peer, election in peers)]
         found.append(Program(f"zookeeper-{index + 1}", _python("pipeline.zk.server", *arguments), "zookeeper",
                              Health(f"{host}:{port} answers srvr with a Mode",
-                                    lambda port=port: zookeeper_serves(host, port)),
+                                    lambda since, port=port: zookeeper_serves(host, port)),
                              stop_wait_s=15, kind="zookeeper", exit_codes=(0, 143)))
     return found
 
@@ -137,7 +145,7 @@ def broker_programs(topology: Topology, cluster: ClusterSpec) -> list[Program]:
         found.append(Program(
             f"broker-{cluster.name}-{broker_id}", command, "brokers",
             Health(f"broker {broker_id} registered under {zookeeper}",
-                   lambda broker_id=broker_id: broker_registered(zookeeper, broker_id)),
+                   lambda since, broker_id=broker_id: broker_registered(zookeeper, broker_id, since)),
             stop_wait_s=60,
             metrics=("broker", cluster.broker_metrics_port(broker_id), {"cluster": cluster.name,
                                                                          "broker_id": str(broker_id)}),
@@ -151,7 +159,8 @@ def registry_program(topology: Topology) -> list[Program]:
     url = topology.registry_url
     command = _python("schemas.registry", "--zookeeper", topology.registry_zookeeper, "--host", topology.host,
                       "--port", str(topology.registry.port))
-    return [Program("registry", command, "registry", Health(f"{url}/subjects answers", lambda: http_ok(f"{url}/subjects")),
+    health = Health(f"{url}/subjects answers", lambda since: http_ok(f"{url}/subjects"))
+    return [Program("registry", command, "registry", health,
                     metrics=("schema-registry", topology.registry.port, {}), kind="registry")]
 
 
@@ -163,7 +172,8 @@ def prometheus_program(topology: Topology) -> list[Program]:
     command = ("prometheus", f"--config.file={directory / 'prometheus.yml'}",
                f"--storage.tsdb.path={directory / 'data'}", "--storage.tsdb.retention.time=2d",
                f"--web.listen-address={topology.host}:{topology.prometheus.port}", "--log.level=warn")
-    return [Program("prometheus", command, "services", Health(f"{url}/-/ready answers", lambda: http_ok(f"{url}/-/ready")),
+    health = Health(f"{url}/-/ready answers", lambda since: http_ok(f"{url}/-/ready"))
+    return [Program("prometheus", command, "services", health,
                     metrics=("prometheus", topology.prometheus.port, {}), kind="prometheus")]
 
 
