@@ -115,7 +115,7 @@ class AuditService:
             self._clusters[name] = Cluster(discovery, client_id="audit-window-scan")
             self._discovery_of[name] = discovery
             for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
-                counts = CheckpointedCounts(config.state_dir / f"{name}-{role}.json", retain_ms, _now_ms)
+                counts = CheckpointedCounts(config.state_dir / f"{name}-{role}", retain_ms, _now_ms)
                 handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latency) if role == "events"
                                else AuditCountReader(counts, decoder, config["audit.topic"], _CLUSTER_TIERS,
                                                      self.metrics.add_latency))
