@@ -143,7 +143,6 @@ class CheckpointedCounts:
         self._checkpoint_bytes = 0
         self._journal_bytes = 0
         self._journal: int | None = None
-        self.bytes_written = 0
         self._file_lock = LockFile(self.path.with_name(self.path.name + ".lock"), f"audit state {self.path}")
         try:
             self._read()
@@ -275,7 +274,6 @@ class CheckpointedCounts:
             view = view[os.write(self._journal, view):]
         os.fsync(self._journal)
         self._journal_bytes += len(record)
-        self.bytes_written += len(record)
 
     def _write_checkpoint(self, checkpoint: bytes) -> None:
         """Replace the checkpoint, then empty the journal it includes."""
@@ -285,7 +283,6 @@ class CheckpointedCounts:
         os.fsync(self._journal)
         self._checkpoint_bytes = len(checkpoint)
         self._journal_bytes = 0
-        self.bytes_written += len(checkpoint)
 
     # -- reading back ---------------------------------------------------------------------------------------
 
