@@ -56,6 +56,7 @@ class AuditService:
     def __init__(self, config: AuditConfig, metrics: AuditMetrics | None = None) -> None:
         self.config = config
         self.metrics = metrics or AuditMetrics()
+        self.metrics.set_windows([], config["completeness.threshold"])
         self.results_log = ResultLog(config.state_dir / "results.jsonl")
         #: The newest result of each window, as stored (JSON dicts).
         self.results: dict[WindowKey, dict[str, Any]] = {}
@@ -90,7 +91,7 @@ class AuditService:
             self._results[key] = result_from_json(data)
             self._reconciled[key] = _signature(self._results[key])
             self._note_window(key.window_start)
-        self._update_gauges()
+        self.metrics.set_windows(list(self._results.values()), config["completeness.threshold"])
         self._registry = SchemaRegistryClient(config["schema.registry.url"])
         try:
             self._start_readers(stop)
@@ -189,6 +190,7 @@ class AuditService:
             for discrepancy in result.undecoded:
                 self._read_difference(key, discrepancy)
             self.metrics.count_named(result, self._results.get(key))
+            self.metrics.window_changed(self._results.get(key), result)
             self._reconciled[key] = signature
             data = result_to_json(result, now_ms)
             with self._lock:
@@ -197,7 +199,6 @@ class AuditService:
             fresh.append(result)
         self.results_log.append([result_to_json(r, now_ms) for r in fresh])
         if fresh:
-            self._update_gauges()
             for result in fresh:
                 if not result.complete(self.config["completeness.threshold"]):
                     log.warning("window %s %s %d: completeness %s, discrepancies %s", result.key.topic,
@@ -221,7 +222,7 @@ class AuditService:
                 self._known.pop(key, None)
                 self._unreconciled.discard(key)
                 self._reconciled.pop(key, None)
-                self._results.pop(key, None)
+                self.metrics.window_changed(self._results.pop(key, None), None)
                 with self._lock:
                     self.results.pop(key, None)
             self._oldest = min((k.window_start for k in (*self._known, *self._results)), default=None)
@@ -282,9 +283,6 @@ class AuditService:
         for labels in self._lag_labels - seen:
             self.metrics.group_lag.remove(*labels)
         self._lag_labels = seen
-
-    def _update_gauges(self) -> None:
-        self.metrics.set_windows(list(self._results.values()), self.config["completeness.threshold"])
 
 
 def _signature(result: WindowResult) -> tuple:
