@@ -296,6 +296,8 @@ class CheckpointedCounts:
                 self._apply(_read_legacy(legacy))
                 migrate = True
         else:
+            if legacy.exists():  # left by a crash just after it was turned into the checkpoint
+                legacy.unlink()
             records = list(_records(data))
             if len(records) != 1 or records[0][0] != len(data):
                 raise OSError(f"{self.checkpoint_path} is not an audit checkpoint (torn or corrupt); move it and "
