@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily
 
 from audit.latency import BUCKETS, LatencyBuckets
-from audit.reconcile import WindowResult
+from audit.reconcile import WindowKey, WindowResult
 
 __all__ = ["AuditMetrics"]
 
@@ -58,6 +58,10 @@ class AuditMetrics:
                                "offsets it keeps in the cluster's ZooKeeper)",
                                ["cluster", "group", "topic", "partition"], registry=r)
         self._latency: dict[tuple[str, str], LatencyBuckets] = {}
+        self._threshold = 1.0
+        #: Incomplete windows per (topic, tier), and per topic the newest window's start and results (datacenters).
+        self._incomplete: dict[tuple[str, str], int] = {}
+        self._newest: dict[str, tuple[int, dict[WindowKey, WindowResult]]] = {}
         self._latency_lock = threading.Lock()
         r.register(_LatencyCollector(self))
 
@@ -96,27 +100,46 @@ class AuditMetrics:
                     counter.labels(topic, d.later).inc(new)
 
     def set_windows(self, results: list[WindowResult], threshold: float) -> None:
-        """Gauges from every retained result."""
+        """Gauges from every retained result (at start)."""
         self.threshold.set(threshold)
-        newest: dict[str, int] = {}
+        self._threshold = threshold
+        self._incomplete = {}
+        self._newest = {}
         for result in results:
-            newest[result.key.topic] = max(newest.get(result.key.topic, 0), result.key.window_start)
-        totals: dict[tuple[str, str], list[int]] = {}
-        incomplete: dict[tuple[str, str], int] = {}
-        for result in results:
-            topic = result.key.topic
-            named = {d.later for d in result.discrepancies if d.missing or d.duplicated or not d.decoded}
-            for tier, count in result.counts.items():
-                ratio = result.completeness.get(tier)
-                bad = tier in named or (ratio is not None and ratio < threshold)
-                incomplete[(topic, tier)] = incomplete.get((topic, tier), 0) + bad
-                if result.key.window_start == newest[topic]:
-                    produced = result.counts.get("producer", 0)
-                    pair = totals.setdefault((topic, tier), [0, 0])
-                    pair[0] += count
-                    pair[1] += produced
-        for (topic, tier), value in incomplete.items():
-            self.incomplete.labels(topic, tier).set(value)
-        for (topic, tier), (count, produced) in totals.items():
+            self.window_changed(None, result)
+
+    def window_changed(self, previous: WindowResult | None, result: WindowResult | None) -> None:
+        """Gauges updated for one window's new ``result`` (None: dropped at retention) replacing ``previous``
+        (None: its first), at a cost independent of the windows retained."""
+        changed = previous or result
+        if changed is None:
+            return
+        topic, start = changed.key.topic, changed.key.window_start
+        for old, sign in ((previous, -1), (result, 1)):
+            if old is None:
+                continue
+            named = {d.later for d in old.discrepancies if d.missing or d.duplicated or not d.decoded}
+            for tier in old.counts:
+                ratio = old.completeness.get(tier)
+                bad = tier in named or (ratio is not None and ratio < self._threshold)
+                value = self._incomplete[(topic, tier)] = self._incomplete.get((topic, tier), 0) + sign * bad
+                self.incomplete.labels(topic, tier).set(value)
+        newest = self._newest.get(topic)
+        if result is not None and (newest is None or newest[0] < start):
+            newest = self._newest[topic] = (start, {})
+        if newest is None or newest[0] != start:
+            return
+        if result is None:
+            newest[1].pop(changed.key, None)
+            return
+        newest[1][result.key] = result
+        totals: dict[str, list[int]] = {}
+        for window in newest[1].values():
+            produced = window.counts.get("producer", 0)
+            for tier, count in window.counts.items():
+                pair = totals.setdefault(tier, [0, 0])
+                pair[0] += count
+                pair[1] += produced
+        for tier, (count, produced) in totals.items():
             if produced:
                 self.completeness.labels(topic, tier).set(count / produced)

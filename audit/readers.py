@@ -3,7 +3,7 @@ records the other tiers publish, each counted into its own checkpoint (:mod:`aud
 
 A reader is a :class:`~pipeline.client.static_connector.StaticConsumerConnector` over a cluster (every
 partition of the topics it follows, new ones included), one thread counting what it hands out and committing
-every ``checkpoint_s`` -- the commit writes the offsets and the counts in one file, so a restart counts every
+every ``checkpoint_s`` -- the commit writes the offsets and the counts in one record, so a restart counts every
 record exactly once.
 """
 
@@ -129,8 +129,6 @@ class AuditCountReader:
         self._decoder = decoder
         self._topic = audit_topic
         self._own_tiers = own_tiers
-        seen = counts.extra.setdefault("seen", {})
-        self._seen: dict[str, int] = seen
 
     def __call__(self, record: ConsumerRecord) -> None:
         value = record.value
@@ -145,10 +143,9 @@ class AuditCountReader:
             return
         # A record's copies share its recordId; one without (written by another tool) is known by its bytes.
         digest = (audit.get("properties") or {}).get("recordId") or hashlib.blake2b(value, digest_size=16).hexdigest()
-        if digest in self._seen:
-            return
         start = _millis(audit["windowStart"])
-        self._seen[digest] = start
+        if not self.counts.first_seen(digest, start):
+            return
         sketch = EventSketch.from_bytes(audit["sketch"]) if audit.get("sketch") else None
         latency = (audit.get("properties") or {}).get("latency")
         if latency and self._observe_latency is not None:
@@ -159,10 +156,6 @@ class AuditCountReader:
                             record.offset, latency)
         self.counts.add((audit["tier"], audit["topic"], audit["datacenter"], start),
                         TierCount(audit["count"], audit["bytes"], sketch))
-
-    def forget_before(self, horizon_ms: int) -> None:
-        for digest in [d for d, start in self._seen.items() if start < horizon_ms]:
-            del self._seen[digest]
 
 
 def _millis(value: Any) -> int:

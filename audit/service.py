@@ -5,7 +5,9 @@ Readers (:mod:`audit.readers`), two per cluster: its event topics (tier ``datace
 cluster, ``offline`` for the offline cluster) and its audit topic (the tiers ``producer``, ``mirror`` and
 ``warehouse`` publish there). A reconciliation pass merges all counts per (topic, datacenter, window) and
 reconciles the windows past ``window end + grace``; a window whose counts changed since (late data) is
-reconciled again. Each new result is appended to ``STATE/results.jsonl``, read back at start.
+reconciled again. A pass looks only at the windows counted since the last one (the readers say which), those
+newly past their grace, and those whose expected tiers changed, so its cost follows what changed, not what is
+retained. Each new result is appended to ``STATE/results.jsonl``, read back at start.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterable
 
 from kazoo.exceptions import KazooException
 
@@ -54,10 +56,18 @@ class AuditService:
     def __init__(self, config: AuditConfig, metrics: AuditMetrics | None = None) -> None:
         self.config = config
         self.metrics = metrics or AuditMetrics()
+        self.metrics.set_windows([], config["completeness.threshold"])
         self.results_log = ResultLog(config.state_dir / "results.jsonl")
         #: The newest result of each window, as stored (JSON dicts).
         self.results: dict[WindowKey, dict[str, Any]] = {}
+        #: The newest result of each window (parsed), and its signature: a new result is kept only if it differs.
+        self._results: dict[WindowKey, WindowResult] = {}
         self._reconciled: dict[WindowKey, tuple] = {}
+        #: Every retained window counted so far with the tiers that counted it, and those to reconcile again.
+        self._known: dict[WindowKey, set[str]] = {}
+        self._unreconciled: set[WindowKey] = set()
+        #: The start of the oldest window known or with a result (so retention only scans when passing it).
+        self._oldest: int | None = None
         self._readers: list[ClusterReader] = []
         self._discoveries: list[ZooKeeperBrokerDiscovery] = []
         #: A cluster client per cluster name (the datacenters' and "offline"), for reading windows back.
@@ -78,8 +88,10 @@ class AuditService:
         self.results = self.results_log.read(horizon)
         # (A window named by reading back is reconciled once more after a restart, and read again.)
         for key, data in self.results.items():
-            self._reconciled[key] = _signature(result_from_json(data))
-        self._update_gauges()
+            self._results[key] = result_from_json(data)
+            self._reconciled[key] = _signature(self._results[key])
+            self._note_window(key.window_start)
+        self.metrics.set_windows(list(self._results.values()), config["completeness.threshold"])
         self._registry = SchemaRegistryClient(config["schema.registry.url"])
         try:
             self._start_readers(stop)
@@ -115,7 +127,7 @@ class AuditService:
             self._clusters[name] = Cluster(discovery, client_id="audit-window-scan")
             self._discovery_of[name] = discovery
             for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
-                counts = CheckpointedCounts(config.state_dir / f"{name}-{role}.json", retain_ms, _now_ms)
+                counts = CheckpointedCounts(config.state_dir / f"{name}-{role}", retain_ms, _now_ms)
                 handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latency) if role == "events"
                                else AuditCountReader(counts, decoder, config["audit.topic"], _CLUSTER_TIERS,
                                                      self.metrics.add_latency))
@@ -131,12 +143,14 @@ class AuditService:
 
     # -- reconciliation -------------------------------------------------------------------------------
 
-    def counts(self) -> dict[WindowKey, dict[str, TierCount]]:
-        """Every counted window with its tiers' counts (hosts and readers summed)."""
+    def counts(self, keys: Iterable[WindowKey] | None = None) -> dict[WindowKey, dict[str, TierCount]]:
+        """The counted windows (``keys``, or all) with their tiers' counts (hosts and readers summed)."""
         window_ms = self.config["window.ms"]
+        wanted = None if keys is None else [(tier, k.topic, k.datacenter, k.window_start)
+                                            for k in keys for tier in self._known.get(k, ())]
         merged: dict[WindowKey, dict[str, TierCount]] = defaultdict(dict)
         for reader in self._readers:
-            snapshot: dict[CountKey, TierCount] = reader.counts.snapshot()
+            snapshot: dict[CountKey, TierCount] = reader.counts.snapshot(wanted)
             for (tier, topic, datacenter, start), counted in snapshot.items():
                 tiers = merged[WindowKey(topic, datacenter, start, start + window_ms)]
                 mine = tiers.get(tier)
@@ -147,28 +161,44 @@ class AuditService:
         return merged
 
     def reconcile_closed(self, now_ms: int | None = None) -> list[WindowResult]:
-        """Reconcile the windows past their grace whose counts changed; the new results."""
+        """Reconcile the windows past their grace whose counts changed since they were last reconciled, or whose
+        expected tiers did (only those are read from the counts); the new results."""
         now_ms = _now_ms() if now_ms is None else now_ms
         grace = self.config["grace.ms"]
+        self._take_changes(now_ms)
+        due = {k for k in self._unreconciled if k.window_end + grace <= now_ms}
+        grown = set()
+        for key in due:
+            seen = self._active.setdefault((key.topic, key.datacenter), set())
+            if not seen.issuperset(self._known[key]):
+                seen.update(self._known[key])
+                grown.add((key.topic, key.datacenter))
+        if grown:
+            # A tier newly counting a topic and datacenter: its silence in their other windows is now a loss.
+            due.update(k for k in self._known if (k.topic, k.datacenter) in grown and k.window_end + grace <= now_ms)
+        self._unreconciled.difference_update(due)
+        counts = self.counts(due)
         fresh = []
-        for key, tiers in sorted(self.counts().items()):
-            if key.window_end + grace > now_ms:
+        for key in sorted(due):
+            tiers = counts.get(key)
+            if tiers is None:
                 continue
-            result = reconcile(key, tiers, TIERS, self._expected_tiers(key, tiers))
+            result = reconcile(key, tiers, TIERS, self._expected_tiers(key))
             signature = _signature(result)
             if signature == self._reconciled.get(key):
                 continue
             for discrepancy in result.undecoded:
                 self._read_difference(key, discrepancy)
-            self.metrics.count_named(result, None if key not in self.results else result_from_json(self.results[key]))
+            self.metrics.count_named(result, self._results.get(key))
+            self.metrics.window_changed(self._results.get(key), result)
             self._reconciled[key] = signature
             data = result_to_json(result, now_ms)
             with self._lock:
                 self.results[key] = data
+            self._results[key] = result
             fresh.append(result)
         self.results_log.append([result_to_json(r, now_ms) for r in fresh])
         if fresh:
-            self._update_gauges()
             for result in fresh:
                 if not result.complete(self.config["completeness.threshold"]):
                     log.warning("window %s %s %d: completeness %s, discrepancies %s", result.key.topic,
@@ -176,12 +206,36 @@ class AuditService:
                                 result.discrepancies)
         return fresh
 
-    def _expected_tiers(self, key: WindowKey, tiers: dict[str, TierCount]) -> set[str]:
+    def _take_changes(self, now_ms: int) -> None:
+        """Note the windows the readers counted since the last pass (and which tiers), and forget those past
+        retention."""
+        window_ms = self.config["window.ms"]
+        for reader in self._readers:
+            for tier, topic, datacenter, start in reader.counts.take_changed():
+                key = WindowKey(topic, datacenter, start, start + window_ms)
+                self._known.setdefault(key, set()).add(tier)
+                self._unreconciled.add(key)
+                self._note_window(start)
+        horizon = now_ms - self.config["retain.ms"]
+        if self._oldest is not None and self._oldest < horizon:
+            for key in [k for k in {*self._known, *self._results} if k.window_start < horizon]:
+                self._known.pop(key, None)
+                self._unreconciled.discard(key)
+                self._reconciled.pop(key, None)
+                self.metrics.window_changed(self._results.pop(key, None), None)
+                with self._lock:
+                    self.results.pop(key, None)
+            self._oldest = min((k.window_start for k in (*self._known, *self._results)), default=None)
+
+    def _note_window(self, start: int) -> None:
+        if self._oldest is None or start < self._oldest:
+            self._oldest = start
+
+    def _expected_tiers(self, key: WindowKey) -> set[str]:
         """The tiers that should have counted this window: the clusters the audit reads itself, and every tier
-        that has counted this topic and datacenter in some window (once a tier runs, its silence is a loss)."""
-        seen = self._active.setdefault((key.topic, key.datacenter), set())
-        seen.update(tiers)
-        expected = set(seen)
+        that has counted this topic and datacenter in some closed window (once a tier runs, its silence is a
+        loss)."""
+        expected = set(self._active.get((key.topic, key.datacenter), ()))
         if key.datacenter in self._clusters:
             expected.add("datacenter")
         if "offline" in self._clusters:
@@ -229,11 +283,6 @@ class AuditService:
         for labels in self._lag_labels - seen:
             self.metrics.group_lag.remove(*labels)
         self._lag_labels = seen
-
-    def _update_gauges(self) -> None:
-        with self._lock:
-            results = [result_from_json(d) for d in self.results.values()]
-        self.metrics.set_windows(results, self.config["completeness.threshold"])
 
 
 def _signature(result: WindowResult) -> tuple:
