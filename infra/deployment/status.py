@@ -67,6 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction,
 
 
 def run_status(args: argparse.Namespace) -> int:
+    """Print the status of the deployment of ``args.topology`` (text, or JSON with ``--json``); the exit code."""
     from infra.deployment.status_text import render
 
     document = gather(load(args.topology))
