@@ -1,9 +1,10 @@
 """`python -m etl`: the ETL's command line (etl.commands): `run` loads every new offset of the offline cluster
-once, `schedule` runs it on a schedule, `history` shows what the runs did.
+once, `schedule` runs it on a schedule, `history` shows what the runs did, `query` runs Spark SQL over the warehouse.
 
     python -m etl run --zookeeper zk:2181/offline --warehouse /data/warehouse [--topics REGEX] [--master URL]
     python -m etl schedule --every 5m --zookeeper zk:2181/offline --warehouse /data/warehouse [--metrics-port 9464]
     python -m etl history --warehouse /data/warehouse
+    python -m etl query --warehouse /data/warehouse "SELECT kafka_topic, count(*) FROM events GROUP BY kafka_topic"
     spark-submit etl/submit.py run --zookeeper zk:2181/offline --warehouse /data/warehouse
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from etl.commands import add_history_parser, add_run_parser, add_schedule_parser
+from etl.commands import add_history_parser, add_query_parser, add_run_parser, add_schedule_parser
 from pipeline.service import log_to_stderr
 
 PROG = "python -m etl"
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(commands)
     add_schedule_parser(commands)
     add_history_parser(commands)
+    add_query_parser(commands)
     return parser
 
 

@@ -1,16 +1,17 @@
-"""The subcommands of `python -m etl`: `run`, `schedule` and `history`.
+"""The subcommands of `python -m etl`: `run`, `schedule`, `history` and `query`.
 
     python -m etl run --zookeeper zk:2181/offline --warehouse /data/warehouse [--topics REGEX] [--master URL]
     python -m etl schedule --every 5m --zookeeper zk:2181/offline --warehouse /data/warehouse [--metrics-port 9464]
     python -m etl history --warehouse /data/warehouse [--group etl] [--limit 20] [--json]
+    python -m etl query --warehouse /data/warehouse [--master URL] [--limit 100] "SELECT ... FROM events ..."
 
-``add_run_parser`` / ``add_schedule_parser`` / ``add_history_parser`` add them to the subparsers of the command
-line; each sets ``handler`` (a function of the parsed arguments returning the exit code) as its default. Options
-on the command line override ``--set KEY=VALUE``, which override the properties file (``--config``). Exit codes:
-0 success (``run``: the run succeeded or found nothing new; ``schedule``: stopped by SIGTERM or SIGINT, the run
-in progress finished), 1 the run failed (recorded in the run history) or the scheduler could not go on, 2 wrong
-settings. ``run`` and ``schedule`` take the group's lock in ZooKeeper for every run, so that runs of the same
-group never overlap, wherever they are started.
+``add_run_parser`` / ``add_schedule_parser`` / ``add_history_parser`` / ``add_query_parser`` add them to the
+subparsers of the command line; each sets ``handler`` (a function of the parsed arguments returning the exit code)
+as its default. Options on the command line override ``--set KEY=VALUE``, which override the properties file
+(``--config``). Exit codes: 0 success (``run``: the run succeeded or found nothing new; ``schedule``: stopped by
+SIGTERM or SIGINT, the run in progress finished), 1 the run failed (recorded in the run history), the scheduler
+could not go on, or the query failed, 2 wrong settings. ``run`` and ``schedule`` take the group's lock in
+ZooKeeper for every run, so that runs of the same group never overlap, wherever they are started.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from etl.report import RunReport
 from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.service import log_to_stderr, stop_on_signals
 
-__all__ = ["RUN_OPTIONS", "add_history_parser", "add_run_parser", "add_schedule_parser", "add_settings_options",
-           "history_main", "history_table", "load_config", "run_main", "schedule_config", "schedule_main"]
+__all__ = ["RUN_OPTIONS", "add_history_parser", "add_query_parser", "add_run_parser", "add_schedule_parser",
+           "add_settings_options", "history_main", "history_table", "load_config", "query_main", "run_main",
+           "schedule_config", "schedule_main"]
 
 PROG = "python -m etl"
 
@@ -194,6 +196,41 @@ def history_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         out.write(history_table(runs) + "\n")
     else:
         print(f"no runs recorded for ETL group {group} under {warehouse}", file=sys.stderr)
+    return 0
+
+
+def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``query``: Spark SQL over the warehouse, the result printed as a table."""
+    parser = subparsers.add_parser(
+        "query", help="Spark SQL over the warehouse", description=(
+            "Run a Spark SQL query over the warehouse and print the result as a table. Every table is a view named "
+            "by its topic (e.g. PageViewEvent), and `events` is the union of every table's common columns "
+            "(kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, source_cluster, source_partition, "
+            "source_offset, header, date, hour)."))
+    parser.add_argument("--warehouse", metavar="DIR", required=True, help="the warehouse directory")
+    parser.add_argument("--master", metavar="URL", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--limit", type=int, default=100, metavar="N", help="show at most N rows (default 100)")
+    parser.add_argument("sql", metavar="SQL", help='the query, e.g. "SELECT kafka_topic, count(*) FROM events '
+                                                   'GROUP BY kafka_topic"')
+    parser.set_defaults(handler=query_main)
+    return parser
+
+
+def query_main(args: argparse.Namespace) -> int:
+    """Run a parsed ``query`` command line: 0 the result was printed, 1 the query failed or there is no table, 2 a
+    wrong option."""
+    from pathlib import Path
+
+    from etl.query import QueryError, run_query
+
+    if args.limit < 1:
+        print(f"{PROG} query: error: --limit must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        run_query(Path(args.warehouse), args.sql, args.master, args.limit)
+    except QueryError as error:
+        print(f"{PROG} query: error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

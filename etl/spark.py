@@ -17,12 +17,13 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Mapping
 
 from pyspark.sql import SparkSession
 
 from etl.config import EtlConfig
 
-__all__ = ["APP_NAME", "PROJECT_PACKAGES", "build_session", "project_zip"]
+__all__ = ["APP_NAME", "PROJECT_PACKAGES", "build_session", "project_zip", "spark_session", "stop_session"]
 
 APP_NAME = "kafka-etl"
 #: The packages a task imports (directly or through the others).
@@ -50,7 +51,11 @@ def project_zip(directory: Path) -> Path:
 
 def build_session(config: EtlConfig) -> SparkSession:
     """A SparkSession (new, or the running one) for ``config``'s master and Spark settings."""
-    master = config["spark.master"]
+    return spark_session(config["spark.master"], config.spark_settings)
+
+
+def spark_session(master: str, spark_settings: Mapping[str, str] | None = None) -> SparkSession:
+    """A SparkSession (new, or the running one) on ``master`` with ``spark_settings`` over the defaults."""
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     local = master.startswith("local") and not submitted
     if local:
@@ -63,8 +68,7 @@ def build_session(config: EtlConfig) -> SparkSession:
     if not submitted:
         # Under spark-submit its --master (already in the JVM's configuration) decides.
         builder = builder.master(master)
-    settings = {**_DEFAULTS, "spark.pyspark.python": sys.executable,
-                **config.spark_settings}
+    settings = {**_DEFAULTS, "spark.pyspark.python": sys.executable, **(spark_settings or {})}
     for name, value in settings.items():
         builder = builder.config(name, value)
     session = builder.getOrCreate()

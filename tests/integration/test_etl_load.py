@@ -14,6 +14,7 @@ from audit.latency import LatencyBuckets
 from audit.sketch import EventSketch
 from etl.history import RunHistory
 from etl.job import EtlError, LockLost, run_once
+from etl.query import QueryError, show_query
 from etl.report import SkippedOffsets
 from etl.store import Warehouse
 from pipeline.client.simple_consumer import SimpleConsumer
@@ -27,6 +28,7 @@ from tests.support.etl import (
     expected_keys,
     lineage_headers,
     page_views,
+    run_etl,
     warehouse_rows,
 )
 from tests.support.mirror import committed, end_offsets, produce, read_all
@@ -245,3 +247,42 @@ def test_a_range_spanning_more_hours_than_concurrent_writers_lands_in_its_hour_d
     rows = warehouse_rows(warehouse, "hourly")
     assert {row["header"]["eventTime"].timestamp() * 1000 for row in rows.values()} == \
         {e["header"]["eventTime"] for e in events}
+
+
+def test_etl_query_runs_spark_sql_over_every_table_and_the_events_view_of_their_common_columns(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env.create_topic("queried", 2)
+    env.create_topic("queried_v2", 1)
+    env.produce("queried", page_views(30), load_schema("PageViewEvent", 1))
+    env.produce("queried_v2", page_views(12, 100, version=2), load_schema("PageViewEvent", 2))
+    warehouse = tmp_path / "warehouse"
+    assert run_once(env.config(warehouse, topics="queried|queried_v2"), spark).rows == 42
+    assert (warehouse / "_etl").is_dir()
+
+    sql = ("SELECT kafka_topic, count(*) AS n, count(DISTINCT header.eventId) AS ids, min(date) AS day FROM events "
+           "GROUP BY kafka_topic ORDER BY kafka_topic")
+    code, output = run_etl(tmp_path / "query.log",
+                           ["query", "--warehouse", str(warehouse), "--master", "local[1]", sql])
+    assert code == 0, output
+    table = [[cell.strip() for cell in line.strip("|").split("|")] for line in output.splitlines()
+             if line.startswith("|")]
+    day = datetime.fromtimestamp(EVENT_TIME / 1000, timezone.utc).date().isoformat()
+    assert table == [["kafka_topic", "n", "ids", "day"], ["queried", "30", "30", day], ["queried_v2", "12", "12", day]]
+
+    # Each topic is a view with all its columns; `events` has only those every table has.
+    show_query(spark, warehouse, "SELECT count(sessionId) AS sessions FROM queried_v2", 10)
+    assert "|12      |" in capsys.readouterr().out
+    with pytest.raises(QueryError, match=r"^\[UNRESOLVED_COLUMN.*`sessionId`"):
+        show_query(spark, warehouse, "SELECT sessionId FROM events", 10)
+    with pytest.raises(QueryError, match=r"^\[PARSE_SYNTAX_ERROR\] Syntax error at or near 'SELEC'"):
+        show_query(spark, warehouse, "SELEC 1", 10)
+    show_query(spark, warehouse, "SELECT kafka_offset FROM queried ORDER BY kafka_offset", 2)
+    assert "only showing top 2 rows" in capsys.readouterr().out
+
+    # Without a table (the ETL's own directories are not tables): one line, exit 1, no Spark started.
+    (tmp_path / "empty" / "_etl").mkdir(parents=True)
+    (tmp_path / "empty" / "_etl" / "stray.parquet").write_bytes(b"")
+    for directory, error in ((tmp_path / "empty", "has no table yet"), (tmp_path / "none", "there is no warehouse")):
+        code, output = run_etl(tmp_path / f"{directory.name}.log",
+                               ["query", "--warehouse", str(directory), "SELECT 1"])
+        assert code == 1 and len(output.strip().splitlines()) == 1 and error in output, output
