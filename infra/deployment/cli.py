@@ -55,16 +55,10 @@ def add_deployment_parsers(subparsers: argparse._SubParsersAction, *, lifecycle:
                                     help="return once every process is healthy, without waiting for the first "
                                          "events to reach the offline cluster")
             parser.set_defaults(handler=handler)
-    import importlib
+    from infra.deployment import chaos, status
 
-    for name in ("status", "chaos"):
-        try:
-            module = importlib.import_module(f"infra.deployment.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"infra.deployment.{name}":
-                raise
-            continue  # being written
-        module.add_parser(subparsers, add_topology_option)
+    status.add_parser(subparsers, add_topology_option)
+    chaos.add_parser(subparsers, add_topology_option)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:

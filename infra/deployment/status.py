@@ -109,7 +109,7 @@ def gather(topology: Topology) -> dict[str, Any]:
     }
     with ThreadPoolExecutor(max_workers=len(everything) + len(figures)) as pool:
         running = [p for p in everything if p.name in infos and infos[p.name].running]
-        checks = {p.name: pool.submit(p.health) for p in running}
+        checks = {p.name: pool.submit(p.health, infos[p.name].started) for p in running}
         answers = {name: pool.submit(_figure, source) for name, source in figures.items()}
         health = {name: future.result() for name, future in checks.items()}
         document["figures"] = {name: future.result() for name, future in answers.items()}
