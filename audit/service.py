@@ -7,7 +7,9 @@ cluster, ``offline`` for the offline cluster) and its audit topic (the tiers ``p
 reconciles the windows past ``window end + grace``; a window whose counts changed since (late data) is
 reconciled again. A pass looks only at the windows counted since the last one (the readers say which), those
 newly past their grace, and those whose expected tiers changed, so its cost follows what changed, not what is
-retained. Each new result is appended to ``STATE/results.jsonl``, read back at start.
+retained. Each new result is appended to ``STATE/results.jsonl``, read back at start. The warehouse tier, counted
+by the ETL's runs minutes apart, is pending for a window (neither compared nor expected) until a run that started
+after the window's end plus grace has finished, when ``warehouse.dir`` gives the audit the ETL's run history.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from audit.reconcile import TIERS, Discrepancy, TierCount, WindowKey, WindowResu
 from audit.results import ResultLog, result_from_json, result_to_json
 from audit.state import CheckpointedCounts, CountKey
 from audit.window_scan import multiplicities, scan_window
+from etl.history import RunHistory
+from etl.report import NOTHING_NEW, SUCCEEDED
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.errors import KafkaClientError
@@ -44,6 +48,12 @@ __all__ = ["AuditService"]
 log = logging.getLogger(__name__)
 
 _CLUSTER_TIERS = frozenset({"datacenter", "offline"})
+#: Tiers counted by the runs of a batch job, the ETL: a window's counts there are final only once a run that started
+#: after the window's end plus grace has finished (and its counts had grace to arrive); until then the tier is
+#: pending for the window, neither compared nor expected, so that windows the ETL has not loaded yet are not losses.
+BATCH_TIERS = frozenset({"warehouse"})
+#: How many of the ETL's newest runs are looked at for the newest one that finished.
+_RUNS_LOOKED_AT = 10
 
 
 def _now_ms() -> int:
@@ -76,6 +86,11 @@ class AuditService:
         self._lag_labels: set[tuple[str, str, str, str]] = set()
         #: Tiers that have counted each (topic, datacenter) so far.
         self._active: dict[tuple[str, str], set[str]] = {}
+        #: The ETL's run history (None: no warehouse configured, its tier is compared as it counts), the newest
+        #: event time its finished runs cover (ms), and the windows reconciled while it was pending for them.
+        self._etl_runs = RunHistory(config["warehouse.dir"], config["etl.group"]) if config["warehouse.dir"] else None
+        self._batch_covered_ms = 0
+        self._batch_pending: set[WindowKey] = set()
         self._registry: SchemaRegistryClient | None = None
         self._lock = threading.Lock()
 
@@ -176,6 +191,7 @@ class AuditService:
         if grown:
             # A tier newly counting a topic and datacenter: its silence in their other windows is now a loss.
             due.update(k for k in self._known if (k.topic, k.datacenter) in grown and k.window_end + grace <= now_ms)
+        due |= self._batch_newly_covered(now_ms)
         self._unreconciled.difference_update(due)
         counts = self.counts(due)
         fresh = []
@@ -183,7 +199,14 @@ class AuditService:
             tiers = counts.get(key)
             if tiers is None:
                 continue
-            result = reconcile(key, tiers, TIERS, self._expected_tiers(key))
+            expected = self._expected_tiers(key)
+            if self._etl_runs is not None and key.window_end + grace > self._batch_covered_ms:
+                tiers = {tier: counted for tier, counted in tiers.items() if tier not in BATCH_TIERS}
+                expected -= BATCH_TIERS
+                self._batch_pending.add(key)
+            else:
+                self._batch_pending.discard(key)
+            result = reconcile(key, tiers, TIERS, expected)
             signature = _signature(result)
             if signature == self._reconciled.get(key):
                 continue
@@ -206,6 +229,25 @@ class AuditService:
                                 result.discrepancies)
         return fresh
 
+    def _batch_newly_covered(self, now_ms: int) -> set[WindowKey]:
+        """The windows pending at the batch tiers that the ETL's newest finished run now covers (its counts had
+        grace to arrive since it finished): a run covers the events that reached the offline cluster before it
+        started, that is every window that ended at least grace before."""
+        if self._etl_runs is None:
+            return set()
+        grace = self.config["grace.ms"]
+        try:
+            runs = self._etl_runs.runs(_RUNS_LOOKED_AT)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot read the ETL's run history (read again at the next pass): %s", exc)
+            return set()
+        covered = max((int(run.started_at * 1000) for run in runs if run.outcome in (SUCCEEDED, NOTHING_NEW)
+                       and run.finished_at is not None and run.finished_at * 1000 + grace <= now_ms), default=0)
+        if covered <= self._batch_covered_ms:
+            return set()
+        self._batch_covered_ms = covered
+        return {key for key in self._batch_pending if key.window_end + grace <= covered}
+
     def _take_changes(self, now_ms: int) -> None:
         """Note the windows the readers counted since the last pass (and which tiers), and forget those past
         retention."""
@@ -221,6 +263,7 @@ class AuditService:
             for key in [k for k in {*self._known, *self._results} if k.window_start < horizon]:
                 self._known.pop(key, None)
                 self._unreconciled.discard(key)
+                self._batch_pending.discard(key)
                 self._reconciled.pop(key, None)
                 self.metrics.window_changed(self._results.pop(key, None), None)
                 with self._lock:

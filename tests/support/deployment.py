@@ -29,7 +29,7 @@ UP_TIMEOUT_S = 300
 
 def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, ...] = ("dc1", "dc2"),
                      brokers: dict[str, int] | None = None, rate: int = 40, window_ms: int = 2000,
-                     grace_ms: int = 1500, etl_every: str = "15s") -> dict[str, Any]:
+                     grace_ms: int = 4000, etl_every: str = "15s") -> dict[str, Any]:
     """A small topology: low emulator rates, short audit windows and ETL interval, brokers per cluster as given
     (2 in dc1, 1 elsewhere by default), brokers' ZooKeeper sessions of 6 s (a killed broker's registration goes
     soon), ports from ``first_port`` on (fewer than 60)."""
