@@ -102,9 +102,13 @@ def test_the_whole_pipeline_from_a_fresh_clone_loses_nothing_through_the_chaos_d
         # (SIGKILL, each restarted by supervisord), then ZooKeeper stopped for longer than the brokers' sessions.
         before = {info.name: info.pid for info in deployment.supervisor.infos()}
         killed_at_ms = time.time() * 1000
+        drills = {}
         for drill in (("kill-broker", "dc1"), ("kill-mirror",), ("kill-etl", "--during-run"), ("pause-zookeeper",)):
-            result = deployment.command("chaos", *drill, module="pipeline")
-            print(result.stdout)
+            drills[drill[0]] = deployment.command("chaos", *drill, module="pipeline", timeout=300).stdout
+            print(drills[drill[0]])
+        # the ETL went with its Spark JVM, and its restarted scheduler's first run did not fail
+        assert "java" in drills["kill-etl"] and "the restarted ETL's first run finished" in drills["kill-etl"]
+        assert "every program running and healthy" in drills["pause-zookeeper"]
         after = {info.name: info.pid for info in deployment.supervisor.infos()}
         restarted = sorted(name for name in before if after[name] != before[name])
         assert restarted in (["broker-dc1-1", "etl", "mirror"], ["broker-dc1-2", "etl", "mirror"]), restarted
@@ -115,6 +119,8 @@ def test_the_whole_pipeline_from_a_fresh_clone_loses_nothing_through_the_chaos_d
         # The sources stop; everything they stored is mirrored, loaded and reconciled.
         for datacenter in topology.datacenters:
             deployment.supervisor.stop(f"emulators-{datacenter.name}")
+        stopped = deployment.command("status", module="pipeline", check=False)
+        assert stopped.returncode == 1 and "STOPPED" in stopped.stdout, stopped.stdout
         sources = source_events(topology)
 
         def drained() -> bool:
