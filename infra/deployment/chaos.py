@@ -493,8 +493,7 @@ def default_audit_timeout_s(topology: Topology) -> float:
     return (topology.audit.window_ms + topology.audit.grace_ms) / 1000 + topology.etl.every_seconds + 60.0
 
 
-def add_parser(subparsers: argparse._SubParsersAction,
-               add_topology_option: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_parser(subparsers: argparse._SubParsersAction, add_topology_option: Callable[..., None]) -> None:
     """Register ``chaos DRILL`` on ``subparsers``."""
     text = "fault drills against the running deployment, each with what to expect and the audit's verdict"
     parser = subparsers.add_parser("chaos", help=text, description=text[0].upper() + text[1:] + ".")
@@ -502,11 +501,7 @@ def add_parser(subparsers: argparse._SubParsersAction,
     drills = parser.add_subparsers(dest="drill", metavar="DRILL", required=True)
     for drill in DRILLS:
         sub = drills.add_parser(drill.name, help=drill.help, description=drill.help[0].upper() + drill.help[1:] + ".")
-        add_topology_option(sub)
-        # Given before the drill's name, --topology is the chaos parser's: the drill's default must not replace it.
-        for action in sub._actions:
-            if action.dest == "topology":
-                action.default = argparse.SUPPRESS
+        add_topology_option(sub, inherited=True)
         drill.arguments(sub)
         sub.add_argument("--timeout", type=float, default=RESTART_TIMEOUT_S, metavar="S",
                          help=f"deadline of each wait for the deployment to recover (default {RESTART_TIMEOUT_S:.0f})")

@@ -15,8 +15,11 @@ PROG = "python -m infra.deployment"
 TOPOLOGY_ENV = "PIPELINE_TOPOLOGY"
 
 
-def add_topology_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--topology", metavar="FILE", default=os.environ.get(TOPOLOGY_ENV) or str(DEFAULT_TOPOLOGY),
+def add_topology_option(parser: argparse.ArgumentParser, *, inherited: bool = False) -> None:
+    """``--topology FILE``; ``inherited``: on a subcommand whose parent has it too, so that the option may come
+    before or after the subcommand's name (the subcommand's default then leaves the parent's value alone)."""
+    default = argparse.SUPPRESS if inherited else os.environ.get(TOPOLOGY_ENV) or str(DEFAULT_TOPOLOGY)
+    parser.add_argument("--topology", metavar="FILE", default=default,
                         help=f"the deployment's topology file (default ${TOPOLOGY_ENV} or infra/topology.yml)")
 
 
