@@ -3,7 +3,7 @@
 
 One deployment runs a few minutes in three phases: undisturbed (the windows reconciled at every tier so far are
 complete, with nothing named; `python -m pipeline status` sees every process healthy; Prometheus scraped every
-target), then the chaos drills while the emulators go on (one broker of dc1, the mirror and the ETL in the middle
+target; `make pipeline-up` again starts nothing twice), then the chaos drills while the emulators go on (one broker of dc1, the mirror and the ETL in the middle
 of a run SIGKILLed and restarted by supervisord, ZooKeeper stopped for longer than the brokers' sessions), then
 the emulators stopped and the pipeline drained. At the end the warehouse holds every event the datacenters
 stored, with its exact lineage, nothing is lost at any tier and every extra copy is one the audit named; the
@@ -99,9 +99,16 @@ def test_the_whole_pipeline_from_a_fresh_clone_loses_nothing_through_the_chaos_d
         wait_until(lambda: targets_up(deployment) == [], 60, interval=1,
                    message=lambda: f"Prometheus scraped every target: {targets_up(deployment)}")
 
+        # Again while it runs: nothing is started twice.
+        before = {info.name: info.pid for info in deployment.supervisor.infos()}
+        began = time.monotonic()
+        again = make(clone, "pipeline-up", deployment)
+        assert again.returncode == 0 and "supervisord already running" in again.stdout, again.stdout + again.stderr
+        print(f"make pipeline-up while running took {time.monotonic() - began:.1f}s")
+        assert {info.name: info.pid for info in deployment.supervisor.infos()} == before
+
         # The drills while the emulators go on: one broker of dc1, the mirror, the ETL in the middle of a run
         # (SIGKILL, each restarted by supervisord), then ZooKeeper stopped for longer than the brokers' sessions.
-        before = {info.name: info.pid for info in deployment.supervisor.infos()}
         killed_at_ms = time.time() * 1000
         drills = {}
         for drill in (("kill-broker", "dc1"), ("kill-mirror",), ("kill-etl", "--during-run"), ("pause-zookeeper",)):

@@ -76,6 +76,13 @@ class Deployment:
         self.topology: Topology = load(self.path)
         self.supervisor = Supervisor(self.topology)
 
+    def rewrite(self, document: dict[str, Any]) -> None:
+        """Write ``document`` as the topology file (and read it back)."""
+        self.document = document
+        self.path.write_text(yaml.safe_dump(document, sort_keys=False))
+        self.topology = load(self.path)
+        self.supervisor = Supervisor(self.topology)
+
     def command(self, *arguments: str, timeout: float = UP_TIMEOUT_S, module: str = "infra.deployment",
                 check: bool = True) -> subprocess.CompletedProcess:
         """``python -m <module> <arguments> --topology <ours>``, its output captured."""
