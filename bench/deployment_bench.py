@@ -24,36 +24,13 @@ from pathlib import Path
 
 import yaml
 
+from bench.etl_bench import tree_rss
 from infra.deployment.lifecycle import down, up
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import DEFAULT_TOPOLOGY, Topology, load
 
 SAMPLE_EVERY_S = 10.0
 TIERS = ("mirror", "offline", "warehouse")
-
-
-def tree_rss_bytes(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            status = (proc / "status").read_text()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(proc.name))
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                rss[int(proc.name)] = int(line.split()[1]) * 1024
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total
 
 
 def quantiles(prometheus: str, minutes: int) -> dict[str, dict[str, float | None]]:
@@ -99,11 +76,11 @@ def main() -> None:
         peak = 0
         deadline = time.monotonic() + args.minutes * 60
         while time.monotonic() < deadline:
-            rss = tree_rss_bytes(supervisor_pid)
+            rss = tree_rss(supervisor_pid)
             peak = max(peak, rss)
             time.sleep(SAMPLE_EVERY_S)
-        last = tree_rss_bytes(supervisor_pid)
-        per_program = {info.name: tree_rss_bytes(info.pid) for info in Supervisor(topology).infos() if info.pid}
+        last = tree_rss(supervisor_pid)
+        per_program = {info.name: tree_rss(info.pid) for info in Supervisor(topology).infos() if info.pid}
         print(f"memory of the whole deployment: {last / 2**20:.0f} MiB now, {peak / 2**20:.0f} MiB at most "
               f"(sampled every {SAMPLE_EVERY_S:.0f}s)")
         for name, rss in sorted(per_program.items(), key=lambda item: -item[1]):
