@@ -210,11 +210,13 @@ class AuditService:
             signature = _signature(result)
             if signature == self._reconciled.get(key):
                 continue
-            for discrepancy in result.undecoded:
-                self._read_difference(key, discrepancy)
+            unread = [d for d in result.undecoded if not self._read_difference(key, d)]
             self.metrics.count_named(result, self._results.get(key))
             self.metrics.window_changed(self._results.get(key), result)
-            self._reconciled[key] = signature
+            if unread:
+                self._unreconciled.add(key)  # read again at the next pass, changed or not
+            else:
+                self._reconciled[key] = signature
             data = result_to_json(result, now_ms)
             with self._lock:
                 self.results[key] = data
@@ -285,15 +287,16 @@ class AuditService:
             expected.add("offline")
         return expected
 
-    def _read_difference(self, key: WindowKey, discrepancy: Discrepancy) -> None:
+    def _read_difference(self, key: WindowKey, discrepancy: Discrepancy) -> bool:
         """Name the events of a difference too large for the sketches by reading the window from the clusters
         that hold the two tiers' events (what the mirror acknowledged is what the offline cluster holds); left
-        undecoded when a tier has nothing to read (the producers) or both read the same cluster."""
+        undecoded when a tier has nothing to read (the producers) or both read the same cluster. False when a
+        cluster could not be read now (the window is reconciled again at the next pass)."""
         sources = {"datacenter": self._clusters.get(key.datacenter), "offline": self._clusters.get("offline"),
                    "mirror": self._clusters.get("offline")}
         earlier, later = sources.get(discrepancy.earlier), sources.get(discrepancy.later)
         if earlier is None or later is None or earlier is later:
-            return
+            return True
         slack = self.config["grace.ms"]
         try:
             before = multiplicities(scan_window(earlier, key.topic, key.window_start, key.window_end, slack,
@@ -303,11 +306,12 @@ class AuditService:
         except (KafkaClientError, KafkaProtocolError, OSError) as exc:
             log.warning("cannot read window %s %s %d to name its events (retried at the next pass): %s", key.topic,
                         key.datacenter, key.window_start, exc)
-            return
+            return False
         discrepancy.missing = {i: n - after[i] for i, n in sorted(before.items()) if after[i] < n}
         discrepancy.duplicated = {i: n - before[i] for i, n in sorted(after.items()) if before[i] < n}
         discrepancy.decoded = True
         discrepancy.read = True
+        return True
 
     def update_group_lags(self) -> None:
         """Export every consumer group's lag in every cluster read (kafka_consumergroup_lag)."""

@@ -108,3 +108,27 @@ def test_windows_newly_past_their_grace_and_those_a_new_tier_should_have_counted
     fresh = new_round(service, later)
     assert len(fresh) == WINDOWS + 1
     assert {r.key.window_start: r.completeness.get("mirror") for r in fresh}[start(4)] == 0.0
+
+
+def test_a_difference_that_could_not_be_read_back_is_read_at_the_next_pass(service, monkeypatch):
+    # 100 events held by dc1 and none by the offline cluster: too many for the sketches, so the audit reads the
+    # window back from both clusters; the first read fails (a broker away), the next pass must try again.
+    dc1, offline = object(), object()
+    service._clusters = {"dc1": dc1, "offline": offline}
+    ids = [uuid.uuid4() for _ in range(100)]
+    count(service, "datacenter", 5, [i.bytes for i in ids])
+    reads = []
+
+    def scan_window(cluster, topic, start_ms, end_ms, slack_ms, datacenter):
+        reads.append(cluster)
+        if len(reads) == 1:
+            raise OSError("connection refused")
+        return [SimpleNamespace(event_id=str(i)) for i in ids] if cluster is dc1 else []
+    monkeypatch.setattr(audit.service, "scan_window", scan_window)
+
+    (first,) = [r for r in new_round(service) if r.key.window_start == start(5)]
+    assert [d.decoded for d in first.discrepancies] == [False]
+    (again,) = new_round(service)
+    (named,) = again.discrepancies
+    assert named.decoded and named.read and named.missing == {str(i): 1 for i in ids}
+    assert new_round(service) == []
