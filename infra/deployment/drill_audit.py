@@ -133,8 +133,13 @@ class AuditApi:
 
     def window(self, summary: Mapping[str, Any]) -> dict[str, Any]:
         """One window with its named events (``discrepancies``)."""
-        path = "/".join(urllib.parse.quote(str(summary[k]), safe="") for k in ("topic", "datacenter", "windowStart"))
-        return self._get(f"/api/windows/{path}")
+        return self._get(window_path(summary))
+
+
+def window_path(summary: Mapping[str, Any]) -> str:
+    """The audit API's path of the window ``summary`` (as /api/windows lists it), with its named events."""
+    return "/api/windows/" + "/".join(urllib.parse.quote(str(summary[key]), safe="")
+                                      for key in ("topic", "datacenter", "windowStart"))
 
 
 def _settled(summary: Mapping[str, Any], grace_ms: int) -> bool:

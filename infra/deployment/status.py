@@ -33,6 +33,7 @@ import xmlrpc.client
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
+from infra.deployment.drill_audit import window_path
 from infra.deployment.programs import Program, programs
 from infra.deployment.supervisor import ProcessInfo, Supervisor
 from infra.deployment.topology import Topology, load
@@ -225,9 +226,7 @@ def audit_answers(topology: Topology) -> tuple[dict[str, Any], list[dict[str, An
         named = sorted((w for w in rows if w["namedEvents"]), key=lambda w: w["windowStart"])[-NAMED_WINDOWS:]
     except (KeyError, TypeError):
         raise SourceError("the audit answered an unexpected /api/windows") from None
-    details = [get_json(f"{base}/api/windows/" + "/".join(urllib.parse.quote(str(w[key]), safe="") for key in
-                                                          ("topic", "datacenter", "windowStart")), "the audit")
-               for w in named]
+    details = [get_json(base + window_path(w), "the audit") for w in named]
     return settings, rows, details
 
 
