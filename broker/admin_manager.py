@@ -49,6 +49,7 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
     "flush.ms": TopicConfig("flush_interval_ms", 0, INT64_MAX),
     "max.message.bytes": TopicConfig("max_message_bytes", 0, INT32_MAX),
     "file.delete.delay.ms": TopicConfig("file_delete_delay_ms", 0, INT64_MAX),
+    "min.insync.replicas": TopicConfig("min_insync_replicas", 1, INT32_MAX),
 }
 
 

@@ -24,6 +24,7 @@ class LogConfig:
     retention_bytes: int | None = None  # log.retention.bytes (None or -1: unlimited)
     max_message_bytes: int = 1048588  # message.max.bytes (per batch, as Kafka)
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms (0: delete retained segments at once)
+    min_insync_replicas: int = 1  # min.insync.replicas (checked by acks=all produces)
 
     @property
     def retention_ms_limit(self) -> int | None:

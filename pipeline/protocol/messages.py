@@ -354,6 +354,33 @@ CONFIG_SOURCE_DEFAULT = 5
 CONFIG_TYPE_INT = 3
 CONFIG_TYPE_LONG = 5
 
+OFFSET_FOR_LEADER_EPOCH = Api(
+    ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", versions="0-3", flexible="4+",
+    request=(
+        F("ReplicaId", "int32", "3+", default=-2),
+        F("Topics", "[]OffsetForLeaderTopic", "0+", fields=(
+            F("Topic", "string", "0+"),
+            F("Partitions", "[]OffsetForLeaderPartition", "0+", fields=(
+                F("Partition", "int32", "0+"),
+                F("CurrentLeaderEpoch", "int32", "2+", default=-1),
+                F("LeaderEpoch", "int32", "0+"),
+            )),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "2+", default=0),
+        F("Topics", "[]OffsetForLeaderTopicResult", "0+", fields=(
+            F("Topic", "string", "0+"),
+            F("Partitions", "[]EpochEndOffset", "0+", fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("Partition", "int32", "0+"),
+                F("LeaderEpoch", "int32", "1+", default=-1),
+                F("EndOffset", "int64", "0+", default=-1),
+            )),
+        )),
+    ),
+)
+
 DESCRIBE_CONFIGS = Api(
     ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", versions="0-3", flexible="4+",
     request=(
@@ -395,5 +422,5 @@ DESCRIBE_CONFIGS = Api(
 APIS: dict[int, Api] = {
     api.key: api
     for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
-                CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS)
+                CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH)
 }

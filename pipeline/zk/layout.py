@@ -35,9 +35,14 @@ ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+ADMIN_CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 
 # Paths that exist in every cluster; brokers create them at start-up.
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, ADMIN_CREATE_TOPICS, ADMIN_DELETE_TOPICS, CONSUMERS)
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, ADMIN_CREATE_TOPICS, ADMIN_DELETE_TOPICS, CONSUMERS,
+                    ISR_CHANGE_NOTIFICATION, ADMIN_CONTROLLED_SHUTDOWN)
 
 
 def now_ms() -> int:
