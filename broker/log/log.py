@@ -26,6 +26,7 @@ from broker.log.errors import (
     UnsupportedCompressionTypeError,
 )
 from broker.log.fetch_slice import FetchSlice
+from broker.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochFileCache
 from broker.log.log_config import LogConfig
 from broker.log.log_segment import DELETED_SUFFIX, LOG_SUFFIX, MIN_BATCH_LENGTH, LogSegment
 from broker.log.producer_state import ProducerStateManager
@@ -114,6 +115,7 @@ class Log:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.producer_state = ProducerStateManager(dir)
+        self.leader_epoch_cache: LeaderEpochFileCache
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = recovery_point
@@ -194,6 +196,24 @@ class Log:
         else:
             self.recovery_point = max(self.log_start_offset, min(recovery_point, self.log_end_offset))
         self._load_producer_state()
+        self._load_leader_epoch_cache()
+
+    def _load_leader_epoch_cache(self) -> None:
+        """Load the leader-epoch-checkpoint (rebuilt from the batch headers when missing, as for a
+        log written before leader epochs) and fit it to the recovered log."""
+        cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
+        if not cache.loaded:
+            entries: list[EpochEntry] = []
+            latest = -1
+            for segment in self._segments:
+                for _, h in segment.iter_headers():
+                    if h.partition_leader_epoch > latest:
+                        latest = h.partition_leader_epoch
+                        entries.append(EpochEntry(latest, h.base_offset))
+            cache.replace(entries)
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache = cache
 
     def _load_producer_state(self) -> None:
         state = self.producer_state
@@ -256,6 +276,8 @@ class Log:
                 patch_leader_epoch(buf, pos, leader_epoch)
             segment.append(buf, entries)
             self.log_end_offset = offset
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
             if staged:
                 self.producer_state.commit(staged)
             interval = self.config.flush_interval_messages
@@ -266,6 +288,16 @@ class Log:
         if flush_after:
             info = info._replace(sync=self.sync())
         return info
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """Record that ``epoch`` starts at the log end offset (a new leader, before its first append)."""
+        with self._lock:
+            self.leader_epoch_cache.assign(epoch, self.log_end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for an OffsetForLeaderEpoch request (see LeaderEpochFileCache.end_offset_for)."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
 
     # ------------------------------------------------------------------------------------- read
 
@@ -517,6 +549,7 @@ class Log:
             doomed_files += self._delete_segment_files(segment, now)
         self._dir_dirty = True
         self.producer_state.truncate_head(self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return count
 
     def _delete_segment_files(self, segment: LogSegment, now: int) -> list[Path]:
