@@ -56,6 +56,11 @@ class UnsupportedCompressionTypeError(LogError):
     error_code = 76
 
 
+class UnexpectedAppendOffsetError(LogError):
+    """A follower append whose first batch does not start at the log end offset (Kafka's
+    UnexpectedAppendOffsetException; the replica fetcher truncates or refetches)."""
+
+
 class KafkaStorageError(LogError):
     """The log is closed or its directory unusable (KAFKA_STORAGE_ERROR)."""
 

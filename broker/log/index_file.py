@@ -145,6 +145,25 @@ class IndexFile:
             yield from self.ENTRY.iter_unpack(buf[: len(buf) - len(buf) % size])
             pos += len(buf)
 
+    def truncate_to_field_below(self, key: int, field: int = 0) -> None:
+        """Drop the entries whose ``field`` is >= ``key`` (the field must not decrease along the file)."""
+        entry = self.ENTRY
+        size = entry.size
+        fd = self._acquire()
+        try:
+            lo, hi = 0, self.entries
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if entry.unpack(os.pread(fd, size, mid * size))[field] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < self.entries:
+                os.ftruncate(fd, lo * size)
+                self._load_tail(fd)
+        finally:
+            self._give_back(fd)
+
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
         os.truncate(self.path, 0)

@@ -12,7 +12,7 @@ import uuid
 from bisect import bisect_left, bisect_right
 from concurrent.futures import Executor, Future
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 import crc32c
 
@@ -23,6 +23,7 @@ from broker.log.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
     UnsupportedCompressionTypeError,
 )
 from broker.log.fetch_slice import FetchSlice
@@ -36,6 +37,7 @@ from pipeline.protocol.batch import (
     CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    BatchHeader,
     CorruptBatchError,
     parse_header,
     patch_base_offset,
@@ -102,8 +104,11 @@ class Log:
         time_ms: Callable[[], int] = now_ms,
         executor: Executor | None = None,
         on_flush: Callable[[float], None] | None = None,
+        on_truncated: Callable[["Log"], None] | None = None,
     ) -> None:
-        """``on_flush`` is told the seconds each flush that synced something took (any thread)."""
+        """``on_flush`` is told the seconds each flush that synced something took (any thread);
+        ``on_truncated`` is called (without the log's lock) after a truncation lowered the recovery
+        point, so that the owner can checkpoint it before new data is appended above it."""
         parsed = parse_topic_partition(dir.name)
         if parsed is None:
             raise ValueError(f"log directory name {dir.name!r} is not <topic>-<partition>")
@@ -118,7 +123,12 @@ class Log:
         self.leader_epoch_cache: LeaderEpochFileCache
         self.log_start_offset = 0
         self.log_end_offset = 0
+        self.high_watermark = 0
         self.recovery_point = recovery_point
+        self._on_truncated = on_truncated
+        # Bumped by every truncation, so that a flush that began before one does not move the
+        # recovery point over data appended after it.
+        self._truncations = 0
         self.last_flush_ms = time_ms()
         self._unflushed_messages = 0
         self._pending_deletes: list[tuple[int, list[Path]]] = []
@@ -268,26 +278,98 @@ class Log:
                     append_max_ts = max_ts
                 offset = next_offset
 
-            segment = self._segments[-1]
-            if segment.should_roll(self.config, n, append_max_ts, offset - 1, self._time_ms()):
-                segment = self._roll_locked()
             for pos, base, _, _, _ in entries:
                 patch_base_offset(buf, pos, base)
                 patch_leader_epoch(buf, pos, leader_epoch)
-            segment.append(buf, entries)
-            self.log_end_offset = offset
+            flush_after = self._append_locked(buf, entries, append_max_ts)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             if staged:
                 self.producer_state.commit(staged)
-            interval = self.config.flush_interval_messages
-            if interval is not None:
-                self._unflushed_messages += offset - first_offset
-                flush_after = self._unflushed_messages >= interval
             info = AppendInfo(first_offset, offset - 1, -1, self.log_start_offset, False)
         if flush_after:
             info = info._replace(sync=self.sync())
         return info
+
+    def _append_locked(self, buf: bytearray, entries: list[tuple[int, int, int, int, int]], max_ts: int) -> bool:
+        """Write whole batches with their offsets set (rolling first if needed), advance the log end
+        offset; return whether log.flush.interval.messages asks for a sync. The lock is held."""
+        first_offset = self.log_end_offset
+        end = entries[-1][2]
+        segment = self._segments[-1]
+        if segment.should_roll(self.config, len(buf), max_ts, end - 1, self._time_ms()):
+            segment = self._roll_locked()
+        segment.append(buf, entries)
+        self.log_end_offset = end
+        interval = self.config.flush_interval_messages
+        if interval is None:
+            return False
+        self._unflushed_messages += end - first_offset
+        return self._unflushed_messages >= interval
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append the whole batches of a fetch from the leader as the leader wrote them (offsets and
+        leader epochs kept); a trailing partial batch is left out. None when there is no whole batch.
+
+        Each batch is checked for framing, magic and CRC, the offsets must be contiguous from the log
+        end offset (else UnexpectedAppendOffsetError), and nothing is written unless all are good.
+        The idempotent producers' state and the leader epoch cache follow the batches.
+        """
+        buf = bytearray(records)
+        n = len(buf)
+        max_batch = self.config.max_message_bytes
+        batches = []
+        pos = 0
+        while pos + HEADER_SIZE <= n:
+            h = parse_header(buf, pos)
+            if h.batch_length < MIN_BATCH_LENGTH or h.magic != 2:
+                raise CorruptRecordError(f"batch at byte {pos} of the fetched data has bad framing or magic {h.magic}")
+            size = h.batch_length + LOG_OVERHEAD
+            if pos + size > n:
+                break
+            if size > max_batch:
+                raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_batch}")
+            if h.last_offset_delta < 0 or crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : pos + size]) != h.crc:
+                raise CorruptRecordError(f"batch at offset {h.base_offset} fails its CRC-32C check")
+            batches.append((pos, size, h))
+            pos += size
+        if not batches:
+            return None
+        if pos < n:
+            del buf[pos:]
+
+        flush_after = False
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.dir.name} is closed")
+            first_offset = offset = self.log_end_offset
+            entries = []
+            append_max_ts = -1
+            for pos, size, h in batches:
+                if h.base_offset != offset:
+                    raise UnexpectedAppendOffsetError(
+                        f"{self.dir.name}: a follower batch starts at offset {h.base_offset}, expected {offset}"
+                    )
+                offset = h.base_offset + h.last_offset_delta + 1
+                entries.append((pos, h.base_offset, offset, h.max_timestamp, size))
+                if h.max_timestamp > append_max_ts:
+                    append_max_ts = h.max_timestamp
+            flush_after = self._append_locked(buf, entries, append_max_ts)
+            self._replay_headers(h for _, _, h in batches)
+            info = AppendInfo(first_offset, offset - 1, -1, self.log_start_offset, False)
+        if flush_after:
+            info = info._replace(sync=self.sync())
+        return info
+
+    def _replay_headers(self, headers: Iterable[BatchHeader]) -> None:
+        """Apply batches written by a leader to the producer state and the leader epoch cache."""
+        state = self.producer_state
+        cache = self.leader_epoch_cache
+        for h in headers:
+            if h.producer_id >= 0 and h.base_sequence >= 0 and not h.attributes & CONTROL_FLAG:
+                state.replay(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset, h.last_offset)
+            if h.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
 
     def assign_leader_epoch(self, epoch: int) -> None:
         """Record that ``epoch`` starts at the log end offset (a new leader, before its first append)."""
@@ -366,6 +448,116 @@ class Log:
                     if written <= timestamp:
                         start = index
             return [offset for offset, _ in reversed(points[: start + 1])][: max(0, max_num_offsets)]
+
+    # ------------------------------------------------------------------------------ replication
+
+    def update_high_watermark(self, value: int) -> int:
+        """Set the high watermark, clamped to [log start offset, log end offset]; return it."""
+        with self._lock:
+            self.high_watermark = min(max(value, self.log_start_offset), self.log_end_offset)
+            return self.high_watermark
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at and above ``offset`` (a follower's divergent tail); False, doing
+        nothing, when ``offset`` is at or above the log end offset. Below the log start offset the
+        log is emptied and starts at ``offset``.
+
+        Newer segments go first, then the cut segment's file is cut and synced before its index
+        entries, so a crash midway leaves a log whose load neither trusts nor resurrects the tail."""
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.dir.name} is closed")
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self.log_start_offset:
+                self._truncate_fully_locked(offset)
+            else:
+                keep = max(1, bisect_right(self._bases, offset))
+                if keep < len(self._segments):
+                    self._drop_segments(keep)
+                    self._segments[-1].hold_indexes()
+                self._segments[-1].truncate_to_offset(offset)
+                self.log_end_offset = self._segments[-1].next_offset
+                self._after_truncation()
+                self._load_producer_state()
+        if self._on_truncated is not None:
+            self._on_truncated(self)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Remove every segment and start an empty log at ``offset`` (a follower whose log end is
+        below the leader's log start offset)."""
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.dir.name} is closed")
+            self._truncate_fully_locked(offset)
+        if self._on_truncated is not None:
+            self._on_truncated(self)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        self._drop_segments(0)
+        segment = LogSegment(self.dir, offset, self.config, self._time_ms())
+        if segment.size:
+            raise KafkaStorageError(f"segment file {segment.log_path} survived the truncation")
+        self._segments = [segment]
+        self._bases = [offset]
+        fsync_dir(self.dir)
+        self.log_start_offset = self.log_end_offset = offset
+        self.producer_state.clear()
+        for _, path in self.producer_state.list_snapshots():
+            path.unlink(missing_ok=True)
+        self._after_truncation()
+        self.recovery_point = self.high_watermark = offset
+        self.leader_epoch_cache.clear()
+
+    def _drop_segments(self, keep: int) -> None:
+        """Close the segments after the first ``keep`` and remove their files, newest first, then
+        sync the directory."""
+        doomed = self._segments[keep:]
+        del self._segments[keep:]
+        del self._bases[keep:]
+        for segment in reversed(doomed):
+            segment.close()
+            for path in segment.paths():
+                path.unlink(missing_ok=True)
+        fsync_dir(self.dir)
+
+    def _after_truncation(self) -> None:
+        """Bring the recovery point, the high watermark and the epoch cache down to the new log end."""
+        end = self.log_end_offset
+        self._truncations += 1
+        self.recovery_point = min(self.recovery_point, end)
+        self.high_watermark = min(self.high_watermark, end)
+        self._unflushed_messages = 0
+        self.leader_epoch_cache.truncate_from_end(end)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (at most the log end offset), as a follower
+        following its leader's; the segments wholly below it are deleted. False when it was not above."""
+        doomed_files: list[Path] = []
+        try:
+            with self._lock:
+                if self._closed:
+                    raise KafkaStorageError(f"log {self.dir.name} is closed")
+                offset = min(offset, self.log_end_offset)
+                if offset <= self.log_start_offset:
+                    return False
+                self.log_start_offset = offset
+                self._delete_head_locked(self._start_breached_count(), self._time_ms(), doomed_files)
+                self._after_start_moved()
+                return True
+        finally:
+            for path in doomed_files:
+                path.unlink(missing_ok=True)
+
+    def _after_start_moved(self) -> None:
+        """Bring the recovery point, the high watermark, the producer state and the epoch cache up
+        to a new log start offset."""
+        start = self.log_start_offset
+        self.recovery_point = max(self.recovery_point, start)
+        self.high_watermark = max(self.high_watermark, start)
+        self.producer_state.truncate_head(start)
+        self.leader_epoch_cache.truncate_from_start(start)
 
     # ------------------------------------------------------------------------------ maintenance
 
@@ -464,6 +656,7 @@ class Log:
             self._dir_dirty = self._parent_dir_dirty = False
             if target == self.log_end_offset:
                 self._unflushed_messages = 0
+            truncations = self._truncations
         started = time.perf_counter()
         # One segment at a time, so that a flush of many segments holds three descriptors, not 3 per segment.
         for segment in to_sync:
@@ -482,7 +675,7 @@ class Log:
         if self._on_flush is not None:
             self._on_flush(time.perf_counter() - started)
         with self._lock:
-            if target > self.recovery_point:
+            if target > self.recovery_point and truncations == self._truncations:
                 self.recovery_point = target
             self.last_flush_ms = self._time_ms()
 
@@ -538,18 +731,30 @@ class Log:
                 excess -= segments[by_size].size
                 by_size += 1
             count = max(count, by_size)
+        return self._delete_head_locked(max(count, self._start_breached_count()), now, doomed_files)
+
+    def _start_breached_count(self) -> int:
+        """How many of the oldest segments lie wholly below the log start offset (never the active one)."""
+        bases = self._bases
+        count = 0
+        while count + 1 < len(bases) and bases[count + 1] <= self.log_start_offset:
+            count += 1
+        return count
+
+    def _delete_head_locked(self, count: int, now: int, doomed_files: list[Path]) -> int:
+        """Take the ``count`` oldest segments out of the log and move its start; add the files to
+        remove to ``doomed_files``. The lock is held."""
         if count == 0:
             return 0
+        segments = self._segments
         doomed = segments[:count]
         del segments[:count]
         del self._bases[:count]
         self.log_start_offset = max(self.log_start_offset, segments[0].base_offset)
-        self.recovery_point = max(self.recovery_point, self.log_start_offset)
         for segment in doomed:
             doomed_files += self._delete_segment_files(segment, now)
         self._dir_dirty = True
-        self.producer_state.truncate_head(self.log_start_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._after_start_moved()
         return count
 
     def _delete_segment_files(self, segment: LogSegment, now: int) -> list[Path]:

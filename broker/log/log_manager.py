@@ -42,6 +42,8 @@ class LogManager:
         self._on_flush = on_flush
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
+        # Checkpoint files are rewritten through one temporary name each: one writer at a time.
+        self._checkpoint_lock = threading.Lock()
 
     def startup(self) -> None:
         """Load every partition directory; recover those of a directory without the clean-shutdown
@@ -74,6 +76,7 @@ class LogManager:
                         time_ms=self._time_ms,
                         executor=self._scheduler,
                         on_flush=self._on_flush,
+                        on_truncated=self._on_truncated,
                     )
             marker.unlink(missing_ok=True)
 
@@ -98,6 +101,7 @@ class LogManager:
                     time_ms=self._time_ms,
                     executor=self._scheduler,
                     on_flush=self._on_flush,
+                    on_truncated=self._on_truncated,
                 )
                 self._logs[(topic, partition)] = log
             elif config is not None:
@@ -133,12 +137,18 @@ class LogManager:
         for log in self.all_logs().values():
             log.maybe_flush(now)
 
-    def checkpoint_recovery_points(self) -> None:
-        """Write each log directory's recovery-point-offset-checkpoint."""
+    def checkpoint_recovery_points(self, log_dirs: list[Path] | None = None) -> None:
+        """Write the recovery-point-offset-checkpoint of each log directory (default: all)."""
         logs = self.all_logs()
-        for log_dir in self.log_dirs:
-            points = {tp: log.recovery_point for tp, log in logs.items() if log.dir.parent == log_dir}
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).write(points)
+        with self._checkpoint_lock:
+            for log_dir in self.log_dirs if log_dirs is None else log_dirs:
+                points = {tp: log.recovery_point for tp, log in logs.items() if log.dir.parent == log_dir}
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).write(points)
+
+    def _on_truncated(self, log: Log) -> None:
+        # Kafka checkpoints right after a truncation: data appended above the new end must not be
+        # taken for flushed because the file still holds the old, higher recovery point.
+        self.checkpoint_recovery_points([log.dir.parent])
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint the recovery points, write the clean-shutdown marker."""

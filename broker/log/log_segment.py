@@ -33,6 +33,7 @@ INT32_MAX = 0x7FFFFFFF
 # prefix of a header that locating an offset needs.
 _PREFIX = struct.Struct(">qiibIhi")
 _PREFIX_SIZE = _PREFIX.size
+_BASE_OFFSET = struct.Struct(">q")
 _MAGIC_POS = 16
 _RECOVERY_CHUNK = 1 << 20
 _HEADER_SCAN_CHUNK = 64 * 1024
@@ -348,6 +349,28 @@ class LogSegment:
         """Cut the .log file at ``position`` (a batch boundary); the caller rebuilds the indexes."""
         os.ftruncate(self.fd, position)
         self.size = position
+
+    def truncate_to_offset(self, offset: int) -> int:
+        """Remove the batches ending at or after ``offset``; return the bytes cut off.
+
+        The .log file is cut and synced before the index entries pointing past the cut go: an
+        index left longer by a crash is found inconsistent at load and rebuilt, while an index
+        cut before its log would let the load trust the stale tail."""
+        found = self.locate(offset, self.size)
+        if found is None:
+            return 0
+        position = found[0]
+        first_cut_offset = _BASE_OFFSET.unpack(os.pread(self.fd, _BASE_OFFSET.size, position))[0]
+        cut = self.size - position
+        self.truncate_to(position)
+        os.fsync(self.fd)
+        self.index.truncate_to(first_cut_offset)
+        self.time_index.truncate_to(first_cut_offset)
+        if position == 0:
+            self._first_batch_timestamp = None
+        if not self.load_tail():
+            self.rebuild_indexes()
+        return cut
 
     @property
     def largest_timestamp(self) -> int:

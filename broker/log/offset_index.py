@@ -31,6 +31,10 @@ class OffsetIndex(IndexFile):
             return self.base_offset, 0
         return self.base_offset + entry[0], entry[1]
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries of batches starting at or after ``offset``."""
+        self.truncate_to_field_below(offset - self.base_offset, 0)
+
     @property
     def last_offset(self) -> int:
         """The offset of the last entry (the base offset when the index is empty)."""

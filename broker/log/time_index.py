@@ -35,6 +35,10 @@ class TimeIndex(IndexFile):
             return -1, self.base_offset
         return entry[0], self.base_offset + entry[1]
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries naming offsets at or after ``offset``."""
+        self.truncate_to_field_below(offset - self.base_offset, 1)
+
     @property
     def last_timestamp(self) -> int:
         return self.last_entry[0] if self.last_entry else -1

@@ -235,3 +235,19 @@ def test_invalid_names_rejected(dirs):
             manager.get_or_create_log("t", -1)
     finally:
         manager.shutdown()
+
+
+def test_truncation_checkpoints_the_lowered_recovery_point(dirs):
+    manager = started(dirs[:1])
+    try:
+        log = manager.get_or_create_log("events", 0)
+        for _ in range(4):
+            log.append_as_leader(make_batch(5))
+        log.flush()
+        manager.checkpoint_recovery_points()
+        checkpoint = OffsetCheckpointFile(dirs[0] / RECOVERY_POINT_CHECKPOINT_FILE)
+        assert checkpoint.read() == {("events", 0): 20}
+        log.truncate_to(10)
+        assert checkpoint.read() == {("events", 0): 10}
+    finally:
+        manager.shutdown()
