@@ -383,26 +383,35 @@ class Log:
 
     # ------------------------------------------------------------------------------------- read
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FetchSlice:
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None) -> FetchSlice:
         """The file region holding the batches from the one containing ``offset`` on.
 
         At most ``max_bytes`` (the region may end with a partial batch), except that with
         ``min_one_batch`` a first batch larger than ``max_bytes`` is returned whole. The region never
-        crosses a segment end. Raises OffsetOutOfRangeError outside [log start, log end]; returns
-        an empty slice at the log end offset.
+        crosses a segment end, nor, with ``max_offset`` (the high watermark, a batch boundary), the
+        start of the batch holding ``max_offset``. Raises OffsetOutOfRangeError outside [log start,
+        log end]; returns an empty slice at the log end offset and from ``max_offset`` on.
         """
         with self._lock:
-            if offset < self.log_start_offset or offset > self.log_end_offset:
+            end_offset = self.log_end_offset
+            if offset < self.log_start_offset or offset > end_offset:
                 raise OffsetOutOfRangeError(
-                    f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] of {self.dir.name}"
+                    f"offset {offset} is outside [{self.log_start_offset}, {end_offset}] of {self.dir.name}"
                 )
-            if offset == self.log_end_offset:
+            if max_offset is None or max_offset >= end_offset:
+                max_offset = end_offset
+            if offset >= max_offset:
                 return FetchSlice(None, 0, 0)
             segments = self._segments
-            i = bisect_right(self._bases, offset) - 1
+            bases = self._bases
+            i = bisect_right(bases, offset) - 1
             while i < len(segments):
                 segment = segments[i]
                 end = segment.size
+                if max_offset < end_offset and max_offset < (bases[i + 1] if i + 1 < len(bases) else end_offset):
+                    bound = segment.locate(max_offset, end)
+                    if bound is not None:
+                        end = bound[0]
                 found = segment.locate(offset, end)
                 if found is not None:
                     position, batch_size = found

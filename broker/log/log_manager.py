@@ -2,7 +2,7 @@
 
 It loads every ``<topic>-<partition>`` directory at startup (recovering after an unclean
 shutdown), creates and deletes logs, and runs the periodic duties the broker schedules:
-retention, flushing, and the recovery-point checkpoint.
+retention, flushing, and the recovery-point and high-watermark checkpoints.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from broker.log.log import DELETED_DIR_SUFFIX, Log, now_ms, parse_topic_partitio
 from broker.log.log_config import LogConfig
 
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
@@ -52,10 +53,8 @@ class LogManager:
             log_dir.mkdir(parents=True, exist_ok=True)
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
-            try:
-                recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).read()
-            except CheckpointFileError:
-                recovery_points = {}
+            recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT_FILE)
+            high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT_FILE)
             for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
                 if not entry.is_dir():
                     continue
@@ -68,7 +67,7 @@ class LogManager:
                 with self._lock:
                     if topic_partition in self._logs:
                         raise ValueError(f"partition {entry.name} exists in two log directories")
-                    self._logs[topic_partition] = Log(
+                    log = self._logs[topic_partition] = Log(
                         log_dir / entry.name,
                         self.config,
                         recovery_point=recovery_points.get(topic_partition, 0),
@@ -78,7 +77,16 @@ class LogManager:
                         on_flush=self._on_flush,
                         on_truncated=self._on_truncated,
                     )
+                    log.update_high_watermark(high_watermarks.get(topic_partition, 0))
             marker.unlink(missing_ok=True)
+
+    @staticmethod
+    def _read_checkpoint(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
+        """A checkpoint file's entries; {} when it is missing or unreadable (the offsets start over)."""
+        try:
+            return OffsetCheckpointFile(log_dir / name).read()
+        except CheckpointFileError:
+            return {}
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
@@ -139,11 +147,18 @@ class LogManager:
 
     def checkpoint_recovery_points(self, log_dirs: list[Path] | None = None) -> None:
         """Write the recovery-point-offset-checkpoint of each log directory (default: all)."""
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point, log_dirs)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every log directory's replication-offset-checkpoint (the logs' high watermarks)."""
+        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark, None)
+
+    def _checkpoint(self, name: str, offset_of: Callable[[Log], int], log_dirs: list[Path] | None) -> None:
         logs = self.all_logs()
         with self._checkpoint_lock:
             for log_dir in self.log_dirs if log_dirs is None else log_dirs:
-                points = {tp: log.recovery_point for tp, log in logs.items() if log.dir.parent == log_dir}
-                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).write(points)
+                offsets = {tp: offset_of(log) for tp, log in logs.items() if log.dir.parent == log_dir}
+                OffsetCheckpointFile(log_dir / name).write(offsets)
 
     def _on_truncated(self, log: Log) -> None:
         # Kafka checkpoints right after a truncation: data appended above the new end must not be
@@ -151,11 +166,13 @@ class LogManager:
         self.checkpoint_recovery_points([log.dir.parent])
 
     def shutdown(self) -> None:
-        """Flush and close every log, checkpoint the recovery points, write the clean-shutdown marker."""
+        """Flush and close every log, checkpoint the recovery points and high watermarks, write the
+        clean-shutdown marker."""
         logs = self.all_logs()
         for log in logs.values():
             log.flush()
         self.checkpoint_recovery_points()
+        self.checkpoint_high_watermarks()
         for log in logs.values():
             log.close()
         for log_dir in self.log_dirs:

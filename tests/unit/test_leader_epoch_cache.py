@@ -1,5 +1,6 @@
 """The leader epoch cache (leader-epoch-checkpoint) and the log's use of it: epochs assigned by
-leader appends, rebuilt from batch headers for old logs, cut to the recovered log, moved by retention."""
+leader appends, rebuilt from batch headers for old logs, cut to the recovered log, moved by retention
+(which also keeps the high watermark at or above the log start)."""
 
 from __future__ import annotations
 
@@ -124,14 +125,15 @@ def test_recovery_cuts_epochs_past_the_recovered_log_end(tmp_path):
         reopened.close()
 
 
-def test_retention_moves_the_first_epoch_to_the_log_start(tmp_path):
+def test_retention_moves_the_first_epoch_and_the_high_watermark_to_the_log_start(tmp_path):
     batch = make_batch(2, 100)
     log = open_log(tmp_path, LogConfig(segment_bytes=len(batch) * 2, retention_bytes=len(batch) * 2, file_delete_delay_ms=0))
     try:
         for epoch in (1, 1, 1, 2, 2):
             log.append_as_leader(batch, leader_epoch=epoch)
+        assert log.high_watermark == 0
         assert log.delete_retained_segments() > 0
-        assert log.log_start_offset == 8
+        assert log.log_start_offset == 8 and log.high_watermark == 8
         assert log.leader_epoch_cache.entries() == [(2, 8)]
     finally:
         log.close()

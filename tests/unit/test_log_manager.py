@@ -9,7 +9,7 @@ from test_log_support import make_batch, read_all
 
 from broker.log import LogConfig, LogManager
 from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT_FILE
+from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE
 
 
 class Clock:
@@ -251,3 +251,34 @@ def test_truncation_checkpoints_the_lowered_recovery_point(dirs):
         assert checkpoint.read() == {("events", 0): 10}
     finally:
         manager.shutdown()
+
+
+def test_high_watermarks_are_checkpointed_and_loaded_clamped_to_the_log(dirs):
+    manager = started(dirs[:1])
+    log = manager.get_or_create_log("events", 0)
+    other = manager.get_or_create_log("events", 1)
+    for _ in range(4):
+        log.append_as_leader(make_batch(5))
+    other.append_as_leader(make_batch(5))
+    log.update_high_watermark(15)
+    other.update_high_watermark(5)
+    manager.checkpoint_high_watermarks()
+    checkpoint = OffsetCheckpointFile(dirs[0] / REPLICATION_OFFSET_CHECKPOINT_FILE)
+    assert checkpoint.read() == {("events", 0): 15, ("events", 1): 5}
+    log.update_high_watermark(20)
+    manager.shutdown()
+    assert checkpoint.read() == {("events", 0): 20, ("events", 1): 5}
+
+    checkpoint.write({("events", 0): 10, ("events", 1): 1000})
+    reloaded = started(dirs[:1])
+    try:
+        assert reloaded.get_log("events", 0).high_watermark == 10
+        assert reloaded.get_log("events", 1).high_watermark == 5
+    finally:
+        reloaded.shutdown()
+    (dirs[0] / REPLICATION_OFFSET_CHECKPOINT_FILE).write_text("garbage")
+    reloaded = started(dirs[:1])
+    try:
+        assert reloaded.get_log("events", 0).high_watermark == 0
+    finally:
+        reloaded.shutdown()

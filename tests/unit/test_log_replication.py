@@ -1,5 +1,6 @@
-"""The follower side of the log: appends of the leader's batches, truncation of a divergent tail,
-starting over at the leader's log start, and how each survives a restart or a crash midway."""
+"""The replication side of the log: appends of the leader's batches, truncation of a divergent tail,
+starting over at the leader's log start, how each survives a restart or a crash midway, and reads
+bounded by the high watermark."""
 
 from __future__ import annotations
 
@@ -127,10 +128,14 @@ def test_follower_appends_roll_segments_and_follow_the_flush_policy(tmp_path):
         follower.close()
 
 
+# Four 3-record batches of 100-byte values per segment, an index entry for each but the first.
+DIVERGED_CONFIG = LogConfig(segment_bytes=1700, index_interval_bytes=300)
+
+
 def diverged_log(tmp_path) -> Log:
     """A log over three segments (bases 0, 12, 24; a batch of 3 per epoch step) with an idempotent
     producer, epochs 1, 2, 3 and a high watermark at its end."""
-    log = open_log(tmp_path, LogConfig(segment_bytes=1000, index_interval_bytes=100))
+    log = open_log(tmp_path, DIVERGED_CONFIG)
     seq = 0
     for epoch in (1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3):
         log.append_as_leader(make_batch(3, 100, producer_id=5, producer_epoch=0, base_sequence=seq), leader_epoch=epoch)
@@ -174,7 +179,7 @@ def test_a_truncated_log_reloads_with_the_same_end_and_contents(tmp_path, clean)
     if clean:
         log.flush()
         log.close()
-    reopened = open_log(tmp_path, LogConfig(segment_bytes=1000, index_interval_bytes=100),
+    reopened = open_log(tmp_path, DIVERGED_CONFIG,
                         recovery_point=log.recovery_point, last_shutdown_clean=clean)
     try:
         assert (reopened.log_end_offset, log_bytes(reopened), reopened.leader_epoch_cache.entries()) == expected
@@ -197,7 +202,7 @@ def test_a_crash_before_the_index_is_cut_cannot_resurrect_the_tail(tmp_path, mon
         log.truncate_to(15)
     monkeypatch.undo()
     # The checkpointed recovery point still says everything up to the old end was flushed.
-    reopened = open_log(tmp_path, LogConfig(segment_bytes=1000, index_interval_bytes=100), recovery_point=old_end)
+    reopened = open_log(tmp_path, DIVERGED_CONFIG, recovery_point=old_end)
     try:
         assert reopened.log_end_offset == 15
         assert read_all(reopened) == expected
@@ -219,7 +224,7 @@ def test_truncate_fully_and_start_at(tmp_path):
         log.append_as_follower(log_bytes(leader, 150))
         assert log.log_end_offset == 180 and log.leader_epoch_cache.entries() == [(7, 150)]
         log.close()
-        reopened = open_log(tmp_path, LogConfig(segment_bytes=1000, index_interval_bytes=100))
+        reopened = open_log(tmp_path, DIVERGED_CONFIG)
         assert (reopened.log_start_offset, reopened.log_end_offset) == (150, 180)
         assert log_bytes(reopened) == log_bytes(leader, 150)
         reopened.close()
@@ -297,3 +302,45 @@ def test_a_flush_running_across_a_truncation_does_not_move_the_recovery_point_pa
         log.close()
     # The flush synced data that the truncation removed, none of what was appended after it.
     assert log.recovery_point == 15
+
+
+def bounded_batches(log: Log, offset: int, max_offset: int | None, max_bytes: int = 1 << 20) -> list[tuple[int, int]]:
+    with log.read(offset, max_bytes, max_offset=max_offset) as fetched:
+        return [(h.base_offset, h.record_count) for _, h in iter_batches(fetched.read_bytes())]
+
+
+def test_read_stops_before_the_batch_at_max_offset(tmp_path):
+    log = diverged_log(tmp_path)
+    try:
+        bases = log.segment_base_offsets()
+        first_end = bases[1]
+        assert bounded_batches(log, 0, 9) == [(0, 3), (3, 3), (6, 3)]
+        assert bounded_batches(log, 4, 9) == [(3, 3), (6, 3)]
+        assert bounded_batches(log, 0, None) == bounded_batches(log, 0, log.log_end_offset)
+        assert bounded_batches(log, 0, 9, max_bytes=10) == [(0, 3)]
+        # A bound in a later segment (or at its first batch) leaves this segment whole.
+        whole_segment = [(b, 3) for b in range(0, first_end, 3)]
+        assert bounded_batches(log, 0, first_end) == whole_segment
+        assert bounded_batches(log, 0, log.log_end_offset - 3) == whole_segment
+        # A bound inside a batch (never a high watermark) excludes that batch.
+        assert bounded_batches(log, 0, 10) == [(0, 3), (3, 3), (6, 3)]
+        assert bounded_batches(log, 9, 10) == []
+        for offset in (9, 12, log.log_end_offset):
+            assert bounded_batches(log, offset, 9) == []
+        for offset in (-1, log.log_end_offset + 1):
+            with pytest.raises(OffsetOutOfRangeError):
+                log.read(offset, 100, max_offset=9)
+    finally:
+        log.close()
+
+
+def test_every_bounded_read_is_a_prefix_of_the_unbounded_one_below_the_bound(tmp_path):
+    log = diverged_log(tmp_path)
+    try:
+        end = log.log_end_offset
+        for high_watermark in range(0, end + 1, 3):
+            for offset in range(0, end + 1):
+                expected = [b for b in bounded_batches(log, offset, None) if b[0] < high_watermark]
+                assert bounded_batches(log, offset, high_watermark) == expected, (offset, high_watermark)
+    finally:
+        log.close()
