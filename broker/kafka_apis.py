@@ -73,6 +73,7 @@ class KafkaApis:
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
         }
         self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
                            for key in self._handlers}
@@ -180,8 +181,10 @@ class KafkaApis:
             error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"
         else:
             error, message = None, None
-        append = self.replica_manager.append_records
+        replica_manager = self.replica_manager
+        append = replica_manager.append_records
         syncs: list[PendingSync] | None = [] if acks else None
+        replicated: dict[tuple[str, int], int] = {}
         responses = []
         failed = False
         for topic in topic_data:
@@ -196,7 +199,10 @@ class KafkaApis:
                     code, base_offset, log_start, err_msg = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, -1,
                                                              "Produce requests before v7 may not use zstd")
                 else:
-                    code, base_offset, log_start, err_msg, record_errors = append(name, part["index"], records, syncs)
+                    code, base_offset, log_start, err_msg, record_errors, last_offset = append(
+                        name, part["index"], records, syncs, acks)
+                    if acks == -1 and not code and not replica_manager.is_replicated(name, part["index"], last_offset):
+                        replicated[(name, part["index"])] = last_offset + 1
                 if code:
                     failed = True
                     self._produce_stats.count_error(code)
@@ -211,18 +217,27 @@ class KafkaApis:
                 # With acks=0 the only way to tell the producer is to drop the connection (Kafka does too).
                 raise CloseConnection("an acks=0 produce request failed; see the rejection logged above")
             return None
-        # acks=-1 equals acks=1 while every partition has exactly one replica.
         body = {"responses": responses, "throttle_time_ms": 0}
-        return self._respond_when_synced(syncs, body) if syncs else body
+        if syncs or replicated:
+            return self._respond_when_done(syncs or [], replicated, request["timeout_ms"], body)
+        return body
 
-    async def _respond_when_synced(self, syncs: list[PendingSync], body: dict) -> dict:
-        """The Produce response, once the fsyncs the appends asked for are done (log.flush.interval.messages)."""
-        failed = await self.replica_manager.wait_synced(syncs)
+    async def _respond_when_done(self, syncs: list[PendingSync], replicated: dict[tuple[str, int], int],
+                                 timeout_ms: int, body: dict) -> dict:
+        """The Produce response, once the fsyncs the appends asked for are done (log.flush.interval.messages)
+        and, with acks=all, once the ISR has every appended batch (or the request's timeout passed)."""
+        failed = await self.replica_manager.wait_synced(syncs) if syncs else {}
+        if replicated:
+            not_replicated = await self.replica_manager.wait_replicated(replicated, max(0, timeout_ms) / 1000)
+            for key, code in not_replicated.items():
+                failed.setdefault(key, code)
         for topic in body["responses"]:
             for result in topic["partition_responses"]:
                 code = failed.get((topic["name"], result["index"]))
                 if code is not None:
-                    result.update(error_code=code, base_offset=-1, error_message="the log could not be synced")
+                    message = ("the log could not be synced" if code == ErrorCode.KAFKA_STORAGE_ERROR
+                               else f"not replicated to the ISR: {ErrorCode(code).name}")
+                    result.update(error_code=code, base_offset=-1, error_message=message)
                     self._produce_stats.count_error(code)
         return body
 
@@ -253,17 +268,19 @@ class KafkaApis:
     def _read_fetch(self, request: dict) -> list[tuple[str, int, FetchResult]]:
         remaining = request.get("max_bytes", 0x7FFFFFFF)
         read = self.replica_manager.read
+        replica_id = request.get("replica_id", -1)
         results = []
         for topic in request["topics"]:
             name = topic["topic"]
             for part in topic["partitions"]:
+                epoch = part.get("current_leader_epoch", -1)
                 if remaining > 0:
                     limit = min(part["partition_max_bytes"], remaining)
                     result = read(name, part["partition"], part["fetch_offset"], limit,
-                                  min_one_batch=(remaining == request.get("max_bytes", 0x7FFFFFFF)))
+                                  (remaining == request.get("max_bytes", 0x7FFFFFFF)), replica_id, epoch)
                     remaining -= result.size
                 else:
-                    result = read(name, part["partition"], part["fetch_offset"], 0, min_one_batch=False)
+                    result = read(name, part["partition"], part["fetch_offset"], 0, False, replica_id, epoch)
                     result.release()
                 results.append((name, part["partition"], result))
         return results
@@ -277,7 +294,8 @@ class KafkaApis:
                 partitions = by_topic[name] = []
                 responses.append({"topic": name, "partitions": partitions})
             if result.size:
-                result.stats.bytes_out += result.size
+                if result.stats is not None:
+                    result.stats.bytes_out += result.size
             elif result.error_code:
                 self._fetch_stats.count_error(result.error_code)
             partitions.append({
@@ -304,7 +322,8 @@ class KafkaApis:
                     entry = self._offsets_before(name, part["partition_index"], part["timestamp"],
                                                  part["max_num_offsets"])
                 else:
-                    entry = self._list_offset(name, part["partition_index"], part["timestamp"])
+                    entry = self._list_offset(name, part["partition_index"], part["timestamp"],
+                                              part.get("current_leader_epoch", -1))
                 partitions.append(entry)
             topics.append({"name": name, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -321,16 +340,18 @@ class KafkaApis:
             entry["old_style_offsets"] = partition.log.offsets_before(timestamp, max_num_offsets)
         return entry
 
-    def _list_offset(self, topic: str, index: int, timestamp: int) -> dict:
+    def _list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int) -> dict:
+        """One partition's offset by timestamp; latest is the high watermark (what consumers may read)."""
         entry = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
                  "leader_epoch": -1}
-        partition = self.replica_manager.get_partition(topic, index)
+        partition, code = self.replica_manager.leader_partition(topic, index, current_leader_epoch)
         if partition is None:
-            entry["error_code"] = self.replica_manager.missing_partition_error(topic, index)
+            entry["error_code"] = code
             return entry
         log_ = partition.log
+        entry["leader_epoch"] = partition.leader_epoch
         if timestamp == LATEST_TIMESTAMP:
-            entry["offset"] = log_.log_end_offset
+            entry["offset"] = partition.high_watermark
         elif timestamp == EARLIEST_TIMESTAMP:
             entry["offset"] = log_.log_start_offset
         elif timestamp < 0:
@@ -342,9 +363,34 @@ class KafkaApis:
                 log.error("timestamp lookup in %s-%d failed: %s", topic, index, exc)
                 entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 return entry
-            if found is not None:
+            if found is not None and found[0] < partition.high_watermark:
                 entry["offset"], entry["timestamp"] = found
         return entry
+
+    # -- OffsetForLeaderEpoch -------------------------------------------------------------------
+
+    def handle_offset_for_leader_epoch(self, header: RequestHeader, request: dict) -> dict:
+        """KIP-101: the end offset of the largest epoch at or below the one asked for, from the leader's
+        leader-epoch cache; followers truncate to it and clients validate their positions with it."""
+        topics = []
+        for topic in request["topics"]:
+            name = topic["topic"]
+            results = []
+            for part in topic["partitions"]:
+                index = part["partition"]
+                partition, code = self.replica_manager.leader_partition(name, index,
+                                                                        part.get("current_leader_epoch", -1))
+                epoch, end_offset = -1, -1
+                if partition is not None:
+                    try:
+                        epoch, end_offset = partition.log.end_offset_for_epoch(part["leader_epoch"])
+                    except STORAGE_ERRORS as exc:
+                        log.error("epoch lookup in %s-%d failed: %s", name, index, exc)
+                        code = ErrorCode.KAFKA_STORAGE_ERROR
+                results.append({"error_code": code, "partition": index, "leader_epoch": epoch,
+                                "end_offset": end_offset})
+            topics.append({"topic": name, "partitions": results})
+        return {"throttle_time_ms": 0, "topics": topics}
 
     # -- CreateTopics, DeleteTopics -------------------------------------------------------------
 

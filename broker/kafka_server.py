@@ -89,7 +89,7 @@ class KafkaServer:
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
         else:
             metadata = StandaloneMetadata(log_dirs[0], BrokerEndpoint(config.broker_id, advertised, bound_port))
-            replica_manager = ReplicaManager(self.log_manager, metrics=self.metrics)
+            replica_manager = ReplicaManager(self.log_manager, metrics=self.metrics, broker_id=config.broker_id)
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
             admin.host_existing_topics()
             apis_holder.append(KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
@@ -100,11 +100,15 @@ class KafkaServer:
         schedule("log-flusher", self.log_manager.flush_dirty_logs, config["log.flush.scheduler.interval.ms"])
         schedule("recovery-point-checkpoint", self.log_manager.checkpoint_recovery_points,
                  config["log.flush.offset.checkpoint.interval.ms"])
+        schedule("highwatermark-checkpoint", self.log_manager.checkpoint_high_watermarks,
+                 config["replica.high.watermark.checkpoint.interval.ms"])
         apis = apis_holder[0]
         cluster = self.cluster
         self.metrics.registry.register(BrokerStateCollector(
             config.broker_id, self.log_manager, apis.replica_manager, apis.metadata, self.socket_server,
-            (lambda: cluster.is_active_controller) if cluster is not None else (lambda: True)))
+            (lambda: cluster.is_active_controller) if cluster is not None else (lambda: True),
+            (lambda: cluster.fetchers.max_lag() if cluster.fetchers is not None else 0) if cluster is not None
+            else (lambda: 0)))
         if config["metrics.port"] is not None:
             try:
                 self._metrics_server, self.metrics_port = serve_metrics(self.metrics.registry, host,
@@ -143,6 +147,9 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("shutting down")
+        if self.cluster is not None:
+            # Still serving: the new leaders' followers (this broker among them) fetch what they lack.
+            await self.cluster.controlled_shutdown()
         await asyncio.get_running_loop().run_in_executor(None, self._stop_metrics)
         if self.socket_server is not None:
             await self.socket_server.stop_accepting()

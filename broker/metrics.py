@@ -15,7 +15,7 @@ from bisect import bisect_left
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -165,6 +165,10 @@ class BrokerMetrics(Collector):
             "kafka_log_logflushstats_log_flush_time_seconds",
             "Time of each log flush (fsync of segments, indexes and directories): Kafka's LogFlushRateAndTimeMs",
             buckets=FLUSH_BUCKETS, registry=self.registry)
+        self.isr_shrinks = Counter("kafka_server_replicamanager_isr_shrinks",
+                                   "ISR shrinks stored by this broker's leaders: IsrShrinksPerSec", registry=self.registry)
+        self.isr_expands = Counter("kafka_server_replicamanager_isr_expands",
+                                   "ISR expansions stored by this broker's leaders: IsrExpandsPerSec", registry=self.registry)
         self.registry.register(self)
 
     def topic_stats(self, topic: str) -> TopicStats:

@@ -1,10 +1,12 @@
-"""ReplicaManager and Partition: which partitions this broker leads, appends to them and reads from them.
+"""ReplicaManager: the partitions this broker hosts, as leader or follower, and the operations on them.
 
 The layer between the request handlers (KafkaApis) and the storage (Log). It owns one Partition per
-hosted topic-partition, turns storage errors into Kafka error codes per partition, and lets a fetch
-that found too little data wait until an append to one of its partitions wakes it (Kafka's delayed
-fetch purgatory, reduced to what one event loop needs). With replication factor 1 the high watermark
-is the log end offset; replication will move it behind the followers' positions.
+hosted topic-partition (leaders and followers apart), turns storage errors into Kafka error codes per
+partition, serves followers' fetches (recording their positions, which moves the ISR and the high
+watermark), bounds consumers' reads by the high watermark, holds acks=all produces until the ISR has
+their batches, and lets a fetch that found too little data wait until an append or a high watermark
+move wakes it (Kafka's delayed fetch and delayed produce purgatories, reduced to what one event loop
+needs). Followers' logs are written by the replica fetcher threads, never here.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from broker.log.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
-from broker.log.log import Log
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, TopicStats
+from broker.partition import IsrProposer, Partition, monotonic_ms
 from pipeline.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -30,43 +32,6 @@ TopicPartition = tuple[str, int]
 # What reading a log raises when its files are unusable (I/O errors, descriptors exhausted, a damaged
 # segment): KAFKA_STORAGE_ERROR for that partition, the others in the request are still served.
 STORAGE_ERRORS = (OSError, CorruptRecordError, KafkaStorageError)
-
-
-class Partition:
-    """One topic-partition this broker leads: its log, leader epoch, the fetches waiting on it and its
-    topic's counters."""
-
-    __slots__ = ("topic", "index", "log", "leader_epoch", "stats", "_waiters")
-
-    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = -1,
-                 stats: TopicStats | None = None) -> None:
-        self.topic = topic
-        self.index = index
-        self.log = log
-        self.stats = stats if stats is not None else TopicStats()
-        # -1 tells clients not to validate offsets by leader epoch (OffsetForLeaderEpoch is not served).
-        self.leader_epoch = leader_epoch
-        self._waiters: list[asyncio.Future] = []
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.log_end_offset
-
-    def add_waiter(self, future: asyncio.Future) -> None:
-        self._waiters.append(future)
-
-    def remove_waiter(self, future: asyncio.Future) -> None:
-        try:
-            self._waiters.remove(future)
-        except ValueError:
-            pass
-
-    def wake_waiters(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, []
-            for future in waiters:
-                if not future.done():
-                    future.set_result(None)
 
 
 class PendingSync(NamedTuple):
@@ -85,6 +50,7 @@ class AppendResult(NamedTuple):
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()
+    last_offset: int = -1
 
 
 @dataclass
@@ -111,40 +77,63 @@ class ReplicaManager:
     """All partitions hosted by this broker, with append, read and wait operations on them."""
 
     def __init__(self, log_manager: LogManager, is_known: Callable[[str, int], bool] | None = None,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None, broker_id: int = -1,
+                 isr_proposer: IsrProposer | None = None) -> None:
         """``is_known(topic, index)`` tells whether the cluster has a partition this broker does not lead
         (cluster mode); requests for those get NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION.
-        ``metrics`` gets the per-topic counters of appends and reads (of partitions this broker leads)."""
+        ``metrics`` gets the per-topic counters of appends and reads (of partitions this broker leads).
+        ``isr_proposer`` stores a leader's ISR change (cluster mode); without one the ISR is this broker."""
         self._log_manager = log_manager
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._followers: dict[TopicPartition, Partition] = {}
         self._is_known = is_known
         self.metrics = metrics if metrics is not None else BrokerMetrics()
+        self.broker_id = broker_id
+        self.isr_proposer = isr_proposer
 
-    def make_leader(self, topic: str, index: int, config: LogConfig | None = None, leader_epoch: int = -1) -> Partition:
-        """Host ``topic``-``index`` as its leader, creating its log when it does not exist yet."""
-        partition = self._partitions.get((topic, index))
+    def _hosted(self, topic: str, index: int, config: LogConfig | None, leader_epoch: int) -> Partition:
+        key = (topic, index)
+        partition = self._partitions.pop(key, None) or self._followers.pop(key, None)
         if partition is None:
             partition = Partition(topic, index, self._log_manager.get_or_create_log(topic, index, config), leader_epoch,
-                                  self.metrics.topic_stats(topic))
-            self._partitions[(topic, index)] = partition
-        else:
-            partition.leader_epoch = leader_epoch
+                                  self.metrics.topic_stats(topic), self.broker_id)
+        return partition
+
+    def make_leader(self, topic: str, index: int, config: LogConfig | None = None, leader_epoch: int = -1,
+                    replicas: tuple[int, ...] | None = None, isr: tuple[int, ...] | None = None,
+                    zk_version: int = -1, controller_epoch: int = 0) -> Partition:
+        """Host ``topic``-``index`` as its leader, creating its log when it does not exist yet. The caller
+        has stopped fetching it first."""
+        partition = self._hosted(topic, index, config, leader_epoch)
+        me = (self.broker_id,)
+        partition.become_leader(leader_epoch, replicas or me, isr or me, zk_version, controller_epoch)
+        self._partitions[(topic, index)] = partition
+        return partition
+
+    def make_follower(self, topic: str, index: int, config: LogConfig | None, leader_id: int, leader_epoch: int,
+                      replicas: tuple[int, ...]) -> Partition:
+        """Host ``topic``-``index`` as a follower of ``leader_id`` (no leader: -1); the log is written by the
+        replica fetcher from now on."""
+        partition = self._hosted(topic, index, config, leader_epoch)
+        partition.become_follower(leader_id, leader_epoch, replicas)
+        self._followers[(topic, index)] = partition
         return partition
 
     def missing_partition_error(self, topic: str, index: int) -> int:
         """The error for a request to a partition this broker does not lead."""
-        if self._is_known is not None and self._is_known(topic, index):
+        if (topic, index) in self._followers or (self._is_known is not None and self._is_known(topic, index)):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def stop_partition(self, topic: str, index: int, delete: bool) -> None:
         """Stop hosting a partition; ``delete`` also removes its log from disk."""
-        partition = self._partitions.pop((topic, index), None)
-        if partition is not None:
-            partition.wake_waiters()
+        for hosted in (self._partitions, self._followers):
+            partition = hosted.pop((topic, index), None)
+            if partition is not None:
+                partition.become_follower(-1, partition.leader_epoch, partition.replicas)
         if delete:
             self._log_manager.delete_log(topic, index)
-            if not any(t == topic for t, _ in self._partitions):
+            if not any(t == topic for t, _ in self._partitions) and not any(t == topic for t, _ in self._followers):
                 self.metrics.remove_topic(topic)
 
     def log_dir(self, topic: str, index: int) -> Path | None:
@@ -157,22 +146,32 @@ class ReplicaManager:
         return list(self._log_manager.all_logs())
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
+        """The partition if this broker leads it."""
         return self._partitions.get((topic, index))
+
+    def get_follower(self, topic: str, index: int) -> Partition | None:
+        """The partition if this broker follows it."""
+        return self._followers.get((topic, index))
 
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
     def hosted_partitions(self) -> list[Partition]:
-        """A copy of the hosted partitions, taken in one step: callable from a thread other than the loop's."""
+        """A copy of the led partitions, taken in one step: callable from a thread other than the loop's."""
         return list(self._partitions.values())
 
+    def follower_partitions(self) -> list[Partition]:
+        """A copy of the followed partitions, taken in one step (any thread)."""
+        return list(self._followers.values())
+
     def append_records(self, topic: str, index: int, records: memoryview | bytes | None,
-                       syncs: list[PendingSync] | None = None) -> AppendResult:
+                       syncs: list[PendingSync] | None = None, required_acks: int = 1) -> AppendResult:
         """Append one partition's batches as leader; storage errors become that partition's error code.
 
         When the log says the append must be synced before it is acknowledged (its flush interval was
         reached), the pending fsync is added to ``syncs``; :meth:`wait_synced` waits for such syncs.
-        Without ``syncs`` the caller does not wait (acks=0)."""
+        Without ``syncs`` the caller does not wait (acks=0). With ``required_acks`` -1 the ISR must hold
+        min.insync.replicas members (NOT_ENOUGH_REPLICAS, nothing appended)."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             return AppendResult(self.missing_partition_error(topic, index))
@@ -181,6 +180,10 @@ class ReplicaManager:
             # Kafka: "Produce requests with version 3+ must have at least one record batch".
             stats.failed_produce += 1
             return AppendResult(ErrorCode.INVALID_RECORD, error_message="the partition's record set is empty")
+        if required_acks == -1 and (code := partition.acks_error()):
+            stats.failed_produce += 1
+            return AppendResult(code, error_message=f"the ISR {sorted(partition.isr)} is smaller than "
+                                f"min.insync.replicas {partition.min_insync_replicas}")
         try:
             info = partition.log.append_as_leader(records, partition.leader_epoch)
         except OSError as exc:
@@ -198,10 +201,11 @@ class ReplicaManager:
         if not info.duplicate:
             stats.messages_in += info.last_offset - info.first_offset + 1
             stats.bytes_in += len(records)
-            partition.wake_waiters()
+            if not partition.maybe_increment_high_watermark():
+                partition.wake_waiters()
         if info.sync is not None and syncs is not None:
             syncs.append(PendingSync(topic, index, info.sync))
-        return AppendResult(ErrorCode.NONE, info.first_offset, info.log_start_offset)
+        return AppendResult(ErrorCode.NONE, info.first_offset, info.log_start_offset, last_offset=info.last_offset)
 
     @staticmethod
     async def wait_synced(syncs: list[PendingSync]) -> dict[TopicPartition, int]:
@@ -214,26 +218,102 @@ class ReplicaManager:
                 failed[(sync.topic, sync.index)] = ErrorCode.KAFKA_STORAGE_ERROR
         return failed
 
-    def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool) -> FetchResult:
-        """Read one partition from ``offset``; the result holds a file region to send, or an error."""
+    def is_replicated(self, topic: str, index: int, last_offset: int) -> bool:
+        """Whether the high watermark is past ``last_offset`` already (with one replica: right after the append)."""
+        partition = self._partitions.get((topic, index))
+        return partition is not None and partition.high_watermark > last_offset
+
+    async def wait_replicated(self, required: dict[TopicPartition, int], timeout_s: float) -> dict[TopicPartition, int]:
+        """acks=all: wait until each partition's high watermark reaches its required offset, or the timeout.
+        The error code of every partition that did not make it (REQUEST_TIMED_OUT on timeout)."""
+        futures = {}
+        for key, offset in required.items():
+            partition = self._partitions.get(key)
+            if partition is None:
+                futures[key] = None
+            else:
+                futures[key] = partition.wait_for_high_watermark(offset)
+        pending = [f for f in futures.values() if f is not None and not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+        failed = {}
+        for key, future in futures.items():
+            if future is None:
+                failed[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif not future.done():
+                future.cancel()
+                failed[key] = ErrorCode.REQUEST_TIMED_OUT
+            elif future.result():
+                failed[key] = future.result()
+        return failed
+
+    def _leader_for(self, topic: str, index: int, current_leader_epoch: int) -> tuple[Partition | None, int]:
+        """The led partition and NONE, or None and the error: not led here, or a fenced/unknown leader epoch."""
         partition = self._partitions.get((topic, index))
         if partition is None:
-            return FetchResult(self.missing_partition_error(topic, index))
+            return None, self.missing_partition_error(topic, index)
+        if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
+            if current_leader_epoch < partition.leader_epoch:
+                return None, ErrorCode.FENCED_LEADER_EPOCH
+            return None, ErrorCode.UNKNOWN_LEADER_EPOCH
+        return partition, ErrorCode.NONE
+
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> tuple[Partition | None, int]:
+        """The partition if this broker leads it in ``current_leader_epoch`` (-1: any), else None and why not."""
+        return self._leader_for(topic, index, current_leader_epoch)
+
+    def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool,
+             replica_id: int = -1, current_leader_epoch: int = -1) -> FetchResult:
+        """Read one partition from ``offset``; the result holds a file region to send, or an error.
+
+        A consumer (``replica_id`` -1) reads below the high watermark only; a follower reads up to the log
+        end and its fetch offset is recorded as its log end offset (which may move the ISR and the high
+        watermark)."""
+        partition, code = self._leader_for(topic, index, current_leader_epoch)
+        if partition is None:
+            return FetchResult(code)
         log_ = partition.log
+        if replica_id >= 0:
+            joining = partition.update_follower(replica_id, offset, monotonic_ms())
+            if joining is not None:
+                self._propose_isr(partition, partition.isr | {joining})
+            max_offset = None
+        else:
+            max_offset = partition.high_watermark
+            if max_offset >= log_.log_end_offset:
+                max_offset = None
         try:
-            region = log_.read(offset, max_bytes, min_one_batch)
+            region = log_.read(offset, max_bytes, min_one_batch, max_offset=max_offset)
         except OffsetOutOfRangeError:
             partition.stats.failed_fetch += 1
-            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, log_.log_end_offset, log_.log_start_offset)
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, partition.high_watermark, log_.log_start_offset)
         except STORAGE_ERRORS as exc:
             partition.stats.failed_fetch += 1
             log.error("reading %s-%d at offset %d failed: %s", topic, index, offset, exc)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         if region.size == 0:
             region.close()
-            return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset)
-        return FetchResult(ErrorCode.NONE, log_.log_end_offset, log_.log_start_offset, region, region.size,
-                           partition.stats)
+            return FetchResult(ErrorCode.NONE, partition.high_watermark, log_.log_start_offset)
+        return FetchResult(ErrorCode.NONE, partition.high_watermark, log_.log_start_offset, region, region.size,
+                           partition.stats if replica_id < 0 else None)
+
+    # -- the ISR -----------------------------------------------------------------------------------
+
+    def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
+        if self.isr_proposer is None or partition.isr_change_pending or isr == partition.isr:
+            return
+        partition.isr_change_pending = True
+        self.isr_proposer(partition, isr)
+
+    def shrink_isrs(self, max_lag_ms: int) -> None:
+        """Propose removing the followers that have not caught up for ``max_lag_ms`` (run periodically)."""
+        now = monotonic_ms()
+        for partition in list(self._partitions.values()):
+            lagging = partition.out_of_sync_replicas(now, max_lag_ms)
+            if lagging:
+                log.info("shrinking the ISR of %s-%d from %s: %s not caught up for %d ms", partition.topic,
+                         partition.index, sorted(partition.isr), sorted(lagging), max_lag_ms)
+                self._propose_isr(partition, partition.isr - lagging)
 
     async def wait_for_data(self, topic_partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
         """Wait until one of the partitions gets an append, or the timeout passes; True if woken."""

@@ -1,6 +1,7 @@
 """BrokerStateCollector: the broker's state as Prometheus gauges, computed when scraped (no per-append cost).
 
-Kafka's ReplicaManager LeaderCount and PartitionCount, KafkaController ActiveControllerCount and
+Kafka's ReplicaManager LeaderCount, PartitionCount, UnderReplicatedPartitions and UnderMinIsrPartitionCount,
+the ReplicaFetcherManager's MaxLag, KafkaController ActiveControllerCount and
 OfflinePartitionsCount, the Log gauges of every partition log (Size, LogStartOffset, LogEndOffset,
 NumLogSegments) and the socket server's connection-count, connection-creation-total and
 connection-close-total. A scrape runs in prometheus_client's HTTP thread while the event loop creates and
@@ -34,13 +35,15 @@ class BrokerStateCollector(Collector):
     """Gauges read from the broker's layers at scrape time (see the module docstring)."""
 
     def __init__(self, broker_id: int, log_manager: LogManager, replica_manager: ReplicaManager,
-                 metadata: MetadataView, connections: ConnectionCounts, is_active_controller: Callable[[], bool]) -> None:
+                 metadata: MetadataView, connections: ConnectionCounts, is_active_controller: Callable[[], bool],
+                 replica_lag: Callable[[], int] = lambda: 0) -> None:
         self._broker_id = broker_id
         self._log_manager = log_manager
         self._replica_manager = replica_manager
         self._metadata = metadata
         self._connections = connections
         self._is_active_controller = is_active_controller
+        self._replica_lag = replica_lag
 
     def describe(self) -> Iterable[Metric]:
         return ()
@@ -60,8 +63,17 @@ class BrokerStateCollector(Collector):
                 if partition.leader == NO_LEADER:
                     offline += 1
         active = self._is_active_controller()
-        yield _gauge("kafka_server_replicamanager_leader_count", "Partitions this broker leads: LeaderCount",
-                     len(self._replica_manager.hosted_partitions()))
+        led = self._replica_manager.hosted_partitions()
+        yield _gauge("kafka_server_replicamanager_leader_count", "Partitions this broker leads: LeaderCount", len(led))
+        yield _gauge("kafka_server_replicamanager_under_replicated_partitions",
+                     "Led partitions whose ISR is smaller than their replica list: UnderReplicatedPartitions",
+                     sum(1 for p in led if p.under_replicated))
+        yield _gauge("kafka_server_replicamanager_under_min_isr_partition_count",
+                     "Led partitions whose ISR is below min.insync.replicas: UnderMinIsrPartitionCount",
+                     sum(1 for p in led if p.under_min_isr))
+        yield _gauge("kafka_server_replicafetchermanager_maxlag",
+                     "Largest lag of a followed partition behind its leader, in messages: ReplicaFetcherManager MaxLag",
+                     self._replica_lag())
         yield _gauge("kafka_server_replicamanager_partition_count",
                      "Partitions with a replica on this broker: PartitionCount", assigned)
         yield _gauge("kafka_controller_kafkacontroller_active_controller_count",

@@ -15,18 +15,21 @@ import logging
 from typing import Any, Callable
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from broker.cluster.admin import ZkAdminManager
 from broker.cluster.controller import KafkaController
+from broker.cluster.isr_writer import IsrChangeWriter
 from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.partition_leadership import PartitionLeadership
 from broker.cluster.registry import BrokerIdInUse, BrokerRegistry, ZkProducerIdManager
-from pipeline.zk.client import BoundedZk
+from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.config import ConfigError, KafkaConfig
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager
 from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
 from broker.metrics import BrokerMetrics
+from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from pipeline.zk.client import connect
 
@@ -48,6 +51,10 @@ class ClusterMembership:
         self.cache: ZkMetadataCache | None = None
         self.controller: KafkaController | None = None
         self.admin: ZkAdminManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr_writer: IsrChangeWriter | None = None
+        self._isr_task: asyncio.Task | None = None
         self.cluster_id = ""
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
@@ -80,9 +87,18 @@ class ClusterMembership:
         leadership: list[PartitionLeadership] = []
         self.cache = cache = ZkMetadataCache(zk, loop, on_change=lambda changes: leadership[0].reconcile(changes))
         cache.cluster_id = self.cluster_id
-        replica_manager = ReplicaManager(self.log_manager, is_known=cache.is_known, metrics=self.metrics)
+        metrics = self.metrics if self.metrics is not None else BrokerMetrics()
+        self.isr_writer = IsrChangeWriter(zk, broker_id, loop, metrics)
+        self.replica_manager = replica_manager = ReplicaManager(
+            self.log_manager, is_known=cache.is_known, metrics=metrics, broker_id=broker_id,
+            isr_proposer=self.isr_writer.propose)
+        self.fetchers = ReplicaFetcherManager(FetcherSettings(
+            broker_id, config["replica.fetch.wait.max.ms"], config["replica.fetch.min.bytes"],
+            config["replica.fetch.max.bytes"], config["replica.fetch.response.max.bytes"],
+            config["replica.fetch.backoff.ms"], config["replica.socket.timeout.ms"], config["num.replica.fetchers"]))
         log_config = config.log_config()
-        leadership.append(PartitionLeadership(broker_id, cache, replica_manager, log_config))
+        leadership.append(PartitionLeadership(broker_id, cache, replica_manager, log_config, self.fetchers))
+        self._isr_task = loop.create_task(self._shrink_isrs(config["replica.lag.time.max.ms"]))
         await self._call(cache.start)
         if not await cache.wait_for(lambda: cache.loaded, connection_timeout_s):
             log.warning("the cluster view was not complete after %.0fs; serving what is known", connection_timeout_s)
@@ -93,6 +109,44 @@ class ClusterMembership:
         return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
                          config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"])
 
+    async def _shrink_isrs(self, max_lag_ms: int) -> None:
+        """Kafka's isr-expiration task: every half lag period, drop followers that stopped catching up."""
+        while True:
+            await asyncio.sleep(max_lag_ms / 2000)
+            self.replica_manager.shrink_isrs(max_lag_ms)
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away and take it out of the ISRs, and wait
+        until it answered (Kafka's controlled shutdown, through ZooKeeper); gives up after the configured
+        attempts, and the broker then stops anyway (its partitions fail over when its session ends)."""
+        config = self.config
+        if not config["controlled.shutdown.enable"] or self.registry is None or self.cache is None:
+            return
+        if self.zk is None or not self.zk.connected:
+            log.warning("no controlled shutdown: ZooKeeper is not reachable")
+            return
+        attempts = config["controlled.shutdown.max.retries"] + 1
+        wait_s = config["controlled.shutdown.retry.backoff.ms"] / 1000
+        broker_id = config.broker_id
+        for attempt in range(1, attempts + 1):
+            try:
+                remaining = await self._call(self.registry.request_controlled_shutdown, wait_s)
+            except (KazooException, ZooKeeperTimeout) as exc:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, exc or type(exc).__name__)
+                continue
+            if remaining is None:
+                log.warning("controlled shutdown attempt %d: no answer from the controller in %.1fs", attempt, wait_s)
+                continue
+            cache = self.cache
+
+            def moved() -> bool:
+                return not any(state.leader == broker_id and len(state.isr) > 1
+                               for topic in cache.topics.values() for state in topic.states.values())
+            await cache.wait_for(moved, wait_s)
+            log.info("controlled shutdown done: %d partition(s) still led here (no other in-sync replica)", remaining)
+            return
+        log.warning("controlled shutdown did not complete after %d attempt(s); stopping anyway", attempts)
+
     @property
     def is_active_controller(self) -> bool:
         """Whether this broker is the cluster's active controller."""
@@ -100,9 +154,17 @@ class ClusterMembership:
         return controller is not None and controller.is_active
 
     def quiesce(self) -> None:
-        """Stop acting on the cluster (controller duties, leadership changes) before the logs close."""
+        """Stop acting on the cluster (controller duties, leadership changes, replica fetching, ISR changes)
+        before the logs close."""
         if self.cache is not None:
             self.cache.on_change = None
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            self._isr_task = None
+        if self.isr_writer is not None:
+            self.isr_writer.close()
+        if self.fetchers is not None:
+            self.fetchers.shutdown()
         if self.admin is not None:
             self.admin.close()
         if self.controller is not None:

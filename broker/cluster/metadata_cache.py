@@ -42,6 +42,9 @@ class PartitionState:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
+    controller_epoch: int = 0
+    # The znode's version when read (-1: not read from ZooKeeper): a leader's ISR write is conditional on it.
+    zk_version: int = -1
 
 
 @dataclass
@@ -74,12 +77,14 @@ class CacheChanges:
     brokers: bool = False
 
 
-def parse_partition_state(data: bytes | None) -> PartitionState | None:
-    """The state a controller wrote in a partition's state znode; None for an empty or missing one."""
+def parse_partition_state(data: bytes | None, zk_version: int = -1) -> PartitionState | None:
+    """The state a controller (or the leader, for its ISR) wrote in a partition's state znode; None for an
+    empty or missing one."""
     value = layout.decode(data)
     if not value:
         return None
-    return PartitionState(int(value["leader"]), int(value["leader_epoch"]), tuple(value.get("isr", ())))
+    return PartitionState(int(value["leader"]), int(value["leader_epoch"]), tuple(value.get("isr", ())),
+                          int(value.get("controller_epoch", 0)), zk_version)
 
 
 class ZkMetadataCache:
@@ -161,8 +166,8 @@ class ZkMetadataCache:
         return None if topic is None else dict(topic.configs)
 
     def describe_topic(self, name: str) -> list[PartitionView] | None:
-        """Leaders as ZooKeeper names them, if alive. Leader epochs are not advertised (NO_LEADER_EPOCH):
-        OffsetForLeaderEpoch is not served, and librdkafka would otherwise validate positions with it."""
+        """Leaders as ZooKeeper names them, if alive, with their leader epochs (clients validate their
+        positions with OffsetForLeaderEpoch after a leader change), and the live members of the ISR."""
         topic = self.topics.get(name)
         if topic is None:
             return None
@@ -171,7 +176,8 @@ class ZkMetadataCache:
         for index, replicas in sorted(topic.replicas.items()):
             state = topic.states.get(index)
             leader = state.leader if state is not None and state.leader in live else NO_LEADER
-            views.append(PartitionView(index, leader, NO_LEADER_EPOCH, tuple(replicas),
+            epoch = state.leader_epoch if leader != NO_LEADER else NO_LEADER_EPOCH
+            views.append(PartitionView(index, leader, epoch, tuple(replicas),
                                        tuple(b for b in state.isr if b in live) if state is not None else (),
                                        tuple(b for b in replicas if b not in live)))
         return views
@@ -292,7 +298,7 @@ class ZkMetadataCache:
             if not wanted():
                 return
             if result.successful():
-                state = parse_partition_state(result.value[0])
+                state = parse_partition_state(result.value[0], result.value[1].version)
             elif isinstance(result.exception, NoNodeError):
                 state = None
                 client.exists_async(path, watch=on_event).rawlink(on_created)

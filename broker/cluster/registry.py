@@ -19,6 +19,7 @@ import uuid
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import DataWatch
 
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.metadata import ProducerIdUnavailable
@@ -88,6 +89,30 @@ class BrokerRegistry:
                 log.info("waiting for the registration of broker %d's previous session to expire", self.broker_id)
                 self._closed.wait(0.25)
         log.info("registered broker %d at %s:%d in ZooKeeper", self.broker_id, self.host, self.port)
+
+    def request_controlled_shutdown(self, timeout_s: float) -> int | None:
+        """Ask the controller to move this broker's leaderships away: create (or renew) the ephemeral
+        /admin/controlled_shutdown/<id> and wait for the controller's answer in it, the number of
+        partitions still led here. None when no answer came within ``timeout_s``."""
+        path = f"{layout.ADMIN_CONTROLLED_SHUTDOWN}/{self.broker_id}"
+        request = layout.encode({"version": 1, "requested_ms": layout.now_ms()})
+        try:
+            self._zk.sync("create", path, request, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            self._zk.sync("set", path, request)
+        answered = threading.Event()
+        remaining: list[int] = []
+
+        def on_data(data: bytes | None, stat: object) -> bool:
+            value = layout.decode(data)
+            if "remaining" in value:
+                remaining.append(int(value["remaining"]))
+                answered.set()
+                return False
+            return not answered.is_set()
+        DataWatch(self._zk.client, path, on_data)
+        answered.wait(timeout_s)
+        return remaining[0] if remaining else None
 
     def start(self) -> None:
         """Re-register after every new session (call once registered)."""
