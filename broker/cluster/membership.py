@@ -17,7 +17,7 @@ from typing import Any, Callable
 from kazoo.client import KazooClient
 
 from broker.cluster.admin import ZkAdminManager
-from broker.cluster.controller import KafkaController
+from broker.cluster.controller import ControllerSettings, KafkaController
 from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.partition_leadership import PartitionLeadership
 from broker.cluster.registry import BrokerIdInUse, BrokerRegistry, ZkProducerIdManager
@@ -86,7 +86,7 @@ class ClusterMembership:
         await self._call(cache.start)
         if not await cache.wait_for(lambda: cache.loaded, connection_timeout_s):
             log.warning("the cluster view was not complete after %.0fs; serving what is known", connection_timeout_s)
-        self.controller = KafkaController(zk, broker_id)
+        self.controller = KafkaController(zk, broker_id, ControllerSettings.from_config(config))
         await self._call(self.controller.start)
         self.admin = admin = ZkAdminManager(zk, cache, log_config, config["num.partitions"],
                                             config["default.replication.factor"])
