@@ -339,6 +339,12 @@ class KafkaController:
             self._partitions = self._load_partitions()
         return self._partitions
 
+    def _set_state(self, txn: TransactionRequest, key: tuple[str, int], new: PartitionState) -> None:
+        """Add the write of a partition's state, conditional on the version this controller knows, to ``txn``."""
+        txn.set_data(layout.partition_state_path(*key),
+                     layout.partition_state(new.leader, new.leader_epoch, list(new.isr), self.epoch),
+                     version=self._known()[key].version)
+
     def _write_states(self, writes: list[tuple[tuple[str, int], PartitionState]]) -> None:
         """Write partition states, each conditional on the version this controller knows, in pipelined fenced
         transactions; RetryLater (what it knows forgotten) when a state changed under the controller."""
@@ -346,10 +352,8 @@ class KafkaController:
         pending = []
         for start in range(0, len(writes), WRITE_BATCH):
             txn = self._fenced()
-            for (topic, index), new in writes[start:start + WRITE_BATCH]:
-                txn.set_data(layout.partition_state_path(topic, index),
-                             layout.partition_state(new.leader, new.leader_epoch, list(new.isr), self.epoch),
-                             version=known[(topic, index)].version)
+            for key, new in writes[start:start + WRITE_BATCH]:
+                self._set_state(txn, key, new)
             pending.append(txn.commit_async())
         failed = 0
         for start, results in zip(range(0, len(writes), WRITE_BATCH), self._zk.all(pending)):
@@ -548,10 +552,7 @@ class KafkaController:
                 if name == topic and step.replicas is not None:
                     replicas[index] = step.replicas
                 if name == topic and step.state is not None:
-                    new = step.state
-                    txn.set_data(layout.partition_state_path(topic, index),
-                                 layout.partition_state(new.leader, new.leader_epoch, list(new.isr), self.epoch),
-                                 version=known[(topic, index)].version)
+                    self._set_state(txn, (name, index), step.state)
             txn.set_data(layout.topic_path(topic), layout.topic_assignment(replicas, layout.parse_topic_id(data)),
                          version=stat.version)
             pending[topic] = (replicas, txn.commit_async())
