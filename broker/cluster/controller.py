@@ -63,6 +63,8 @@ def request_error(code: int, message: str) -> bytes:
     return layout.encode({"version": 1, "error_code": int(code), "error_message": message})
 
 
+# What parsing a znode written by something else than this code raises (bad JSON, wrong fields or types).
+MALFORMED = (ValueError, KeyError, TypeError, AttributeError)
 # Backoff of a failed event: doubles from the first value up to the second.
 RETRY_BACKOFF_S = (0.1, 5.0)
 # Partition states written per ZooKeeper transaction on a broker change (each ~200 bytes of the 1 MB limit).
@@ -410,8 +412,8 @@ class KafkaController:
             return
         notes = self._zk.all(client.get_async(path) for path in paths)
         known = self._known()
-        keys = sorted({key for found in notes if not isinstance(found, Exception)
-                       for key in layout.parse_partition_list(found[0]) or () if key in known})
+        keys = sorted({key for path, found in zip(paths, notes) if not isinstance(found, Exception)
+                       for key in self._parse(layout.parse_partition_list, found[0], path) or () if key in known})
         states = self._zk.all(client.get_async(layout.partition_state_path(*key)) for key in keys)
         for key, found in zip(keys, states):
             if not isinstance(found, Exception):
@@ -428,10 +430,20 @@ class KafkaController:
         # New replicas joining the ISR is what a reassignment waits for.
         self._events.put(("reassign", None))
 
+    @staticmethod
+    def _parse(parse: Callable[[bytes], Any], data: bytes, path: str) -> Any:
+        """``parse(data)``, or None (logged) when the znode holds something else than its JSON."""
+        try:
+            return parse(data)
+        except MALFORMED as exc:
+            log.warning("ignoring malformed %s: %s", path, exc)
+            return None
+
     # -- preferred replica election and automatic rebalance ---------------------------------------
 
-    def _request(self, path: str, kind: str) -> tuple[bytes, int] | None:
-        """The data and version of an admin request znode, watched (creation included); None when absent."""
+    def _request(self, path: str, kind: str, parse: Callable[[bytes], Any]) -> tuple[Any, int] | None:
+        """An admin request znode, watched (its creation included), parsed, and its version; None when absent
+        or malformed (then removed: it could never be carried out)."""
         watch = self._watcher(kind)
         if not self._zk.sync("exists", path, watch=watch):
             return None
@@ -439,7 +451,12 @@ class KafkaController:
             data, stat = self._zk.sync("get", path, watch=watch)
         except NoNodeError:
             return None
-        return data, stat.version
+        try:
+            return parse(data), stat.version
+        except MALFORMED as exc:
+            log.warning("removing the malformed request %s: %s", path, exc)
+            self._remove_request(path, stat.version)
+            return None
 
     def _remove_request(self, path: str, version: int) -> None:
         txn = self._fenced()
@@ -463,11 +480,10 @@ class KafkaController:
     def _on_preferred_election(self) -> None:
         """A preferred replica election request: the first replica of each named partition (all when none are
         named) becomes its leader where it is live and in the ISR; the request is removed when done."""
-        request = self._request(layout.ADMIN_PREFERRED_REPLICA_ELECTION, "preferred")
+        request = self._request(layout.ADMIN_PREFERRED_REPLICA_ELECTION, "preferred", layout.parse_partition_list)
         if request is None:
             return
-        data, version = request
-        named = layout.parse_partition_list(data)
+        named, version = request
         elected = self._elect_preferred(sorted(named) if named else sorted(self._known()))
         self._remove_request(layout.ADMIN_PREFERRED_REPLICA_ELECTION, version)
         log.info("preferred replica election: %d leader(s) moved", elected)
@@ -499,12 +515,11 @@ class KafkaController:
     def _on_reassignment(self) -> None:
         """Carry the reassignment request one step further for each partition it names (see reassignment.py);
         entries that are done leave the request, which is removed once empty."""
-        request = self._request(layout.ADMIN_REASSIGN_PARTITIONS, "reassign")
+        request = self._request(layout.ADMIN_REASSIGN_PARTITIONS, "reassign", layout.parse_reassignment)
         if request is None:
             self._moving = set()
             return
-        data, version = request
-        entries = layout.parse_reassignment(data)
+        entries, version = request
         self._moving = set(entries)
         known = self._known()
         eligible = self._live - self._shutting_down

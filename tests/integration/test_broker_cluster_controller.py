@@ -447,3 +447,18 @@ def test_a_reassignment_adds_replicas_waits_for_them_in_sync_then_drops_the_old_
         assert leadership(zk) == (3, 1, [3, 2])
         wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="the request removed")
         assert layout.parse_topic_id(zk.get(layout.topic_path("r"))[0]) == "r-id"
+
+
+def test_malformed_requests_and_notifications_are_removed_and_the_next_ones_carried_out(clients):
+    zk = clients[3]
+    with replicated_topic(clients, replicas={0: [1, 2, 3], 1: [1, 2]}):
+        zk.create(layout.ISR_CHANGE_PREFIX, b"{not json", sequence=True)
+        zk.create(layout.ADMIN_PREFERRED_REPLICA_ELECTION, b'["r", 0]')
+        zk.create(layout.ADMIN_REASSIGN_PARTITIONS, b'{"version":1,"partitions":[{"topic":"r","partition":0}]}')
+        wait_until(lambda: zk.get_children(layout.ISR_CHANGE_NOTIFICATION) == []
+                   and zk.exists(layout.ADMIN_PREFERRED_REPLICA_ELECTION) is None
+                   and zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="the malformed ones removed")
+        zk.create(layout.ADMIN_REASSIGN_PARTITIONS, layout.reassignment_request({("r", 1): [1]}))
+        wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="a valid one carried out")
+        assert layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0])[1] == [1]
+        assert leadership(zk, "r", 1) == (1, 0, [1])
