@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from broker.cluster.controller import ControllerSettings
 from broker.cluster.elections import (creation_state, imbalanced_brokers, is_not_preferred, is_offline, next_state,
                                       preferred_state)
 from broker.cluster.metadata_cache import PartitionState
 from broker.cluster.reassignment import ReassignmentStep, reassignment_step, valid_target
+from broker.config import KafkaConfig
 
 S = PartitionState
 
@@ -109,3 +111,11 @@ def test_a_reassignment_keeps_a_leader_that_stays():
 @pytest.mark.parametrize("target", [[], [1, 1], [1, 4]])
 def test_a_reassignment_target_must_be_distinct_live_brokers(target):
     assert not valid_target(target, {1, 2, 3})
+
+
+def test_the_controller_settings_come_from_the_broker_properties():
+    assert ControllerSettings.from_config(KafkaConfig()) == ControllerSettings(False, True, 300.0, 10)
+    config = KafkaConfig({"unclean.leader.election.enable": "true", "auto.leader.rebalance.enable": "false",
+                          "leader.imbalance.check.interval.seconds": "5",
+                          "leader.imbalance.per.broker.percentage": "20"})
+    assert ControllerSettings.from_config(config) == ControllerSettings(True, False, 5.0, 20)
