@@ -5,13 +5,23 @@ Every broker runs one. It competes for the ephemeral /controller znode whenever 
 /controller_epoch and acts until its session ends:
 
 - creation requests under /admin/create_topics/<t>: replica lists round-robin over the live brokers,
-  written with every partition's state in one ZooKeeper transaction (config first, in /config/topics);
+  written with every partition's state (every replica in the ISR) in one ZooKeeper transaction (config
+  first, in /config/topics);
 - deletion requests under /admin/delete_topics/<t>: the topic's znodes removed in one transaction;
 - partitions added to a topic's assignment in /brokers/topics/<t> (CreatePartitions; every topic znode is
-  watched, Kafka's PartitionModificationsHandler): each new partition gets its state znode with its first
-  live replica as leader (none if no replica is alive: it is elected when one comes);
-- broker changes under /brokers/ids: partitions led by a departed broker go offline (leader -1,
-  epoch + 1); offline partitions with a live replica get it as leader (epoch + 1).
+  watched, Kafka's PartitionModificationsHandler): each new partition gets its state znode, its live
+  replicas in the ISR, the first of them the leader (none if no replica is alive: started when one comes);
+- broker changes under /brokers/ids and controlled shutdowns under /admin/controlled_shutdown/<id>: the
+  decisions of elections.py (leaders elected from the ISR only unless unclean.leader.election.enable, dead
+  or shutting-down followers out of the ISR), then each shutting-down broker told how many partitions it
+  still leads;
+- ISR change notifications under /isr_change_notification (leaders write their ISR changes themselves):
+  the named states read again, the notifications removed;
+- preferred replica election requests (/admin/preferred_replica_election) and, with
+  auto.leader.rebalance.enable, a check every leader.imbalance.check.interval.seconds;
+- partition reassignment requests (/admin/reassign_partitions), one step of reassignment.py per pass.
+
+The offline and preferred-replica-imbalance partition counts are kept for the broker's metrics.
 
 All of it runs on one thread fed by a queue (Kafka's controller event loop): watch callbacks only
 enqueue, so decisions never race each other and kazoo's threads never block on controller work.

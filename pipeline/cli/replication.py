@@ -79,9 +79,10 @@ def elect_leaders(args: argparse.Namespace) -> int:
             raise CliError("a preferred replica election is already in progress") from None
         if not wait_removed(zk, layout.ADMIN_PREFERRED_REPLICA_ELECTION, args.command_timeout_ms / 1000):
             raise CliError("the controller has not carried out the election yet (is a controller running?)")
-        for topic, partition in partitions or [(t, p) for t in registry.topics() for p in sorted(registry.assignment(t))]:
+        assignments = {t: registry.assignment(t) for t in ([args.topic] if args.topic else registry.topics())}
+        for topic, partition in partitions or [(t, p) for t, a in assignments.items() for p in sorted(a)]:
             state = registry.partition_state(topic, partition) or {}
-            replicas = registry.assignment(topic).get(partition, [])
+            replicas = assignments[topic].get(partition, [])
             leader = state.get("leader", -1)
             outcome = "preferred" if replicas and leader == replicas[0] else "not preferred (replica not in sync)"
             print(f"{topic}-{partition}\tLeader: {leader if leader >= 0 else 'none'}\t{outcome}")

@@ -31,6 +31,8 @@ def test_leader_election_puts_the_preferred_replica_back(clients, zk_connect, ca
         assert code == 0 and out.strip() == "r-0\tLeader: 1\tpreferred"
         assert leadership(zk) == (1, 2, [2, 3, 1])
         assert zk.exists(layout.ADMIN_PREFERRED_REPLICA_ELECTION) is None
+        code, out, _ = run(capsys, zk_connect, "leader-election")
+        assert code == 0 and out.strip() == "r-0\tLeader: 1\tpreferred"
         code, _, err = run(capsys, zk_connect, "leader-election", "--topic", "absent")
         assert code == 1 and "'absent' does not exist" in err
         code, _, err = run(capsys, zk_connect, "leader-election", "--partition", "0")
