@@ -462,3 +462,23 @@ def test_malformed_requests_and_notifications_are_removed_and_the_next_ones_carr
         wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="a valid one carried out")
         assert layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0])[1] == [1]
         assert leadership(zk, "r", 1) == (1, 0, [1])
+
+
+def test_a_new_controller_carries_on_a_reassignment_its_predecessor_started(clients):
+    zk = clients[3]
+    with replicated_topic(clients, replicas={0: [1]}) as first:
+        zk.create(layout.ADMIN_REASSIGN_PARTITIONS, layout.reassignment_request({("r", 0): [2]}))
+        wait_until(lambda: layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0]) == {0: [2, 1]}, 10,
+                   message="2 added")
+        first.stop()
+        clients[0].stop()
+        successor = KafkaController(bounded(zk), 2, ControllerSettings(auto_leader_rebalance=False))
+        try:
+            successor.start()
+            wait_until(lambda: successor.is_active, 10, message="the successor elected")
+            leader_sets_isr(zk, "r", 0, [1, 2])
+            wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="the reassignment done")
+            assert layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0]) == {0: [2]}
+            assert leadership(zk) == (2, 1, [2])
+        finally:
+            successor.stop()
