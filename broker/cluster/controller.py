@@ -5,13 +5,23 @@ Every broker runs one. It competes for the ephemeral /controller znode whenever 
 /controller_epoch and acts until its session ends:
 
 - creation requests under /admin/create_topics/<t>: replica lists round-robin over the live brokers,
-  written with every partition's state in one ZooKeeper transaction (config first, in /config/topics);
+  written with every partition's state (every replica in the ISR) in one ZooKeeper transaction (config
+  first, in /config/topics);
 - deletion requests under /admin/delete_topics/<t>: the topic's znodes removed in one transaction;
 - partitions added to a topic's assignment in /brokers/topics/<t> (CreatePartitions; every topic znode is
-  watched, Kafka's PartitionModificationsHandler): each new partition gets its state znode with its first
-  live replica as leader (none if no replica is alive: it is elected when one comes);
-- broker changes under /brokers/ids: partitions led by a departed broker go offline (leader -1,
-  epoch + 1); offline partitions with a live replica get it as leader (epoch + 1).
+  watched, Kafka's PartitionModificationsHandler): each new partition gets its state znode, its live
+  replicas in the ISR, the first of them the leader (none if no replica is alive: started when one comes);
+- broker changes under /brokers/ids and controlled shutdowns under /admin/controlled_shutdown/<id>: the
+  decisions of elections.py (leaders elected from the ISR only unless unclean.leader.election.enable, dead
+  or shutting-down followers out of the ISR), then each shutting-down broker told how many partitions it
+  still leads;
+- ISR change notifications under /isr_change_notification (leaders write their ISR changes themselves):
+  the named states read again, the notifications removed;
+- preferred replica election requests (/admin/preferred_replica_election) and, with
+  auto.leader.rebalance.enable, a check every leader.imbalance.check.interval.seconds;
+- partition reassignment requests (/admin/reassign_partitions), one step of reassignment.py per pass.
+
+The offline and preferred-replica-imbalance partition counts are kept for the broker's metrics.
 
 All of it runs on one thread fed by a queue (Kafka's controller event loop): watch callbacks only
 enqueue, so decisions never race each other and kazoo's threads never block on controller work.
@@ -38,7 +48,9 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.recipe.watchers import DataWatch
 
-from broker.cluster.metadata_cache import NO_LEADER, PartitionState, parse_partition_state
+from broker.cluster import elections
+from broker.cluster.reassignment import ReassignmentStep, reassignment_step, valid_target
+from broker.cluster.metadata_cache import PartitionState, parse_partition_state
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
@@ -61,6 +73,8 @@ def request_error(code: int, message: str) -> bytes:
     return layout.encode({"version": 1, "error_code": int(code), "error_message": message})
 
 
+# What parsing a znode written by something else than this code raises (bad JSON, wrong fields or types).
+MALFORMED = (ValueError, KeyError, TypeError, AttributeError)
 # Backoff of a failed event: doubles from the first value up to the second.
 RETRY_BACKOFF_S = (0.1, 5.0)
 # Partition states written per ZooKeeper transaction on a broker change (each ~200 bytes of the 1 MB limit).
@@ -77,6 +91,23 @@ class KnownPartition:
     version: int
 
 
+@dataclass(frozen=True)
+class ControllerSettings:
+    """The broker properties the controller acts on."""
+
+    unclean_leader_election: bool = False
+    auto_leader_rebalance: bool = True
+    imbalance_check_interval_s: float = 300.0
+    imbalance_percentage: int = 10
+
+    @classmethod
+    def from_config(cls, config: Any) -> "ControllerSettings":
+        """The settings of a KafkaConfig (anything indexable by property name)."""
+        return cls(bool(config["unclean.leader.election.enable"]), bool(config["auto.leader.rebalance.enable"]),
+                   float(config["leader.imbalance.check.interval.seconds"]),
+                   int(config["leader.imbalance.per.broker.percentage"]))
+
+
 class ControllerFenced(Exception):
     """/controller_epoch moved on: another broker was elected since this one was."""
 
@@ -88,9 +119,18 @@ class RetryLater(Exception):
 class KafkaController:
     """Controller election and, while elected, the controller's duties, on one event thread."""
 
-    def __init__(self, zk: BoundedZk, broker_id: int) -> None:
+    def __init__(self, zk: BoundedZk, broker_id: int, settings: ControllerSettings | None = None) -> None:
         self._zk = zk
         self.broker_id = broker_id
+        self.settings = settings or ControllerSettings()
+        # Live brokers and those in controlled shutdown, as last read (the event thread's).
+        self._live: set[int] = set()
+        self._shutting_down: set[int] = set()
+        self._offline_count = 0
+        self._imbalance_count = 0
+        self._rebalance_timer: threading.Timer | None = None
+        # Partitions named by the pending reassignment request (the automatic rebalance leaves them alone).
+        self._moving: set[tuple[str, int]] = set()
         self.epoch = 0
         self._epoch_version = -1
         self._active = False
@@ -109,6 +149,17 @@ class KafkaController:
     def is_active(self) -> bool:
         return self._active
 
+    @property
+    def offline_partition_count(self) -> int:
+        """Partitions without a live leader (Kafka's OfflinePartitionsCount); 0 unless this is the controller."""
+        return self._offline_count if self._active else 0
+
+    @property
+    def preferred_replica_imbalance_count(self) -> int:
+        """Partitions not led by their first replica (Kafka's PreferredReplicaImbalanceCount); 0 unless this is
+        the controller."""
+        return self._imbalance_count if self._active else 0
+
     def start(self) -> None:
         self._thread.start()
         self._zk.client.add_listener(self._on_session_state)
@@ -117,8 +168,9 @@ class KafkaController:
     def stop(self) -> None:
         self._stopped = True
         self._zk.client.remove_listener(self._on_session_state)
-        for timer in list(self._retry_timers.values()):
-            timer.cancel()
+        for timer in list(self._retry_timers.values()) + [self._rebalance_timer]:
+            if timer is not None:
+                timer.cancel()
         self._events.put(None)
         self._thread.join(10)
 
@@ -155,7 +207,9 @@ class KafkaController:
     def _run(self) -> None:
         handlers = {"elect": self._elect, "resign": self._resign, "brokers": self._on_brokers_change,
                     "create": self._on_create_requests, "delete": self._on_delete_requests,
-                    "partitions": self._on_partition_modifications}
+                    "partitions": self._on_partition_modifications, "isr_change": self._on_isr_changes,
+                    "preferred": self._on_preferred_election, "rebalance": self._on_rebalance_check,
+                    "reassign": self._on_reassignment}
         while True:
             event = self._events.get()
             if event is None or self._stopped:
@@ -180,6 +234,15 @@ class KafkaController:
                 self._retry(kind, exc)
             else:
                 self._failures.pop(kind, None)
+            finally:
+                self._count_partitions()
+
+    def _count_partitions(self) -> None:
+        known = self._partitions
+        if not self._active or known is None:
+            return
+        self._offline_count = sum(elections.is_offline(p.state, self._live) for p in known.values())
+        self._imbalance_count = sum(elections.is_not_preferred(p.replicas, p.state) for p in known.values())
 
     def _retry(self, kind: str, reason: Exception) -> None:
         failures = self._failures[kind] = self._failures.get(kind, 0) + 1
@@ -226,8 +289,9 @@ class KafkaController:
         self._watchers = {}
         self._partitions = None
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, self.epoch)
-        for kind in ("brokers", "create", "delete", "partitions"):
+        for kind in ("brokers", "create", "delete", "partitions", "isr_change", "preferred", "reassign"):
             self._events.put((kind, None))
+        self._schedule_rebalance_check()
 
     def _resign(self) -> None:
         if self._active:
@@ -236,6 +300,11 @@ class KafkaController:
         self._generation += 1
         self._watchers = {}
         self._partitions = None
+        self._moving = set()
+        self._offline_count = self._imbalance_count = 0
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
 
     def _still_controller(self) -> bool:
         try:
@@ -277,22 +346,26 @@ class KafkaController:
         return {(topic, index): KnownPartition(replicas, parse_partition_state(found[0]), found[1].version)
                 for (topic, index, replicas), found in zip(partitions, states) if not isinstance(found, Exception)}
 
-    def _on_brokers_change(self) -> None:
-        live = {int(b) for b in self._children(layout.BROKER_IDS, "brokers")}
+    def _known(self) -> dict[tuple[str, int], KnownPartition]:
         if self._partitions is None:
             self._partitions = self._load_partitions()
-        known = self._partitions
-        writes = [(key, new) for key, partition in sorted(known.items())
-                  if (new := self._new_leadership(key, partition, live)) is not None]
-        if not writes:
-            return
+        return self._partitions
+
+    def _set_state(self, txn: TransactionRequest, key: tuple[str, int], new: PartitionState) -> None:
+        """Add the write of a partition's state, conditional on the version this controller knows, to ``txn``."""
+        txn.set_data(layout.partition_state_path(*key),
+                     layout.partition_state(new.leader, new.leader_epoch, list(new.isr), self.epoch),
+                     version=self._known()[key].version)
+
+    def _write_states(self, writes: list[tuple[tuple[str, int], PartitionState]]) -> None:
+        """Write partition states, each conditional on the version this controller knows, in pipelined fenced
+        transactions; RetryLater (what it knows forgotten) when a state changed under the controller."""
+        known = self._known()
         pending = []
         for start in range(0, len(writes), WRITE_BATCH):
             txn = self._fenced()
-            for (topic, index), new in writes[start:start + WRITE_BATCH]:
-                txn.set_data(layout.partition_state_path(topic, index),
-                             layout.partition_state(new.leader, new.leader_epoch, list(new.isr), self.epoch),
-                             version=known[(topic, index)].version)
+            for key, new in writes[start:start + WRITE_BATCH]:
+                self._set_state(txn, key, new)
             pending.append(txn.commit_async())
         failed = 0
         for start, results in zip(range(0, len(writes), WRITE_BATCH), self._zk.all(pending)):
@@ -302,29 +375,227 @@ class KafkaController:
                 continue
             for ((topic, index), new), stat in zip(writes[start:start + WRITE_BATCH], outcomes):
                 known[(topic, index)] = KnownPartition(known[(topic, index)].replicas, new, stat.version)
-        log.info("broker change (live brokers %s): %d partition state(s) written", sorted(live), len(writes) - failed)
+        log.info("%d partition state(s) written (live brokers %s, shutting down %s)", len(writes) - failed,
+                 sorted(self._live), sorted(self._shutting_down))
         if failed:
             # Someone else changed a state: what this controller knows is stale, so read it all again.
             self._partitions = None
             raise RetryLater(f"{failed} partition state(s) changed under the controller")
 
-    def _new_leadership(self, key: tuple[str, int], partition: KnownPartition,
-                        live: set[int]) -> PartitionState | None:
-        """The partition's next state if it needs a new leader (or none is left), else None."""
-        state = partition.state
-        if state is None:
+    def _on_brokers_change(self) -> None:
+        """Broker registrations or controlled-shutdown requests changed: elect, shrink ISRs, answer requests."""
+        self._live = {int(b) for b in self._children(layout.BROKER_IDS, "brokers")}
+        requests = sorted(int(b) for b in self._children(layout.ADMIN_CONTROLLED_SHUTDOWN, "brokers"))
+        self._shutting_down = set(requests) & self._live
+        known = self._known()
+        unclean = self.settings.unclean_leader_election
+        writes = [(key, new) for key, partition in sorted(known.items()) if partition.state is not None
+                  and (new := elections.next_state(partition.replicas, partition.state, self._live,
+                                                   self._shutting_down, unclean)) is not None]
+        if writes:
+            self._write_states(writes)
+        self._answer_controlled_shutdowns(requests)
+
+    def _answer_controlled_shutdowns(self, brokers: list[int]) -> None:
+        """Tell each broker in controlled shutdown how many partitions it still leads (no one else to take them)."""
+        known = self._known()
+        pending = []
+        for broker in brokers:
+            remaining = sum(1 for p in known.values() if p.state is not None and p.state.leader == broker)
+            txn = self._fenced()
+            txn.set_data(layout.controlled_shutdown_path(broker), layout.controlled_shutdown_reply(remaining))
+            pending.append(txn.commit_async())
+        for broker, results in zip(brokers, self._zk.all(pending)):
+            outcome = self._check_fence(results)[0]
+            # A request that vanished belongs to a broker that stopped meanwhile: nothing to answer.
+            if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
+                raise RetryLater(f"answering broker {broker}'s controlled shutdown failed: {outcome!r}")
+
+    # -- ISR changes made by leaders --------------------------------------------------------------
+
+    def _on_isr_changes(self) -> None:
+        """Re-read the states named by leaders' ISR change notifications, then remove the notifications."""
+        client = self._zk.client
+        paths = [f"{layout.ISR_CHANGE_NOTIFICATION}/{name}"
+                 for name in sorted(self._children(layout.ISR_CHANGE_NOTIFICATION, "isr_change"))]
+        if not paths:
+            return
+        notes = self._zk.all(client.get_async(path) for path in paths)
+        known = self._known()
+        keys = sorted({key for path, found in zip(paths, notes) if not isinstance(found, Exception)
+                       for key in self._parse(layout.parse_partition_list, found[0], path) or () if key in known})
+        states = self._zk.all(client.get_async(layout.partition_state_path(*key)) for key in keys)
+        for key, found in zip(keys, states):
+            if not isinstance(found, Exception):
+                known[key] = KnownPartition(known[key].replicas, parse_partition_state(found[0]), found[1].version)
+        txn = self._fenced()
+        for path, found in zip(paths, notes):
+            if not isinstance(found, Exception):
+                txn.delete(path)
+        failures = [r for r in self._check_fence(self._zk.wait(txn.commit_async()))
+                    if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failures:
+            raise RetryLater(f"removing ISR change notifications failed: {failures[0]!r}")
+        log.info("ISR changes of %d partition(s) read", len(keys))
+        # New replicas joining the ISR is what a reassignment waits for.
+        self._events.put(("reassign", None))
+
+    @staticmethod
+    def _parse(parse: Callable[[bytes], Any], data: bytes, path: str) -> Any:
+        """``parse(data)``, or None (logged) when the znode holds something else than its JSON."""
+        try:
+            return parse(data)
+        except MALFORMED as exc:
+            log.warning("ignoring malformed %s: %s", path, exc)
             return None
-        if state.leader != NO_LEADER and state.leader in live:
+
+    # -- preferred replica election and automatic rebalance ---------------------------------------
+
+    def _request(self, path: str, kind: str, parse: Callable[[bytes], Any]) -> tuple[Any, int] | None:
+        """An admin request znode, watched (its creation included), parsed, and its version; None when absent
+        or malformed (then removed: it could never be carried out)."""
+        watch = self._watcher(kind)
+        if not self._zk.sync("exists", path, watch=watch):
             return None
-        candidates = [r for r in partition.replicas if r in live]
-        if state.leader == NO_LEADER and not candidates:
+        try:
+            data, stat = self._zk.sync("get", path, watch=watch)
+        except NoNodeError:
             return None
-        if candidates:
-            log.debug("partition %s-%d: leader %d (epoch %d)", *key, candidates[0], state.leader_epoch + 1)
-            return PartitionState(candidates[0], state.leader_epoch + 1, (candidates[0],))
-        # Kafka keeps the last leader in the isr of an offline partition, so it can come back clean.
-        log.debug("partition %s-%d is offline: leader %d left (epoch %d)", *key, state.leader, state.leader_epoch + 1)
-        return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr)
+        try:
+            return parse(data), stat.version
+        except MALFORMED as exc:
+            log.warning("removing the malformed request %s: %s", path, exc)
+            self._remove_request(path, stat.version)
+            return None
+
+    def _remove_request(self, path: str, version: int) -> None:
+        txn = self._fenced()
+        txn.delete(path, version=version)
+        outcome = self._check_fence(self._zk.wait(txn.commit_async()))[0]
+        if isinstance(outcome, BadVersionError):
+            raise RetryLater(f"{path} changed while it was carried out")
+        if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
+            raise RetryLater(f"removing {path} failed: {outcome!r}")
+
+    def _elect_preferred(self, keys: list[tuple[str, int]]) -> int:
+        known = self._known()
+        eligible = self._live - self._shutting_down
+        writes = [(key, new) for key in keys if (partition := known.get(key)) is not None
+                  and partition.state is not None
+                  and (new := elections.preferred_state(partition.replicas, partition.state, eligible)) is not None]
+        if writes:
+            self._write_states(writes)
+        return len(writes)
+
+    def _on_preferred_election(self) -> None:
+        """A preferred replica election request: the first replica of each named partition (all when none are
+        named) becomes its leader where it is live and in the ISR; the request is removed when done."""
+        request = self._request(layout.ADMIN_PREFERRED_REPLICA_ELECTION, "preferred", layout.parse_partition_list)
+        if request is None:
+            return
+        named, version = request
+        elected = self._elect_preferred(sorted(named) if named else sorted(self._known()))
+        self._remove_request(layout.ADMIN_PREFERRED_REPLICA_ELECTION, version)
+        log.info("preferred replica election: %d leader(s) moved", elected)
+
+    def _schedule_rebalance_check(self) -> None:
+        if not self.settings.auto_leader_rebalance or self._stopped:
+            return
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+        timer = threading.Timer(self.settings.imbalance_check_interval_s, self._events.put,
+                                args=(("rebalance", None),))
+        timer.daemon = True
+        self._rebalance_timer = timer
+        timer.start()
+
+    def _on_rebalance_check(self) -> None:
+        """auto.leader.rebalance.enable: preferred elections for the brokers over leader.imbalance.per.broker.percentage."""
+        self._schedule_rebalance_check()
+        known = self._known()
+        moving = self._moving
+        brokers = elections.imbalanced_brokers(((p.replicas, p.state) for p in known.values()),
+                                               self.settings.imbalance_percentage)
+        keys = [key for key, p in sorted(known.items()) if p.replicas and p.replicas[0] in brokers and key not in moving]
+        if keys and self._elect_preferred(keys):
+            log.info("leader rebalance for imbalanced broker(s) %s", sorted(brokers))
+
+    # -- partition reassignment ----------------------------------------------------------------------
+
+    def _on_reassignment(self) -> None:
+        """Carry the reassignment request one step further for each partition it names (see reassignment.py);
+        entries that are done leave the request, which is removed once empty."""
+        request = self._request(layout.ADMIN_REASSIGN_PARTITIONS, "reassign", layout.parse_reassignment)
+        if request is None:
+            self._moving = set()
+            return
+        entries, version = request
+        self._moving = set(entries)
+        known = self._known()
+        eligible = self._live - self._shutting_down
+        steps: dict[tuple[str, int], ReassignmentStep] = {}
+        for key, target in sorted(entries.items()):
+            partition = known.get(key)
+            if partition is None or not valid_target(target, self._live):
+                log.warning("dropping the reassignment of %s-%d to %s: no such partition or not live distinct "
+                            "brokers", *key, target)
+                steps[key] = ReassignmentStep(done=True)
+                continue
+            steps[key] = reassignment_step(partition.replicas, target, partition.state, eligible)
+        failed = self._write_steps(steps)
+        remaining = {key: target for key, target in entries.items() if not steps[key].done or key[0] in failed}
+        if remaining != entries:
+            txn = self._fenced()
+            if remaining:
+                txn.set_data(layout.ADMIN_REASSIGN_PARTITIONS, layout.reassignment_request(remaining), version=version)
+            else:
+                txn.delete(layout.ADMIN_REASSIGN_PARTITIONS, version=version)
+            outcome = self._check_fence(self._zk.wait(txn.commit_async()))[0]
+            if isinstance(outcome, Exception):
+                raise RetryLater(f"updating the reassignment request failed: {outcome!r}")
+            log.info("reassignment: %d partition(s) done, %d to go", len(entries) - len(remaining), len(remaining))
+        if failed:
+            self._partitions = None
+            raise RetryLater(f"reassignment writes for topic(s) {', '.join(sorted(failed))} failed")
+
+    def _write_steps(self, steps: dict[tuple[str, int], ReassignmentStep]) -> set[str]:
+        """Write each topic's new replica lists and states in one fenced transaction per topic (pipelined);
+        the topics whose transaction failed."""
+        client = self._zk.client
+        known = self._known()
+        topics = sorted({key[0] for key, step in steps.items() if step.replicas is not None or step.state})
+        found = self._zk.all(client.get_async(layout.topic_path(topic)) for topic in topics)
+        pending, failed = {}, set()
+        for topic, current in zip(topics, found):
+            if isinstance(current, Exception):
+                failed.add(topic)
+                continue
+            data, stat = current
+            replicas = layout.parse_topic_assignment(data)
+            txn = self._fenced()
+            for (name, index), step in steps.items():
+                if name == topic and step.replicas is not None:
+                    replicas[index] = step.replicas
+                if name == topic and step.state is not None:
+                    self._set_state(txn, (name, index), step.state)
+            txn.set_data(layout.topic_path(topic), layout.topic_assignment(replicas, layout.parse_topic_id(data)),
+                         version=stat.version)
+            pending[topic] = (replicas, txn.commit_async())
+        for topic, (replicas, async_result) in pending.items():
+            outcomes = self._check_fence(self._zk.wait(async_result))
+            if any(isinstance(outcome, Exception) for outcome in outcomes):
+                failed.add(topic)
+                continue
+            stats = iter(outcomes)
+            for (name, index), step in steps.items():
+                if name != topic:
+                    continue
+                partition = known[(name, index)]
+                state, version = partition.state, partition.version
+                if step.state is not None:
+                    state, version = step.state, next(stats).version
+                known[(name, index)] = KnownPartition(replicas[index], state, version)
+        return failed
 
     # -- partitions added to existing topics ------------------------------------------------------
 
@@ -344,9 +615,7 @@ class KafkaController:
         if not new:
             return
         live = {int(b) for b in self._zk.sync("get_children", layout.BROKER_IDS)}
-        states = {key: PartitionState(leader, 0, (leader,) if leader != NO_LEADER else ())
-                  for key, replicas in new.items()
-                  for leader in [next((r for r in replicas if r in live), NO_LEADER)]}
+        states = {key: elections.creation_state(replicas, live) for key, replicas in new.items()}
         keys = sorted(new)
         pending = []
         for start in range(0, len(keys), WRITE_BATCH):
@@ -441,7 +710,7 @@ class KafkaController:
         if self._partitions is not None:
             for index, replica_list in replicas.items():
                 self._partitions[(topic, index)] = KnownPartition(
-                    replica_list, PartitionState(replica_list[0], 0, (replica_list[0],)), 0)
+                    replica_list, elections.creation_state(replica_list, set(replica_list)), 0)
         log.info("created topic %s: %d partition(s) over brokers %s", topic, partitions, live)
 
     def _refuse(self, request_path: str, code: int, message: str) -> None:

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from broker.cluster.admin import ZkAdminManager
-from broker.cluster.controller import KafkaController
+from broker.cluster.controller import ControllerSettings, KafkaController
 from broker.cluster.isr_writer import IsrChangeWriter
 from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.partition_leadership import PartitionLeadership
@@ -102,7 +102,7 @@ class ClusterMembership:
         await self._call(cache.start)
         if not await cache.wait_for(lambda: cache.loaded, connection_timeout_s):
             log.warning("the cluster view was not complete after %.0fs; serving what is known", connection_timeout_s)
-        self.controller = KafkaController(zk, broker_id)
+        self.controller = KafkaController(zk, broker_id, ControllerSettings.from_config(config))
         await self._call(self.controller.start)
         self.admin = admin = ZkAdminManager(zk, cache, log_config, config["num.partitions"],
                                             config["default.replication.factor"])

@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import Sequence
 
-from pipeline.cli import cluster, consume, consumer_groups, deployment, offsets, produce, topics
+from pipeline.cli import cluster, consume, consumer_groups, deployment, offsets, produce, replication, topics
 from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
@@ -30,12 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
                "  seq 1000 | python -m pipeline produce events\n"
                "  python -m pipeline consume events --from-beginning --max-messages 10\n"
                "  python -m pipeline offsets events --time earliest\n"
-               "  python -m pipeline --zookeeper 127.0.0.1:2181/dc1 consumer-groups describe etl",
+               "  python -m pipeline --zookeeper 127.0.0.1:2181/dc1 consumer-groups describe etl\n"
+               "  python -m pipeline --zookeeper 127.0.0.1:2181/dc1 leader-election --topic events",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets, cluster, consumer_groups, deployment):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, deployment):
         module.add_parser(subparsers, common)
     return parser
 

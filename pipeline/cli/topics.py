@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import CliError, key_value, open_admin, positive_int
+from pipeline.cli.common import CliError, key_value, open_admin, positive_int, topic_argument
+from pipeline.cli.replication import alter_replication_factor
 from pipeline.client.admin import TopicDescription
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -28,12 +29,18 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
                         help="succeed without doing anything when the topic already exists")
     create.set_defaults(command=create_topic, prog=create.prog)
 
-    alter = actions.add_parser("alter", parents=[common], help="add partitions to a topic",
+    alter = actions.add_parser("alter", parents=[common], help="add partitions or change the replication factor",
                                description="Grow a topic to N partitions with CreatePartitions (partitions are "
-                                           "only ever added; records keep their partitions).")
-    alter.add_argument("name", metavar="NAME", help="topic name")
-    alter.add_argument("--partitions", type=positive_int, required=True, metavar="N",
-                       help="the new total number of partitions (more than the topic has)")
+                                           "only ever added; records keep their partitions), or change its "
+                                           "replication factor with a partition reassignment (needs --zookeeper; "
+                                           "follow it with reassign-partitions --verify).")
+    alter.add_argument("topic", metavar="NAME", nargs="?", help="topic name")
+    alter.add_argument("--topic", dest="topic_option", metavar="NAME", help="topic name (instead of NAME)")
+    change = alter.add_mutually_exclusive_group(required=True)
+    change.add_argument("--partitions", type=positive_int, metavar="N",
+                        help="the new total number of partitions (more than the topic has)")
+    change.add_argument("--replication-factor", type=positive_int, metavar="R",
+                        help="the new number of replicas of every partition")
     alter.set_defaults(command=alter_topic, prog=alter.prog)
 
     listing = actions.add_parser("list", parents=[common], help="list topic names",
@@ -68,9 +75,12 @@ def create_topic(args: argparse.Namespace) -> int:
 
 
 def alter_topic(args: argparse.Namespace) -> int:
+    name = topic_argument(args, "topics alter")
+    if args.replication_factor is not None:
+        return alter_replication_factor(args, name)
     with open_admin(args) as admin:
-        admin.create_partitions(args.name, args.partitions)
-    print(f"Topic {args.name} now has {args.partitions} partitions.")
+        admin.create_partitions(name, args.partitions)
+    print(f"Topic {name} now has {args.partitions} partitions.")
     return 0
 
 

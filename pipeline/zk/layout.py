@@ -12,6 +12,10 @@ written down once:
     /config/topics/<topic>                     persistent  {"config": {topic-level overrides}}
     /admin/create_topics/<topic>               persistent  a creation request for the controller
     /admin/delete_topics/<topic>               persistent  a deletion request for the controller
+    /admin/preferred_replica_election          persistent  {"partitions": [{"topic", "partition"}]} to elect
+    /admin/reassign_partitions                 persistent  {"partitions": [{"topic", "partition", "replicas"}]}
+    /admin/controlled_shutdown/<id>            ephemeral   a broker's controlled shutdown; answer {"remaining"}
+    /isr_change_notification/isr_change_<n>    persistent  {"partitions": [...]} whose ISR a leader changed
     /cluster/id                                persistent  {"id": cluster id}
     /latest_producer_id_block                  persistent  the last producer-id block handed out
     /consumers/<group>/ids/<consumer id>       ephemeral   {"subscription": {topic: streams}, "pattern"}
@@ -124,7 +128,7 @@ def topic_creation_ops(topic: str, replicas: dict[int, list[int]], topic_id: str
     """(path, data) of every znode a topic's creation writes, in creation order."""
     ops = [(topic_path(topic), topic_assignment(replicas, topic_id=topic_id)), (partitions_path(topic), b"")]
     for index, replica_list in sorted(replicas.items()):
-        ops += partition_creation_ops(topic, index, replica_list[0], [replica_list[0]], controller_epoch)
+        ops += partition_creation_ops(topic, index, replica_list[0], list(replica_list), controller_epoch)
     return ops
 
 
@@ -169,6 +173,57 @@ def create_topic_request(partitions: int, replication_factor: int, configs: dict
 
 def delete_topic_request_path(topic: str) -> str:
     return f"{ADMIN_DELETE_TOPICS}/{topic}"
+
+
+# -- replication: requests to the controller -----------------------------------------------------
+
+TopicPartition = tuple[str, int]
+
+
+def partition_list(partitions: list[TopicPartition] | None) -> bytes:
+    """A preferred replica election request or an ISR change notification: the partitions it names
+    (None: every partition, for an election)."""
+    value: dict[str, Any] = {"version": 1}
+    if partitions is not None:
+        value["partitions"] = [{"topic": t, "partition": p} for t, p in partitions]
+    return encode(value)
+
+
+def parse_partition_list(data: bytes | None) -> list[TopicPartition] | None:
+    """The partitions of a ``partition_list``; None when it names none (an election of all)."""
+    entries = decode(data).get("partitions")
+    if not entries:
+        return None
+    return [(str(e["topic"]), int(e["partition"])) for e in entries]
+
+
+ISR_CHANGE_PREFIX = f"{ISR_CHANGE_NOTIFICATION}/isr_change_"
+
+
+def reassignment_request(targets: dict[TopicPartition, list[int]]) -> bytes:
+    """A reassignment request: each partition's new replica list."""
+    return encode({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                for (t, p), r in sorted(targets.items())]})
+
+
+def parse_reassignment(data: bytes | None) -> dict[TopicPartition, list[int]]:
+    return {(str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
+            for e in decode(data).get("partitions", ())}
+
+
+def controlled_shutdown_path(broker_id: int) -> str:
+    return f"{ADMIN_CONTROLLED_SHUTDOWN}/{broker_id}"
+
+
+def controlled_shutdown_reply(remaining: int) -> bytes:
+    """The controller's answer to a controlled shutdown: the partitions the broker still leads."""
+    return encode({"version": 1, "remaining": remaining})
+
+
+def parse_controlled_shutdown_reply(data: bytes | None) -> int | None:
+    """The partitions still led by the broker; None before the controller answered."""
+    remaining = decode(data).get("remaining")
+    return None if remaining is None else int(remaining)
 
 
 # -- consumer groups -----------------------------------------------------------------------------

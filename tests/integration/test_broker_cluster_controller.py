@@ -12,7 +12,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
 from broker.admin_manager import TopicError
 from broker.cluster.admin import ZkAdminManager
-from broker.cluster.controller import KafkaController, request_error
+from broker.cluster.controller import ControllerSettings, KafkaController, request_error
 from broker.cluster.metadata_cache import CacheChanges, PartitionState, ZkMetadataCache
 from pipeline.zk.client import BoundedZk
 from broker.log.log_config import LogConfig
@@ -25,8 +25,8 @@ from tests.support.zookeeper import expire_session
 
 @pytest.fixture
 def clients(zk_connect: str) -> Iterator[list[KazooClient]]:
-    """Kazoo clients on the test's chroot (4 of them), with the persistent layout created."""
-    opened = [connect(zk_connect, session_timeout_s=4) for _ in range(4)]
+    """Kazoo clients on the test's chroot (5 of them), with the persistent layout created."""
+    opened = [connect(zk_connect, session_timeout_s=4) for _ in range(5)]
     for path in layout.PERSISTENT_PATHS:
         opened[0].ensure_path(path)
     yield opened
@@ -299,3 +299,186 @@ def test_the_cache_follows_partition_states_across_a_session_expiry(clients):
             assert await cache.wait_for(lambda: cache.partition_state("t", 0) == PartitionState(-1, epoch, (1,)), 5)
 
     asyncio.run(scenario())
+
+
+# -- replication: three brokers (clients 1, 2 and 4), the controller on client 0, client 3 observes -----------
+
+BROKER_CLIENTS = {1: 1, 2: 2, 3: 4}
+
+
+@contextmanager
+def replicated_topic(clients: list[KazooClient], settings: ControllerSettings | None = None,
+                     replicas: dict[int, list[int]] | None = None) -> Iterator[KafkaController]:
+    """Brokers 1, 2, 3 registered, a controller (broker 1's, ``settings``) running and topic "r" created with
+    the replica lists ``replicas`` (default: one partition on [1, 2, 3]), as the controller starts a topic's
+    partitions added to its assignment."""
+    zk = clients[3]
+    for broker, client in BROKER_CLIENTS.items():
+        register(clients[client], broker)
+    replicas = replicas or {0: [1, 2, 3]}
+    controller = KafkaController(bounded(clients[0]), 1, settings or ControllerSettings(auto_leader_rebalance=False))
+    try:
+        controller.start()
+        wait_until(lambda: controller.is_active, 10, message="the controller elected")
+        zk.create(layout.topic_path("r"), layout.topic_assignment(replicas, topic_id="r-id"))
+        zk.create(layout.partitions_path("r"))
+        wait_until(lambda: all(zk.exists(layout.partition_state_path("r", p)) for p in replicas), 10,
+                   message="the partitions started")
+        yield controller
+    finally:
+        controller.stop()
+
+
+def stop_broker(clients: list[KazooClient], broker: int) -> None:
+    clients[BROKER_CLIENTS[broker]].delete(layout.broker_path(broker))
+
+
+def leader_sets_isr(zk: KazooClient, topic: str, partition: int, isr: list[int]) -> None:
+    """What a leader does when its ISR changes: a conditional write of the state, then a notification."""
+    data, stat = zk.get(layout.partition_state_path(topic, partition))
+    value = layout.decode(data)
+    zk.set(layout.partition_state_path(topic, partition),
+           layout.partition_state(value["leader"], value["leader_epoch"], isr, value["controller_epoch"]),
+           version=stat.version)
+    zk.create(layout.ISR_CHANGE_PREFIX, layout.partition_list([(topic, partition)]), sequence=True)
+
+
+def leadership(zk: KazooClient, topic: str = "r", partition: int = 0) -> tuple[int, int, list[int]]:
+    value = state(zk, topic, partition)
+    return value["leader"], value["leader_epoch"], value["isr"]
+
+
+def test_partitions_start_fully_in_sync_and_leaders_are_elected_from_the_isr(clients):
+    zk = clients[3]
+    with replicated_topic(clients) as controller:
+        assert leadership(zk) == (1, 0, [1, 2, 3])
+        zk.create(layout.create_topic_request_path("c"), layout.create_topic_request(3, 3, {}))
+        wait_until(lambda: zk.exists(layout.partition_state_path("c", 2)), 10, message="'c' created")
+        for p, replicas in layout.parse_topic_assignment(zk.get(layout.topic_path("c"))[0]).items():
+            assert leadership(zk, "c", p) == (replicas[0], 0, replicas)
+        stop_broker(clients, 3)
+        # A follower that dies leaves the ISR; the leader and its epoch stay.
+        wait_until(lambda: leadership(zk) == (1, 0, [1, 2]), 10, message="3 out of the ISR")
+        stop_broker(clients, 1)
+        wait_until(lambda: leadership(zk) == (2, 1, [2]), 10, message="2 elected")
+        assert controller.offline_partition_count == 0
+
+
+def test_with_no_live_isr_member_the_partition_stays_offline_until_one_returns(clients):
+    zk = clients[3]
+    with replicated_topic(clients) as controller:
+        leader_sets_isr(zk, "r", 0, [1])
+        wait_until(lambda: zk.get_children(layout.ISR_CHANGE_NOTIFICATION) == [], 10,
+                   message="the notification handled")
+        stop_broker(clients, 1)
+        wait_until(lambda: leadership(zk) == (-1, 1, [1]), 10, message="offline")
+        wait_until(lambda: controller.offline_partition_count == 1, 5, message="counted offline")
+        register(clients[1], 1)
+        wait_until(lambda: leadership(zk) == (1, 2, [1]), 10, message="its last ISR member back")
+        wait_until(lambda: controller.offline_partition_count == 0, 5, message="counted online")
+
+
+def test_unclean_leader_election_elects_a_replica_outside_the_isr(clients):
+    zk = clients[3]
+    with replicated_topic(clients, ControllerSettings(unclean_leader_election=True, auto_leader_rebalance=False)):
+        leader_sets_isr(zk, "r", 0, [1])
+        wait_until(lambda: zk.get_children(layout.ISR_CHANGE_NOTIFICATION) == [], 10,
+                   message="the notification handled")
+        stop_broker(clients, 1)
+        wait_until(lambda: leadership(zk) == (2, 1, [2]), 10, message="2 elected uncleanly")
+
+
+def test_controlled_shutdown_moves_leadership_away_and_reports_what_it_could_not(clients):
+    zk = clients[3]
+    with replicated_topic(clients, replicas={0: [1, 2, 3], 1: [1, 2]}):
+        leader_sets_isr(zk, "r", 1, [1])
+        wait_until(lambda: zk.get_children(layout.ISR_CHANGE_NOTIFICATION) == [], 10,
+                   message="the notification handled")
+        shutdown = layout.controlled_shutdown_path(1)
+        clients[1].create(shutdown, b"", ephemeral=True)
+        wait_until(lambda: layout.parse_controlled_shutdown_reply(zk.get(shutdown)[0]) is not None, 10,
+                   message="the controller's answer")
+        assert layout.parse_controlled_shutdown_reply(zk.get(shutdown)[0]) == 1
+        assert leadership(zk, "r", 0) == (2, 1, [2, 3])
+        assert leadership(zk, "r", 1) == (1, 0, [1])
+        # It is not elected while it shuts down.
+        stop_broker(clients, 2)
+        wait_until(lambda: leadership(zk, "r", 0) == (3, 2, [3]), 10, message="3 elected, not 1")
+
+
+def test_preferred_replica_election_puts_leadership_back(clients):
+    zk = clients[3]
+    with replicated_topic(clients) as controller:
+        stop_broker(clients, 1)
+        wait_until(lambda: leadership(zk) == (2, 1, [2, 3]), 10, message="2 elected")
+        register(clients[1], 1)
+        leader_sets_isr(zk, "r", 0, [2, 3, 1])
+        wait_until(lambda: controller.preferred_replica_imbalance_count == 1, 10, message="counted imbalanced")
+        zk.create(layout.ADMIN_PREFERRED_REPLICA_ELECTION, layout.partition_list([("r", 0)]))
+        wait_until(lambda: leadership(zk) == (1, 2, [2, 3, 1]), 10, message="1 leading again")
+        wait_until(lambda: zk.exists(layout.ADMIN_PREFERRED_REPLICA_ELECTION) is None, 10,
+                   message="the request removed")
+        wait_until(lambda: controller.preferred_replica_imbalance_count == 0, 5, message="counted balanced")
+
+
+def test_automatic_rebalance_elects_preferred_replicas_of_imbalanced_brokers(clients):
+    zk = clients[3]
+    settings = ControllerSettings(auto_leader_rebalance=True, imbalance_check_interval_s=0.5)
+    with replicated_topic(clients, settings):
+        stop_broker(clients, 1)
+        wait_until(lambda: leadership(zk) == (2, 1, [2, 3]), 10, message="2 elected")
+        register(clients[1], 1)
+        leader_sets_isr(zk, "r", 0, [2, 3, 1])
+        wait_until(lambda: leadership(zk) == (1, 2, [2, 3, 1]), 10, message="1 leading again")
+
+
+def test_a_reassignment_adds_replicas_waits_for_them_in_sync_then_drops_the_old_ones(clients):
+    zk = clients[3]
+    with replicated_topic(clients, replicas={0: [1], 1: [2]}):
+        zk.create(layout.ADMIN_REASSIGN_PARTITIONS, layout.reassignment_request({("r", 0): [3, 2]}))
+
+        def assignment() -> dict[int, list[int]]:
+            return layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0])
+        wait_until(lambda: assignment() == {0: [3, 2, 1], 1: [2]}, 10, message="the new replicas added")
+        assert leadership(zk) == (1, 0, [1])
+        # The new replicas caught up: the leader (1) adds them to the ISR.
+        leader_sets_isr(zk, "r", 0, [1, 3, 2])
+        wait_until(lambda: assignment() == {0: [3, 2], 1: [2]}, 10, message="the old replica dropped")
+        assert leadership(zk) == (3, 1, [3, 2])
+        wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="the request removed")
+        assert layout.parse_topic_id(zk.get(layout.topic_path("r"))[0]) == "r-id"
+
+
+def test_malformed_requests_and_notifications_are_removed_and_the_next_ones_carried_out(clients):
+    zk = clients[3]
+    with replicated_topic(clients, replicas={0: [1, 2, 3], 1: [1, 2]}):
+        zk.create(layout.ISR_CHANGE_PREFIX, b"{not json", sequence=True)
+        zk.create(layout.ADMIN_PREFERRED_REPLICA_ELECTION, b'["r", 0]')
+        zk.create(layout.ADMIN_REASSIGN_PARTITIONS, b'{"version":1,"partitions":[{"topic":"r","partition":0}]}')
+        wait_until(lambda: zk.get_children(layout.ISR_CHANGE_NOTIFICATION) == []
+                   and zk.exists(layout.ADMIN_PREFERRED_REPLICA_ELECTION) is None
+                   and zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="the malformed ones removed")
+        zk.create(layout.ADMIN_REASSIGN_PARTITIONS, layout.reassignment_request({("r", 1): [1]}))
+        wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="a valid one carried out")
+        assert layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0])[1] == [1]
+        assert leadership(zk, "r", 1) == (1, 0, [1])
+
+
+def test_a_new_controller_carries_on_a_reassignment_its_predecessor_started(clients):
+    zk = clients[3]
+    with replicated_topic(clients, replicas={0: [1]}) as first:
+        zk.create(layout.ADMIN_REASSIGN_PARTITIONS, layout.reassignment_request({("r", 0): [2]}))
+        wait_until(lambda: layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0]) == {0: [2, 1]}, 10,
+                   message="2 added")
+        first.stop()
+        clients[0].stop()
+        successor = KafkaController(bounded(zk), 2, ControllerSettings(auto_leader_rebalance=False))
+        try:
+            successor.start()
+            wait_until(lambda: successor.is_active, 10, message="the successor elected")
+            leader_sets_isr(zk, "r", 0, [1, 2])
+            wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="the reassignment done")
+            assert layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0]) == {0: [2]}
+            assert leadership(zk) == (2, 1, [2])
+        finally:
+            successor.stop()

@@ -57,3 +57,18 @@ def test_the_creation_size_estimate_is_an_upper_bound_of_the_transaction(partiti
     actual = layout.transaction_bytes(ops)
     estimate = layout.estimated_creation_bytes("some-topic", partitions, factor)
     assert actual <= estimate <= actual * 1.2
+
+
+def test_replication_requests_round_trip():
+    partitions = [("a", 0), ("b", 3)]
+    assert layout.parse_partition_list(layout.partition_list(partitions)) == partitions
+    # An election of every partition names none.
+    assert layout.parse_partition_list(layout.partition_list(None)) is None
+    targets = {("a", 1): [3, 1], ("a", 0): [2]}
+    assert layout.decode(layout.reassignment_request(targets))["partitions"][0] == {
+        "topic": "a", "partition": 0, "replicas": [2]}
+    assert layout.parse_reassignment(layout.reassignment_request(targets)) == targets
+    assert layout.parse_reassignment(None) == {}
+    assert layout.parse_controlled_shutdown_reply(layout.controlled_shutdown_reply(0)) == 0
+    assert layout.parse_controlled_shutdown_reply(b"") is None
+    assert layout.controlled_shutdown_path(3) == "/admin/controlled_shutdown/3"
