@@ -142,7 +142,7 @@ class LeaderEpochFileCache:
     def clear(self) -> None:
         """Drop every entry."""
         with self._lock:
-            if self._entries or not self.path.exists():
+            if self._entries:
                 self._set([])
                 self._write()
 
