@@ -9,8 +9,10 @@ from broker.log.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from broker.log.fetch_slice import FetchSlice
+from broker.log.leader_epoch_cache import EpochEntry, LeaderEpochFileCache
 from broker.log.log import AppendInfo, Log
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
@@ -22,10 +24,12 @@ from broker.log.time_index import TimeIndex
 __all__ = [
     "AppendInfo",
     "CorruptRecordError",
+    "EpochEntry",
     "FetchSlice",
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "KafkaStorageError",
+    "LeaderEpochFileCache",
     "Log",
     "LogConfig",
     "LogError",
@@ -37,4 +41,5 @@ __all__ = [
     "ProducerStateManager",
     "RecordTooLargeError",
     "TimeIndex",
+    "UnexpectedAppendOffsetError",
 ]

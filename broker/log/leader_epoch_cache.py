@@ -36,6 +36,8 @@ class LeaderEpochFileCache:
         self.path = path
         self._lock = threading.Lock()
         self._entries: list[EpochEntry] = []
+        # The newest epoch, -1 when empty: a plain attribute, compared on every leader append.
+        self.latest_epoch = UNDEFINED_EPOCH
         self.loaded = self._read()
 
     def _read(self) -> bool:
@@ -56,8 +58,12 @@ class LeaderEpochFileCache:
         for previous, entry in zip(entries, entries[1:]):
             if entry.epoch <= previous.epoch or entry.start_offset < previous.start_offset:
                 return False
-        self._entries = entries
+        self._set(entries)
         return True
+
+    def _set(self, entries: list[EpochEntry]) -> None:
+        self._entries = entries
+        self.latest_epoch = entries[-1].epoch if entries else UNDEFINED_EPOCH
 
     def _write(self) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(self._entries))]
@@ -65,12 +71,6 @@ class LeaderEpochFileCache:
         write_atomically(self.path, ("\n".join(lines) + "\n").encode())
 
     # -------------------------------------------------------------------------------- queries
-
-    @property
-    def latest_epoch(self) -> int:
-        """The newest epoch, or -1 when the cache is empty."""
-        entries = self._entries
-        return entries[-1].epoch if entries else UNDEFINED_EPOCH
 
     def entries(self) -> list[EpochEntry]:
         """A copy of the entries, oldest first."""
@@ -113,7 +113,7 @@ class LeaderEpochFileCache:
                 return False
             entries = [entry for entry in self._entries if entry.start_offset < start_offset]
             entries.append(EpochEntry(epoch, start_offset))
-            self._entries = entries
+            self._set(entries)
             self._write()
             return True
 
@@ -122,7 +122,7 @@ class LeaderEpochFileCache:
         with self._lock:
             kept = [entry for entry in self._entries if entry.start_offset < end_offset]
             if len(kept) != len(self._entries):
-                self._entries = kept
+                self._set(kept)
                 self._write()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -136,18 +136,18 @@ class LeaderEpochFileCache:
             if not entries or (covering == 0 and entries[0].start_offset >= start_offset):
                 return
             first = entries[covering]
-            self._entries = [EpochEntry(first.epoch, max(first.start_offset, start_offset))] + entries[covering + 1 :]
+            self._set([EpochEntry(first.epoch, max(first.start_offset, start_offset))] + entries[covering + 1 :])
             self._write()
 
     def clear(self) -> None:
         """Drop every entry."""
         with self._lock:
-            if self._entries or not self.path.exists():
-                self._entries = []
+            if self._entries:
+                self._set([])
                 self._write()
 
     def replace(self, entries: list[EpochEntry]) -> None:
         """Set the entries (a rebuild from the log's batch headers) and write the file."""
         with self._lock:
-            self._entries = list(entries)
+            self._set(list(entries))
             self._write()

@@ -212,7 +212,7 @@ class Log:
         """Load the leader-epoch-checkpoint (rebuilt from the batch headers when missing, as for a
         log written before leader epochs) and fit it to the recovered log."""
         cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
-        if not cache.loaded:
+        if not cache.loaded and self.log_end_offset > self.log_start_offset:
             entries: list[EpochEntry] = []
             latest = -1
             for segment in self._segments:

@@ -137,3 +137,15 @@ def test_retention_moves_the_first_epoch_and_the_high_watermark_to_the_log_start
         assert log.leader_epoch_cache.entries() == [(2, 8)]
     finally:
         log.close()
+
+
+def test_an_empty_log_writes_no_checkpoint_and_an_epochless_one_is_scanned_once(tmp_path):
+    log = open_log(tmp_path)
+    path = log.dir / LEADER_EPOCH_CHECKPOINT_FILE
+    assert not path.exists()
+    log.append_as_leader(make_batch(2))
+    log.close()
+    assert not path.exists()
+    reopened = open_log(tmp_path)
+    reopened.close()
+    assert path.read_text() == "0\n0\n"

@@ -5,6 +5,7 @@ bounded by the high watermark."""
 from __future__ import annotations
 
 import os
+import random
 import threading
 
 import pytest
@@ -178,15 +179,13 @@ def test_a_truncated_log_reloads_with_the_same_end_and_contents(tmp_path, clean)
     expected = (log.log_end_offset, log_bytes(log), log.leader_epoch_cache.entries())
     if clean:
         log.flush()
-        log.close()
-    reopened = open_log(tmp_path, DIVERGED_CONFIG,
-                        recovery_point=log.recovery_point, last_shutdown_clean=clean)
+    log.close()
+    reopened = open_log(tmp_path, DIVERGED_CONFIG, recovery_point=log.recovery_point, last_shutdown_clean=clean)
     try:
         assert (reopened.log_end_offset, log_bytes(reopened), reopened.leader_epoch_cache.entries()) == expected
         assert reopened.log_end_offset == 21 + 2
     finally:
         reopened.close()
-        log.close()
 
 
 def test_a_crash_before_the_index_is_cut_cannot_resurrect_the_tail(tmp_path, monkeypatch):
@@ -342,5 +341,43 @@ def test_every_bounded_read_is_a_prefix_of_the_unbounded_one_below_the_bound(tmp
             for offset in range(0, end + 1):
                 expected = [b for b in bounded_batches(log, offset, None) if b[0] < high_watermark]
                 assert bounded_batches(log, offset, high_watermark) == expected, (offset, high_watermark)
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_appends_truncations_and_restarts_keep_log_and_epochs_consistent(tmp_path, seed):
+    rng = random.Random(seed)
+    config = LogConfig(segment_bytes=1200, index_interval_bytes=250)
+    log = open_log(tmp_path, config)
+    model: list[tuple[int, int, int]] = []  # (base offset, record count, epoch) of every batch
+    epoch = 0
+    try:
+        for _ in range(60):
+            action = rng.random()
+            end = model[-1][0] + model[-1][1] if model else 0
+            if action < 0.6:
+                if rng.random() < 0.2:
+                    epoch += 1
+                count = rng.randint(1, 4)
+                log.append_as_leader(make_batch(count, rng.randint(10, 200)), leader_epoch=epoch)
+                model.append((end, count, epoch))
+            elif action < 0.8 and model:
+                cut = rng.randrange(len(model))
+                log.truncate_to(model[cut][0])
+                del model[cut:]
+            else:
+                # Unclean: no flush, and the load recovers from the recovery point.
+                clean = rng.random() < 0.5
+                if clean:
+                    log.flush()
+                log.close()
+                log = open_log(tmp_path, config, recovery_point=log.recovery_point, last_shutdown_clean=clean)
+            assert read_all(log) == [(base, count) for base, count, _ in model]
+            expected_epochs = []
+            for base, _, batch_epoch in model:
+                if not expected_epochs or batch_epoch > expected_epochs[-1][0]:
+                    expected_epochs.append((batch_epoch, base))
+            assert log.leader_epoch_cache.entries() == expected_epochs
     finally:
         log.close()
