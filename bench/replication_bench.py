@@ -8,7 +8,7 @@ answer; msgs/s and MB/s of payload. Failover: --kills times, the leader of a par
 --failover-replication-factor replicas is SIGKILLed; the clock stops when a probe produce (acks=all) to the
 partition is acknowledged; then the broker is restarted and back in the ISR before the next kill. Median.
 
-    python -m bench.replication_bench [--messages 100000] [--size 100] [--partitions 3] [--kills 5]
+    python -m bench.replication_bench [--messages 500000] [--size 100] [--partitions 3] [--kills 5]
         [--failover-replication-factor 3]
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from pipeline.client.admin import AdminClient
 from tests.support.cluster import BrokerCluster
 from tests.support.jepsen.clients import ConfluentWriter, librdkafka_logger
 from tests.support.jepsen.environment import create_topic, jepsen_cluster
@@ -56,6 +57,10 @@ def throughput(cluster: BrokerCluster, topic: str, acks: str, messages: int, siz
     elapsed = time.monotonic() - began
     if left or failed:
         raise RuntimeError(f"{left} messages unanswered, {len(failed)} failed (first: {failed[:1]})")
+    with AdminClient(cluster.bootstrap) as admin:
+        stored = sum(offset or 0 for offset in admin.list_offsets(topic).values())
+    if stored != messages:
+        raise RuntimeError(f"{topic} holds {stored} messages after {messages} were acknowledged")
     return messages / elapsed, messages * size / elapsed / 1e6
 
 
@@ -77,13 +82,15 @@ def failover_times(cluster: BrokerCluster, topic: str, kills: int, partitions: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--failover-replication-factor", type=int, default=3)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    # Refused connections to a killed broker are expected here.
+    librdkafka_logger.setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
         with jepsen_cluster(Path(tmp)) as cluster:
             for number, (label, acks, replication_factor, min_insync) in enumerate(SETTINGS):

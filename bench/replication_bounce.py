@@ -16,10 +16,12 @@ kill until a produce to the partition is acknowledged again. Exits 1 when the ch
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import tempfile
 from pathlib import Path
 
+from tests.support.jepsen.clients import librdkafka_logger
 from tests.support.jepsen.environment import create_topic, jepsen_cluster
 from tests.support.jepsen.nemesis import Bounce
 from tests.support.jepsen.workload import run
@@ -41,6 +43,8 @@ def main() -> int:
     args = parser.parse_args()
     if not 0.0 <= args.hard_ratio <= 1.0:
         parser.error("--hard-ratio must be between 0 and 1")
+    # Refused connections to a killed broker are expected here.
+    librdkafka_logger.setLevel(logging.CRITICAL)
     min_insync = min(args.min_insync_replicas, args.replication_factor)
 
     def report(number: int, bounce: Bounce) -> None:
