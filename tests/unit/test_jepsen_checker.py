@@ -131,3 +131,10 @@ def test_values_must_be_unique_and_history_dumps(tmp_path: Path) -> None:
     history.dump(tmp_path / "history.json")
     document = json.loads((tmp_path / "history.json").read_text())
     assert len(document["sends"]) == 7 and document["final"]["1"] == [[0, "c-0"]]
+
+
+def test_hard_bounces_are_spread_evenly() -> None:
+    from tests.support.jepsen.workload import is_hard
+    assert [is_hard(n, 0.5) for n in range(6)] == [False, True] * 3
+    assert sum(is_hard(n, 0.25) for n in range(200)) == 50
+    assert not any(is_hard(n, 0.0) for n in range(10)) and all(is_hard(n, 1.0) for n in range(10))
