@@ -134,7 +134,8 @@ class PipelineWriter:
         self._producer.close(30)
 
 
-WRITERS: dict[str, type] = {"confluent": ConfluentWriter, "pipeline": PipelineWriter}
+# The writers a run can use, by the name the bounce script takes.
+WRITERS: dict[str, Callable[..., Writer]] = {"confluent": ConfluentWriter, "pipeline": PipelineWriter}
 
 
 def consumer_config(bootstrap: str, name: str, **extra: object) -> dict[str, object]:

@@ -17,7 +17,7 @@ from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
 
 from .checker import CheckResult, check
-from .clients import WRITERS, ConfluentWriter, Reader, read_final
+from .clients import WRITERS, ConfluentWriter, Reader, Writer, read_final
 from .history import History
 from .nemesis import Bounce, Nemesis
 
@@ -51,7 +51,7 @@ def is_hard(number: int, hard_ratio: float) -> bool:
 class _Load:
     """A thread sending ``writer``'s numbered values round-robin over the partitions at ``rate`` per second."""
 
-    def __init__(self, writer: object, partitions: int, rate: float) -> None:
+    def __init__(self, writer: Writer, partitions: int, rate: float) -> None:
         self.writer = writer
         self.partitions = partitions
         self.interval = 1.0 / rate
