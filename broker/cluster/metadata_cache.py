@@ -42,9 +42,11 @@ class PartitionState:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
-    controller_epoch: int = 0
-    # The znode's version when read (-1: not read from ZooKeeper): a leader's ISR write is conditional on it.
-    zk_version: int = -1
+    # Where the state came from, not what it says (left out of equality): the controller epoch that wrote
+    # it, and the znode's version when read (-1: not read from ZooKeeper), on which a leader's ISR write is
+    # conditional.
+    controller_epoch: int = field(default=0, compare=False)
+    zk_version: int = field(default=-1, compare=False)
 
 
 @dataclass
