@@ -537,8 +537,8 @@ class KafkaController:
         steps: dict[tuple[str, int], ReassignmentStep] = {}
         for key, target in sorted(entries.items()):
             partition = known.get(key)
-            if partition is None or not valid_target(target, self._live):
-                log.warning("dropping the reassignment of %s-%d to %s: no such partition or not live distinct "
+            if partition is None or not valid_target(target, self._live, partition.replicas):
+                log.warning("dropping the reassignment of %s-%d to %s: no such partition, or not distinct live "
                             "brokers", *key, target)
                 steps[key] = ReassignmentStep(done=True)
                 continue
