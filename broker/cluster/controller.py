@@ -510,13 +510,14 @@ class KafkaController:
         timer.start()
 
     def _on_rebalance_check(self) -> None:
-        """auto.leader.rebalance.enable: preferred elections for the brokers over leader.imbalance.per.broker.percentage."""
+        """auto.leader.rebalance.enable: preferred replica elections for the partitions preferring a broker over
+        leader.imbalance.per.broker.percentage (partitions being reassigned are left alone)."""
         self._schedule_rebalance_check()
         known = self._known()
-        moving = self._moving
         brokers = elections.imbalanced_brokers(((p.replicas, p.state) for p in known.values()),
                                                self.settings.imbalance_percentage)
-        keys = [key for key, p in sorted(known.items()) if p.replicas and p.replicas[0] in brokers and key not in moving]
+        keys = [key for key, p in sorted(known.items())
+                if p.replicas and p.replicas[0] in brokers and key not in self._moving]
         if keys and self._elect_preferred(keys):
             log.info("leader rebalance for imbalanced broker(s) %s", sorted(brokers))
 
@@ -536,8 +537,8 @@ class KafkaController:
         steps: dict[tuple[str, int], ReassignmentStep] = {}
         for key, target in sorted(entries.items()):
             partition = known.get(key)
-            if partition is None or not valid_target(target, self._live):
-                log.warning("dropping the reassignment of %s-%d to %s: no such partition or not live distinct "
+            if partition is None or not valid_target(target, self._live, partition.replicas):
+                log.warning("dropping the reassignment of %s-%d to %s: no such partition, or not distinct live "
                             "brokers", *key, target)
                 steps[key] = ReassignmentStep(done=True)
                 continue

@@ -26,9 +26,10 @@ class ReassignmentStep:
 WAIT = ReassignmentStep()
 
 
-def valid_target(target: list[int], live: set[int]) -> bool:
-    """A target replica list: not empty, no duplicates, only live brokers."""
-    return bool(target) and len(set(target)) == len(target) and set(target) <= live
+def valid_target(target: list[int], live: set[int], current: list[int]) -> bool:
+    """A target replica list: not empty, no duplicates, each broker live or already a replica (a new replica
+    that dies once added is waited for, as one that is slow to catch up)."""
+    return bool(target) and len(set(target)) == len(target) and set(target) <= live | set(current)
 
 
 def reassignment_step(current: list[int], target: list[int], state: PartitionState | None,

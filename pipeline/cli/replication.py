@@ -17,8 +17,6 @@ from pipeline.cli.common import CliError, non_negative_int, open_zookeeper
 from pipeline.zk import layout
 from pipeline.zk.registry import ClusterRegistry
 
-TopicPartition = tuple[str, int]
-
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Register `leader-election` and `reassign-partitions`."""
@@ -65,7 +63,7 @@ def elect_leaders(args: argparse.Namespace) -> int:
     zk = open_zookeeper(args)
     try:
         registry = ClusterRegistry(zk, args.command_timeout_ms / 1000)
-        partitions: list[TopicPartition] | None = None
+        partitions: list[layout.TopicPartition] | None = None
         if args.topic:
             assignment = registry.assignment(args.topic)
             if not assignment:
@@ -91,7 +89,7 @@ def elect_leaders(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_reassignment(path: str) -> dict[TopicPartition, list[int]]:
+def read_reassignment(path: str) -> dict[layout.TopicPartition, list[int]]:
     """The partitions and target replica lists of a Kafka reassignment JSON file."""
     try:
         with open(path, "rb") as file:
@@ -106,11 +104,12 @@ def read_reassignment(path: str) -> dict[TopicPartition, list[int]]:
     return targets
 
 
-def start_reassignment(zk: KazooClient, registry: ClusterRegistry, targets: dict[TopicPartition, list[int]]) -> None:
+def start_reassignment(zk: KazooClient, registry: ClusterRegistry,
+                       targets: dict[layout.TopicPartition, list[int]]) -> None:
     """Check the targets against the cluster and write the reassignment request; prints the current
     assignment (to reassign back with) first."""
     brokers = set(registry.brokers())
-    current: dict[TopicPartition, list[int]] = {}
+    current: dict[layout.TopicPartition, list[int]] = {}
     for (topic, partition), replicas in sorted(targets.items()):
         assignment = registry.assignment(topic)
         if partition not in assignment:
@@ -129,7 +128,9 @@ def start_reassignment(zk: KazooClient, registry: ClusterRegistry, targets: dict
     print(f"Started the reassignment of {len(targets)} partition(s).")
 
 
-def verify_reassignment(zk: KazooClient, registry: ClusterRegistry, targets: dict[TopicPartition, list[int]]) -> int:
+def verify_reassignment(zk: KazooClient, registry: ClusterRegistry,
+                        targets: dict[layout.TopicPartition, list[int]]) -> int:
+    """Print each partition's progress; 1 when one is neither pending nor at its target (else 0)."""
     data = zk.get(layout.ADMIN_REASSIGN_PARTITIONS)[0] if zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) else None
     pending = layout.parse_reassignment(data)
     failures = 0

@@ -441,10 +441,19 @@ def test_a_reassignment_adds_replicas_waits_for_them_in_sync_then_drops_the_old_
             return layout.parse_topic_assignment(zk.get(layout.topic_path("r"))[0])
         wait_until(lambda: assignment() == {0: [3, 2, 1], 1: [2]}, 10, message="the new replicas added")
         assert leadership(zk) == (1, 0, [1])
-        # The new replicas caught up: the leader (1) adds them to the ISR.
-        leader_sets_isr(zk, "r", 0, [1, 3, 2])
+        # One new replica catches up, the other dies: the reassignment waits for it.
+        stop_broker(clients, 3)
+        leader_sets_isr(zk, "r", 0, [1, 2])
+        wait_until(lambda: zk.get_children(layout.ISR_CHANGE_NOTIFICATION) == [], 10, message="the ISR change read")
+        # The controller's events run in order: once this election is done, so is the reassignment's pass.
+        zk.create(layout.ADMIN_PREFERRED_REPLICA_ELECTION, layout.partition_list([("r", 1)]))
+        wait_until(lambda: zk.exists(layout.ADMIN_PREFERRED_REPLICA_ELECTION) is None, 10, message="the election")
+        assert zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) and assignment() == {0: [3, 2, 1], 1: [2]}
+        register(clients[BROKER_CLIENTS[3]], 3)
+        # It caught up: the leader (1) adds it to the ISR.
+        leader_sets_isr(zk, "r", 0, [1, 2, 3])
         wait_until(lambda: assignment() == {0: [3, 2], 1: [2]}, 10, message="the old replica dropped")
-        assert leadership(zk) == (3, 1, [3, 2])
+        assert leadership(zk) == (3, 1, [2, 3])
         wait_until(lambda: zk.exists(layout.ADMIN_REASSIGN_PARTITIONS) is None, 10, message="the request removed")
         assert layout.parse_topic_id(zk.get(layout.topic_path("r"))[0]) == "r-id"
 

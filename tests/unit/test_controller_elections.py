@@ -110,7 +110,11 @@ def test_a_reassignment_keeps_a_leader_that_stays():
 
 @pytest.mark.parametrize("target", [[], [1, 1], [1, 4]])
 def test_a_reassignment_target_must_be_distinct_live_brokers(target):
-    assert not valid_target(target, {1, 2, 3})
+    assert not valid_target(target, {1, 2, 3}, [1])
+
+
+def test_a_new_replica_that_died_after_it_was_added_is_still_a_valid_target():
+    assert valid_target([4, 2], {1, 2}, [4, 2, 1])
 
 
 def test_the_controller_settings_come_from_the_broker_properties():
