@@ -78,11 +78,13 @@ class ReplicaManager:
 
     def __init__(self, log_manager: LogManager, is_known: Callable[[str, int], bool] | None = None,
                  metrics: BrokerMetrics | None = None, broker_id: int = -1,
-                 isr_proposer: IsrProposer | None = None) -> None:
+                 isr_proposer: IsrProposer | None = None,
+                 is_shutting_down: Callable[[int], bool] = lambda broker_id: False) -> None:
         """``is_known(topic, index)`` tells whether the cluster has a partition this broker does not lead
         (cluster mode); requests for those get NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION.
         ``metrics`` gets the per-topic counters of appends and reads (of partitions this broker leads).
-        ``isr_proposer`` stores a leader's ISR change (cluster mode); without one the ISR is this broker."""
+        ``isr_proposer`` stores a leader's ISR change (cluster mode); without one the ISR is this broker.
+        ``is_shutting_down(broker)``: a follower in a controlled shutdown is not taken into an ISR."""
         self._log_manager = log_manager
         self._partitions: dict[TopicPartition, Partition] = {}
         self._followers: dict[TopicPartition, Partition] = {}
@@ -90,6 +92,7 @@ class ReplicaManager:
         self.metrics = metrics if metrics is not None else BrokerMetrics()
         self.broker_id = broker_id
         self.isr_proposer = isr_proposer
+        self._is_shutting_down = is_shutting_down
 
     def _hosted(self, topic: str, index: int, config: LogConfig | None, leader_epoch: int) -> Partition:
         key = (topic, index)
@@ -275,7 +278,7 @@ class ReplicaManager:
         log_ = partition.log
         if replica_id >= 0:
             joining = partition.update_follower(replica_id, offset, monotonic_ms())
-            if joining is not None:
+            if joining is not None and not self._is_shutting_down(joining):
                 self._propose_isr(partition, partition.isr | {joining})
             max_offset = None
         else:

@@ -43,8 +43,7 @@ class IsrChangeWriter:
         epoch, version, old = partition.leader_epoch, partition.zk_version, partition.isr
         data = layout.partition_state(self.broker_id, epoch, sorted(isr), partition.controller_epoch)
         path = layout.partition_state_path(partition.topic, partition.index)
-        notice = layout.encode({"version": 1, "partitions": [{"topic": partition.topic,
-                                                               "partition": partition.index}]})
+        notice = layout.partition_list([(partition.topic, partition.index)])
         future = self._loop.run_in_executor(None, self._write, path, data, version, notice)
 
         def done(finished: asyncio.Future) -> None:
@@ -74,8 +73,7 @@ class IsrChangeWriter:
     def _write(self, path: str, data: bytes, version: int, notice: bytes) -> int:
         stat = self._zk.sync("set", path, data, version=version)
         try:
-            self._zk.sync("create", f"{layout.ISR_CHANGE_NOTIFICATION}/isr_change_", notice, sequence=True,
-                          makepath=True)
+            self._zk.sync("create", layout.ISR_CHANGE_PREFIX, notice, sequence=True, makepath=True)
         except (KazooException, ZooKeeperTimeout) as exc:
             log.warning("could not notify the controller of the ISR change at %s: %s", path, exc)
         return stat.version

@@ -91,7 +91,7 @@ class ClusterMembership:
         self.isr_writer = IsrChangeWriter(zk, broker_id, loop, metrics)
         self.replica_manager = replica_manager = ReplicaManager(
             self.log_manager, is_known=cache.is_known, metrics=metrics, broker_id=broker_id,
-            isr_proposer=self.isr_writer.propose)
+            isr_proposer=self.isr_writer.propose, is_shutting_down=lambda broker: broker in cache.shutting_down)
         self.fetchers = ReplicaFetcherManager(FetcherSettings(
             broker_id, config["replica.fetch.wait.max.ms"], config["replica.fetch.min.bytes"],
             config["replica.fetch.max.bytes"], config["replica.fetch.response.max.bytes"],

@@ -102,6 +102,9 @@ class ZkMetadataCache:
         self._queue_lock = threading.Lock()
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id = NO_LEADER
+        # Brokers in a controlled shutdown (/admin/controlled_shutdown/<id>): leaders do not take them back
+        # into an ISR the controller took them out of.
+        self.shutting_down: frozenset[int] = frozenset()
         self.cluster_id = ""
         self.topics: dict[str, ClusterTopic] = {}
         self._brokers_seen = False
@@ -124,6 +127,7 @@ class ZkMetadataCache:
         ChildrenWatch(client, layout.BROKER_IDS, self._watch_brokers)
         ChildrenWatch(client, layout.BROKER_TOPICS, self._watch_topics)
         DataWatch(client, layout.CONTROLLER, self._watch_controller)
+        ChildrenWatch(client, layout.ADMIN_CONTROLLED_SHUTDOWN, self._watch_shutting_down)
 
     @property
     def loaded(self) -> bool:
@@ -245,6 +249,13 @@ class ZkMetadataCache:
 
         def apply(changes: CacheChanges) -> None:
             self.controller_id = controller
+        self._post(apply)
+
+    def _watch_shutting_down(self, children: list[str]) -> None:
+        ids = frozenset(int(child) for child in children if child.isdigit())
+
+        def apply(changes: CacheChanges) -> None:
+            self.shutting_down = ids
         self._post(apply)
 
     def _watch_topics(self, children: list[str]) -> None:

@@ -94,7 +94,7 @@ class BrokerRegistry:
         """Ask the controller to move this broker's leaderships away: create (or renew) the ephemeral
         /admin/controlled_shutdown/<id> and wait for the controller's answer in it, the number of
         partitions still led here. None when no answer came within ``timeout_s``."""
-        path = f"{layout.ADMIN_CONTROLLED_SHUTDOWN}/{self.broker_id}"
+        path = layout.controlled_shutdown_path(self.broker_id)
         request = layout.encode({"version": 1, "requested_ms": layout.now_ms()})
         try:
             self._zk.sync("create", path, request, ephemeral=True, makepath=True)
@@ -104,9 +104,9 @@ class BrokerRegistry:
         remaining: list[int] = []
 
         def on_data(data: bytes | None, stat: object) -> bool:
-            value = layout.decode(data)
-            if "remaining" in value:
-                remaining.append(int(value["remaining"]))
+            reply = layout.parse_controlled_shutdown_reply(data)
+            if reply is not None:
+                remaining.append(reply)
                 answered.set()
                 return False
             return not answered.is_set()
