@@ -6,12 +6,15 @@ the leader-epoch boundary so the old leader matches the new one byte for byte.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
 
+from pipeline.cli import main as pipeline_cli
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
@@ -59,8 +62,8 @@ class _client:
         self.client.close()
 
 
-def state(cluster: BrokerCluster) -> dict:
-    return cluster.partition_state(TOPIC, 0)
+def state(cluster: BrokerCluster, topic: str = TOPIC) -> dict:
+    return cluster.partition_state(topic, 0)
 
 
 def wait_isr(cluster: BrokerCluster, isr: set[int], timeout: float = 30) -> dict:
@@ -78,34 +81,35 @@ def wait_leader(cluster: BrokerCluster, not_in: set[int] = frozenset(), timeout:
                                                                       f"({state(cluster)})")
 
 
-def produce(cluster: BrokerCluster, broker_id: int, values: list[bytes], acks: int = -1) -> dict:
+def produce(cluster: BrokerCluster, broker_id: int, values: list[bytes], acks: int = -1, topic: str = TOPIC) -> dict:
     body = {"transactional_id": None, "acks": acks, "timeout_ms": 5000,
-            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch(values)}]}]}
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": encode_batch(values)}]}]}
     with _client(cluster, broker_id) as client:
         return client.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]
 
 
-def produce_until_stored(cluster: BrokerCluster, values: list[bytes], acks: int = -1, timeout: float = 30) -> int:
+def produce_until_stored(cluster: BrokerCluster, values: list[bytes], acks: int = -1, timeout: float = 30,
+                         topic: str = TOPIC) -> int:
     """Produce to the current leader until it acknowledges; the offset of the first value."""
-    def attempt() -> int | None:
-        leader = state(cluster)["leader"]
+    def attempt() -> dict | None:
+        leader = state(cluster, topic)["leader"]
         if leader == -1:
             return None
         try:
-            answer = produce(cluster, leader, values, acks)
+            answer = produce(cluster, leader, values, acks, topic)
         except OSError:
             return None
-        return answer["base_offset"] if answer["error_code"] == ErrorCode.NONE else None
-    return wait_until(attempt, timeout, interval=0.2, message="an acknowledged produce")
+        return answer if answer["error_code"] == ErrorCode.NONE else None
+    return wait_until(attempt, timeout, interval=0.2, message="an acknowledged produce")["base_offset"]
 
 
-def read_all(cluster: BrokerCluster, broker_id: int) -> list[tuple[int, bytes]]:
+def read_all(cluster: BrokerCluster, broker_id: int, topic: str = TOPIC) -> list[tuple[int, bytes]]:
     """(offset, value) of every message a consumer reads from ``broker_id`` (the leader), up to its high watermark."""
     found: list[tuple[int, bytes]] = []
     offset = 0
     with _client(cluster, broker_id) as client:
         while True:
-            answer = client.call(ApiKey.FETCH, 11, fetch_body([(TOPIC, 0, offset, 1 << 20)]))
+            answer = client.call(ApiKey.FETCH, 11, fetch_body([(topic, 0, offset, 1 << 20)]))
             part = answer["responses"][0]["partitions"][0]
             assert part["error_code"] == ErrorCode.NONE, part
             data = bytes(part["records"] or b"")
@@ -226,3 +230,47 @@ def test_a_divergent_tail_is_truncated_to_the_new_leaders_log(cluster):
     assert b"divergent-1" not in log_bytes(cluster, old_leader)
     broker_log = cluster.brokers[old_leader].log_text()
     assert "truncating from" in broker_log, broker_log[-3000:]
+
+
+def test_replicas_move_by_reassignment_while_acks_all_producing_goes_on(cluster, tmp_path):
+    moving = "moving"
+    with _client(cluster, 1) as client:
+        body = {"topics": [{"name": moving, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                            "configs": [{"name": "min.insync.replicas", "value": "1"}]}], "timeout_ms": 10000}
+        assert client.call(ApiKey.CREATE_TOPICS, 4, body)["topics"][0]["error_code"] == ErrorCode.NONE
+    original = wait_until(lambda: state(cluster, moving)["leader"] if state(cluster, moving)["leader"] > 0 else None,
+                          10, message="the new topic led")
+    acknowledged: list[bytes] = []
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        batch = 0
+        while not stop.is_set():
+            batch_values = values(f"moving-{batch}", 5)
+            produce_until_stored(cluster, batch_values, topic=moving)
+            acknowledged.extend(batch_values)
+            batch += 1
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        zookeeper = ["--zookeeper", cluster.zk_connect, "--command-timeout-ms", "10000"]
+        assert pipeline_cli([*zookeeper, "topics", "alter", "--topic", moving, "--replication-factor", "3"]) == 0
+        wait_until(lambda: len(cluster.assignment(moving)[0]) == 3 and len(state(cluster, moving)["isr"]) == 3, 30,
+                   message=lambda: f"three replicas in sync ({cluster.assignment(moving)}, {state(cluster, moving)})")
+        target = [b for b in (1, 2, 3) if b != original]
+        request = tmp_path / "move.json"
+        request.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": moving, "partition": 0, "replicas": target}]}))
+        assert pipeline_cli([*zookeeper, "reassign-partitions", "--reassignment-json-file", str(request),
+                             "--execute"]) == 0
+        wait_until(lambda: cluster.assignment(moving)[0] == target and state(cluster, moving)["leader"] in target,
+                   30, message=lambda: f"replicas {target} ({cluster.assignment(moving)}, {state(cluster, moving)})")
+        wait_until(lambda: not cluster.brokers[original].partition_dir(moving, 0).exists(), 30,
+                   message=f"broker {original} deleting its replica")
+        count = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= count + 20, 30, message="producing going on after the move")
+    finally:
+        stop.set()
+        producer.join(60)
+    leader = state(cluster, moving)["leader"]
+    assert [v for _, v in read_all(cluster, leader, moving)] == acknowledged
