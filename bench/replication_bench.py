@@ -7,6 +7,9 @@ short ZooKeeper sessions). Throughput: one confluent-kafka producer (linger.ms 5
 answer; msgs/s and MB/s of payload. Failover: --kills times, the leader of a partition of a topic with
 --failover-replication-factor replicas is SIGKILLed; the clock stops when a probe produce (acks=all) to the
 partition is acknowledged; then the broker is restarted and back in the ISR before the next kill. Median.
+Catch-up: one broker is stopped, --messages values are produced (acks=all) to a replication factor 3 topic,
+the broker is started again, and the clock runs from its registration until it is back in every ISR: the
+rate at which one follower's fetcher copies what it missed.
 
     python -m bench.replication_bench [--messages 500000] [--size 100] [--partitions 3] [--kills 5]
         [--failover-replication-factor 3]
@@ -29,6 +32,7 @@ from tests.support.jepsen.clients import ConfluentWriter, librdkafka_logger
 from tests.support.jepsen.environment import create_topic, jepsen_cluster
 from tests.support.jepsen.history import History
 from tests.support.jepsen.nemesis import Nemesis
+from tests.support.polling import wait_until
 
 SETTINGS = (("acks=all, replication factor 3, min.insync.replicas 2", "all", 3, 2),
             ("acks=1, replication factor 1", "1", 1, 1))
@@ -62,6 +66,21 @@ def throughput(cluster: BrokerCluster, topic: str, acks: str, messages: int, siz
     if stored != messages:
         raise RuntimeError(f"{topic} holds {stored} messages after {messages} were acknowledged")
     return messages / elapsed, messages * size / elapsed / 1e6
+
+
+def catch_up(cluster: BrokerCluster, topic: str, messages: int, size: int, partitions: int) -> tuple[float, float]:
+    """Seconds from a restarted follower's registration until it is back in every ISR of ``topic``, and the
+    MB/s of payload it copied meanwhile (it missed all ``messages``)."""
+    victim = max(cluster.brokers)
+    cluster.brokers[victim].stop()
+    throughput(cluster, topic, "all", messages, size, partitions)
+    cluster.brokers[victim].start()
+    cluster.wait_registered(set(cluster.brokers))
+    began = time.monotonic()
+    wait_until(lambda: all(victim in cluster.partition_state(topic, p)["isr"] for p in range(partitions)), 600,
+               interval=0.02, message=f"broker {victim} back in every ISR of {topic}")
+    elapsed = time.monotonic() - began
+    return elapsed, messages * size / elapsed / 1e6
 
 
 def failover_times(cluster: BrokerCluster, topic: str, kills: int, partitions: int) -> list[float]:
@@ -99,6 +118,11 @@ def main() -> None:
                 rate, megabytes = throughput(cluster, topic, acks, args.messages, args.size, args.partitions)
                 print(f"{label}: {args.messages} messages of {args.size} bytes, {rate:,.0f} msgs/s, "
                       f"{megabytes:.2f} MB/s", flush=True)
+            create_topic(cluster, "catch-up", args.partitions, 3, 2)
+            seconds, megabytes = catch_up(cluster, "catch-up", args.messages, args.size, args.partitions)
+            print(f"a restarted follower copied {args.messages} messages of {args.size} bytes it missed and was back "
+                  f"in every ISR {seconds:.2f} s after registering: {args.messages / seconds:,.0f} msgs/s, "
+                  f"{megabytes:.2f} MB/s", flush=True)
             rf = args.failover_replication_factor
             create_topic(cluster, "failover", args.partitions, rf, min(2, rf))
             times = failover_times(cluster, "failover", args.kills, args.partitions)

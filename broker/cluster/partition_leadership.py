@@ -8,8 +8,9 @@ partition whose assignment names this broker:
   overrides), with the state's leader epoch and ISR; a newer ISR for the same epoch is taken as is;
 - the state names another broker (or none): it follows, and the replica fetcher copies the leader's
   log (first truncating where the logs diverge);
-- a state with a leader epoch below the one this broker acts on is stale and ignored (Kafka's
-  LeaderAndIsr epoch check: a controller that lost its session cannot move a partition back).
+- a state with a leader epoch or a controller epoch below the ones this broker acts on is stale and ignored
+  (Kafka's LeaderAndIsr checks: a controller that lost its session cannot move a partition back; ZooKeeper
+  already refuses its writes, this is the brokers' side of the fence).
 
 A partition whose assignment no longer names this broker (a reassignment moved it away) stops and its
 log is deleted; so are the logs of deleted topics, and once the view is complete for the first time,
@@ -85,9 +86,11 @@ class PartitionLeadership:
         state = topic.states.get(index)
         if state is None:
             return
-        if hosted is not None and state.leader_epoch < hosted.leader_epoch:
-            log.warning("ignoring a stale state of %s-%d: leader epoch %d is below %d (controller epoch %d)", name,
-                        index, state.leader_epoch, hosted.leader_epoch, state.controller_epoch)
+        if hosted is not None and (state.leader_epoch < hosted.leader_epoch
+                                   or state.controller_epoch < hosted.controller_epoch):
+            log.warning("ignoring a stale state of %s-%d: leader epoch %d, controller epoch %d (acting on %d, %d)",
+                        name, index, state.leader_epoch, state.controller_epoch, hosted.leader_epoch,
+                        hosted.controller_epoch)
             return
         config = configs.get(name)
         if config is None:
@@ -103,6 +106,7 @@ class PartitionLeadership:
         manager = self._replica_manager
         partition = manager.get_partition(topic.name, index)
         if partition is not None and partition.leader_epoch == state.leader_epoch:
+            partition.controller_epoch = state.controller_epoch
             if partition.replicas != replicas:
                 partition.become_leader(state.leader_epoch, replicas, tuple(partition.isr), partition.zk_version,
                                         partition.controller_epoch)
@@ -124,11 +128,13 @@ class PartitionLeadership:
         if partition is not None and partition.leader_epoch == state.leader_epoch and \
                 partition.leader_id == state.leader and self._fetchers.fetching_from(key) == endpoint:
             partition.replicas = replicas
+            partition.controller_epoch = state.controller_epoch
             return
         if manager.get_partition(topic.name, index) is not None:
             log.info("no longer leading %s-%d: following broker %d (leader epoch %d)", topic.name, index,
                      state.leader, state.leader_epoch)
         partition = manager.make_follower(topic.name, index, config, state.leader, state.leader_epoch, replicas)
+        partition.controller_epoch = state.controller_epoch
         self._record_topic_id(partition.log.dir, topic.topic_id)
         if endpoint is None:
             self._fetchers.remove_partitions([key])
