@@ -9,12 +9,15 @@ as the group consumer's fetcher: a partition without a leader, or whose leader f
 refresh.leader.backoff.ms while the others go on; an out-of-range offset restarts per auto.offset.reset.
 
 One thread uses a Consumer; ``close()`` may come from another thread and ends the iteration (a fetch
-blocked in a long poll returns within fetch.wait.max.ms).
+blocked in a long poll returns within fetch.wait.max.ms). Such a close leaves the connections of a fetch in
+progress to the iterating thread, which closes them when that fetch ends: a socket closed under a thread
+reading from it would break that read (or, its descriptor reused, feed it another socket's bytes).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import threading
 import time
@@ -122,6 +125,9 @@ class Consumer:
         self._failures: list[BaseException] = []
         self._topics = list(topics) if topics is not None else []
         self._closed = threading.Event()
+        # Whether the iterating thread is using the connections; guards the hand-over of closing them.
+        self._io_lock = threading.Lock()
+        self._in_io = False
         for (topic, partition), start in (partitions or {}).items():
             self._assign((topic, partition), start)
 
@@ -163,7 +169,8 @@ class Consumer:
         # Nothing of it waits to be handed out: the next fetch starts at the next message.
         fetch = self._fetch[tp]
         if fetch.fetch_offset is None:
-            self._fetcher.look_up_start(fetch)
+            with self._using_connections():
+                self._fetcher.look_up_start(fetch)
         return fetch.fetch_offset  # type: ignore[return-value]
 
     def seek(self, topic: str, partition: int, offset: int | str) -> None:
@@ -203,7 +210,8 @@ class Consumer:
                 if left_s <= 0:
                     return
                 wait_ms = min(wait_ms, math.ceil(left_s * 1000))
-            self._fetch_round(wait_ms)
+            with self._using_connections():
+                self._fetch_round(wait_ms)
         # A close() from another thread may race with a metadata refresh that reconnected.
         self._cluster.close()
 
@@ -246,9 +254,26 @@ class Consumer:
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _using_connections(self) -> Iterator[None]:
+        """The iterating thread's I/O: a close() meanwhile leaves the connections to it, closed when the I/O ends."""
+        with self._io_lock:
+            self._in_io = True
+        try:
+            yield
+        finally:
+            with self._io_lock:
+                self._in_io = False
+                closing = self._closed.is_set()
+            if closing:
+                self._cluster.close()
+
     def close(self) -> None:
-        """Stop: the iteration ends and the connections close."""
-        self._closed.set()
+        """Stop: the iteration ends and the connections close (those of a fetch in progress when it ends)."""
+        with self._io_lock:
+            self._closed.set()
+            if self._in_io:
+                return
         self._cluster.close()
 
     def __enter__(self) -> "Consumer":

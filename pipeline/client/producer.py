@@ -554,15 +554,11 @@ class Producer:
                 if handler is not None:
                     for batch in batches:
                         handler.before_send(batch)
-                failures, results = self._sender.send(batches)
+                failures, stored = self._sender.send(batches)
             except Exception as exc:
-                failures, results = [(b, exc) for b in batches], []
-            failed = {id(b) for b, _ in failures}
+                failures, stored = [(b, exc) for b in batches], []
             for batch, exc in failures:
                 self._report(batch, exc)
-            by_partition = {(r.topic, r.partition): r for r in results}
-            for batch in batches:
-                if id(batch) not in failed:
-                    self._report(batch, by_partition.get((batch.topic, batch.partition),
-                                                         ProduceResult(batch.topic, batch.partition, -1)))
+            for batch, result in stored:
+                self._report(batch, result)
             accumulator.release(sum(b.count for b in batches))

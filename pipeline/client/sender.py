@@ -182,10 +182,10 @@ class Sender:
                 retries_left = self.retries - 1
         else:
             retries_left = self.retries
-        failures, results = self.send([batch], retries=retries_left)
+        failures, stored = self.send([batch], retries=retries_left)
         if failures:
             raise failures[0][1]
-        return results[0]
+        return stored[0][1]
 
     def _read_one(self, connection: BrokerConnection, batch: ProducerBatch) -> ProduceResult:
         _, body = connection.receive()
@@ -199,11 +199,12 @@ class Sender:
                                    f"{batch.topic}-{batch.partition}")
 
     def send(self, batches: Sequence[ProducerBatch], *, retries: int | None = None
-             ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[ProduceResult]]:
+             ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[tuple[ProducerBatch, ProduceResult]]]:
         """Send ``batches`` (one request per leader broker), retrying retriable failures.
 
-        Returns (failures, results): the batches that finally failed with their errors, and where the others
-        were stored, in no particular order.
+        Returns (failures, stored): the batches that finally failed with their errors, and the others each with
+        where it was stored (its own base offset; several batches of one partition each have theirs), in no
+        particular order.
         """
         idempotence = self._idempotence
         if idempotence is None:
@@ -212,11 +213,11 @@ class Sender:
             self._number(idempotence, batches)
         except (KafkaClientError, KafkaProtocolError) as exc:
             return [(b, exc) for b in batches], []
-        failures, results = self._send_with_retries(batches, self.retries if retries is None else retries)
+        failures, stored = self._send_with_retries(batches, self.retries if retries is None else retries)
         if failures:
             # Whether the broker stored a batch that failed for good is unknown: number anew under a new id.
             idempotence.reset()
-        return failures, results
+        return failures, stored
 
     @staticmethod
     def _number(idempotence: IdempotenceState, batches: Sequence[ProducerBatch]) -> None:
@@ -231,10 +232,10 @@ class Sender:
                 batch.base_sequence = sequence
                 idempotence.advance(batch.topic, batch.partition, batch.count)
 
-    def _send_with_retries(self, batches: Sequence[ProducerBatch], retries: int
-                           ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[ProduceResult]]:
+    def _send_with_retries(self, batches: Sequence[ProducerBatch], retries: int) -> tuple[
+            list[tuple[ProducerBatch, BaseException]], list[tuple[ProducerBatch, ProduceResult]]]:
         pending = list(batches)
-        results: list[ProduceResult] = []
+        results: list[tuple[ProducerBatch, ProduceResult]] = []
         attempt = 0
         while True:
             failures = self._send_once(pending, results)
@@ -287,7 +288,7 @@ class Sender:
             # No broker answered: the next attempt fails fast on the missing leader and retries again.
             pass
 
-    def _send_once(self, batches: Sequence[ProducerBatch], results: list[ProduceResult]
+    def _send_once(self, batches: Sequence[ProducerBatch], results: list[tuple[ProducerBatch, ProduceResult]]
                    ) -> list[tuple[ProducerBatch, BaseException]]:
         failures: list[tuple[ProducerBatch, BaseException]] = []
         by_node: dict[int, tuple[_Route, list[ProducerBatch]]] = {}
@@ -324,7 +325,7 @@ class Sender:
                 continue
             if self.acks == 0:
                 self.requests_sent += len(rounds)
-                results.extend(ProduceResult(b.topic, b.partition, -1) for b in node_batches)
+                results.extend((b, ProduceResult(b.topic, b.partition, -1)) for b in node_batches)
             else:
                 waiting.append((connection, version, rounds, window))
         for connection, version, rounds, window in waiting:
@@ -340,11 +341,11 @@ class Sender:
                     code, offset = answers.get((batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1))
                     if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self._idempotence is not None:
                         # Stored before, but the broker no longer remembers where: Kafka's producer takes it as sent.
-                        results.append(ProduceResult(batch.topic, batch.partition, -1))
+                        results.append((batch, ProduceResult(batch.topic, batch.partition, -1)))
                     elif code:
                         failures.append((batch, KafkaProtocolError(code, f"producing to {batch.topic}-{batch.partition}")))
                     else:
-                        results.append(ProduceResult(batch.topic, batch.partition, offset))
+                        results.append((batch, ProduceResult(batch.topic, batch.partition, offset)))
                 if index + window < len(rounds):
                     try:
                         self._send_round(connection, version, rounds[index + window])

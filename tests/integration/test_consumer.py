@@ -101,6 +101,52 @@ def test_close_from_another_thread_ends_a_blocked_iteration(broker):
     assert closed_at and ended_at - closed_at[0] < 3.0
 
 
+class ClosingCluster(CountingCluster):
+    """Closes ``consumer`` from another thread, and waits for that close, right after a data connection has read
+    the body of a Fetch answer: the interleaving in which a close() from another thread lands between the iterating
+    thread's read of a long-poll answer and its bookkeeping of that answer."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(bootstrap)
+        self.consumer: Consumer | None = None
+        self.closes = 0
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        connection = super().connection(node_id)
+        if not hasattr(connection, "closing_read"):
+            read_exactly = connection._read_exactly
+
+            def closing_read(size: int) -> memoryview:
+                data = read_exactly(size)
+                if size > 4 and self.fetches and self.consumer is not None and not self.closes:
+                    self.closes += 1
+                    closer = threading.Thread(target=self.consumer.close)
+                    closer.start()
+                    closer.join(timeout=10)
+                return data
+
+            connection.closing_read = closing_read
+            connection._read_exactly = closing_read
+        return connection
+
+
+@pytest.mark.timeout(60)
+def test_close_from_another_thread_as_a_long_poll_is_read_ends_the_iteration_cleanly(broker):
+    """A close() from another thread between the read of a long-poll answer and its bookkeeping: the iterating
+    thread ends its iteration without an exception (its connection is not pulled away under it), and the
+    connections end closed."""
+    create_topic(broker.bootstrap, "close-race", 1)
+    config = {"metadata.broker.list": broker.bootstrap, "fetch.wait.max.ms": 200, "consumer.timeout.ms": -1}
+    cluster = ClosingCluster(broker.bootstrap)
+    consumer = Consumer(config, partitions={("close-race", 0): 0}, cluster=cluster)
+    cluster.consumer = consumer
+    try:
+        assert list(consumer) == []
+    finally:
+        consumer.close()
+    assert cluster.closes == 1
+    assert not any(c.connected for c in list(cluster._connections.values())), "connections left open"
+
 def test_the_consumer_follows_several_partitions_in_order(broker):
     create_topic(broker.bootstrap, "spread", 3)
     expected = {}

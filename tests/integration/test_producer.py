@@ -220,3 +220,46 @@ def test_failures_reach_caller_and_callback_when_the_broker_is_gone(broker) -> N
     finally:
         sync.close()
         async_producer.close()
+
+
+class _OffsetRecorder(CallbackHandler):
+    """Where the callbacks say each message was stored, and how many batches each drain sent together."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.offsets: dict[bytes, int] = {}
+        self.drain_sizes: list[int] = []
+        self._in_drain = False
+
+    def before_send(self, batch) -> None:
+        with self.lock:
+            if not self._in_drain:
+                self.drain_sizes.append(0)
+                self._in_drain = True
+            self.drain_sizes[-1] += 1
+
+    def after_send(self, batch, result) -> None:
+        assert not isinstance(result, BaseException), result
+        with self.lock:
+            self._in_drain = False
+            for index, message in enumerate(batch.messages):
+                self.offsets[message] = result.base_offset + index
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_async_callbacks_report_each_batch_at_its_own_offset(broker, idempotent: bool) -> None:
+    """Several batches of one partition in one drain: each is reported with its own base offset, so every
+    message is found at the offset its callback named."""
+    create_topic(broker.bootstrap, "offsets", 1)
+    values = [f"w-{i}".encode() for i in range(3000)]
+    recorder = _OffsetRecorder()
+    with Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "async", "batch.size": 20,
+                   "queue.time": 50, "request.required.acks": -1,
+                   "enable.idempotence": str(idempotent).lower()}, recorder) as producer:
+        for value in values:
+            producer.send(ProducerData("offsets", None, value, partition=0))
+    assert max(recorder.drain_sizes) > 1
+    stored = {r.offset: r.value for r in kafka_python_consume(broker.bootstrap, "offsets", [0], len(values))}
+    wrong = {value: offset for value, offset in recorder.offsets.items() if stored.get(offset) != value}
+    assert len(recorder.offsets) == len(values)
+    assert not wrong, f"{len(wrong)} messages misreported, e.g. {list(wrong.items())[:3]}"
