@@ -105,12 +105,8 @@ class _Recorder(CallbackHandler):
 
 
 class PipelineWriter:
-    """The project's async Producer with enable.idempotence=true (so acks=all).
-
-    Its sender reports one offset per partition for all the batches of one drain
-    (producer.py's ``_run_sender``), so the queue holds at most one batch (queue.buffering.max.messages =
-    batch.size) and each acknowledgement carries its own batch's offset.
-    """
+    """The project's async Producer with enable.idempotence=true (so acks=all); each acknowledgement carries
+    its own batch's offset, however many batches of a partition one drain sends."""
 
     def __init__(self, history: History, bootstrap: str, topic: str, name: str,
                  config: dict[str, Any] | None = None) -> None:
@@ -119,7 +115,7 @@ class PipelineWriter:
         self.name = name
         self._producer = Producer({
             "metadata.broker.list": bootstrap, "producer.type": "async", "enable.idempotence": True,
-            "batch.size": 200, "queue.buffering.max.messages": 200, "queue.time": 5,
+            "batch.size": 200, "queue.time": 5,
             "message.send.max.retries": 1000, "retry.backoff.ms": 100, "request.timeout.ms": 10000,
             "client.id": name, **(config or {})}, callback_handler=_Recorder(history))
 
