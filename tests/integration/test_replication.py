@@ -2,7 +2,8 @@
 protocol level so every error code is seen: a killed follower catches up and rejoins the ISR while
 acks=all needs min.insync.replicas; with every replica down the partition waits for its last ISR member
 (no unclean election) and comes back with every acknowledged message; a divergent tail is truncated at
-the leader-epoch boundary so the old leader matches the new one byte for byte."""
+the leader-epoch boundary so the old leader matches the new one byte for byte; replicas move by
+reassignment while acks=all producing goes on; a state from an older controller epoch is ignored."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.records import decode_batch, encode_batch
+from pipeline.zk import layout
 from tests.support.cluster import BrokerCluster
 from tests.support.codec_client import Client, fetch_body
 from tests.support.polling import WaitTimeout, wait_until
@@ -274,3 +276,17 @@ def test_replicas_move_by_reassignment_while_acks_all_producing_goes_on(cluster,
         producer.join(60)
     leader = state(cluster, moving)["leader"]
     assert [v for _, v in read_all(cluster, leader, moving)] == acknowledged
+
+
+def test_a_state_from_an_older_controller_epoch_is_ignored(cluster):
+    current = state(cluster)
+    leader = current["leader"]
+    other = next(b for b in (1, 2, 3) if b != leader)
+    assert current["controller_epoch"] >= 1
+    # What a controller that lost its session would write, had ZooKeeper let it: another leader, a newer
+    # leader epoch, its own (older) controller epoch.
+    cluster.zk.set(layout.partition_state_path(TOPIC, 0), layout.partition_state(
+        other, current["leader_epoch"] + 1, [other], current["controller_epoch"] - 1))
+    wait_until(lambda: "ignoring a stale state of replicated-0" in cluster.brokers[leader].log_text(), 10,
+               message="the leader ignoring the stale state")
+    assert produce(cluster, leader, values("still-leading", 3))["error_code"] == ErrorCode.NONE
