@@ -140,8 +140,9 @@ class ClusterMembership:
             cache = self.cache
 
             def moved() -> bool:
-                return not any(state.leader == broker_id and len(state.isr) > 1
-                               for topic in cache.topics.values() for state in topic.states.values())
+                led = sum(1 for topic in cache.topics.values() for state in topic.states.values()
+                          if state.leader == broker_id)
+                return led <= remaining
             await cache.wait_for(moved, wait_s)
             log.info("controlled shutdown done: %d partition(s) still led here (no other in-sync replica)", remaining)
             return

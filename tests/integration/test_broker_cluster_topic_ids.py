@@ -16,6 +16,8 @@ from tests.support import wait_until
 from tests.support.cluster import BrokerCluster, metadata
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+# Broker 2 is killed and started again: its new life waits out its old session's registration.
+SHORT_SESSION = {"zookeeper.session.timeout.ms": 4000}
 
 
 def start_alone_with_data(cluster: BrokerCluster, topic: str) -> str:
@@ -45,7 +47,7 @@ def delete_while_down(cluster: BrokerCluster, topic: str) -> None:
 
 def test_logs_of_a_topic_deleted_while_the_broker_was_down_are_removed_when_it_returns(
         zk_connect, broker_cluster_factory):
-    cluster = broker_cluster_factory(zk_connect, size=2, start=False)
+    cluster = broker_cluster_factory(zk_connect, size=2, start=False, overrides=SHORT_SESSION)
     start_alone_with_data(cluster, "orders")
     old_dirs = [cluster.brokers[2].partition_dir("orders", p) for p in (0, 1)]
     delete_while_down(cluster, "orders")
@@ -59,7 +61,7 @@ def test_logs_of_a_topic_deleted_while_the_broker_was_down_are_removed_when_it_r
 
 
 def test_recreated_topic_does_not_serve_an_old_incarnations_log(zk_connect, broker_cluster_factory):
-    cluster = broker_cluster_factory(zk_connect, size=2, start=False)
+    cluster = broker_cluster_factory(zk_connect, size=2, start=False, overrides=SHORT_SESSION)
     first, second = cluster.brokers[1], cluster.brokers[2]
     old_id = start_alone_with_data(cluster, "orders")
     delete_while_down(cluster, "orders")

@@ -21,6 +21,7 @@ from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.records import decode_batch, encode_batch
 from pipeline.zk import layout
+from tests.integration.test_broker_metrics import scrape, value
 from tests.support.cluster import BrokerCluster
 from tests.support.codec_client import Client, fetch_body
 from tests.support.polling import WaitTimeout, wait_until
@@ -36,6 +37,7 @@ SETTINGS = {
     "controlled.shutdown.retry.backoff.ms": 3000,
     "min.insync.replicas": 2,
     "auto.leader.rebalance.enable": False,
+    "metrics.port": 0,
 }
 
 
@@ -160,6 +162,11 @@ def test_a_killed_follower_catches_up_and_rejoins_while_acks_all_needs_min_insyn
     wait_isr(cluster, {leader})
     refused = produce(cluster, leader, values("refused", 5))
     assert refused["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    def under_min_isr() -> dict | None:
+        found = scrape(cluster.brokers[leader])
+        return found if value(found, "kafka_server_replicamanager_under_min_isr_partition_count") == 1 else None
+    samples = wait_until(under_min_isr, 10, message="the leader's metrics showing the ISR below min.insync.replicas")
+    assert value(samples, "kafka_server_replicamanager_under_replicated_partitions") == 1
     assert produce(cluster, leader, values("acks-one", 5), acks=1)["error_code"] == ErrorCode.NONE
     acknowledged += values("acks-one", 5)
 
@@ -171,6 +178,9 @@ def test_a_killed_follower_catches_up_and_rejoins_while_acks_all_needs_min_insyn
     wait_until(lambda: log_bytes(cluster, first) == log_bytes(cluster, leader) == log_bytes(cluster, second), 20,
                message="the followers' logs matching the leader's")
     assert [v for _, v in read_all(cluster, leader)] == acknowledged
+    samples = scrape(cluster.brokers[leader])
+    assert value(samples, "kafka_server_replicamanager_under_replicated_partitions") == 0
+    assert value(samples, "kafka_server_replicamanager_isr_expands_total") >= 2
 
 
 def test_with_every_replica_down_the_last_isr_member_is_waited_for(cluster):
