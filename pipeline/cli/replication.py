@@ -8,10 +8,11 @@ under --zookeeper and follow them there: the controller carries a request out an
 from __future__ import annotations
 
 import argparse
-import time
+import threading
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
+from kazoo.recipe.watchers import DataWatch
 
 from pipeline.cli.common import CliError, non_negative_int, open_zookeeper
 from pipeline.zk import layout
@@ -49,12 +50,15 @@ def close(zk: KazooClient) -> None:
 
 def wait_removed(zk: KazooClient, path: str, timeout_s: float) -> bool:
     """Whether the controller removed ``path`` (carried the request out) within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while zk.exists(path) is not None:
-        if time.monotonic() >= deadline:
+    gone = threading.Event()
+
+    def on_change(data: bytes | None, stat: object) -> bool | None:
+        if stat is None:
+            gone.set()
             return False
-        time.sleep(0.1)
-    return True
+        return None
+    DataWatch(zk, path, on_change)
+    return gone.wait(timeout_s)
 
 
 def elect_leaders(args: argparse.Namespace) -> int:
