@@ -71,8 +71,11 @@ def broker(broker_factory: BrokerFactory) -> BrokerProcess:
 
 @pytest.fixture(scope="session")
 def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """One real ZooKeeper server for the whole test session; tests isolate themselves by chroot."""
-    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+    """One real ZooKeeper server for the whole test session; tests isolate themselves by chroot. Its tick is
+    short so that a killed broker's session ends within half a second of its timeout (sessions expire on tick
+    boundaries), with the session range of ZooKeeper's default 2-second tick kept (4 to 40 s)."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500,
+                         session_timeout_range_ms=(4000, 40000)) as server:
         yield server
 
 

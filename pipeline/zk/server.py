@@ -66,7 +66,9 @@ class ZooKeeperServer:
 
     def __init__(self, data_dir: str | Path, port: int | None = None, *, host: str = "127.0.0.1",
                  tick_ms: int = 2000, server_id: int | None = None, peers: list[tuple[int, int, int]] | None = None,
-                 heap_mb: int = 256) -> None:
+                 heap_mb: int = 256, session_timeout_range_ms: tuple[int, int] | None = None) -> None:
+        """``session_timeout_range_ms``: ZooKeeper's minSessionTimeout and maxSessionTimeout (default: 2 and 20
+        ticks); a short tick with a wide range expires sessions close to their timeout without bounding them."""
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -75,6 +77,7 @@ class ZooKeeperServer:
         # (server id, peer port, election port) of every ensemble member, this one included.
         self.peers = peers
         self.heap_mb = heap_mb
+        self.session_timeout_range_ms = session_timeout_range_ms
         self.process: subprocess.Popen | None = None
         self.log_path = self.data_dir / "zookeeper.log"
 
@@ -94,6 +97,9 @@ class ZooKeeperServer:
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf",
             "admin.enableServer=false",
         ]
+        if self.session_timeout_range_ms is not None:
+            low, high = self.session_timeout_range_ms
+            lines += [f"minSessionTimeout={low}", f"maxSessionTimeout={high}"]
         if self.peers:
             lines += ["initLimit=10", "syncLimit=5"]
             lines += [f"server.{sid}={self.host}:{peer}:{election}" for sid, peer, election in self.peers]
