@@ -172,19 +172,22 @@ class Partition:
             return False
         log = self.log
         new = log.log_end_offset
-        for replica in self.isr:
-            if replica == self.broker_id:
-                continue
-            follower = self.followers.get(replica)
-            if follower is None or follower.log_end_offset == UNKNOWN_OFFSET:
-                return False
-            if follower.log_end_offset < new:
-                new = follower.log_end_offset
+        if len(self.isr) > 1:
+            for replica in self.isr:
+                if replica == self.broker_id:
+                    continue
+                follower = self.followers.get(replica)
+                if follower is None or follower.log_end_offset == UNKNOWN_OFFSET:
+                    return False
+                if follower.log_end_offset < new:
+                    new = follower.log_end_offset
         if new <= log.high_watermark:
             return False
         log.update_high_watermark(new)
-        self._complete_acks_waiters()
-        self.wake_waiters()
+        if self._acks_waiters:
+            self._complete_acks_waiters()
+        if self._waiters:
+            self.wake_waiters()
         return True
 
     # -- acks=all --------------------------------------------------------------------------------
