@@ -329,7 +329,8 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "topics": topics}
 
     def _offsets_before(self, topic: str, index: int, timestamp: int, max_num_offsets: int) -> dict:
-        """ListOffsets v0: the paper's getOffsetsBefore, several offsets newest first."""
+        """ListOffsets v0: the paper's getOffsetsBefore, several offsets newest first, none above the high
+        watermark."""
         entry = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": []}
         partition = self.replica_manager.get_partition(topic, index)
         if partition is None:
@@ -337,7 +338,12 @@ class KafkaApis:
         elif timestamp < 0 and timestamp not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
             entry["error_code"] = ErrorCode.INVALID_REQUEST
         else:
-            entry["old_style_offsets"] = partition.log.offsets_before(timestamp, max_num_offsets)
+            offsets = partition.log.offsets_before(timestamp, max_num_offsets)
+            high_watermark = partition.high_watermark
+            if offsets and offsets[0] > high_watermark:
+                # As Kafka answers consumers: nothing above the high watermark, which takes the newest place.
+                offsets = [high_watermark] + [o for o in offsets if o < high_watermark][:max_num_offsets - 1]
+            entry["old_style_offsets"] = offsets
         return entry
 
     def _list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int) -> dict:

@@ -126,6 +126,19 @@ def read_all(cluster: BrokerCluster, broker_id: int, topic: str = TOPIC) -> list
                 return found
 
 
+def latest_offsets(cluster: BrokerCluster, broker_id: int) -> tuple[int, list[int]]:
+    """The latest offset of TOPIC-0 by ListOffsets v1, and the offsets ListOffsets v0 lists as latest."""
+    answers = []
+    with _client(cluster, broker_id) as client:
+        for version in (1, 0):
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1, "max_num_offsets": 5}]}]}
+            part = client.call(ApiKey.LIST_OFFSETS, version, body)["topics"][0]["partitions"][0]
+            assert part["error_code"] == ErrorCode.NONE, part
+            answers.append(part["offset"] if version else part["old_style_offsets"])
+    return answers[0], answers[1]
+
+
 def log_bytes(cluster: BrokerCluster, broker_id: int) -> bytes:
     """The partition's segments on a broker's disk, concatenated in offset order."""
     directory = cluster.brokers[broker_id].partition_dir(TOPIC, 0)
@@ -222,6 +235,11 @@ def test_a_divergent_tail_is_truncated_to_the_new_leaders_log(cluster):
     try:
         for batch in range(3):
             assert produce(cluster, old_leader, values(f"divergent-{batch}", 10), acks=1)["error_code"] == 0
+        # What may still vanish is invisible to consumers: the latest offset is the high watermark, where a
+        # fetch finds nothing, whatever the ListOffsets version.
+        latest, listed = latest_offsets(cluster, old_leader)
+        assert latest == len(committed) and max(listed) == listed[0] == len(committed), (latest, listed)
+        assert [v for _, v in read_all(cluster, old_leader)] == committed
     finally:
         cluster.brokers[old_leader].kill()
         for follower in followers:
