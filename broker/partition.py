@@ -93,7 +93,6 @@ class Partition:
     def become_leader(self, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...], zk_version: int = -1,
                       controller_epoch: int = 0) -> None:
         """Lead from now on with this epoch and ISR: a new epoch starts at the log end offset."""
-        now = monotonic_ms()
         new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
         self.is_leader = True
         self.leader_id = self.broker_id
@@ -104,14 +103,22 @@ class Partition:
         self.controller_epoch = controller_epoch
         self.isr_change_pending = False
         if new_epoch:
+            now = monotonic_ms()
             self.followers = {r: FollowerState(now, r in self.isr) for r in replicas if r != self.broker_id}
             if leader_epoch >= 0:
                 self.log.assign_leader_epoch(leader_epoch)
         else:
+            self.update_replicas(replicas)
+        self.maybe_increment_high_watermark()
+
+    def update_replicas(self, replicas: tuple[int, ...]) -> None:
+        """Take a new replica list in the same leader epoch (a reassignment): new followers are tracked from now."""
+        self.replicas = replicas
+        if self.is_leader:
+            now = monotonic_ms()
             for replica in replicas:
                 if replica != self.broker_id and replica not in self.followers:
                     self.followers[replica] = FollowerState(now, replica in self.isr)
-        self.maybe_increment_high_watermark()
 
     def update_isr(self, isr: tuple[int, ...] | frozenset[int], zk_version: int) -> None:
         """Take an ISR stored in ZooKeeper (by this leader or the controller) for the current epoch."""

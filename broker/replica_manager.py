@@ -250,8 +250,9 @@ class ReplicaManager:
                 failed[key] = future.result()
         return failed
 
-    def _leader_for(self, topic: str, index: int, current_leader_epoch: int) -> tuple[Partition | None, int]:
-        """The led partition and NONE, or None and the error: not led here, or a fenced/unknown leader epoch."""
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> tuple[Partition | None, int]:
+        """The partition and NONE if this broker leads it in ``current_leader_epoch`` (-1: any epoch), else None
+        and why not: not led here, or a fenced or unknown leader epoch."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             return None, self.missing_partition_error(topic, index)
@@ -261,10 +262,6 @@ class ReplicaManager:
             return None, ErrorCode.UNKNOWN_LEADER_EPOCH
         return partition, ErrorCode.NONE
 
-    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> tuple[Partition | None, int]:
-        """The partition if this broker leads it in ``current_leader_epoch`` (-1: any), else None and why not."""
-        return self._leader_for(topic, index, current_leader_epoch)
-
     def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool,
              replica_id: int = -1, current_leader_epoch: int = -1) -> FetchResult:
         """Read one partition from ``offset``; the result holds a file region to send, or an error.
@@ -272,7 +269,7 @@ class ReplicaManager:
         A consumer (``replica_id`` -1) reads below the high watermark only; a follower reads up to the log
         end and its fetch offset is recorded as its log end offset (which may move the ISR and the high
         watermark)."""
-        partition, code = self._leader_for(topic, index, current_leader_epoch)
+        partition, code = self.leader_partition(topic, index, current_leader_epoch)
         if partition is None:
             return FetchResult(code)
         log_ = partition.log

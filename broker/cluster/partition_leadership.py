@@ -108,8 +108,7 @@ class PartitionLeadership:
         if partition is not None and partition.leader_epoch == state.leader_epoch:
             partition.controller_epoch = state.controller_epoch
             if partition.replicas != replicas:
-                partition.become_leader(state.leader_epoch, replicas, tuple(partition.isr), partition.zk_version,
-                                        partition.controller_epoch)
+                partition.update_replicas(replicas)
             if state.zk_version > partition.zk_version:
                 partition.update_isr(state.isr, state.zk_version)
             return
@@ -127,7 +126,7 @@ class PartitionLeadership:
         partition = manager.get_follower(topic.name, index)
         if partition is not None and partition.leader_epoch == state.leader_epoch and \
                 partition.leader_id == state.leader and self._fetchers.fetching_from(key) == endpoint:
-            partition.replicas = replicas
+            partition.update_replicas(replicas)
             partition.controller_epoch = state.controller_epoch
             return
         if manager.get_partition(topic.name, index) is not None:

@@ -19,9 +19,8 @@ import uuid
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
-from kazoo.recipe.watchers import DataWatch
 
-from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
+from pipeline.zk.client import BoundedZk, ZooKeeperTimeout, watch_until
 from broker.metadata import ProducerIdUnavailable
 from pipeline.zk import layout
 
@@ -100,19 +99,8 @@ class BrokerRegistry:
             self._zk.sync("create", path, request, ephemeral=True, makepath=True)
         except NodeExistsError:
             self._zk.sync("set", path, request)
-        answered = threading.Event()
-        remaining: list[int] = []
-
-        def on_data(data: bytes | None, stat: object) -> bool:
-            reply = layout.parse_controlled_shutdown_reply(data)
-            if reply is not None:
-                remaining.append(reply)
-                answered.set()
-                return False
-            return not answered.is_set()
-        DataWatch(self._zk.client, path, on_data)
-        answered.wait(timeout_s)
-        return remaining[0] if remaining else None
+        return watch_until(self._zk.client, path, lambda data, stat: layout.parse_controlled_shutdown_reply(data),
+                           timeout_s)
 
     def start(self) -> None:
         """Re-register after every new session (call once registered)."""

@@ -8,14 +8,13 @@ under --zookeeper and follow them there: the controller carries a request out an
 from __future__ import annotations
 
 import argparse
-import threading
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
-from kazoo.recipe.watchers import DataWatch
 
 from pipeline.cli.common import CliError, non_negative_int, open_zookeeper
 from pipeline.zk import layout
+from pipeline.zk.client import watch_until
 from pipeline.zk.registry import ClusterRegistry
 
 
@@ -50,15 +49,7 @@ def close(zk: KazooClient) -> None:
 
 def wait_removed(zk: KazooClient, path: str, timeout_s: float) -> bool:
     """Whether the controller removed ``path`` (carried the request out) within ``timeout_s``."""
-    gone = threading.Event()
-
-    def on_change(data: bytes | None, stat: object) -> bool | None:
-        if stat is None:
-            gone.set()
-            return False
-        return None
-    DataWatch(zk, path, on_change)
-    return gone.wait(timeout_s)
+    return watch_until(zk, path, lambda data, stat: True if stat is None else None, timeout_s) is not None
 
 
 def elect_leaders(args: argparse.Namespace) -> int:

@@ -13,17 +13,21 @@ client is not connected.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import DataWatch
 
 DEFAULT_SESSION_TIMEOUT_S = 6.0
 
+
+T = TypeVar("T")
 
 class ZooKeeperUnavailable(ConnectionError):
     """No ZooKeeper server of the connect string answered in time."""
@@ -43,6 +47,29 @@ def split_connect_string(connect: str) -> tuple[str, str]:
             raise ValueError(f"zookeeper.connect {connect!r}: {host!r} is not host:port")
     chroot = ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
     return hosts, chroot
+
+
+def watch_until(client: KazooClient, path: str, answer: Callable[[bytes | None, ZnodeStat | None], T | None],
+                timeout_s: float) -> T | None:
+    """Follow ``path``'s data with a watch until ``answer(data, stat)`` gives something other than None (it is
+    called with None, None while the node does not exist) and return that; None after ``timeout_s``. Blocking:
+    call it from a thread, not from an event loop."""
+    found: list[T] = []
+    done = threading.Event()
+
+    def on_data(data: bytes | None, stat: ZnodeStat | None) -> bool | None:
+        if done.is_set():
+            return False
+        value = answer(data, stat)
+        if value is None:
+            return None
+        found.append(value)
+        done.set()
+        return False
+    DataWatch(client, path, on_data)
+    done.wait(timeout_s)
+    done.set()
+    return found[0] if found else None
 
 
 def connect(connect_string: str, *, timeout_s: float = 15.0,

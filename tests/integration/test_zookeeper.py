@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
-from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable, connect
+from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable, connect, watch_until
 from pipeline.zk.registry import ClusterRegistry
 from pipeline.zk.server import ZooKeeperServer
 from tests.support import free_port, wait_until
@@ -31,6 +32,22 @@ def test_chroot_is_created_and_paths_are_relative_to_it(zookeeper_server, zk_con
     finally:
         root.stop()
         root.close()
+
+
+def test_watch_until_follows_a_node_until_its_answer_and_gives_up_at_the_deadline(zk_connect):
+    client = connect(zk_connect)
+    try:
+        assert watch_until(client, "/answer", lambda data, stat: data or None, 0.2) is None
+        client.create("/answer", b"")
+        timer = threading.Timer(0.1, client.set, args=("/answer", b"done"))
+        timer.start()
+        assert watch_until(client, "/answer", lambda data, stat: data or None, 10) == b"done"
+        timer.join()
+        threading.Timer(0.1, client.delete, args=("/answer",)).start()
+        assert watch_until(client, "/answer", lambda data, stat: True if stat is None else None, 10) is True
+    finally:
+        client.stop()
+        client.close()
 
 
 def test_unreachable_zookeeper_is_a_clear_error():

@@ -50,6 +50,11 @@ def append(manager: ReplicaManager, count: int = 2, acks: int = -1):
     return result
 
 
+def wait_for_isr(manager: ReplicaManager, appended) -> asyncio.Future:
+    """An acks=all wait for ``appended`` started on the running loop."""
+    return asyncio.ensure_future(manager.wait_replicated({("t", 0): appended.last_offset + 1}, 5))
+
+
 def test_the_high_watermark_is_the_smallest_log_end_offset_in_the_isr(manager):
     partition = lead(manager)
     append(manager, 3)
@@ -84,7 +89,7 @@ def test_acks_all_waits_for_the_isr_and_times_out_without_it(manager):
     async def scenario():
         lead(manager)
         first = append(manager, 2)
-        waiting = asyncio.ensure_future(manager.wait_replicated({("t", 0): first.last_offset + 1}, 5))
+        waiting = wait_for_isr(manager, first)
         await asyncio.sleep(0)
         assert not waiting.done()
         manager.read("t", 0, 2, 1 << 20, True, replica_id=F2).release()
@@ -110,7 +115,7 @@ def test_acks_all_refuses_below_min_insync_and_fails_after_append_when_the_isr_s
         partition.update_isr((LEADER, F2), 1)
         manager.read("t", 0, partition.log.log_end_offset, 1 << 20, True, replica_id=F2).release()
         appended = append(manager, 1)
-        waiting = asyncio.ensure_future(manager.wait_replicated({("t", 0): appended.last_offset + 1}, 5))
+        waiting = wait_for_isr(manager, appended)
         await asyncio.sleep(0)
         partition.update_isr((LEADER,), 2)  # the follower left before it had the batch
         assert await waiting == {("t", 0): ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
@@ -121,7 +126,7 @@ def test_a_produce_waiting_when_leadership_moves_fails_with_not_leader(manager):
     async def scenario():
         lead(manager)
         appended = append(manager, 1)
-        waiting = asyncio.ensure_future(manager.wait_replicated({("t", 0): appended.last_offset + 1}, 5))
+        waiting = wait_for_isr(manager, appended)
         await asyncio.sleep(0)
         manager.make_follower("t", 0, None, F2, 6, (LEADER, F2, F3))
         assert await waiting == {("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
