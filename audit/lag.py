@@ -33,7 +33,7 @@ def group_lags(zk: KazooClient, admin: AdminClient) -> dict[tuple[str, str, int]
             for partition in partitions:
                 try:
                     data = zk.get(layout.offset_path(group, topic, int(partition)))[0]
-                    committed[(group, topic, int(partition))] = int(data.decode().strip())
+                    committed[(group, topic, int(partition))] = layout.parse_offset(data)
                 except (NoNodeError, ValueError):
                     continue
     ends: dict[str, dict[int, int | None]] = {}

@@ -488,7 +488,7 @@ class ConsumerConnector:
             data = self._zk.get(layout.offset_path(self.group, topic, partition))[0]
         except NoNodeError:
             return None
-        return int(data.decode().strip())
+        return layout.parse_offset(data)
 
     def _commit(self, infos: list[PartitionTopicInfo]) -> dict[TopicPartition, int]:
         written: dict[TopicPartition, int] = {}

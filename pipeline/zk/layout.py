@@ -20,13 +20,16 @@ written down once:
     /latest_producer_id_block                  persistent  the last producer-id block handed out
     /consumers/<group>/ids/<consumer id>       ephemeral   {"subscription": {topic: streams}, "pattern"}
     /consumers/<group>/owners/<topic>/<p>      ephemeral   owning consumer stream id
-    /consumers/<group>/offsets/<topic>/<p>     persistent  next offset to consume (decimal text)
+    /consumers/<group>/offsets/<topic>/<p>     persistent  next offset to consume (decimal text, or JSON
+                                                           with metadata: see offset_value)
+    /consumers/<group>/metadata                persistent  a broker-coordinated group's state (GroupMetadataValue)
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 BROKER_IDS = "/brokers/ids"
@@ -260,6 +263,47 @@ def offsets_path(group: str, topic: str) -> str:
 
 def offset_path(group: str, topic: str, partition: int) -> str:
     return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+def group_metadata_path(group: str) -> str:
+    """Where the group coordinator keeps a broker-coordinated group's state (members, generation, assignment)."""
+    return f"{CONSUMERS}/{group}/metadata"
+
+
+@dataclass(frozen=True)
+class OffsetValue:
+    """A committed offset: the next offset to consume, the committer's metadata string and, when the
+    committer asked for its own retention (OffsetCommit v2-v4), when it expires (ms since the epoch)."""
+
+    offset: int
+    metadata: str = ""
+    expire_timestamp: int | None = None
+
+
+def offset_value(value: OffsetValue) -> bytes:
+    """A committed offset's znode data: the bare decimal offset, as the paper's consumers write it, unless
+    there is metadata or an expiry to keep, then JSON."""
+    if not value.metadata and value.expire_timestamp is None:
+        return str(value.offset).encode()
+    data: dict[str, Any] = {"version": 1, "offset": value.offset, "metadata": value.metadata}
+    if value.expire_timestamp is not None:
+        data["expire_timestamp"] = value.expire_timestamp
+    return encode(data)
+
+
+def parse_offset_value(data: bytes) -> OffsetValue:
+    """The OffsetValue of an offset znode in either form; ValueError when it is neither."""
+    text = data.decode().strip()
+    if not text.startswith("{"):
+        return OffsetValue(int(text))
+    value = json.loads(text)
+    expire = value.get("expire_timestamp")
+    return OffsetValue(int(value["offset"]), str(value.get("metadata") or ""), None if expire is None else int(expire))
+
+
+def parse_offset(data: bytes) -> int:
+    """The offset of an offset znode in either form (ValueError when it is neither)."""
+    return parse_offset_value(data).offset
 
 
 # -- producer ids --------------------------------------------------------------------------------

@@ -123,5 +123,5 @@ class ClusterRegistry:
             for partition in self._children(layout.offsets_path(group, topic)):
                 data = self._data(layout.offset_path(group, topic, int(partition)))
                 if data:
-                    offsets[(topic, int(partition))] = int(data.decode())
+                    offsets[(topic, int(partition))] = layout.parse_offset(data)
         return dict(sorted(offsets.items()))

@@ -72,3 +72,15 @@ def test_replication_requests_round_trip():
     assert layout.parse_controlled_shutdown_reply(layout.controlled_shutdown_reply(0)) == 0
     assert layout.parse_controlled_shutdown_reply(b"") is None
     assert layout.controlled_shutdown_path(3) == "/admin/controlled_shutdown/3"
+
+
+def test_an_offset_without_metadata_stays_the_papers_decimal_text_and_both_forms_parse():
+    assert layout.offset_value(layout.OffsetValue(42)) == b"42"
+    assert layout.parse_offset(b"42\n") == 42
+    with_metadata = layout.OffsetValue(7, metadata="checkpoint 3", expire_timestamp=1_700_000_000_000)
+    data = layout.offset_value(with_metadata)
+    assert data.startswith(b"{")
+    assert layout.parse_offset_value(data) == with_metadata
+    assert layout.parse_offset(data) == 7
+    assert layout.parse_offset_value(layout.offset_value(layout.OffsetValue(9, metadata="m"))) == \
+        layout.OffsetValue(9, "m", None)
