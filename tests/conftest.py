@@ -129,3 +129,24 @@ def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
         yield brokers
     finally:
         brokers.stop()
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One standalone broker per test module that coordinates consumer groups with short sessions
+    (group.min.session.timeout.ms=1000, no initial rebalance delay); tests use topics and groups of their own."""
+    from tests.support.stock_groups import GROUP_SETTINGS
+
+    home = tmp_path_factory.mktemp("group-broker")
+    with BrokerProcess(home / "logs", overrides=GROUP_SETTINGS, log_path=home / "broker.log") as broker:
+        yield broker
+
+
+@pytest.fixture
+def group_members() -> Iterator[list]:
+    """The test's stock-client group member processes (tests append GroupMember objects); each one still
+    running is killed after the test."""
+    started: list = []
+    yield started
+    for member in started:
+        member.kill()

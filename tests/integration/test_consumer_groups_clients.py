@@ -1,0 +1,99 @@
+"""Stock clients' consumer groups against a standalone broker that coordinates them: confluent-kafka, kafka-python
+and aiokafka members (each in its own process) subscribe, share a 12-partition topic, rebalance when a member is
+killed (no LeaveGroup: the session timeout ends it), leaves or joins, lose no message, and commit offsets that a
+new member of the group resumes from exactly; kcat -G reads a topic as a group and commits what it read."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.clients import create_topic, run_kcat
+from tests.support.stock_group_member import GroupMember
+from tests.support.stock_groups import (committed, end_offsets, processed_values, produce_batch,
+                                        wait_committed, wait_consumed, wait_shared)
+
+pytestmark = pytest.mark.timeout(120)
+
+PARTITIONS = 12
+PER_BATCH = 48  # 4 messages per partition
+SESSION_TIMEOUT_MS = 3000
+
+
+# (client, members at the start, how one goes: "kill" or "leave", whether a new member joins after)
+SCENARIOS = [
+    pytest.param("confluent", 3, "kill", False, id="confluent-three-one-killed"),
+    pytest.param("kafka-python", 2, "leave", True, id="kafka-python-two-one-leaves-one-joins"),
+    pytest.param("aiokafka", 2, "kill", True, id="aiokafka-two-one-killed-one-joins"),
+]
+
+
+@pytest.mark.parametrize("client,size,departure,rejoin", SCENARIOS)
+def test_group_shares_rebalances_commits_and_resumes(group_broker, group_members, tmp_path, client, size, departure,
+                                                     rejoin):
+    bootstrap = group_broker.bootstrap
+    topic, group = f"groups-{client}", f"group-{client}"
+    create_topic(bootstrap, topic, PARTITIONS)
+
+    def member(name: str) -> GroupMember:
+        started = GroupMember(tmp_path / f"{name}.log", client, bootstrap, group, topic,
+                              session_timeout_ms=SESSION_TIMEOUT_MS).start()
+        group_members.append(started)
+        return started
+
+    first = [member(f"m{i}") for i in range(size)]
+    assignment = wait_shared(first, PARTITIONS)
+    assert sorted(len(s) for s in assignment) == [PARTITIONS // size] * size, assignment
+    batches = [produce_batch(bootstrap, topic, "before", PER_BATCH, PARTITIONS)]
+    wait_consumed(first, batches[0])
+
+    gone, survivors = first[0], first[1:]
+    if departure == "kill":
+        gone.kill()
+    else:
+        gone.stop()
+    # The survivors share every partition again: the killed member's after its session timed out.
+    wait_shared(survivors, PARTITIONS)
+    batches.append(produce_batch(bootstrap, topic, "after-departure", PER_BATCH, PARTITIONS))
+    wait_consumed(survivors, batches[-1])
+
+    if rejoin:
+        survivors.append(member("joiner"))
+        wait_shared(survivors, PARTITIONS)
+        batches.append(produce_batch(bootstrap, topic, "after-join", PER_BATCH, PARTITIONS))
+        wait_consumed(survivors, batches[-1])
+
+    # Nothing lost (at least once: a killed member's uncommitted messages may come twice), and the group's
+    # commits reach the end of every partition.
+    everything = [value for batch in batches for value in batch]
+    assert set(everything) <= set(processed_values(group_members))
+    wait_committed(bootstrap, group, topic, end_offsets(batches, PARTITIONS))
+    for survivor in survivors:
+        assert survivor.stop() == 0, survivor.stderr_tail()
+
+    # A new member resumes exactly at the group's commits: it reads what came after them and nothing earlier.
+    later = produce_batch(bootstrap, topic, "after-commit", PER_BATCH, PARTITIONS)
+    resumer = member("resumer")
+    wait_consumed([resumer], later)
+    wait_committed(bootstrap, group, topic, end_offsets([*batches, later], PARTITIONS))
+    assert resumer.stop() == 0, resumer.stderr_tail()
+    assert sorted(processed_values([resumer])) == sorted(later)
+
+
+def test_kcat_reads_a_topic_as_a_group_and_commits(group_broker):
+    bootstrap = group_broker.bootstrap
+    topic, group, partitions = "groups-kcat", "group-kcat", 3
+    create_topic(bootstrap, topic, partitions)
+    values = produce_batch(bootstrap, topic, "kcat", 30, partitions)
+
+    # -e: exit once every assigned partition is read to its end; the group's offsets are committed on close.
+    output = run_kcat(["-b", bootstrap, "-G", group, "-o", "beginning", "-e", "-q", "-f", "%p %o %s\\n",
+                       "-X", "session.timeout.ms=3000", "-X", "enable.auto.commit=true", topic], timeout=60)
+    read = [line.split(" ", 2)[2] for line in output.decode().splitlines()]
+    assert sorted(read) == sorted(values)
+    assert committed(bootstrap, group, topic, partitions) == end_offsets([values], partitions)
+
+    # A second run of the same group starts at its commits: it reads only what came after.
+    more = produce_batch(bootstrap, topic, "kcat-more", 6, partitions)
+    output = run_kcat(["-b", bootstrap, "-G", group, "-o", "beginning", "-e", "-q", "-f", "%s\\n",
+                       "-X", "session.timeout.ms=3000", topic], timeout=60)
+    assert sorted(output.decode().splitlines()) == sorted(more)
