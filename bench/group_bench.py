@@ -13,7 +13,8 @@ OffsetCommit throughput: one member joins a group with raw JoinGroup/SyncGroup (
 --connections connections to the coordinator each keep --pipeline OffsetCommit v2 requests in flight (one
 partition per connection, rising offsets) for --seconds; requests answered per second, every answer checked.
 Against a standalone broker (offsets kept in its log dir) and against the coordinator of a 3-broker cluster on
-a real ZooKeeper (offsets kept in ZooKeeper). The committers are Python threads on the same machine.
+a real ZooKeeper (offsets kept in ZooKeeper). The committers are Python threads on the same machine and share
+its cores with the broker, so the coordinator's own CPU time per request is printed beside the rate.
 
     python -m bench.group_bench [--repetitions 5] [--session-timeout-ms 3000] [--partitions 12]
         [--connections 4] [--pipeline 16] [--seconds 5]
@@ -22,12 +23,14 @@ a real ZooKeeper (offsets kept in ZooKeeper). The committers are Python threads 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import struct
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from pipeline.client.admin import AdminClient
 from pipeline.zk.server import ZooKeeperServer
@@ -99,10 +102,19 @@ def _commit_loop(host: str, port: int, group: str, generation: int, member_id: s
     answered.append(count)
 
 
-def commits_per_second(bootstrap: str, connections: int, pipeline: int, seconds: float) -> float:
-    """OffsetCommit requests answered per second by the coordinator of one group (see the module docstring)."""
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def commits_per_second(bootstrap: str, connections: int, pipeline: int, seconds: float,
+                       pid_of: Callable[[int], int]) -> tuple[float, float]:
+    """OffsetCommit requests answered per second by the coordinator of one group (see the module docstring), and
+    the share of one core the coordinator's process used meanwhile (``pid_of`` maps its node id to its pid)."""
     group = "commit-bench"
     coordinator = coordinator_of(bootstrap, group)
+    pid = pid_of(coordinator.node_id)
     with wire.KafkaConnection(coordinator.host, coordinator.port) as conn:
         joined = group_wire.join_group(conn, group, "", [COMMIT_TOPIC], session_timeout_ms=60000)
         assert joined.error_code == group_wire.NONE, joined
@@ -115,16 +127,16 @@ def commits_per_second(bootstrap: str, connections: int, pipeline: int, seconds:
                                                                joined.generation_id, joined.member_id, partition,
                                                                pipeline, seconds, answered, failures))
                    for partition in range(connections)]
-        began = time.monotonic()
+        began, cpu_began = time.monotonic(), cpu_seconds(pid)
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        elapsed = time.monotonic() - began
+        elapsed, cpu = time.monotonic() - began, cpu_seconds(pid) - cpu_began
         group_wire.leave_group(conn, group, joined.member_id)
     if failures:
         raise SystemExit(f"OffsetCommit refused: {failures[:3]}")
-    return sum(answered) / elapsed
+    return sum(answered) / elapsed, cpu / elapsed
 
 
 def summary(times: list[float]) -> str:
@@ -153,17 +165,21 @@ def main() -> None:
                 print(f"  stable again after {what}: {summary(times)}")
             with AdminClient(broker.bootstrap) as admin:
                 admin.create_topics(COMMIT_TOPIC, partitions=args.connections)
-            rate = commits_per_second(broker.bootstrap, args.connections, args.pipeline, args.seconds)
+            rate, cpu = commits_per_second(broker.bootstrap, args.connections, args.pipeline, args.seconds,
+                                           lambda _node: broker.pid)
             print(f"OffsetCommit, {args.connections} connections x {args.pipeline} in flight:")
-            print(f"  standalone broker (log dir):        {rate:>8,.0f} requests/s")
+            print(f"  standalone broker (log dir):  {rate:>8,.0f} requests/s, coordinator at {cpu:.0%} of a core "
+                  f"({cpu / rate * 1e6:.0f} us of its CPU per request)")
         with ZooKeeperServer(base / "zookeeper") as server:
             cluster = BrokerCluster(base / "cluster", f"{server.connect_string}/group-bench", 3, GROUP_SETTINGS)
             with cluster:
                 with AdminClient(cluster.bootstrap) as admin:
                     admin.create_topics(COMMIT_TOPIC, partitions=args.connections)
                 cluster.wait_for_metadata(COMMIT_TOPIC, args.connections)
-                rate = commits_per_second(cluster.bootstrap, args.connections, args.pipeline, args.seconds)
-                print(f"  3-broker cluster (ZooKeeper):       {rate:>8,.0f} requests/s")
+                rate, cpu = commits_per_second(cluster.bootstrap, args.connections, args.pipeline, args.seconds,
+                                               lambda node: cluster.brokers[node].pid)
+                print(f"  3-broker cluster (ZooKeeper): {rate:>8,.0f} requests/s, coordinator at {cpu:.0%} of a core "
+                      f"({cpu / rate * 1e6:.0f} us of its CPU per request)")
 
 
 if __name__ == "__main__":
