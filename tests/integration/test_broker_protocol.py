@@ -223,7 +223,7 @@ def test_idempotent_retry_is_acknowledged_once(client):
 
 
 def test_find_coordinator_says_no_coordinator_runs_here(client):
-    for version in (0, 1, 2):
+    for version in (0, 1, 2, 3):
         body = client.call(ApiKey.FIND_COORDINATOR, version, {"key": "some-group", "key_type": 0})
         assert body["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert body["node_id"] == -1
