@@ -332,10 +332,10 @@ INIT_PRODUCER_ID = Api(
 )
 
 FIND_COORDINATOR = Api(
-    ApiKey.FIND_COORDINATOR, "FindCoordinator", versions="0-2", flexible="3+",
+    ApiKey.FIND_COORDINATOR, "FindCoordinator", versions="0-3", flexible="3+",
     request=(
         F("Key", "string", "0-3"),
-        F("KeyType", "int8", "1+"),
+        F("KeyType", "int8", "1+", default=0),
     ),
     response=(
         F("ThrottleTimeMs", "int32", "1+"),
@@ -344,6 +344,202 @@ FIND_COORDINATOR = Api(
         F("NodeId", "int32", "0-3"),
         F("Host", "string", "0-3"),
         F("Port", "int32", "0-3"),
+    ),
+)
+
+#: FindCoordinator's KeyType of a consumer group (1 is a transactional id).
+COORDINATOR_KEY_TYPE_GROUP = 0
+
+JOIN_GROUP = Api(
+    ApiKey.JOIN_GROUP, "JoinGroup", versions="0-6", flexible="6+",
+    request=(
+        F("GroupId", "string", "0+"),
+        F("SessionTimeoutMs", "int32", "0+"),
+        F("RebalanceTimeoutMs", "int32", "1+", default=-1),
+        F("MemberId", "string", "0+"),
+        F("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+        F("ProtocolType", "string", "0+"),
+        F("Protocols", "[]JoinGroupRequestProtocol", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Metadata", "bytes", "0+"),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "2+"),
+        F("ErrorCode", "int16", "0+"),
+        F("GenerationId", "int32", "0+", default=-1),
+        F("ProtocolName", "string", "0+"),
+        F("Leader", "string", "0+"),
+        F("MemberId", "string", "0+"),
+        F("Members", "[]JoinGroupResponseMember", "0+", fields=(
+            F("MemberId", "string", "0+"),
+            F("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+            F("Metadata", "bytes", "0+"),
+        )),
+    ),
+)
+
+SYNC_GROUP = Api(
+    ApiKey.SYNC_GROUP, "SyncGroup", versions="0-4", flexible="4+",
+    request=(
+        F("GroupId", "string", "0+"),
+        F("GenerationId", "int32", "0+"),
+        F("MemberId", "string", "0+"),
+        F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+        F("Assignments", "[]SyncGroupRequestAssignment", "0+", fields=(
+            F("MemberId", "string", "0+"),
+            F("Assignment", "bytes", "0+"),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("ErrorCode", "int16", "0+"),
+        F("Assignment", "bytes", "0+"),
+    ),
+)
+
+HEARTBEAT = Api(
+    ApiKey.HEARTBEAT, "Heartbeat", versions="0-4", flexible="4+",
+    request=(
+        F("GroupId", "string", "0+"),
+        F("GenerationId", "int32", "0+"),
+        F("MemberId", "string", "0+"),
+        F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("ErrorCode", "int16", "0+"),
+    ),
+)
+
+LEAVE_GROUP = Api(
+    ApiKey.LEAVE_GROUP, "LeaveGroup", versions="0-4", flexible="4+",
+    request=(
+        F("GroupId", "string", "0+"),
+        F("MemberId", "string", "0-2"),
+        F("Members", "[]MemberIdentity", "3+", fields=(
+            F("MemberId", "string", "3+"),
+            F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("ErrorCode", "int16", "0+"),
+        F("Members", "[]MemberResponse", "3+", fields=(
+            F("MemberId", "string", "3+"),
+            F("GroupInstanceId", "string", "3+", nullable="3+"),
+            F("ErrorCode", "int16", "3+"),
+        )),
+    ),
+)
+
+OFFSET_COMMIT = Api(
+    ApiKey.OFFSET_COMMIT, "OffsetCommit", versions="0-8", flexible="8+",
+    request=(
+        F("GroupId", "string", "0+"),
+        F("GenerationId", "int32", "1+", default=-1),
+        F("MemberId", "string", "1+"),
+        F("GroupInstanceId", "string", "7+", nullable="7+", default=None),
+        F("RetentionTimeMs", "int64", "2-4", default=-1),
+        F("Topics", "[]OffsetCommitRequestTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]OffsetCommitRequestPartition", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("CommittedOffset", "int64", "0+"),
+                F("CommittedLeaderEpoch", "int32", "6+", default=-1),
+                F("CommitTimestamp", "int64", "1", default=-1),
+                F("CommittedMetadata", "string", "0+", nullable="0+"),
+            )),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "3+"),
+        F("Topics", "[]OffsetCommitResponseTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]OffsetCommitResponsePartition", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+            )),
+        )),
+    ),
+)
+
+OFFSET_FETCH = Api(
+    ApiKey.OFFSET_FETCH, "OffsetFetch", versions="0-6", flexible="6+",
+    request=(
+        F("GroupId", "string", "0+"),
+        F("Topics", "[]OffsetFetchRequestTopic", "0+", nullable="2+", fields=(
+            F("Name", "string", "0+"),
+            F("PartitionIndexes", "[]int32", "0+"),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "3+"),
+        F("Topics", "[]OffsetFetchResponseTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]OffsetFetchResponsePartition", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("CommittedOffset", "int64", "0+"),
+                F("CommittedLeaderEpoch", "int32", "5+", default=-1),
+                F("Metadata", "string", "0+", nullable="0+"),
+                F("ErrorCode", "int16", "0+"),
+            )),
+        )),
+        F("ErrorCode", "int16", "2+", default=0),
+    ),
+)
+
+DESCRIBE_GROUPS = Api(
+    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", versions="0-5", flexible="5+",
+    request=(
+        F("Groups", "[]string", "0+"),
+        F("IncludeAuthorizedOperations", "bool", "3+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("Groups", "[]DescribedGroup", "0+", fields=(
+            F("ErrorCode", "int16", "0+"),
+            F("GroupId", "string", "0+"),
+            F("GroupState", "string", "0+"),
+            F("ProtocolType", "string", "0+"),
+            F("ProtocolData", "string", "0+"),
+            F("Members", "[]DescribedGroupMember", "0+", fields=(
+                F("MemberId", "string", "0+"),
+                F("GroupInstanceId", "string", "4+", nullable="4+", default=None),
+                F("ClientId", "string", "0+"),
+                F("ClientHost", "string", "0+"),
+                F("MemberMetadata", "bytes", "0+"),
+                F("MemberAssignment", "bytes", "0+"),
+            )),
+            F("AuthorizedOperations", "int32", "3+", default=-2147483648),
+        )),
+    ),
+)
+
+LIST_GROUPS = Api(
+    ApiKey.LIST_GROUPS, "ListGroups", versions="0-3", flexible="3+",
+    request=(),
+    response=(
+        F("ThrottleTimeMs", "int32", "1+"),
+        F("ErrorCode", "int16", "0+"),
+        F("Groups", "[]ListedGroup", "0+", fields=(
+            F("GroupId", "string", "0+"),
+            F("ProtocolType", "string", "0+"),
+        )),
+    ),
+)
+
+DELETE_GROUPS = Api(
+    ApiKey.DELETE_GROUPS, "DeleteGroups", versions="0-2", flexible="2+",
+    request=(
+        F("GroupsNames", "[]string", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("Results", "[]DeletableGroupResult", "0+", fields=(
+            F("GroupId", "string", "0+"),
+            F("ErrorCode", "int16", "0+"),
+        )),
     ),
 )
 
@@ -422,5 +618,7 @@ DESCRIBE_CONFIGS = Api(
 APIS: dict[int, Api] = {
     api.key: api
     for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
-                CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH)
+                CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
+                JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS,
+                LIST_GROUPS, DELETE_GROUPS)
 }

@@ -64,7 +64,7 @@ def test_supported_versions_follow_the_declarations() -> None:
     assert SUPPORTED_VERSIONS[ApiKey.PRODUCE] == (3, 8)
     assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (4, 11)
     assert SUPPORTED_VERSIONS[ApiKey.LIST_OFFSETS] == (0, 5)
-    assert SUPPORTED_VERSIONS[ApiKey.FIND_COORDINATOR] == (0, 2)
+    assert SUPPORTED_VERSIONS[ApiKey.FIND_COORDINATOR] == (0, 3)
     assert SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS] == (0, 4)
     assert SUPPORTED_VERSIONS[ApiKey.DELETE_TOPICS] == (0, 3)
     assert SUPPORTED_VERSIONS[ApiKey.INIT_PRODUCER_ID] == (0, 1)
@@ -114,6 +114,35 @@ def test_nullable_array_and_string() -> None:
     frame = encode_request(ApiKey.PRODUCE, 3, 1, "c", {"acks": -1, "timeout_ms": 100})
     header = read_request_header(frame, 4)
     assert decode_request(header, frame, 4 + header.size)["transactional_id"] is None
+
+
+def _request_round_trip(api_key: int, version: int, body: dict) -> dict:
+    frame = encode_request(api_key, version, 1, "c", body)
+    header = read_request_header(frame, 4)
+    return decode_request(header, frame, 4 + header.size)
+
+
+@pytest.mark.parametrize("api_key,version,body,null_key", [
+    (ApiKey.JOIN_GROUP, 5, {"group_id": "g", "group_instance_id": None}, "group_instance_id"),
+    (ApiKey.JOIN_GROUP, 6, {"group_id": "g", "group_instance_id": None}, "group_instance_id"),
+    (ApiKey.SYNC_GROUP, 4, {"group_id": "g", "group_instance_id": None}, "group_instance_id"),
+    (ApiKey.HEARTBEAT, 3, {"group_id": "g", "group_instance_id": None}, "group_instance_id"),
+    (ApiKey.OFFSET_COMMIT, 8, {"group_id": "g", "group_instance_id": None}, "group_instance_id"),
+    (ApiKey.OFFSET_FETCH, 2, {"group_id": "g", "topics": None}, "topics"),
+    (ApiKey.OFFSET_FETCH, 6, {"group_id": "g", "topics": None}, "topics"),
+])
+def test_group_nullable_fields(api_key: int, version: int, body: dict, null_key: str) -> None:
+    decoded = _request_round_trip(api_key, version, body)
+    assert decoded["group_id"] == "g" and decoded[null_key] is None
+
+
+def test_group_fields_null_only_where_kafka_allows() -> None:
+    with pytest.raises(ProtocolError):
+        encode_request(ApiKey.OFFSET_FETCH, 1, 1, "c", {"group_id": "g", "topics": None})
+    # A static member's id and an unset one both leave JoinGroup v4 unchanged: the field starts at v5.
+    assert "group_instance_id" not in _request_round_trip(ApiKey.JOIN_GROUP, 4, {"group_instance_id": "i"})
+    assert _request_round_trip(ApiKey.JOIN_GROUP, 6, {"group_id": "g"})["group_instance_id"] is None
+    assert _request_round_trip(ApiKey.OFFSET_COMMIT, 2, {"group_id": "g"})["generation_id"] == -1
 
 
 def test_produce_records_decode_as_zero_copy_views() -> None:

@@ -25,13 +25,33 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
+from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -69,11 +89,22 @@ KAFKA_PYTHON = {
     ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
 }
 
-# kafka-python renames these Metadata fields; Kafka (and we) call them *_authorized_operations.
+# kafka-python renames these Metadata fields; Kafka (and we) call them *_authorized_operations. Its specs
+# (Kafka 4) call OffsetCommit's GenerationId (Kafka 2.4's name, ours) GenerationIdOrMemberEpoch.
 KAFKA_PYTHON_RENAMED = {
     "authorized_operations": ("cluster_authorized_operations", "topic_authorized_operations"),
+    "generation_id_or_member_epoch": ("generation_id",),
 }
 
 
@@ -175,7 +206,10 @@ OLD_MODULES = {
     ApiKey.API_VERSIONS: "api_versions", ApiKey.METADATA: "metadata", ApiKey.PRODUCE: "produce",
     ApiKey.FETCH: "fetch", ApiKey.LIST_OFFSETS: "list_offsets", ApiKey.CREATE_TOPICS: "admin",
     ApiKey.DELETE_TOPICS: "admin", ApiKey.INIT_PRODUCER_ID: "init_producer_id",
-    ApiKey.FIND_COORDINATOR: "find_coordinator",
+    ApiKey.FIND_COORDINATOR: "find_coordinator", ApiKey.JOIN_GROUP: "group", ApiKey.SYNC_GROUP: "group",
+    ApiKey.HEARTBEAT: "group", ApiKey.LEAVE_GROUP: "group", ApiKey.OFFSET_COMMIT: "commit",
+    ApiKey.OFFSET_FETCH: "commit", ApiKey.DESCRIBE_GROUPS: "admin", ApiKey.LIST_GROUPS: "admin",
+    ApiKey.DELETE_GROUPS: "admin",
 }
 
 
