@@ -39,7 +39,8 @@ BENCH_COMMANDS := \
 	"-m bench.etl_bench" \
 	"-m bench.audit_bench" \
 	"-m bench.deployment_bench --minutes 12" \
-	"-m bench.replication_bench"
+	"-m bench.replication_bench" \
+	"-m bench.group_bench"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down pipeline-clean bench bench-scripts clean distclean
 
