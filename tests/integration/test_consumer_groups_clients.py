@@ -1,7 +1,8 @@
 """Stock clients' consumer groups against a standalone broker that coordinates them: confluent-kafka, kafka-python
 and aiokafka members (each in its own process) subscribe, share a 12-partition topic, rebalance when a member is
 killed (no LeaveGroup: the session timeout ends it), leaves or joins, lose no message, and commit offsets that a
-new member of the group resumes from exactly; kcat -G reads a topic as a group and commits what it read."""
+new member of the group resumes from exactly; kcat -G reads a topic as a group and commits what it read; the
+confluent-kafka and kafka-python admin clients list, describe, alter the offsets of and delete a group."""
 
 from __future__ import annotations
 
@@ -98,3 +99,50 @@ def test_kcat_reads_a_topic_as_a_group_and_commits(group_broker):
     more = produce_batch(bootstrap, topic, "kcat-more", 6, partitions)
     output = run_kcat([*group_args, "-f", "%s\\n", topic], timeout=60)
     assert sorted(output.decode().splitlines()) == sorted(more)
+
+
+def test_stock_admin_clients_list_describe_alter_and_delete_a_group(group_broker, group_members, tmp_path):
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka.admin import KafkaAdminClient
+
+    bootstrap = group_broker.bootstrap
+    topic, group, partitions = "groups-admin", "group-admin", 4
+    create_topic(bootstrap, topic, partitions)
+    values = produce_batch(bootstrap, topic, "admin", 8, partitions)
+    member = GroupMember(tmp_path / "member.log", "confluent", bootstrap, group, topic).start()
+    group_members.append(member)
+    wait_shared([member], partitions)
+    wait_consumed([member], values)
+    wait_committed(bootstrap, group, topic, end_offsets([values], partitions))
+
+    confluent = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    kafka_python = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="groups-admin-test")
+    try:
+        # (ListGroups up to v3 carries no state; librdkafka lists the group with state UNKNOWN.)
+        assert group in {g.group_id for g in confluent.list_consumer_groups().result(10).valid}
+        described = confluent.describe_consumer_groups([group])[group].result(10)
+        assert (described.state, described.partition_assignor) == (ConsumerGroupState.STABLE, "range")
+        assert [sorted(tp.partition for tp in m.assignment.topic_partitions) for m in described.members] == [
+            list(range(partitions))]
+        seen = kafka_python.describe_groups([group])[group]
+        assert (seen["group_state"], seen["protocol_type"], seen["protocol_data"]) == ("Stable", "consumer", "range")
+        assert [m["member_id"] for m in seen["members"]] == [m.member_id for m in described.members]
+
+        def offsets() -> dict[int, int]:
+            found = confluent.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+            return {tp.partition: tp.offset for tp in found.topic_partitions}
+        assert offsets() == end_offsets([values], partitions)
+
+        # An empty group's offsets are changed from outside (generation -1) and read back by the other client.
+        assert member.stop() == 0, member.stderr_tail()
+        confluent.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 1)])])[group].result(10)
+        assert {tp.partition: o.offset for tp, o in kafka_python.list_group_offsets(group)[group].items()} == {
+            **end_offsets([values], partitions), 0: 1}
+
+        confluent.delete_consumer_groups([group])[group].result(10)
+        assert group not in {g.group_id for g in confluent.list_consumer_groups().result(10).valid}
+        assert committed(bootstrap, group, topic, partitions) == {p: -1 for p in range(partitions)}
+    finally:
+        kafka_python.close()
