@@ -61,30 +61,40 @@ def assert_stays(condition, seconds: float, message: str) -> None:
         time.sleep(0.1)
 
 
+# (client, which member restarts: the group's leader (the first to join) or a follower)
+STATIC_RESTARTS = [
+    # Kafka answers a restarted leader without a rebalance too: it names the old member id as the leader, so
+    # the new one assigns nothing and takes its old assignment from SyncGroup.
+    pytest.param("confluent", "leader", id="confluent-leader"),
+    pytest.param("kafka-python", "follower", id="kafka-python-follower"),
+]
+
+
+@pytest.mark.parametrize("client,restarting", STATIC_RESTARTS)
 def test_static_member_restarted_within_session_timeout_gets_its_partitions_back(group_broker, group_members,
-                                                                                 tmp_path):
+                                                                                 tmp_path, client, restarting):
     bootstrap = group_broker.bootstrap
-    topic, group, session_ms = "groups-static", "group-static", 4000
+    topic, group, session_ms = f"groups-static-{client}", f"group-static-{client}", 4000
     create_topic(bootstrap, topic, PARTITIONS)
 
     def member(name: str, instance: str) -> GroupMember:
-        started = GroupMember(tmp_path / f"{name}.log", "confluent", bootstrap, group, topic,
+        started = GroupMember(tmp_path / f"{name}.log", client, bootstrap, group, topic,
                               session_timeout_ms=session_ms, instance_id=instance).start()
         group_members.append(started)
         return started
 
-    # The first member is the group's leader: the restarted one is the leader, whose restart Kafka also answers
-    # without a rebalance (it names the old member id as leader, so the new one assigns nothing).
-    static = member("static", "instance-a")
-    wait_shared([static], PARTITIONS)
-    other = member("other", "instance-b")
-    before, other_partitions = wait_shared([static, other], PARTITIONS)
+    leader = member("leader", "instance-a")
+    wait_shared([leader], PARTITIONS)
+    follower = member("follower", "instance-b")
+    before = dict(zip(("leader", "follower"), wait_shared([leader, follower], PARTITIONS)))
+    static, other = (leader, follower) if restarting == "leader" else (follower, leader)
     other_events = other.read().events
     static.kill()
     killed_at = time.monotonic()
-    restarted = member("restarted", "instance-a")
+    restarted = member("restarted", "instance-a" if restarting == "leader" else "instance-b")
     # The restarted instance is given its old partitions (by the coordinator, from the last assignment).
-    assert wait_shared([restarted, other], PARTITIONS) == [before, other_partitions]
+    assert wait_shared([restarted, other], PARTITIONS) == [before[restarting], frozenset(other.read().owned or ())]
+    assert restarted.read().owned == before[restarting]
     assert time.monotonic() - killed_at < session_ms / 1000, "restart took longer than the session timeout"
     # ... and the other member saw no rebalance, then nor after the old instance's session would have ended.
     assert other.read().events == other_events
@@ -92,6 +102,56 @@ def test_static_member_restarted_within_session_timeout_gets_its_partitions_back
                  "the other member was rebalanced after the static member's restart")
     values = produce_batch(bootstrap, topic, "static", 24, PARTITIONS)
     wait_consumed([restarted, other], values)
+
+
+def test_static_members_back_under_new_ids_keep_generation_and_assignment(group_broker):
+    """Raw JoinGroup v5: static members that come back as new processes (a new member id, other user data in
+    their subscription) get the same generation and their old assignments, and the others are not asked to
+    rebalance -- the leader included, whose answer names the old leader id so that it assigns nothing."""
+    topic, group = "groups-static-raw", "group-static-raw"
+    create_topic(group_broker.bootstrap, topic, 2)
+    coordinator = coordinator_of(group_broker.bootstrap, group)
+    connections = [wire.KafkaConnection(coordinator.host, coordinator.port) for _ in range(4)]
+    a, b, new_b, new_a = connections
+    timeouts = {"session_timeout_ms": 10000, "rebalance_timeout_ms": 3000}
+    try:
+        first = group_wire.join_group(a, group, "", [topic], instance_id="a", user_data=b"a-1", **timeouts)
+        leader_id = first.member_id
+        sync = group_wire.send_sync_group(a, group, first.generation_id, leader_id,
+                                          {leader_id: group_wire.assignment({topic: [0, 1]})})
+        assert group_wire.receive_sync_group(a, sync)[0] == group_wire.NONE
+        joining = group_wire.send_join_group(b, group, "", [topic], instance_id="b", user_data=b"b-1", **timeouts)
+        wait_until(lambda: group_wire.heartbeat(a, group, first.generation_id, leader_id)
+                   == group_wire.REBALANCE_IN_PROGRESS, 10, message="a rebalance for the second member")
+        rejoin = group_wire.join_group(a, group, leader_id, [topic], instance_id="a", user_data=b"a-1", **timeouts)
+        second = group_wire.receive_join_group(b, joining)
+        generation = rejoin.generation_id
+        assert (rejoin.leader, second.generation_id) == (leader_id, generation), (rejoin, second)
+        follower_sync = group_wire.send_sync_group(b, group, generation, second.member_id)
+        leader_sync = group_wire.send_sync_group(a, group, generation, leader_id, {
+            leader_id: group_wire.assignment({topic: [0]}), second.member_id: group_wire.assignment({topic: [1]})})
+        assert group_wire.receive_sync_group(a, leader_sync) == (group_wire.NONE, group_wire.assignment({topic: [0]}))
+        assert group_wire.receive_sync_group(b, follower_sync) == (group_wire.NONE,
+                                                                   group_wire.assignment({topic: [1]}))
+
+        def come_back(conn: wire.KafkaConnection, instance: str, old_id: str, partition: int) -> str:
+            """Join as a new process of ``instance`` and sync; return the new member id."""
+            back = group_wire.join_group(conn, group, "", [topic], instance_id=instance,
+                                         user_data=f"{instance}-2".encode(), **timeouts)
+            assert (back.error_code, back.generation_id) == (group_wire.NONE, generation), back
+            assert back.member_id != old_id and back.leader == leader_id and back.members == {}, back
+            sync = group_wire.send_sync_group(conn, group, generation, back.member_id)
+            assert group_wire.receive_sync_group(conn, sync) == (group_wire.NONE,
+                                                                 group_wire.assignment({topic: [partition]}))
+            return back.member_id
+
+        new_b_id = come_back(new_b, "b", second.member_id, 1)
+        assert group_wire.heartbeat(a, group, generation, leader_id) == group_wire.NONE
+        come_back(new_a, "a", leader_id, 0)
+        assert group_wire.heartbeat(new_b, group, generation, new_b_id) == group_wire.NONE
+    finally:
+        for conn in connections:
+            conn.close()
 
 
 def test_zombie_member_cannot_commit(group_broker):

@@ -1,9 +1,10 @@
 """Raw consumer-group requests for tests and benchmarks that must play a member no real client would be.
 
-A zombie that commits with an old generation or a made-up member id, or a committer that pipelines
-OffsetCommit requests, is easiest written by hand. Only non-flexible versions are used (FindCoordinator v0,
-JoinGroup v1, SyncGroup v0, Heartbeat v0, LeaveGroup v0, OffsetCommit v2, OffsetFetch v1), so the request
-header v1 framing of ``wire.KafkaConnection`` applies. Member metadata and assignments use the consumer
+A zombie that commits with an old generation or a made-up member id, a static member that comes back with
+other metadata, or a committer that pipelines OffsetCommit requests, is easiest written by hand. Only
+non-flexible versions are used (FindCoordinator v0, JoinGroup v1 or v5 for a group.instance.id, SyncGroup v0,
+Heartbeat v0, LeaveGroup v0, OffsetCommit v2, OffsetFetch v1), so the request header v1 framing of
+``wire.KafkaConnection`` applies. Member metadata and assignments use the consumer
 protocol's version 0 layout, as the Java consumer writes them.
 """
 
@@ -29,12 +30,12 @@ UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 
 
-def subscription(topics: list[str]) -> bytes:
-    """The consumer protocol's member metadata (version 0): the subscribed topics, no user data."""
+def subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
+    """The consumer protocol's member metadata (version 0): the subscribed topics and the assignor's user data."""
     writer = wire.Writer().int16(0).array_len(len(topics))
     for topic in topics:
         writer.string(topic)
-    return writer.bytes_(None).getvalue()
+    return writer.bytes_(user_data).getvalue()
 
 
 def assignment(partitions: dict[str, list[int]]) -> bytes:
@@ -65,7 +66,7 @@ def find_coordinator(conn: wire.KafkaConnection, group: str) -> Coordinator:
 
 @dataclass
 class JoinResult:
-    """A JoinGroup v1 answer."""
+    """A JoinGroup answer (v1 or v5)."""
 
     error_code: int
     generation_id: int
@@ -76,38 +77,52 @@ class JoinResult:
 
 
 def join_group_request(group: str, member_id: str, topics: list[str], session_timeout_ms: int,
-                       rebalance_timeout_ms: int) -> bytes:
-    """A JoinGroup v1 body offering the `range` assignor of the consumer protocol."""
-    return (wire.Writer().string(group).int32(session_timeout_ms).int32(rebalance_timeout_ms).string(member_id)
-            .string("consumer").array_len(1).string("range").bytes_(subscription(topics)).getvalue())
+                       rebalance_timeout_ms: int, instance_id: str | None = None, user_data: bytes | None = None
+                       ) -> tuple[int, bytes]:
+    """(version, body) of a JoinGroup offering the `range` assignor of the consumer protocol: v1, or v5 when the
+    member is static (``instance_id``)."""
+    writer = wire.Writer().string(group).int32(session_timeout_ms).int32(rebalance_timeout_ms).string(member_id)
+    if instance_id is not None:
+        writer.string(instance_id)
+    writer.string("consumer").array_len(1).string("range").bytes_(subscription(topics, user_data))
+    return (1 if instance_id is None else 5), writer.getvalue()
 
 
-def parse_join_group(reader: wire.Reader) -> JoinResult:
+def parse_join_group(reader: wire.Reader, version: int) -> JoinResult:
+    if version >= 2:
+        reader.int32()  # throttle_time_ms
     error_code, generation, protocol = reader.int16(), reader.int32(), reader.string()
     leader, member_id = reader.string() or "", reader.string() or ""
     members = {}
     for _ in range(reader.int32()):
         name = reader.string() or ""
+        if version >= 5:
+            reader.string()  # group_instance_id
         members[name] = reader.bytes_() or b""
     return JoinResult(error_code, generation, protocol, leader, member_id, members)
 
 
 def send_join_group(conn: wire.KafkaConnection, group: str, member_id: str, topics: list[str],
-                    session_timeout_ms: int = 6000, rebalance_timeout_ms: int = 6000) -> int:
-    """Send JoinGroup without waiting (the answer comes when the rebalance completes); return its correlation id."""
-    return conn.send(API_JOIN_GROUP, 1, join_group_request(group, member_id, topics, session_timeout_ms,
-                                                           rebalance_timeout_ms))
+                    session_timeout_ms: int = 6000, rebalance_timeout_ms: int = 6000, instance_id: str | None = None,
+                    user_data: bytes | None = None) -> tuple[int, int]:
+    """Send JoinGroup without waiting (the answer comes when the rebalance completes); return (version,
+    correlation id) for ``receive_join_group``."""
+    version, body = join_group_request(group, member_id, topics, session_timeout_ms, rebalance_timeout_ms,
+                                       instance_id, user_data)
+    return version, conn.send(API_JOIN_GROUP, version, body)
 
 
-def receive_join_group(conn: wire.KafkaConnection, correlation_id: int) -> JoinResult:
-    return parse_join_group(conn.receive(correlation_id))
+def receive_join_group(conn: wire.KafkaConnection, sent: tuple[int, int]) -> JoinResult:
+    version, correlation_id = sent
+    return parse_join_group(conn.receive(correlation_id), version)
 
 
 def join_group(conn: wire.KafkaConnection, group: str, member_id: str, topics: list[str],
-               session_timeout_ms: int = 6000, rebalance_timeout_ms: int = 6000) -> JoinResult:
-    """JoinGroup v1 and wait for its answer."""
+               session_timeout_ms: int = 6000, rebalance_timeout_ms: int = 6000, instance_id: str | None = None,
+               user_data: bytes | None = None) -> JoinResult:
+    """JoinGroup and wait for its answer."""
     return receive_join_group(conn, send_join_group(conn, group, member_id, topics, session_timeout_ms,
-                                                    rebalance_timeout_ms))
+                                                    rebalance_timeout_ms, instance_id, user_data))
 
 
 def send_sync_group(conn: wire.KafkaConnection, group: str, generation_id: int, member_id: str,
