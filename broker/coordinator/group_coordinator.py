@@ -330,6 +330,14 @@ class GroupCoordinator:
                 log.info("group %s: member %s did not rejoin in time; removed", group.group_id, member.member_id)
                 self._cancel_expiry(member)
                 group.remove(member.member_id)
+        rejoined = [m for m in group.members.values() if m.awaiting_join is not None]
+        if group.members and not rejoined:
+            # Only static members that have not rejoined: wait for them (or their sessions) once more.
+            self._schedule_join(group, group.max_rebalance_timeout_ms())
+            return
+        leader = group.members.get(group.leader_id) if group.leader_id is not None else None
+        if rejoined and (leader is None or leader.awaiting_join is None):
+            group.leader_id = rejoined[0].member_id  # the leader must get the members in its JoinGroup answer
         group.init_next_generation(self._now())
         if group.is_in(GroupState.EMPTY):
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)

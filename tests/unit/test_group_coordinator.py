@@ -203,3 +203,21 @@ def test_placement_agrees_and_moves_only_what_a_broker_change_must(groups):
     after = {g: coordinator_for(g, [1, 2]) for g in names}
     assert all(after[g] == before[g] for g in names if before[g] != 3)
     assert coordinator_for("g", []) is None
+
+
+def test_a_static_leader_that_does_not_rejoin_hands_leadership_to_a_member_that_did(tmp_path):
+    async def scenario():
+        coordinator = make(tmp_path)
+        leader, follower = await stable_pair(coordinator, instances=("host-1", "host-2"))
+        # The follower's subscription changes; the leader heartbeats but does not rejoin in the rebalance timeout.
+        async def heartbeats():
+            while True:
+                await coordinator.heartbeat("g", 1, leader["member_id"], leader["instance"])
+                await asyncio.sleep(SESSION_MS / 4000)
+        beating = asyncio.ensure_future(heartbeats())
+        answer = await join(coordinator, follower["member_id"], instance=follower["instance"],
+                            protocols=[("range", b"more topics")])
+        beating.cancel()
+        assert answer["generation_id"] == 2 and answer["leader"] == follower["member_id"]
+        assert {m["member_id"] for m in answer["members"]} == {leader["member_id"], follower["member_id"]}
+    asyncio.run(scenario())
