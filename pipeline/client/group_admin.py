@@ -135,7 +135,9 @@ class GroupCalls:
     def _coordinator_request(self, group: str, api_key: int, body: dict,
                              error_of: Callable[[dict], int]) -> tuple[int, dict]:
         """(coordinator id, response) of a request to ``group``'s coordinator whose ``error_of`` is no
-        coordinator error (other error codes are left to the caller)."""
+        coordinator error (other error codes are left to the caller). UnsupportedVersionError at once when
+        the brokers do not speak ``api_key`` at all (they coordinate no groups)."""
+        self.cluster.any_connection().version(api_key)
         def call(node_id: int, connection: BrokerConnection) -> tuple[int, dict]:
             response = self._request(connection, api_key, body)
             code = error_of(response)
@@ -238,7 +240,8 @@ def _member(entry: dict, consumer: bool) -> MemberDescription:
             if entry["member_metadata"]:
                 subscription = decode_subscription(entry["member_metadata"])
             if entry["member_assignment"]:
-                assignment = tuple(topic_partitions(decode_assignment(entry["member_assignment"])["assigned_partitions"]))
+                assigned = decode_assignment(entry["member_assignment"])["assigned_partitions"]
+                assignment = tuple(topic_partitions(assigned))
         except ProtocolError:
             # A member's opaque bytes that are not the consumer protocol do not hide the rest of the group.
             subscription = None

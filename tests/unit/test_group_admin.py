@@ -7,7 +7,7 @@ from collections import deque
 
 import pytest
 
-from pipeline.client.errors import KafkaConnectionError
+from pipeline.client.errors import KafkaConnectionError, UnsupportedVersionError
 from pipeline.client.group_admin import GroupCalls, OffsetAndMetadata
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.consumer_protocol import encode_assignment, encode_subscription
@@ -15,8 +15,14 @@ from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 
 class _Connection:
-    def __init__(self, node_id: int) -> None:
+    def __init__(self, node_id: int, speaks: bool = True) -> None:
         self.node_id = node_id
+        self.speaks = speaks
+
+    def version(self, api_key: int) -> int:
+        if not self.speaks:
+            raise UnsupportedVersionError(f"no version of {api_key}")
+        return 0
 
 
 class _Cluster:
@@ -24,6 +30,7 @@ class _Cluster:
 
     def __init__(self) -> None:
         self.invalidated: list[int] = []
+        self.speaks_group_apis = True
 
     def brokers(self) -> dict[int, tuple[str, int]]:
         return {1: ("h1", 1), 2: ("h2", 2)}
@@ -32,7 +39,7 @@ class _Cluster:
         pass
 
     def any_connection(self) -> _Connection:
-        return _Connection(1)
+        return _Connection(1, self.speaks_group_apis)
 
     def connection(self, node_id: int) -> _Connection:
         return _Connection(node_id)
@@ -167,3 +174,11 @@ def test_delete_groups_tries_every_group_then_raises_the_first_refusal() -> None
         admin.delete_groups(["a", "b", "c"])
     assert caught.value.code == ErrorCode.NON_EMPTY_GROUP and "'a'" in str(caught.value)
     assert [body["groups_names"] for _, key, body in admin.sent if key == ApiKey.DELETE_GROUPS] == [["a"], ["b"], ["c"]]
+
+
+def test_brokers_without_group_apis_are_not_asked_for_a_coordinator() -> None:
+    admin = ScriptedAdmin({ApiKey.FIND_COORDINATOR: [coordinator(-1, ErrorCode.COORDINATOR_NOT_AVAILABLE)]})
+    admin.cluster.speaks_group_apis = False
+    with pytest.raises(UnsupportedVersionError):
+        admin.describe_groups("g")
+    assert admin.sent == []
