@@ -16,6 +16,7 @@ from time import perf_counter
 from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
+from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.server.socket_server import CloseConnection
@@ -52,7 +53,8 @@ class KafkaApis:
     """The request handlers of one broker, dispatched by API key."""
 
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, admin: TopicAdmin, metadata: MetadataView,
-                 producer_ids: ProducerIdManager, auto_create_topics: bool, fetch_max_wait_cap_ms: int) -> None:
+                 producer_ids: ProducerIdManager, auto_create_topics: bool, fetch_max_wait_cap_ms: int,
+                 groups: GroupApis) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.admin = admin
@@ -61,6 +63,7 @@ class KafkaApis:
         self.auto_create_topics = auto_create_topics
         self.fetch_max_wait_cap_ms = fetch_max_wait_cap_ms
         self.metrics = replica_manager.metrics
+        self.groups = groups
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -71,9 +74,9 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
-            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
+            **groups.handlers(),
         }
         self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
                            for key in self._handlers}
@@ -99,6 +102,7 @@ class KafkaApis:
         except ProtocolError as exc:
             raise CloseConnection(f"unreadable request header: {exc}") from None
         handler = self._handlers.get(header.api_key)
+        self.groups.peer = peer
         versions = SUPPORTED_VERSIONS.get(header.api_key)
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.
@@ -523,17 +527,6 @@ class KafkaApis:
     @staticmethod
     def _producer_id_response(producer_id: int) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
-
-    # -- FindCoordinator ------------------------------------------------------------------------
-
-    def handle_find_coordinator(self, header: RequestHeader, request: dict) -> dict:
-        # Consumer groups coordinate through ZooKeeper, as in the paper, so no broker coordinates a group
-        # or a transaction. Answering (rather than not advertising the API) matters: librdkafka dates a
-        # broker's LZ4 support by the presence of FindCoordinator v0 and sends LZ4 batches uncompressed
-        # to brokers without it.
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "this broker runs no group or transaction coordinator", "node_id": -1,
-                "host": "", "port": -1}
 
 
 def _compression_of(records: memoryview | bytes | None) -> int:

@@ -17,6 +17,7 @@ from wsgiref.simple_server import WSGIServer
 from broker.admin_manager import AdminManager
 from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
+from broker.coordinator.coordination import GroupCoordination
 from broker.kafka_apis import KafkaApis
 from broker.kafka_scheduler import KafkaScheduler
 from broker.log.log_manager import LogManager
@@ -39,6 +40,7 @@ class KafkaServer:
         self.socket_server: SocketServer | None = None
         self.cluster: ClusterMembership | None = None
         self.scheduler: KafkaScheduler | None = None
+        self.groups: GroupCoordination | None = None
         self.metrics = BrokerMetrics()
         self.metrics_port: int | None = None
         self._metrics_server: WSGIServer | None = None
@@ -87,13 +89,17 @@ class KafkaServer:
                 await self._abort_startup()
                 raise
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
+            self.groups = self.cluster.groups
         else:
-            metadata = StandaloneMetadata(log_dirs[0], BrokerEndpoint(config.broker_id, advertised, bound_port))
+            endpoint = BrokerEndpoint(config.broker_id, advertised, bound_port)
+            metadata = StandaloneMetadata(log_dirs[0], endpoint)
             replica_manager = ReplicaManager(self.log_manager, metrics=self.metrics, broker_id=config.broker_id)
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
             admin.host_existing_topics()
+            self.groups = GroupCoordination.standalone(config, endpoint, self.metrics.registry)
             apis_holder.append(KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
-                                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"]))
+                                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"],
+                                         self.groups.apis))
             mode, cluster_id = "standalone", metadata.cluster_id
         schedule = self.scheduler.schedule
         schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])
@@ -102,6 +108,8 @@ class KafkaServer:
                  config["log.flush.offset.checkpoint.interval.ms"])
         schedule("highwatermark-checkpoint", self.log_manager.checkpoint_high_watermarks,
                  config["replica.high.watermark.checkpoint.interval.ms"])
+        assert self.groups is not None
+        self.groups.schedule(self.scheduler, asyncio.get_running_loop())
         apis = apis_holder[0]
         cluster = self.cluster
         self.metrics.registry.register(BrokerStateCollector(
@@ -127,6 +135,9 @@ class KafkaServer:
             server.server_close()
 
     async def _abort_startup(self) -> None:
+        if self.groups is not None:
+            self.groups.close()
+            self.groups = None
         if self.cluster is not None:
             await self.cluster.close()
             self.cluster = None
@@ -151,12 +162,16 @@ class KafkaServer:
             # Still serving: the new leaders' followers (this broker among them) fetch what they lack.
             await self.cluster.controlled_shutdown()
         await asyncio.get_running_loop().run_in_executor(None, self._stop_metrics)
+        if self.groups is not None:
+            self.groups.shutdown()
         if self.socket_server is not None:
             await self.socket_server.stop_accepting()
             await self.socket_server.close_all()
         if self.cluster is not None:
             self.cluster.quiesce()
         await self._stop_storage()
+        if self.groups is not None:
+            self.groups.close()
         # Deregister only after flushing: once /brokers/ids/<id> vanishes, the partitions go offline.
         if self.cluster is not None:
             await self.cluster.close()

@@ -20,11 +20,13 @@ from kazoo.exceptions import KazooException
 from broker.cluster.admin import ZkAdminManager
 from broker.cluster.controller import ControllerSettings, KafkaController
 from broker.cluster.isr_writer import IsrChangeWriter
-from broker.cluster.metadata_cache import ZkMetadataCache
+from broker.cluster.metadata_cache import CacheChanges, ZkMetadataCache
 from broker.cluster.partition_leadership import PartitionLeadership
 from broker.cluster.registry import BrokerIdInUse, BrokerRegistry, ZkProducerIdManager
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.config import ConfigError, KafkaConfig
+from broker.coordinator.coordination import GroupCoordination
+from broker.coordinator.group_store import ZkGroupStore
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager
 from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
@@ -55,6 +57,7 @@ class ClusterMembership:
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr_writer: IsrChangeWriter | None = None
         self._isr_task: asyncio.Task | None = None
+        self.groups: GroupCoordination | None = None
         self.cluster_id = ""
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
@@ -85,7 +88,13 @@ class ClusterMembership:
         registry.start()
 
         leadership: list[PartitionLeadership] = []
-        self.cache = cache = ZkMetadataCache(zk, loop, on_change=lambda changes: leadership[0].reconcile(changes))
+        groups: list[GroupCoordination] = []
+
+        def on_change(changes: CacheChanges) -> None:
+            leadership[0].reconcile(changes)
+            if groups and (changes.brokers or changes.shutting_down):
+                groups[0].brokers_changed()
+        self.cache = cache = ZkMetadataCache(zk, loop, on_change=on_change)
         cache.cluster_id = self.cluster_id
         metrics = self.metrics if self.metrics is not None else BrokerMetrics()
         self.isr_writer = IsrChangeWriter(zk, broker_id, loop, metrics)
@@ -106,8 +115,18 @@ class ClusterMembership:
         await self._call(self.controller.start)
         self.admin = admin = ZkAdminManager(zk, cache, log_config, config["num.partitions"],
                                             config["default.replication.factor"])
+        self.groups = GroupCoordination(
+            config, ZkGroupStore(zk, config["offsets.commit.timeout.ms"] / 1000), self._owns_group,
+            lambda group: cache.group_coordinator(group) if cache.connected else None, metrics.registry)
+        groups.append(self.groups)
         return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
-                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"])
+                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis)
+
+    def _owns_group(self, group_id: str) -> bool:
+        """Whether this broker coordinates ``group_id`` in its current view of the cluster."""
+        cache = self.cache
+        coordinator = cache.group_coordinator(group_id) if cache is not None else None
+        return coordinator is not None and coordinator.broker_id == self.config.broker_id
 
     async def _shrink_isrs(self, max_lag_ms: int) -> None:
         """Kafka's isr-expiration task: every half lag period, drop followers that stopped catching up."""

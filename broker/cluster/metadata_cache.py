@@ -30,6 +30,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.metadata import NO_LEADER, NO_LEADER_EPOCH, BrokerEndpoint, PartitionView
+from broker.coordinator.coordinator_placement import coordinator_for
 from pipeline.zk import layout
 
 log = logging.getLogger(__name__)
@@ -72,11 +73,13 @@ class ClusterTopic:
 @dataclass
 class CacheChanges:
     """What one batch of applied watch events changed: topics (created, deleted, or their assignment,
-    config or id) and single partition states; ``brokers`` when the live brokers changed."""
+    config or id) and single partition states; ``brokers`` when the live brokers changed, ``shutting_down`` when
+    the brokers in a controlled shutdown did."""
 
     topics: set[str] = field(default_factory=set)
     partitions: set[tuple[str, int]] = field(default_factory=set)
     brokers: bool = False
+    shutting_down: bool = False
 
 
 def parse_partition_state(data: bytes | None, zk_version: int = -1) -> PartitionState | None:
@@ -153,6 +156,17 @@ class ZkMetadataCache:
 
     def live_brokers(self) -> list[BrokerEndpoint]:
         return [self.brokers[b] for b in sorted(self.brokers)]
+
+    @property
+    def connected(self) -> bool:
+        """Whether the ZooKeeper session is connected (the view is current)."""
+        return self._connected
+
+    def group_coordinator(self, group_id: str) -> BrokerEndpoint | None:
+        """The broker that coordinates ``group_id``: chosen among the live brokers not in a controlled shutdown."""
+        eligible = [b for b in self.brokers if b not in self.shutting_down] or list(self.brokers)
+        chosen = coordinator_for(group_id, eligible)
+        return None if chosen is None else self.brokers[chosen]
 
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         info = self.topics.get(topic)
@@ -256,6 +270,7 @@ class ZkMetadataCache:
 
         def apply(changes: CacheChanges) -> None:
             self.shutting_down = ids
+            changes.shutting_down = True
         self._post(apply)
 
     def _watch_topics(self, children: list[str]) -> None:

@@ -1,0 +1,148 @@
+"""GroupApis: the group requests (FindCoordinator, JoinGroup ... DeleteGroups) decoded by KafkaApis, answered
+by the GroupCoordinator.
+
+This layer adapts protocol versions to the coordinator's calls (v0 JoinGroup has no rebalance timeout,
+MEMBER_ID_REQUIRED is for v4 and later, LeaveGroup v3 batches members, OffsetCommit v1 carries commit
+timestamps and v2-v4 a retention, OffsetFetch v2+ may ask for every partition) and finds coordinators.
+"""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from broker.coordinator.group_coordinator import NO_OFFSET, GroupCoordinator, partitions_by_topic
+from broker.metadata import BrokerEndpoint
+from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.codec import RequestHeader
+from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_GROUP
+
+Handler = Callable[[RequestHeader, dict], "dict | Awaitable[dict]"]
+
+
+class GroupApis:
+    """The group handlers of one broker; ``find_coordinator(group)`` is the coordinator's endpoint, or None
+    while there is none (no live broker, or ZooKeeper unreachable)."""
+
+    def __init__(self, coordinator: GroupCoordinator,
+                 find_coordinator: Callable[[str], BrokerEndpoint | None]) -> None:
+        self.coordinator = coordinator
+        self._find = find_coordinator
+        # The peer of the request being dispatched (KafkaApis sets it before each group handler runs).
+        self.peer = ""
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.JOIN_GROUP: self.handle_join_group,
+            ApiKey.SYNC_GROUP: self.handle_sync_group,
+            ApiKey.HEARTBEAT: self.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: self.handle_leave_group,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
+            ApiKey.LIST_GROUPS: self.handle_list_groups,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+        }
+
+    # -- FindCoordinator -------------------------------------------------------------------------
+
+    def handle_find_coordinator(self, header: RequestHeader, request: dict) -> dict:
+        if request.get("key_type", COORDINATOR_KEY_TYPE_GROUP) != COORDINATOR_KEY_TYPE_GROUP:
+            return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no transaction coordinator")
+        if not request["key"]:
+            return _no_coordinator(ErrorCode.INVALID_REQUEST, "the group id is empty")
+        endpoint = self._find(request["key"])
+        if endpoint is None:
+            return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker can coordinate the group now")
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "node_id": endpoint.broker_id, "host": endpoint.host, "port": endpoint.port}
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def handle_join_group(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        rebalance_timeout = request["rebalance_timeout_ms"]
+        if header.api_version == 0 or rebalance_timeout < 0:
+            rebalance_timeout = request["session_timeout_ms"]
+        return self.coordinator.join_group(
+            request["group_id"], request["member_id"], request.get("group_instance_id"), header.client_id or "",
+            "/" + self.peer.rpartition(":")[0], rebalance_timeout, request["session_timeout_ms"],
+            request["protocol_type"], [(p["name"], bytes(p["metadata"])) for p in request["protocols"]],
+            require_known_member_id=header.api_version >= 4)
+
+    def handle_sync_group(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        assignments = {a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]}
+        return self.coordinator.sync_group(request["group_id"], request["generation_id"], request["member_id"],
+                                           request.get("group_instance_id"), assignments)
+
+    async def handle_heartbeat(self, header: RequestHeader, request: dict) -> dict:
+        code = await self.coordinator.heartbeat(request["group_id"], request["generation_id"], request["member_id"],
+                                                request.get("group_instance_id"))
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    async def handle_leave_group(self, header: RequestHeader, request: dict) -> dict:
+        if header.api_version >= 3:
+            leaving = [(m["member_id"], m.get("group_instance_id")) for m in request["members"]]
+        else:
+            leaving = [(request["member_id"], None)]
+        code, members = await self.coordinator.leave_group(request["group_id"], leaving)
+        if header.api_version < 3 and code == ErrorCode.NONE and members:
+            code = members[0]["error_code"]
+        return {"throttle_time_ms": 0, "error_code": code, "members": members}
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    async def handle_offset_commit(self, header: RequestHeader, request: dict) -> dict:
+        version = header.api_version
+        offsets = {(t["name"], p["partition_index"]): (p["committed_offset"], p["committed_metadata"])
+                   for t in request["topics"] for p in t["partitions"]}
+        timestamps = {p.get("commit_timestamp", -1) for t in request["topics"] for p in t["partitions"]}
+        commit_timestamp = max(timestamps) if version == 1 and timestamps and min(timestamps) >= 0 else None
+        retention = request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
+        results = await self.coordinator.commit_offsets(
+            request["group_id"], request.get("generation_id", -1) if version >= 1 else -1,
+            request.get("member_id", "") if version >= 1 else "", request.get("group_instance_id"), offsets,
+            retention_ms=retention if retention >= 0 else None, commit_timestamp_ms=commit_timestamp)
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": p, "error_code": results[(topic, p)]} for p in parts]}
+            for topic, parts in partitions_by_topic(results).items()]}
+
+    async def handle_offset_fetch(self, header: RequestHeader, request: dict) -> dict:
+        topics = request["topics"]
+        wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+        code, offsets = await self.coordinator.fetch_offsets(request["group_id"], wanted)
+        listed = wanted if wanted is not None else sorted(offsets)
+        if code != ErrorCode.NONE and header.api_version < 2:
+            # Versions without a group error code carry it in every partition.
+            partition_code = code
+        else:
+            partition_code = ErrorCode.NONE
+        answers = []
+        for topic, parts in partitions_by_topic(listed).items():
+            entries = []
+            for p in parts:
+                committed = offsets.get((topic, p))
+                entries.append({"partition_index": p, "committed_offset": NO_OFFSET if committed is None
+                                else committed.offset, "metadata": "" if committed is None else committed.metadata,
+                                "error_code": partition_code})
+            answers.append({"name": topic, "partitions": entries})
+        return {"throttle_time_ms": 0, "topics": answers, "error_code": code}
+
+    # -- administration --------------------------------------------------------------------------
+
+    async def handle_describe_groups(self, header: RequestHeader, request: dict) -> dict:
+        return {"throttle_time_ms": 0,
+                "groups": [await self.coordinator.describe_group(group_id) for group_id in request["groups"]]}
+
+    async def handle_list_groups(self, header: RequestHeader, request: dict) -> dict:
+        code, groups = await self.coordinator.list_groups()
+        return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
+
+    async def handle_delete_groups(self, header: RequestHeader, request: dict) -> dict:
+        return {"throttle_time_ms": 0, "results": [
+            {"group_id": group_id, "error_code": await self.coordinator.delete_group(group_id)}
+            for group_id in request["groups_names"]]}
+
+
+def _no_coordinator(code: int, message: str) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}

@@ -1,0 +1,402 @@
+"""Where the group coordinator keeps groups and their committed offsets: ZooKeeper, or the standalone log dir.
+
+In a cluster (ZkGroupStore) offsets live where Kafka 0.8.1 kept OffsetCommit v0's and where the paper's
+consumers keep theirs, ``/consumers/<group>/offsets/<topic>/<partition>``, so both kinds of group are one
+namespace for every tool; the coordinator's record of a broker-coordinated group (members, generation,
+assignments) is ``/consumers/<group>/metadata``. Every write is a ZooKeeper transaction conditional on that
+record's version, so a broker that still believes it coordinates a group after the group moved cannot
+write over the new coordinator (it gets GroupFenced and answers NOT_COORDINATOR).
+
+A standalone broker (FileGroupStore) keeps the same records in an append-only file of JSON lines in its
+log dir, replayed at start-up and rewritten compactly when mostly superseded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Protocol
+
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
+
+from pipeline.durable_file import write_atomically
+from pipeline.zk import layout
+from pipeline.zk.client import BoundedZk
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+NO_VERSION = -1
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """A committed offset with what Kafka keeps beside it (OffsetAndMetadata)."""
+
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int | None = None
+
+
+class GroupStoreError(Exception):
+    """The store did not answer or failed (retriable: clients get COORDINATOR_NOT_AVAILABLE)."""
+
+
+class GroupFenced(GroupStoreError):
+    """The group's stored record changed under this coordinator: another broker coordinates it now."""
+
+
+class GroupStore(Protocol):
+    """Durable groups and offsets; every write names the version of the group's record it was based on."""
+
+    async def load(self, group_id: str) -> tuple[dict[str, Any] | None, int]:
+        """The group's stored record and its version; (None, NO_VERSION) when there is none."""
+
+    async def store_group(self, group_id: str, record: dict[str, Any], expected_version: int) -> int:
+        """Replace the record (create it when ``expected_version`` is NO_VERSION); its new version."""
+
+    async def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
+                             expected_version: int) -> None: ...
+
+    async def fetch_offsets(self, group_id: str,
+                            partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset]:
+        """The committed offsets of ``partitions`` (all of the group's when None); missing ones are left out."""
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], expected_version: int) -> None: ...
+
+    async def delete_group(self, group_id: str, expected_version: int) -> None:
+        """Remove the group's record and every offset it committed."""
+
+    async def group_ids(self) -> list[str]:
+        """Every group with a stored record."""
+
+
+# -- ZooKeeper ---------------------------------------------------------------------------------------
+
+class ZkGroupStore:
+    """Groups and offsets under /consumers in the cluster's ZooKeeper."""
+
+    def __init__(self, zk: BoundedZk, timeout_s: float) -> None:
+        self._zk = zk
+        self._timeout_s = timeout_s
+        # Offset znodes known to exist, so a commit knows whether to set or create each one.
+        self._existing: set[str] = set()
+
+    async def _call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self._zk.call(operation, *args, timeout_s=self._timeout_s, **kwargs)
+        except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError):
+            raise
+        except KazooException as exc:
+            raise GroupStoreError(f"ZooKeeper {operation} failed: {exc or type(exc).__name__}") from None
+
+    async def _gather(self, requests: list) -> list[Any]:
+        try:
+            return await asyncio.gather(*(self._zk.wait_async(r, self._timeout_s) for r in requests),
+                                        return_exceptions=True)
+        except KazooException as exc:
+            raise GroupStoreError(f"ZooKeeper failed: {exc or type(exc).__name__}") from None
+
+    async def _commit(self, ops: list[tuple[str, tuple]]) -> list[Any]:
+        """Run (operation, args) as one transaction; the list of per-operation results."""
+        transaction = self._zk.client.transaction()
+        for operation, args in ops:
+            getattr(transaction, operation)(*args)
+        try:
+            return await self._zk.wait_async(transaction.commit_async(), self._timeout_s)
+        except KazooException as exc:
+            raise GroupStoreError(f"ZooKeeper transaction failed: {exc or type(exc).__name__}") from None
+
+    async def load(self, group_id: str) -> tuple[dict[str, Any] | None, int]:
+        try:
+            data, stat = await self._call("get", layout.group_metadata_path(group_id))
+        except NoNodeError:
+            return None, NO_VERSION
+        try:
+            return json.loads(data.decode()), stat.version
+        except ValueError:
+            log.warning("group %s: unreadable record in %s; starting it afresh", group_id,
+                        layout.group_metadata_path(group_id))
+            return None, stat.version
+
+    async def store_group(self, group_id: str, record: dict[str, Any], expected_version: int) -> int:
+        path = layout.group_metadata_path(group_id)
+        data = layout.encode(record)
+        try:
+            if expected_version == NO_VERSION:
+                await self._call("create", path, data, makepath=True)
+                return 0
+            return (await self._call("set", path, data, version=expected_version)).version
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            raise GroupFenced(f"group {group_id}'s record changed under this coordinator") from None
+
+    async def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
+                             expected_version: int) -> None:
+        metadata_path = layout.group_metadata_path(group_id)
+        paths = {tp: layout.offset_path(group_id, *tp) for tp in offsets}
+        for topic in {t for t, _ in offsets}:
+            parent = layout.offsets_path(group_id, topic)
+            if parent not in self._existing:
+                await self._call("ensure_path", parent)
+                self._existing.add(parent)
+        for _ in range(3):
+            ops: list[tuple[str, tuple]] = [("check", (metadata_path, expected_version))]
+            for tp, committed in offsets.items():
+                data = layout.offset_value(layout.OffsetValue(committed.offset, committed.metadata,
+                                                              committed.expire_timestamp))
+                path = paths[tp]
+                ops.append(("set_data", (path, data)) if path in self._existing else ("create", (path, data)))
+            results = await self._commit(ops)
+            failure = _transaction_failure(results)
+            if failure is None:
+                self._existing.update(paths.values())
+                return
+            index, error = failure
+            if index == 0:
+                raise GroupFenced(f"group {group_id}'s record changed under this coordinator")
+            path = ops[index][1][0]
+            if isinstance(error, NodeExistsError):
+                self._existing.add(path)
+            elif isinstance(error, NoNodeError):
+                self._existing.discard(path)
+            else:
+                raise GroupStoreError(f"committing offsets of group {group_id} failed: {error!r}")
+        raise GroupStoreError(f"committing offsets of group {group_id}: offsets kept changing")
+
+    async def fetch_offsets(self, group_id: str,
+                            partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset]:
+        client = self._zk.client
+        if partitions is None:
+            try:
+                topics = await self._call("get_children", f"{layout.group_path(group_id)}/offsets")
+            except NoNodeError:
+                return {}
+            listed = await self._gather([client.get_children_async(layout.offsets_path(group_id, t)) for t in topics])
+            wanted = [(topic, int(p)) for topic, children in zip(topics, listed)
+                      if not isinstance(children, Exception) for p in children if p.isdigit()]
+        else:
+            wanted = list(partitions)
+        results = await self._gather([client.get_async(layout.offset_path(group_id, *tp)) for tp in wanted])
+        found: dict[TopicPartition, CommittedOffset] = {}
+        for tp, result in zip(wanted, results):
+            if isinstance(result, NoNodeError):
+                continue
+            if isinstance(result, Exception):
+                raise GroupStoreError(f"reading offsets of group {group_id} failed: {result!r}")
+            data, stat = result
+            try:
+                value = layout.parse_offset_value(data)
+            except ValueError:
+                log.warning("group %s: unreadable offset in %s; ignored", group_id, layout.offset_path(group_id, *tp))
+                continue
+            self._existing.add(layout.offset_path(group_id, *tp))
+            found[tp] = CommittedOffset(value.offset, value.metadata, stat.mtime, value.expire_timestamp)
+        return found
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], expected_version: int) -> None:
+        ops: list[tuple[str, tuple]] = [("check", (layout.group_metadata_path(group_id), expected_version))]
+        paths = [layout.offset_path(group_id, *tp) for tp in partitions]
+        ops += [("delete", (path,)) for path in paths]
+        failure = _transaction_failure(await self._commit(ops))
+        if failure is not None and failure[0] == 0:
+            raise GroupFenced(f"group {group_id}'s record changed under this coordinator")
+        if failure is not None and not isinstance(failure[1], NoNodeError):
+            raise GroupStoreError(f"deleting offsets of group {group_id} failed: {failure[1]!r}")
+        self._existing.difference_update(paths)
+
+    async def delete_group(self, group_id: str, expected_version: int) -> None:
+        root = layout.group_path(group_id)
+        nodes = await self._tree(root)
+        ops: list[tuple[str, tuple]] = []
+        if expected_version != NO_VERSION:
+            ops.append(("check", (layout.group_metadata_path(group_id), expected_version)))
+        ops += [("delete", (path,)) for path in reversed(nodes)]
+        failure = _transaction_failure(await self._commit(ops))
+        if failure is not None:
+            if expected_version != NO_VERSION and failure[0] == 0:
+                raise GroupFenced(f"group {group_id}'s record changed under this coordinator")
+            raise GroupStoreError(f"deleting group {group_id} failed: {failure[1]!r}")
+        self._existing = {p for p in self._existing if not p.startswith(root + "/")}
+
+    async def _tree(self, root: str) -> list[str]:
+        """``root`` and every znode below it, parents before children."""
+        try:
+            await self._call("exists", root)
+        except NoNodeError:
+            return []
+        nodes, level = [root], [root]
+        while level:
+            children = await self._gather([self._zk.client.get_children_async(p) for p in level])
+            level = [f"{parent}/{child}" for parent, names in zip(level, children)
+                     if not isinstance(names, Exception) for child in names]
+            nodes += level
+        return nodes
+
+    async def group_ids(self) -> list[str]:
+        try:
+            groups = await self._call("get_children", layout.CONSUMERS)
+        except NoNodeError:
+            return []
+        found = await self._gather([self._zk.client.exists_async(layout.group_metadata_path(g)) for g in groups])
+        return sorted(g for g, stat in zip(groups, found) if stat is not None and not isinstance(stat, Exception))
+
+
+def _transaction_failure(results: list[Any]) -> tuple[int, Exception] | None:
+    """The operation that made a transaction fail (index, error), or None when it committed."""
+    for index, result in enumerate(results):
+        if isinstance(result, Exception) and type(result).__name__ != "RolledBackError":
+            return index, result
+    return None
+
+
+# -- the standalone broker's log dir -------------------------------------------------------------------
+
+class FileGroupStore:
+    """Groups and offsets of a standalone broker in ``<log dir>/__consumer_offsets.jsonl``.
+
+    Each change is one appended JSON line, written before the request is answered (a killed broker loses
+    nothing written; the page cache holds it until ``flush``, as for partition logs). At start-up the file is
+    replayed (a torn last line from a crash is dropped); it is rewritten from the live state once it is four
+    times larger than that.
+    """
+
+    FILE_NAME = "__consumer_offsets.jsonl"
+    MIN_COMPACT_BYTES = 1 << 20
+
+    def __init__(self, log_dir: Path) -> None:
+        self.path = Path(log_dir) / self.FILE_NAME
+        self._records: dict[str, tuple[dict[str, Any], int]] = {}
+        self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        self._replay()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._dirty = False
+        # The scheduler's flush runs on its own thread; a rewrite replaces the file descriptor under it.
+        self._fd_lock = threading.Lock()
+
+    def _replay(self) -> None:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        good = 0
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break
+            try:
+                self._apply(json.loads(line))
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: unreadable entry at byte %d; the rest is dropped", self.path, good)
+                break
+            good += len(line)
+        if good < len(data):
+            with open(self.path, "r+b") as file:
+                file.truncate(good)
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        group = entry["group"]
+        kind = entry["type"]
+        if kind == "group":
+            self._records[group] = (entry["record"], int(entry["version"]))
+        elif kind == "offset":
+            key = (entry["topic"], int(entry["partition"]))
+            if entry.get("offset") is None:
+                self._offsets.get(group, {}).pop(key, None)
+            else:
+                self._offsets.setdefault(group, {})[key] = CommittedOffset(
+                    int(entry["offset"]), entry.get("metadata", ""), int(entry["commit_timestamp"]),
+                    entry.get("expire_timestamp"))
+        elif kind == "delete":
+            self._records.pop(group, None)
+            self._offsets.pop(group, None)
+        else:
+            raise ValueError(f"unknown entry type {kind!r}")
+
+    def _append(self, entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            self._apply(entry)
+        data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries)
+        os.write(self._fd, data)
+        self._size += len(data)
+        self._dirty = True
+        if self._size > self.MIN_COMPACT_BYTES and self._size > 4 * self._live_size():
+            self._rewrite()
+
+    def _entries(self) -> list[dict[str, Any]]:
+        entries = [{"type": "group", "group": g, "record": r, "version": v} for g, (r, v) in self._records.items()]
+        for group, offsets in self._offsets.items():
+            entries += [_offset_entry(group, tp, c) for tp, c in offsets.items()]
+        return entries
+
+    def _live_size(self) -> int:
+        return sum(len(json.dumps(e, separators=(",", ":"))) + 1 for e in self._entries())
+
+    def _rewrite(self) -> None:
+        data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in self._entries())
+        write_atomically(self.path, data)
+        with self._fd_lock:
+            os.close(self._fd)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._size = len(data)
+        self._dirty = False
+
+    def _check(self, group_id: str, expected_version: int) -> None:
+        version = self._records.get(group_id, (None, NO_VERSION))[1]
+        if version != expected_version:
+            raise GroupFenced(f"group {group_id}'s record is at version {version}, not {expected_version}")
+
+    async def load(self, group_id: str) -> tuple[dict[str, Any] | None, int]:
+        return self._records.get(group_id, (None, NO_VERSION))
+
+    async def store_group(self, group_id: str, record: dict[str, Any], expected_version: int) -> int:
+        self._check(group_id, expected_version)
+        self._append([{"type": "group", "group": group_id, "record": record, "version": expected_version + 1}])
+        return expected_version + 1
+
+    async def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
+                             expected_version: int) -> None:
+        self._check(group_id, expected_version)
+        self._append([_offset_entry(group_id, tp, c) for tp, c in offsets.items()])
+
+    async def fetch_offsets(self, group_id: str,
+                            partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset]:
+        offsets = self._offsets.get(group_id, {})
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets[tp] for tp in partitions if tp in offsets}
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], expected_version: int) -> None:
+        self._check(group_id, expected_version)
+        self._append([{"type": "offset", "group": group_id, "topic": t, "partition": p, "offset": None}
+                      for t, p in partitions])
+
+    async def delete_group(self, group_id: str, expected_version: int) -> None:
+        self._check(group_id, expected_version)
+        self._append([{"type": "delete", "group": group_id}])
+
+    async def group_ids(self) -> list[str]:
+        return sorted(self._records)
+
+    def flush(self) -> None:
+        """fsync what was appended since the last flush (the scheduler's flusher calls this)."""
+        with self._fd_lock:
+            if self._dirty:
+                self._dirty = False
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        self.flush()
+        with self._fd_lock:
+            os.close(self._fd)
+
+
+def _offset_entry(group_id: str, tp: TopicPartition, committed: CommittedOffset) -> dict[str, Any]:
+    return {"type": "offset", "group": group_id, "topic": tp[0], "partition": tp[1], "offset": committed.offset,
+            "metadata": committed.metadata, "commit_timestamp": committed.commit_timestamp,
+            "expire_timestamp": committed.expire_timestamp}
