@@ -1,5 +1,7 @@
-"""`consumer-groups --reset-offsets` and `--delete` on a paper (ZooKeeper) group: the offset znodes written
-through pipeline.zk.layout, around a real broker holding the data, refused while a consumer is registered."""
+"""`consumer-groups` on both kinds of group. A paper (ZooKeeper) group: --reset-offsets and --delete write its
+znodes through pipeline.zk.layout, around a real broker holding the data, and are refused while a consumer is
+registered. A broker-coordinated group of a real librdkafka consumer: --list, --describe (members, lag),
+--reset-offsets and --delete through its coordinator, the last two refused while the consumer is in the group."""
 
 from __future__ import annotations
 
@@ -11,17 +13,26 @@ from pipeline.client.admin import AdminClient
 from pipeline.zk import layout
 from pipeline.zk.client import connect
 from tests.integration.test_cli import EXIT_FAILED, cli, failed, ok
+from tests.support.polling import wait_until
+
+# Brokers for group tests: short session timeouts allowed, no wait for more members before the first rebalance.
+GROUP_BROKER = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
+
+
+def two_partitions_of_five(bootstrap: str, topic: str) -> None:
+    """``topic`` with 2 partitions holding 5 messages each."""
+    with AdminClient(bootstrap) as admin:
+        admin.create_topics([topic], partitions=2)
+    with Producer({"metadata.broker.list": bootstrap,
+                   "partitioner.class": "pipeline.client.RoundRobinPartitioner"}) as producer:
+        for i in range(10):
+            producer.send(ProducerData(topic, None, [b"%s %d" % (topic.encode(), i)]))
 
 
 @pytest.fixture
 def paper_group(zk_connect, broker):
     """Group "etl" in ZooKeeper with committed offsets 2 and 5 on clicks (log ends 5 and 5), no member."""
-    with AdminClient(broker.bootstrap) as admin:
-        admin.create_topics(["clicks"], partitions=2)
-    with Producer({"metadata.broker.list": broker.bootstrap,
-                   "partitioner.class": "pipeline.client.RoundRobinPartitioner"}) as producer:
-        for i in range(10):
-            producer.send(ProducerData("clicks", None, [b"click %d" % i]))
+    two_partitions_of_five(broker.bootstrap, "clicks")
     zk = connect(zk_connect)
     zk.create(layout.broker_path(0), layout.broker_registration("127.0.0.1", broker.port), makepath=True,
               ephemeral=True)
@@ -73,3 +84,62 @@ def test_a_paper_group_with_a_consumer_is_neither_reset_nor_deleted_then_deleted
     with pytest.raises(NoNodeError):
         paper_group.get(layout.group_path("etl"))
     assert ok(cli(None, *zk, "consumer-groups", "--list")).split() == []
+
+
+def table_rows(out: str, first: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.startswith(first + " ")]
+
+
+def test_a_broker_group_listed_described_reset_and_deleted(broker_factory):
+    from confluent_kafka import Consumer
+
+    broker = broker_factory(overrides=GROUP_BROKER)
+    two_partitions_of_five(broker.bootstrap, "orders")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "shop", "client.id": "shop-client",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 500})
+    try:
+        consumer.subscribe(["orders"])
+        consumed = []
+
+        def read_all() -> bool:
+            consumed.extend(m for m in consumer.consume(10, timeout=0.2) if m.error() is None)
+            return len(consumed) >= 10
+
+        wait_until(read_all, timeout=30, message="the group consumer to read 10 messages")
+        consumer.commit(asynchronous=False)
+
+        assert "shop" in ok(cli(broker.bootstrap, "consumer-groups", "--list")).split()
+        described = ok(cli(broker.bootstrap, "consumer-groups", "--describe", "--group", "shop"))
+        assert "state Stable" in described and "coordinator broker" in described
+        rows = table_rows(described, "orders")
+        assert [row[:5] for row in rows] == [["orders", "0", "5", "5", "0"], ["orders", "1", "5", "5", "0"]]
+        assert {row[-1] for row in rows} == {"shop-client"}
+        with AdminClient(broker.bootstrap) as admin:
+            [group] = admin.describe_groups("shop")
+        [member] = group.members
+        assert member.subscription["topics"] == ["orders"] and member.assignment == (("orders", 0), ("orders", 1))
+
+        failed(cli(broker.bootstrap, "consumer-groups", "--reset-offsets", "--group", "shop", "--topic", "orders",
+                   "--to-earliest", "--execute"), EXIT_FAILED, "can only be reset if the group 'shop' is inactive")
+        failed(cli(broker.bootstrap, "consumer-groups", "--delete", "--group", "shop"), EXIT_FAILED,
+               "NON_EMPTY_GROUP")
+    finally:
+        consumer.close()
+
+    ok(cli(broker.bootstrap, "consumer-groups", "--reset-offsets", "--group", "shop", "--topic", "orders:0",
+           "--to-earliest", "--execute"))
+    ok(cli(broker.bootstrap, "consumer-groups", "--reset-offsets", "--group", "shop", "--topic", "orders:1",
+           "--shift-by", "-2", "--execute"))
+    with AdminClient(broker.bootstrap) as admin:
+        assert {tp: o.offset for tp, o in admin.fetch_offsets("shop").items()} == {("orders", 0): 0, ("orders", 1): 3}
+    described = ok(cli(broker.bootstrap, "consumer-groups", "describe", "shop"))
+    assert "has no active members" in described
+    assert [row[:5] for row in table_rows(described, "orders")] == [
+        ["orders", "0", "0", "5", "5"], ["orders", "1", "3", "5", "2"]]
+
+    assert "was successful" in ok(cli(broker.bootstrap, "consumer-groups", "--delete", "--group", "shop"))
+    failed(cli(broker.bootstrap, "consumer-groups", "--delete", "--group", "shop"), EXIT_FAILED,
+           "GROUP_ID_NOT_FOUND")
+    failed(cli(broker.bootstrap, "consumer-groups", "--describe", "--group", "shop"), EXIT_FAILED,
+           "consumer group 'shop' does not exist")
