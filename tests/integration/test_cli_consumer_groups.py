@@ -10,6 +10,7 @@ from kazoo.exceptions import NoNodeError
 
 from pipeline.client import Producer, ProducerData
 from pipeline.client.admin import AdminClient
+from pipeline.client.group_admin import OffsetAndMetadata
 from pipeline.zk import layout
 from pipeline.zk.client import connect
 from tests.integration.test_cli import EXIT_FAILED, cli, failed, ok
@@ -143,3 +144,34 @@ def test_a_broker_group_listed_described_reset_and_deleted(broker_factory):
            "GROUP_ID_NOT_FOUND")
     failed(cli(broker.bootstrap, "consumer-groups", "--describe", "--group", "shop"), EXIT_FAILED,
            "consumer group 'shop' does not exist")
+
+
+def test_broker_groups_of_a_cluster_share_the_zookeeper_namespace(zk_connect, broker_cluster_factory):
+    cluster = broker_cluster_factory(zk_connect, size=2, overrides=GROUP_BROKER)
+    two_partitions_of_five(cluster.bootstrap, "orders")
+    groups = [f"g-{i}" for i in range(4)]
+    first = f"127.0.0.1:{cluster.live()[0].port}"
+    with AdminClient(first) as admin:
+        coordinators = {group: admin.find_coordinator(group) for group in groups}
+        for n, group in enumerate(groups):
+            admin.commit_offsets(group, {("orders", 0): n, ("orders", 1): n + 1})
+        assert admin.fetch_offsets(groups[3]) == {("orders", 0): OffsetAndMetadata(3),
+                                                  ("orders", 1): OffsetAndMetadata(4)}
+    # The placement spreads these groups over both brokers, so some calls went past the bootstrap broker.
+    assert set(coordinators.values()) == {1, 2}, coordinators
+    zk = connect(zk_connect)
+    try:
+        assert layout.parse_offset(zk.get(layout.offset_path("g-2", "orders", 1))[0]) == 3
+
+        zk_option = ("--zookeeper", zk_connect)
+        assert ok(cli(None, *zk_option, "consumer-groups", "--list")).split() == groups
+        described = ok(cli(None, *zk_option, "consumer-groups", "--describe", "--group", "g-1"))
+        assert f"coordinator broker {coordinators['g-1']}" in described and "has no active members" in described
+        ok(cli(None, *zk_option, "consumer-groups", "--reset-offsets", "--group", "g-1", "--all-topics",
+               "--to-latest", "--execute"))
+        assert layout.parse_offset(zk.get(layout.offset_path("g-1", "orders", 0))[0]) == 5
+        ok(cli(None, *zk_option, "consumer-groups", "--delete", "--group", "g-1"))
+        assert zk.exists(layout.group_path("g-1")) is None
+    finally:
+        zk.stop()
+        zk.close()
