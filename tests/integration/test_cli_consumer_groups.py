@@ -58,6 +58,10 @@ def test_reset_offsets_of_a_paper_group(zk_connect, paper_group):
     dry = ok(cli(None, *zk, "consumer-groups", "--reset-offsets", "--group", "etl", "--topic", "clicks",
                  "--to-earliest"))
     assert plan_rows(dry) == [["etl", "clicks", "0", "0"], ["etl", "clicks", "1", "0"]]
+    # No message is that recent: the log end, as Kafka resets to a time after the newest message.
+    future = ok(cli(None, *zk, "consumer-groups", "--reset-offsets", "--group", "etl", "--all-topics",
+                    "--to-datetime", "2999-01-01T00:00:00.000", "--dry-run"))
+    assert plan_rows(future) == [["etl", "clicks", "0", "5"], ["etl", "clicks", "1", "5"]]
     assert committed(paper_group) == [2, 5]
 
     ok(cli(None, *zk, "consumer-groups", "reset-offsets", "--group", "etl", "--all-topics", "--shift-by", "-3",
