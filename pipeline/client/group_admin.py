@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from pipeline.client.cluster import Cluster
 from pipeline.client.connection import BrokerConnection
@@ -37,6 +37,7 @@ NO_MEMBER_ID = ""
 _RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5)
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class GroupCalls:
             self.cluster.refresh([])
         return node_id
 
-    def _with_coordinator(self, group: str, call: Callable[[int, BrokerConnection], object]) -> object:
+    def _with_coordinator(self, group: str, call: Callable[[int, BrokerConnection], T]) -> T:
         """``call(coordinator id, connection)``, again with a fresh FindCoordinator after a coordinator error
         (raised by ``call`` as KafkaProtocolError) or a broken connection, until the timeout."""
         deadline = time.monotonic() + self.timeout_s
@@ -138,6 +139,7 @@ class GroupCalls:
         coordinator error (other error codes are left to the caller). UnsupportedVersionError at once when
         the brokers do not speak ``api_key`` at all (they coordinate no groups)."""
         self.cluster.any_connection().version(api_key)
+
         def call(node_id: int, connection: BrokerConnection) -> tuple[int, dict]:
             response = self._request(connection, api_key, body)
             code = error_of(response)
@@ -145,7 +147,7 @@ class GroupCalls:
                 raise KafkaProtocolError(code, f"broker {node_id} cannot serve group {group!r} now")
             return node_id, response
 
-        return self._with_coordinator(group, call)  # type: ignore[return-value]
+        return self._with_coordinator(group, call)
 
     # -- groups --------------------------------------------------------------------------------
 
