@@ -724,15 +724,18 @@ class GroupCoordinator:
         retention = self.config.offsets_retention_ms
         offsets = await self.store.fetch_offsets(group.group_id, None)
         empty = group.is_in(GroupState.EMPTY)
+        # KIP-211: while a consumer group is active, the offsets of topics it no longer subscribes to still expire.
+        subscribed = None if empty else group.subscribed_topics()
 
-        def expired(committed: CommittedOffset) -> bool:
+        def expired(topic: str, committed: CommittedOffset) -> bool:
             if committed.expire_timestamp is not None:
                 return committed.expire_timestamp <= now
             if not empty:
-                return False
+                return subscribed is not None and topic not in subscribed \
+                    and committed.commit_timestamp + retention <= now
             since = group.state_timestamp_ms if group.protocol_type else committed.commit_timestamp
             return since + retention <= now
-        gone = [tp for tp, committed in offsets.items() if expired(committed)]
+        gone = [tp for tp, committed in offsets.items() if expired(tp[0], committed)]
         if gone:
             try:
                 await self.store.delete_offsets(group.group_id, gone, group.store_version)

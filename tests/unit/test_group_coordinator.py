@@ -221,3 +221,21 @@ def test_a_static_leader_that_does_not_rejoin_hands_leadership_to_a_member_that_
         assert answer["generation_id"] == 2 and answer["leader"] == follower["member_id"]
         assert {m["member_id"] for m in answer["members"]} == {leader["member_id"], follower["member_id"]}
     asyncio.run(scenario())
+
+
+def test_an_active_consumer_group_loses_only_the_offsets_of_topics_it_no_longer_subscribes_to(tmp_path):
+    async def scenario():
+        from pipeline.protocol.consumer_protocol import encode_subscription
+        clock = Clock()
+        coordinator = make(tmp_path, clock, offsets_retention_ms=60_000)
+        subscription = encode_subscription({"topics": ["t"], "user_data": None, "owned_partitions": []}, 1)
+        member = await join(coordinator, protocols=[("range", subscription)])
+        await coordinator.sync_group("g", 1, member["member_id"], None, {member["member_id"]: b""})
+        committed = await coordinator.commit_offsets("g", 1, member["member_id"], None,
+                                                     {("t", 0): (3, ""), ("old", 0): (4, "")})
+        assert set(committed.values()) == {ErrorCode.NONE}
+        clock.ms += 61_000
+        assert await coordinator.heartbeat("g", 1, member["member_id"], None) == ErrorCode.NONE
+        assert await coordinator.expire_offsets() == 1
+        assert set((await coordinator.fetch_offsets("g", None))[1]) == {("t", 0)}
+    asyncio.run(scenario())
