@@ -249,14 +249,20 @@ class GroupCoordinator:
         if old.awaiting_sync is not None:
             self._answer_sync(old, ErrorCode.FENCED_INSTANCE_ID)
         self._cancel_expiry(old)
+        was_leader = group.is_leader(old_id)
         member = group.replace_static_member(instance_id, old_id, new_id)
-        if group.is_in(GroupState.STABLE) and member.matches(protocols) and not group.is_leader(new_id):
+        if group.is_in(GroupState.STABLE) and member.matches(protocols):
             try:
                 await self._store_group(group)
             except _NotHere as exc:
                 return _join_error(exc.code, new_id)
             self._schedule_expiry(group, member, member.session_timeout_ms)
-            return self._join_answer(group, member)
+            answer = self._join_answer(group, member)
+            if was_leader:
+                # As Kafka does: the returning leader is told the old id leads, so it does not assign again
+                # (the group's assignment stands); it leads under its new id from the next rebalance on.
+                answer.update(leader=old_id, members=[])
+            return answer
         return await self._update_member_and_rebalance(group, member, protocols)
 
     def _join_answer(self, group: GroupMetadata, member: MemberMetadata) -> dict:

@@ -239,3 +239,14 @@ def test_an_active_consumer_group_loses_only_the_offsets_of_topics_it_no_longer_
         assert await coordinator.expire_offsets() == 1
         assert set((await coordinator.fetch_offsets("g", None))[1]) == {("t", 0)}
     asyncio.run(scenario())
+
+
+def test_a_static_leader_back_under_a_new_id_is_not_told_to_assign_again(tmp_path):
+    async def scenario():
+        coordinator = make(tmp_path)
+        leader, follower = await stable_pair(coordinator, instances=("host-1", "host-2"))
+        back = await join(coordinator, instance=leader["instance"])
+        assert (back["generation_id"], back["leader"], back["members"]) == (1, leader["member_id"], [])
+        assert (await coordinator.sync_group("g", 1, back["member_id"], leader["instance"], {}))["assignment"] == b"a"
+        assert await coordinator.heartbeat("g", 1, follower["member_id"], follower["instance"]) == ErrorCode.NONE
+    asyncio.run(scenario())
