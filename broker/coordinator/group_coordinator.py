@@ -249,14 +249,20 @@ class GroupCoordinator:
         if old.awaiting_sync is not None:
             self._answer_sync(old, ErrorCode.FENCED_INSTANCE_ID)
         self._cancel_expiry(old)
+        was_leader = group.is_leader(old_id)
         member = group.replace_static_member(instance_id, old_id, new_id)
-        if group.is_in(GroupState.STABLE) and member.matches(protocols) and not group.is_leader(new_id):
+        if group.is_in(GroupState.STABLE) and member.matches(protocols):
             try:
                 await self._store_group(group)
             except _NotHere as exc:
                 return _join_error(exc.code, new_id)
             self._schedule_expiry(group, member, member.session_timeout_ms)
-            return self._join_answer(group, member)
+            answer = self._join_answer(group, member)
+            if was_leader:
+                # As Kafka does: the returning leader is told the old id leads, so it does not assign again
+                # (the group's assignment stands); it leads under its new id from the next rebalance on.
+                answer.update(leader=old_id, members=[])
+            return answer
         return await self._update_member_and_rebalance(group, member, protocols)
 
     def _join_answer(self, group: GroupMetadata, member: MemberMetadata) -> dict:
@@ -330,6 +336,14 @@ class GroupCoordinator:
                 log.info("group %s: member %s did not rejoin in time; removed", group.group_id, member.member_id)
                 self._cancel_expiry(member)
                 group.remove(member.member_id)
+        rejoined = [m for m in group.members.values() if m.awaiting_join is not None]
+        if group.members and not rejoined:
+            # Only static members that have not rejoined: wait for them (or their sessions) once more.
+            self._schedule_join(group, group.max_rebalance_timeout_ms())
+            return
+        leader = group.members.get(group.leader_id) if group.leader_id is not None else None
+        if rejoined and (leader is None or leader.awaiting_join is None):
+            group.leader_id = rejoined[0].member_id  # the leader must get the members in its JoinGroup answer
         group.init_next_generation(self._now())
         if group.is_in(GroupState.EMPTY):
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
@@ -716,15 +730,18 @@ class GroupCoordinator:
         retention = self.config.offsets_retention_ms
         offsets = await self.store.fetch_offsets(group.group_id, None)
         empty = group.is_in(GroupState.EMPTY)
+        # KIP-211: while a consumer group is active, the offsets of topics it no longer subscribes to still expire.
+        subscribed = None if empty else group.subscribed_topics()
 
-        def expired(committed: CommittedOffset) -> bool:
+        def expired(topic: str, committed: CommittedOffset) -> bool:
             if committed.expire_timestamp is not None:
                 return committed.expire_timestamp <= now
             if not empty:
-                return False
+                return subscribed is not None and topic not in subscribed \
+                    and committed.commit_timestamp + retention <= now
             since = group.state_timestamp_ms if group.protocol_type else committed.commit_timestamp
             return since + retention <= now
-        gone = [tp for tp, committed in offsets.items() if expired(committed)]
+        gone = [tp for tp, committed in offsets.items() if expired(tp[0], committed)]
         if gone:
             try:
                 await self.store.delete_offsets(group.group_id, gone, group.store_version)

@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from pipeline.protocol.codec import ProtocolError
+from pipeline.protocol.consumer_protocol import decode_subscription
+
+#: The protocol type of Kafka's consumers' groups (others, e.g. Connect's, relay metadata we do not read).
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
 
 class GroupState(Enum):
     """The states of the classic group protocol, with the names DescribeGroups reports."""
@@ -206,6 +212,19 @@ class GroupMetadata:
             self.transition_to(GroupState.EMPTY, now_ms)
         for member in self.members.values():
             member.is_new = False
+
+    def subscribed_topics(self) -> set[str] | None:
+        """The topics the members subscribe to, for a group of the consumer protocol; None when not known
+        (another protocol type, no generation yet, or metadata that does not decode)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics.update(decode_subscription(member.metadata_for(self.protocol_name))["topics"])
+        except (ProtocolError, KeyError):
+            return None
+        return topics
 
     def leader_view(self) -> list[tuple[str, str | None, bytes]]:
         """(member id, instance id, metadata for the chosen protocol) of every member: the leader's JoinGroup answer."""

@@ -88,7 +88,8 @@ def add_connection_options(parser: argparse.ArgumentParser, *, with_defaults: bo
     group.add_argument("--zookeeper", dest="zookeeper", metavar="HOST:PORT/CHROOT", type=zookeeper_address,
                        default=os.environ.get(ZOOKEEPER_ENV) if with_defaults else argparse.SUPPRESS,
                        help=f"find the brokers through the cluster's ZooKeeper registry instead of "
-                            f"--bootstrap-server (default: ${ZOOKEEPER_ENV}); needed by cluster and consumer-groups")
+                            f"--bootstrap-server (default: ${ZOOKEEPER_ENV}); needed by cluster and the paper's "
+                            "consumer groups")
     group.add_argument("--command-timeout-ms", dest="command_timeout_ms", type=positive_int,
                        default=10000 if with_defaults else argparse.SUPPRESS,
                        metavar="MS", help="socket timeout for each broker request (default: 10000)")

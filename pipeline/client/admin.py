@@ -1,4 +1,5 @@
-"""AdminClient: create, grow, delete, list and describe topics and their configs, and look up offsets, on top of a Cluster.
+"""AdminClient: create, grow, delete, list and describe topics and their configs, look up offsets, and (through
+pipeline.client.group_admin) list, describe, delete and commit offsets for broker-coordinated groups, on top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
 cluster, CreateTopics, CreatePartitions and DeleteTopics go to the controller named in the Metadata response. A broker's
@@ -14,6 +15,7 @@ from typing import Iterable, Mapping
 from pipeline.client.cluster import Cluster, PartitionInfo, StaticBrokerList
 from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
+from pipeline.client.group_admin import GroupCalls
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.protocol.messages import CONFIG_SOURCE_DYNAMIC_TOPIC, RESOURCE_TYPE_TOPIC
@@ -35,8 +37,8 @@ class TopicDescription:
         return max((len(p.replicas) for p in self.partitions), default=0)
 
 
-class AdminClient:
-    """Topic administration and offset look-ups for one cluster (Kafka's AdminClient, the calls we need).
+class AdminClient(GroupCalls):
+    """Topic and group administration and offset look-ups for one cluster (Kafka's AdminClient, the calls we need).
 
     Give it a Cluster to share one with other clients, or a bootstrap string (``host:port,...``) to have
     it own one; ``close()`` closes the cluster only when it owns it (or ``close_cluster=True``).

@@ -40,6 +40,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "decode_request",
     "decode_response",
+    "DataCodec",
     "encode_request",
     "encode_response",
     "is_flexible",
@@ -320,6 +321,45 @@ def _codec(table: dict, api_key: int, api_version: int) -> _Codec:
 
 def _as_view(buf: Any) -> memoryview:
     return buf if isinstance(buf, memoryview) else memoryview(buf)
+
+
+class DataCodec:
+    """A versioned data struct outside any request (Kafka's ``"type": "data"`` specs, such as the
+    consumer protocol's Subscription): an int16 version, then the fields of that version.
+
+    A version above ``latest`` is read with the latest layout (such specs only ever append fields,
+    so the newer trailing fields are left unread), as Kafka's ConsumerProtocol does.
+    """
+
+    def __init__(self, name: str, fields: tuple[Field, ...], latest: int) -> None:
+        self.name = name
+        self.fields = fields
+        self.latest = latest
+        self._codecs = [_Codec(_compile_struct_reader(fields, v, False), _compile_struct_writer(fields, v, False))
+                        for v in range(latest + 1)]
+
+    def encode(self, body: dict, version: int) -> bytes:
+        """The int16 version and the body in that version's layout."""
+        if not 0 <= version <= self.latest:
+            raise ProtocolError(f"unsupported {self.name} version {version}")
+        out = Frame(INT16_S.pack(version))
+        try:
+            self._codecs[version].write(out, body)
+        except _ENCODE_ERRORS as e:
+            raise ProtocolError(f"cannot encode {self.name} v{version}: {e}") from None
+        return bytes(out)
+
+    def decode(self, data: Any) -> tuple[int, dict]:
+        """(the version written, the body read in its layout or the latest one we know)."""
+        mv = _as_view(data)
+        try:
+            version = INT16_S.unpack_from(mv, 0)[0]
+            if version < 0:
+                raise DecodeError(f"negative version {version}")
+            body, _ = self._codecs[min(version, self.latest)].read(mv, 2)
+        except _DECODE_ERRORS as e:
+            raise ProtocolError(f"malformed {self.name}: {e}") from None
+        return version, body
 
 
 # ---------------------------------------------------------------- requests

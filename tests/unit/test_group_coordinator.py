@@ -203,3 +203,50 @@ def test_placement_agrees_and_moves_only_what_a_broker_change_must(groups):
     after = {g: coordinator_for(g, [1, 2]) for g in names}
     assert all(after[g] == before[g] for g in names if before[g] != 3)
     assert coordinator_for("g", []) is None
+
+
+def test_a_static_leader_that_does_not_rejoin_hands_leadership_to_a_member_that_did(tmp_path):
+    async def scenario():
+        coordinator = make(tmp_path)
+        leader, follower = await stable_pair(coordinator, instances=("host-1", "host-2"))
+        # The follower's subscription changes; the leader heartbeats but does not rejoin in the rebalance timeout.
+        async def heartbeats():
+            while True:
+                await coordinator.heartbeat("g", 1, leader["member_id"], leader["instance"])
+                await asyncio.sleep(SESSION_MS / 4000)
+        beating = asyncio.ensure_future(heartbeats())
+        answer = await join(coordinator, follower["member_id"], instance=follower["instance"],
+                            protocols=[("range", b"more topics")])
+        beating.cancel()
+        assert answer["generation_id"] == 2 and answer["leader"] == follower["member_id"]
+        assert {m["member_id"] for m in answer["members"]} == {leader["member_id"], follower["member_id"]}
+    asyncio.run(scenario())
+
+
+def test_an_active_consumer_group_loses_only_the_offsets_of_topics_it_no_longer_subscribes_to(tmp_path):
+    async def scenario():
+        from pipeline.protocol.consumer_protocol import encode_subscription
+        clock = Clock()
+        coordinator = make(tmp_path, clock, offsets_retention_ms=60_000)
+        subscription = encode_subscription({"topics": ["t"], "user_data": None, "owned_partitions": []}, 1)
+        member = await join(coordinator, protocols=[("range", subscription)])
+        await coordinator.sync_group("g", 1, member["member_id"], None, {member["member_id"]: b""})
+        committed = await coordinator.commit_offsets("g", 1, member["member_id"], None,
+                                                     {("t", 0): (3, ""), ("old", 0): (4, "")})
+        assert set(committed.values()) == {ErrorCode.NONE}
+        clock.ms += 61_000
+        assert await coordinator.heartbeat("g", 1, member["member_id"], None) == ErrorCode.NONE
+        assert await coordinator.expire_offsets() == 1
+        assert set((await coordinator.fetch_offsets("g", None))[1]) == {("t", 0)}
+    asyncio.run(scenario())
+
+
+def test_a_static_leader_back_under_a_new_id_is_not_told_to_assign_again(tmp_path):
+    async def scenario():
+        coordinator = make(tmp_path)
+        leader, follower = await stable_pair(coordinator, instances=("host-1", "host-2"))
+        back = await join(coordinator, instance=leader["instance"])
+        assert (back["generation_id"], back["leader"], back["members"]) == (1, leader["member_id"], [])
+        assert (await coordinator.sync_group("g", 1, back["member_id"], leader["instance"], {}))["assignment"] == b"a"
+        assert await coordinator.heartbeat("g", 1, follower["member_id"], follower["instance"]) == ErrorCode.NONE
+    asyncio.run(scenario())
