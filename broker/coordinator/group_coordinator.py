@@ -251,7 +251,9 @@ class GroupCoordinator:
         self._cancel_expiry(old)
         was_leader = group.is_leader(old_id)
         member = group.replace_static_member(instance_id, old_id, new_id)
-        if group.is_in(GroupState.STABLE) and member.matches(protocols):
+        member.protocols = protocols
+        # A new process sends new metadata bytes (user data); only a change of the group's protocol rebalances.
+        if group.is_in(GroupState.STABLE) and group.select_protocol() == group.protocol_name:
             try:
                 await self._store_group(group)
             except _NotHere as exc:

@@ -250,3 +250,14 @@ def test_a_static_leader_back_under_a_new_id_is_not_told_to_assign_again(tmp_pat
         assert (await coordinator.sync_group("g", 1, back["member_id"], leader["instance"], {}))["assignment"] == b"a"
         assert await coordinator.heartbeat("g", 1, follower["member_id"], follower["instance"]) == ErrorCode.NONE
     asyncio.run(scenario())
+
+
+def test_a_static_member_back_with_other_metadata_bytes_but_the_same_protocol_causes_no_rebalance(tmp_path):
+    async def scenario():
+        coordinator = make(tmp_path)
+        leader, follower = await stable_pair(coordinator, instances=("host-1", "host-2"))
+        back = await join(coordinator, instance=follower["instance"],
+                          protocols=[("range", b"new user data"), ("roundrobin", b"new user data")])
+        assert back["generation_id"] == 1
+        assert (await coordinator.describe_group("g"))["group_state"] == "Stable"
+    asyncio.run(scenario())
