@@ -136,6 +136,9 @@ class GroupApis:
 
     async def handle_list_groups(self, header: RequestHeader, request: dict) -> dict:
         code, groups = await self.coordinator.list_groups()
+        states = set(request.get("states_filter") or ())
+        if states:
+            groups = [g for g in groups if g["group_state"] in states]
         return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
 
     async def handle_delete_groups(self, header: RequestHeader, request: dict) -> dict:

@@ -517,14 +517,17 @@ DESCRIBE_GROUPS = Api(
 )
 
 LIST_GROUPS = Api(
-    ApiKey.LIST_GROUPS, "ListGroups", versions="0-3", flexible="3+",
-    request=(),
+    ApiKey.LIST_GROUPS, "ListGroups", versions="0-4", flexible="3+",
+    request=(
+        F("StatesFilter", "[]string", "4+"),
+    ),
     response=(
         F("ThrottleTimeMs", "int32", "1+"),
         F("ErrorCode", "int16", "0+"),
         F("Groups", "[]ListedGroup", "0+", fields=(
             F("GroupId", "string", "0+"),
             F("ProtocolType", "string", "0+"),
+            F("GroupState", "string", "4+"),
         )),
     ),
 )

@@ -119,8 +119,11 @@ def test_stock_admin_clients_list_describe_alter_and_delete_a_group(group_broker
     confluent = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     kafka_python = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="groups-admin-test")
     try:
-        # (ListGroups up to v3 carries no state; librdkafka lists the group with state UNKNOWN.)
-        assert group in {g.group_id for g in confluent.list_consumer_groups().result(10).valid}
+        # ListGroups v4 carries each group's state, and filters by it.
+        listed = {g.group_id: g.state for g in confluent.list_consumer_groups().result(10).valid}
+        assert listed[group] == ConsumerGroupState.STABLE
+        empty_only = confluent.list_consumer_groups(states={ConsumerGroupState.EMPTY}).result(10).valid
+        assert group not in {g.group_id for g in empty_only}
         described = confluent.describe_consumer_groups([group])[group].result(10)
         assert (described.state, described.partition_assignor) == (ConsumerGroupState.STABLE, "range")
         assert [sorted(tp.partition for tp in m.assignment.topic_partitions) for m in described.members] == [
