@@ -87,6 +87,9 @@ class ZkGroupStore:
         self._timeout_s = timeout_s
         # Offset znodes known to exist, so a commit knows whether to set or create each one.
         self._existing: set[str] = set()
+        # Per group: commits waiting for the transaction in flight to finish, and whether one is in flight.
+        self._queued: dict[str, list[tuple[dict[TopicPartition, CommittedOffset], int, asyncio.Future]]] = {}
+        self._writing: set[str] = set()
 
     async def _call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -137,6 +140,44 @@ class ZkGroupStore:
             raise GroupFenced(f"group {group_id}'s record changed under this coordinator") from None
 
     async def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
+                             expected_version: int) -> None:
+        """Commits of one group made while its previous transaction is in flight go together in the next one
+        (group commit: one ZooKeeper round trip for many OffsetCommit requests), later offsets winning."""
+        future = asyncio.get_running_loop().create_future()
+        self._queued.setdefault(group_id, []).append((offsets, expected_version, future))
+        if group_id not in self._writing:
+            self._writing.add(group_id)
+            asyncio.ensure_future(self._write_queued(group_id))
+        await future
+
+    async def _write_queued(self, group_id: str) -> None:
+        try:
+            while self._queued.get(group_id):
+                queued = self._queued.pop(group_id)
+                version = queued[0][1]
+                batch = [entry for entry in queued if entry[1] == version]
+                later = [entry for entry in queued if entry[1] != version]
+                if later:
+                    self._queued[group_id] = later + self._queued.get(group_id, [])
+                merged: dict[TopicPartition, CommittedOffset] = {}
+                for offsets, _, _ in batch:
+                    merged.update(offsets)
+                try:
+                    await self._write_offsets(group_id, merged, version)
+                    outcome: Exception | None = None
+                except Exception as exc:  # every waiting commit fails with it (none is left waiting for ever)
+                    outcome = exc
+                for _, _, future in batch:
+                    if future.done():
+                        continue
+                    if outcome is None:
+                        future.set_result(None)
+                    else:
+                        future.set_exception(outcome)
+        finally:
+            self._writing.discard(group_id)
+
+    async def _write_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
                              expected_version: int) -> None:
         metadata_path = layout.group_metadata_path(group_id)
         paths = {tp: layout.offset_path(group_id, *tp) for tp in offsets}

@@ -53,3 +53,23 @@ def test_offsets_are_shared_with_the_papers_consumers_and_a_stale_coordinator_is
         assert zk.exists(layout.group_path("g")) is None
         assert await store.load("g") == (None, NO_VERSION)
     asyncio.run(scenario())
+
+
+def test_concurrent_commits_of_a_group_share_transactions_and_the_last_offset_wins(zk):
+    async def scenario():
+        store = ZkGroupStore(BoundedZk(zk, 10.0), 10.0)
+        version = await store.store_group("g", {"version": 1, "generation": 1, "members": []}, NO_VERSION)
+        await asyncio.gather(*(store.commit_offsets("g", {("t", i % 10): CommittedOffset(i, "", 1)}, version)
+                               for i in range(100)))
+        assert {p: layout.parse_offset(zk.get(layout.offset_path("g", "t", p))[0]) for p in range(10)} == {
+            p: 90 + p for p in range(10)}
+        transactions = {zk.exists(layout.offset_path("g", "t", p)).mzxid for p in range(10)}
+        assert len(transactions) < 10  # several partitions' commits went in one transaction
+        # A stale commit queued with newer ones fails alone.
+        newer = await store.store_group("g", {"version": 1, "generation": 2, "members": []}, version)
+        results = await asyncio.gather(store.commit_offsets("g", {("t", 0): CommittedOffset(1000, "", 1)}, version),
+                                       store.commit_offsets("g", {("t", 1): CommittedOffset(1001, "", 1)}, newer),
+                                       return_exceptions=True)
+        assert isinstance(results[0], GroupFenced) and results[1] is None
+        assert layout.parse_offset(zk.get(layout.offset_path("g", "t", 1))[0]) == 1001
+    asyncio.run(scenario())
