@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.records import encode_batch
-from tests.support import wire
+from tests.support import group_wire, wire
 from tests.support.broker import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.cluster import BrokerCluster
@@ -107,6 +107,31 @@ def test_a_standalone_broker_counts_what_was_produced_and_fetched(broker_factory
     created = value(after, "kafka_server_socket_server_metrics_connection_creation_total")
     assert created >= 2  # the admin client's and the test's
     assert value(after, "kafka_server_socket_server_metrics_connection_close_total") == created
+
+
+def test_the_group_coordinator_reports_groups_by_state_rebalances_commits_and_expired_members(broker_factory):
+    broker = broker_factory(overrides={"metrics.port": 0, "group.initial.rebalance.delay.ms": 0,
+                                       "group.min.session.timeout.ms": 500})
+    create_topic(broker.bootstrap, "grouped", partitions=2)
+    with wire.KafkaConnection(broker.host, broker.port) as conn:
+        joined = group_wire.join_group(conn, "metered-group", "", ["grouped"], session_timeout_ms=500)
+        if joined.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+            joined = group_wire.join_group(conn, "metered-group", joined.member_id, ["grouped"], session_timeout_ms=500)
+        member = joined.member_id
+        assert group_wire.receive_sync_group(conn, group_wire.send_sync_group(
+            conn, "metered-group", joined.generation_id, member, {member: b""}))[0] == ErrorCode.NONE
+        assert group_wire.offset_commit(conn, "metered-group", joined.generation_id, member, "grouped",
+                                        {0: 5, 1: 6}) == {0: ErrorCode.NONE, 1: ErrorCode.NONE}
+        stable = scrape(broker)
+    assert value(stable, "kafka_coordinator_group_groupmetadatamanager_num_groups", state="Stable") == 1
+    assert value(stable, "kafka_coordinator_group_groupmetadatamanager_num_groups", state="Empty") == 0
+    assert value(stable, "kafka_coordinator_group_groupcoordinator_rebalances_total") == 1
+    assert value(stable, "kafka_coordinator_group_groupcoordinator_offset_commits_total") == 2
+    # The member stops heartbeating: its session ends and the group is empty.
+    expired = wait_until(lambda: (s := scrape(broker)) and value(
+        s, "kafka_coordinator_group_groupmetadatamanager_num_groups", state="Empty") == 1 and s,
+        message="the group empty after the member's session")
+    assert value(expired, "kafka_coordinator_group_groupcoordinator_expired_members_total") == 1
 
 
 @pytest.mark.parametrize("overrides", [{}, {"metrics.port": ""}], ids=["unset", "empty"])
