@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Kafka's lower bounds of segment.bytes (the overhead of the smallest legacy record, 14 bytes) and of
 # segment.index.bytes. The upper bound of both is 2^31-1: index entries hold 32-bit file positions.
@@ -25,6 +25,21 @@ class LogConfig:
     max_message_bytes: int = 1048588  # message.max.bytes (per batch, as Kafka)
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms (0: delete retained segments at once)
     min_insync_replicas: int = 1  # min.insync.replicas (checked by acks=all produces)
+    cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({"delete"}))  # cleanup.policy
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio (log.cleaner.min.cleanable.ratio)
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms (tombstones kept after their segment was cleaned)
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner compacts this log (cleanup.policy holds compact)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments of this log (cleanup.policy holds delete)."""
+        return "delete" in self.cleanup_policy
 
     @property
     def retention_ms_limit(self) -> int | None:
