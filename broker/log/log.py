@@ -839,11 +839,6 @@ class Log:
 
     # -------------------------------------------------------------------------------- cleaning
 
-    @property
-    def truncation_count(self) -> int:
-        """How many truncations the log has had: a cleaner's pass is void if it changed meanwhile."""
-        return self._truncations
-
     def segments_below(self, offset: int) -> list[LogSegment]:
         """The inactive segments whose base offset is below ``offset``, oldest first (a copy)."""
         with self._lock:
@@ -862,7 +857,7 @@ class Log:
                 raise KafkaStorageError(f"segment {segment.base_offset} of {self.dir.name} left the log")
             return os.dup(segment.fd)
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment], truncations: int,
+    def replace_segments(self, new: LogSegment, old: list[LogSegment],
                          pause: Callable[[str], None] = lambda point: None) -> bool:
         """Swap the cleaned ``new`` segment (complete, synced, files suffixed .cleaned) in for ``old``
         (consecutive inactive segments, the first with new's base offset), as Kafka's replaceSegments:
@@ -870,14 +865,15 @@ class Log:
         file.delete.delay.ms, so reads in flight stay valid), then .swap takes the final names.
 
         False, nothing changed and ``new``'s files removed, when the log moved under the cleaner:
-        closed, truncated since ``truncations`` was read, or ``old`` no longer in the log."""
+        closed, or ``old`` no longer its inactive segments. A truncation into or below ``old``
+        leaves the cut segment active or gone, so a pass over data a follower truncated never
+        brings it back. ``pause`` is called at the crash point "during-swap"."""
         doomed_files: list[Path] = []
         try:
             with self._lock:
                 first = bisect_left(self._bases, new.base_offset)
                 valid = (
                     not self._closed
-                    and truncations == self._truncations
                     and first + len(old) < len(self._segments)
                     and all(a is b for a, b in zip(self._segments[first : first + len(old)], old))
                 )

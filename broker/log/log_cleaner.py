@@ -243,7 +243,6 @@ class Cleaner:
         log_ = to_clean.log
         tp = to_clean.topic_partition
         stats = CleanerStats()
-        truncations = log_.truncation_count
         end = self.build_offset_map(log_, tp, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats)
         stats.buffer_utilization = self.offset_map.utilization
         # A tombstone goes once the segment holding it was last written delete.retention.ms ago (a
@@ -252,7 +251,7 @@ class Cleaner:
         producers = {pid: entry.last_offset for pid, entry in list(log_.producer_state.producers.items())}
         for group in self.group_segments_by_size(log_.segments_below(end), log_.config.segment_bytes,
                                                  log_.config.max_index_size):
-            self.clean_segments(log_, tp, group, end, delete_horizon_ms, producers, truncations, stats)
+            self.clean_segments(log_, tp, group, end, delete_horizon_ms, producers, stats)
         stats.ended = time.monotonic()
         return end, stats
 
@@ -326,7 +325,7 @@ class Cleaner:
         return groups
 
     def clean_segments(self, log_: Log, tp: TopicPartition, group: list[LogSegment], end: int,
-                       delete_horizon_ms: int, producers: dict[int, int], truncations: int, stats: CleanerStats) -> None:
+                       delete_horizon_ms: int, producers: dict[int, int], stats: CleanerStats) -> None:
         """Write the records of ``group`` to keep into one .cleaned segment and swap it in; records
         at or above ``end``, where the offset map stops, are all kept."""
         base = group[0].base_offset
@@ -367,7 +366,7 @@ class Cleaner:
             fsync_and_close(cleaned.open_for_sync())
             cleaned.set_last_modified_ms(last_modified)
             pause_at("before-swap")
-            swapped = log_.replace_segments(cleaned, group, truncations, pause_at)
+            swapped = log_.replace_segments(cleaned, group, pause_at)
             if not swapped:
                 raise LogCleaningAbortedError(f"{log_.dir.name} changed during its cleaning")
         finally:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.log import Log, LogConfig
+from broker.log.log import now_ms
 from broker.log.log_cleaner import CleanerConfig, LogCleaner
 from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.records import decode_batch
@@ -33,10 +35,10 @@ def compact_config(**overrides: object) -> LogConfig:
     return LogConfig(**settings)  # type: ignore[arg-type]
 
 
-def cleaner_for(log: Log, **overrides: object) -> LogCleaner:
+def cleaner_for(log: Log, time_ms: Callable[[], int] = now_ms, **overrides: object) -> LogCleaner:
     """A LogCleaner (threads not started) over the one log; passes run with clean_once()."""
     config = CleanerConfig(**{"dedupe_buffer_size": 1 << 20, "backoff_ms": 50, **overrides})  # type: ignore[arg-type]
-    return LogCleaner(config, [log.dir.parent], lambda: {(log.topic, log.partition): log})
+    return LogCleaner(config, [log.dir.parent], lambda: {(log.topic, log.partition): log}, time_ms)
 
 
 def ready_to_clean(log: Log) -> None:
@@ -66,5 +68,15 @@ def read_records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
     return [(r.offset, r.key, r.value) for _, _, records in read_batches_of(log) for r in records]
 
 
-def log_dir(tmp_path: Path, name: str = "compacted-0") -> Path:
-    return tmp_path / name
+def latest_per_key(written: list[tuple[int, bytes | None, bytes | None]]) -> dict[bytes | None, tuple[int, bytes | None]]:
+    """key -> (offset, value) of the last record written for it."""
+    return {key: (offset, value) for offset, key, value in written}
+
+
+def write_updates(log: Log, updates: list[tuple[bytes | None, bytes | None]], **batch_fields: object) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Append one single-record batch per (key, value); return (offset, key, value) as written."""
+    written = []
+    for key, value in updates:
+        info = log.append_as_leader(keyed_batch([(key, value)], **batch_fields))  # type: ignore[arg-type]
+        written.append((info.first_offset, key, value))
+    return written
