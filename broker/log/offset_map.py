@@ -1,8 +1,10 @@
 """A fixed-size map from a record key to the last offset holding it (Kafka's SkimpyOffsetMap).
 
 The log cleaner builds one over the dirty section of a log. Keys are not stored: an entry is the
-16-byte MD5 digest of the key followed by the 8-byte offset, in one preallocated bytearray of
-``log.cleaner.dedupe.buffer.size`` bytes, probed by open addressing. Two keys with the same digest
+16-byte MD5 digest of the key followed by the 8-byte offset, in one buffer of
+``log.cleaner.dedupe.buffer.size`` bytes, probed by open addressing. The buffer is a private anonymous
+mapping: its pages take memory only once written, and clearing the map gives them back, so an idle
+cleaner costs no resident memory. Two keys with the same digest
 would be taken for one (a 2^-128 chance per pair, the risk Kafka takes). Memory never grows: the
 cleaner stops filling the map at ``load_factor`` of its slots and cleans the rest in a later pass.
 """
@@ -10,6 +12,7 @@ cleaner stops filling the map at ``load_factor`` of its slots and cleans the res
 from __future__ import annotations
 
 import hashlib
+import mmap
 import struct
 
 HASH_SIZE = 16
@@ -23,7 +26,7 @@ class OffsetMapFullError(RuntimeError):
 
 
 class SkimpyOffsetMap:
-    """key digest -> offset in a preallocated buffer of ``memory`` bytes (24 bytes per slot)."""
+    """key digest -> offset in a fixed buffer of ``memory`` bytes (24 bytes per slot)."""
 
     __slots__ = ("memory", "bytes_per_entry", "slots", "_buf", "size", "latest_offset", "lookups", "probes")
 
@@ -33,7 +36,7 @@ class SkimpyOffsetMap:
         if self.slots < 1:
             raise ValueError(f"a dedupe buffer of {memory} bytes holds no entry of {self.bytes_per_entry} bytes")
         self.memory = self.slots * self.bytes_per_entry
-        self._buf = bytearray(self.memory)
+        self._buf = mmap.mmap(-1, self.memory, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self.size = 0
         # The offset of the last put (Kafka's latestOffset): where a pass that stops early ends.
         self.latest_offset = -1
@@ -92,8 +95,9 @@ class SkimpyOffsetMap:
         return _OFFSET.unpack_from(self._buf, pos + HASH_SIZE)[0]
 
     def clear(self) -> None:
-        """Forget every entry, keeping the buffer."""
-        self._buf[:] = bytes(self.memory)
+        """Forget every entry; the buffer's pages go back to the system (they read as zeros again)."""
+        if self.size:
+            self._buf.madvise(mmap.MADV_DONTNEED)
         self.size = 0
         self.latest_offset = -1
         self.lookups = self.probes = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from broker.log.offset_map import OffsetMapFullError, SkimpyOffsetMap
@@ -44,6 +46,24 @@ def test_clear_empties_the_map():
     offsets.put(b"a", 1)
     offsets.clear()
     assert len(offsets) == 0 and offsets.get(b"a") == -1 and offsets.latest_offset == -1
+    offsets.put(b"b", 2)
+    assert offsets.get(b"b") == 2 and len(offsets) == 1
+
+
+def resident_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_the_buffer_is_resident_only_while_filled():
+    before = resident_mib()
+    offsets = SkimpyOffsetMap(64 << 20)
+    assert resident_mib() - before < 8
+    for i in range(200_000):
+        offsets.put(b"%d" % i, i)
+    assert resident_mib() - before > 32
+    offsets.clear()
+    assert resident_mib() - before < 8 and offsets.get(b"5") == -1
 
 
 def test_a_buffer_too_small_for_one_entry_is_refused():
