@@ -15,6 +15,7 @@ from typing import Callable
 
 from broker.log.checkpoint import CheckpointFileError, OffsetCheckpointFile
 from broker.log.log import Log
+from broker.log.log_config import INT64_MAX
 
 CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
@@ -62,7 +63,7 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[in
                 uncleanable = min(uncleanable, segment.base_offset)
                 break
     needs_now = False
-    if config.max_compaction_lag_ms < 2**63 - 1:
+    if config.max_compaction_lag_ms < INT64_MAX:
         for segment in segments:
             if segment.next_offset > first_dirty and segment.base_offset < uncleanable:
                 first_ts = segment.first_batch_timestamp()

@@ -10,6 +10,7 @@ import pytest
 from test_log_support import make_batch, open_log, read_all
 
 from broker.log import LogConfig, OffsetOutOfRangeError
+from pipeline.protocol.records import encode_batch
 
 
 class Clock:
@@ -175,6 +176,24 @@ def test_unlimited_retention(tmp_path):
         assert log.delete_retained_segments(now_ms=10**15) == 0
     finally:
         log.close()
+
+
+def test_a_compact_only_log_keeps_its_segments_past_retention_and_compact_delete_does_not(tmp_path):
+    compact = open_log(tmp_path / "compact", LogConfig(retention_ms=10_000, retention_bytes=0, file_delete_delay_ms=0,
+                                                       cleanup_policy=frozenset({"compact"})))
+    both = open_log(tmp_path / "both", LogConfig(retention_ms=10_000, file_delete_delay_ms=0,
+                                                 cleanup_policy=frozenset({"compact", "delete"})))
+    try:
+        for log in (compact, both):
+            for i in range(3):
+                log.append_as_leader(encode_batch([b"v"] * 5, [b"k"] * 5, timestamp=100_000 + i * 1000))
+                log.roll()
+        assert compact.delete_retained_segments(now_ms=10**12) == 0
+        assert compact.log_start_offset == 0
+        assert both.delete_retained_segments(now_ms=10**12) == 3
+    finally:
+        compact.close()
+        both.close()
 
 
 def test_delayed_file_deletion(tmp_path):
