@@ -168,9 +168,14 @@ def _last_modified_ms(fd: int) -> int:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag varint at ``pos`` and the position after it (one- and two-byte ones inline)."""
     b = data[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = data[pos + 1]
+    if b2 < 0x80:
+        z = (b & 0x7F) | (b2 << 7)
+        return (z >> 1) ^ -(z & 1), pos + 2
     return _read_varint(data, pos)
 
 
@@ -190,21 +195,33 @@ def iter_records(buf: bytes, off: int, header: BatchHeader) -> tuple[bytes, list
         data = buf
     base = header.base_offset
     records = []
+    append = records.append
     pos = start
+    varint = _varint
     try:
         for _ in range(header.record_count):
-            length, p = _varint(data, pos)
+            length, p = varint(data, pos)
             record_end = p + length
-            ts_delta, p = _varint(data, p + 1)
-            offset_delta, p = _varint(data, p)
-            key_length, p = _varint(data, p)
+            ts_delta, p = varint(data, p + 1)  # after the attributes byte
+            b = data[p]
+            if b < 0x80:  # offsetDelta, then keyLength: most often one byte each
+                offset_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                offset_delta, p = varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                key_length = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                key_length, p = varint(data, p)
             if key_length < 0:
                 key = None
             else:
                 key = data[p : p + key_length]
                 p += key_length
-            value_length, p = _varint(data, p)
-            records.append((pos, record_end, base + offset_delta, ts_delta, key, value_length >= 0))
+            # A null value is the varint -1, the single byte 0x01.
+            append((pos, record_end, base + offset_delta, ts_delta, key, data[p] != 1))
             pos = record_end
     except IndexError:
         raise CorruptBatchError(f"batch at offset {base}: records run past the batch") from None
