@@ -519,8 +519,9 @@ class LogCleaner:
             self._record(tp, stats)
         except (LogCleaningAbortedError, KafkaStorageError) as exc:
             log.info("cleaning of %s-%d stopped: %s", tp[0], tp[1], exc)
-        except (OSError, CorruptRecordError, CorruptBatchError, ValueError) as exc:
-            log.error("cleaning of %s-%d failed, the log is left uncleaned: %s", tp[0], tp[1], exc)
+        except Exception:
+            # As Kafka: whatever failed, the log is left alone from now on and the thread goes on with the others.
+            log.exception("cleaning of %s-%d failed, the log is left uncleaned", tp[0], tp[1])
             self.manager.mark_uncleanable(tp)
         finally:
             self.manager.done_cleaning(tp)
