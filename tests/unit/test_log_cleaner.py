@@ -80,6 +80,22 @@ def test_a_tiny_offset_map_cleans_in_several_passes(log):
     assert read_records(log) == sorted((offset, key, value) for key, (offset, value) in latest.items())
 
 
+def test_a_pass_stopping_inside_a_segment_leaves_the_rest_of_it_for_the_next(tmp_path):
+    log = Log(tmp_path / "big-0", compact_config(segment_bytes=1 << 20))
+    written = write_updates(log, updates(keys=60, rounds=2))
+    ready_to_clean(log)
+    assert log.segment_count == 2  # one inactive segment holds everything
+    cleaner = cleaner_for(log, dedupe_buffer_size=24 * 50)
+    passes = 0
+    while cleaner.clean_once():
+        passes += 1
+        assert passes < 20
+    assert passes >= 3
+    latest = latest_per_key(written)
+    assert read_records(log) == sorted((offset, key, value) for key, (offset, value) in latest.items())
+    log.close()
+
+
 def test_the_active_segment_is_never_cleaned(log):
     write_updates(log, updates(keys=2, rounds=30))
     log.roll()
