@@ -59,7 +59,7 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[in
     segments = log.segments_below(uncleanable)
     if config.min_compaction_lag_ms > 0:
         for segment in segments:
-            if segment.base_offset >= first_dirty and segment.largest_timestamp > now_ms - config.min_compaction_lag_ms:
+            if segment.next_offset > first_dirty and segment.largest_timestamp > now_ms - config.min_compaction_lag_ms:
                 uncleanable = min(uncleanable, segment.base_offset)
                 break
     needs_now = False
@@ -137,7 +137,7 @@ class LogCleanerManager:
             for segment in log.segments_below(uncleanable):
                 if segment.base_offset < first_dirty:
                     clean_bytes += segment.size
-                if segment.next_offset > first_dirty:
+                if segment.next_offset > first_dirty and uncleanable > first_dirty:
                     dirty_bytes += segment.size
             found.append(LogToClean(tp, log, first_dirty, uncleanable, clean_bytes, dirty_bytes, needs_now))
         return found

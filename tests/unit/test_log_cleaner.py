@@ -128,6 +128,20 @@ def test_records_newer_than_min_compaction_lag_stay(tmp_path):
     log.close()
 
 
+def test_min_compaction_lag_holds_back_the_rest_of_a_segment_a_pass_stopped_inside(tmp_path):
+    now = 10_000_000
+    log = Log(tmp_path / "lagging-0", compact_config(segment_bytes=1 << 20))
+    write_updates(log, updates(keys=60, rounds=2), timestamp=now - 1_000)
+    ready_to_clean(log)
+    cleaner = cleaner_for(log, time_ms=lambda: now, dedupe_buffer_size=24 * 50)
+    assert cleaner.clean_once()  # stops inside the one inactive segment: its offset map is full
+    after_first_pass = read_records(log)
+    log.config.min_compaction_lag_ms = 60_000
+    assert not cleaner.clean_once()
+    assert read_records(log) == after_first_pass
+    log.close()
+
+
 def test_max_compaction_lag_forces_a_pass_below_the_dirty_ratio(tmp_path):
     now = 10_000_000
     config = compact_config(min_cleanable_dirty_ratio=0.99)
