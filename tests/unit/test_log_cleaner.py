@@ -18,6 +18,7 @@ from cleaner_support import (
 
 from broker.log import Log
 from broker.log.errors import OutOfOrderSequenceError
+from broker.log.log import now_ms
 from broker.log.log_cleaner import CleanerConfig, Throttler
 from broker.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
 from pipeline.protocol.batch import COMPRESSION_MASK
@@ -158,22 +159,25 @@ def test_max_compaction_lag_forces_a_pass_below_the_dirty_ratio(tmp_path):
     log.close()
 
 
-def test_tombstones_stay_until_delete_retention_ms_after_their_segment_was_written(tmp_path):
+def test_tombstones_stay_until_delete_retention_ms_after_their_segment_was_cleaned(tmp_path):
     log = Log(tmp_path / "tombstones-0", compact_config(delete_retention_ms=60_000))
     write_updates(log, updates(keys=3, rounds=10))
     write_updates(log, [(b"key-01", None)])
     ready_to_clean(log)
-    now = [int(os.stat(log.dir / "00000000000000000000.log").st_mtime * 1000) + 1_000]
+    start = now_ms()
+    now = [start]
+    for name in os.listdir(log.dir):  # written long ago: only the cleaning starts the tombstone's clock
+        os.utime(log.dir / name, ns=((now[0] - 3_600_000) * 1_000_000,) * 2)
     cleaner = cleaner_for(log, time_ms=lambda: now[0])
     assert cleaner.clean_once()
-    assert [(key, value) for _, key, value in read_records(log)] == [
-        (b"key-00", b"value-000027"), (b"key-02", b"value-000029"), (b"key-01", None)]
-    write_updates(log, [(b"key-03", b"new")])
-    ready_to_clean(log)
-    now[0] += 120_000
-    assert cleaner.clean_once()
-    assert [(key, value) for _, key, value in read_records(log)] == [
-        (b"key-00", b"value-000027"), (b"key-02", b"value-000029"), (b"key-03", b"new")]
+    live = [(b"key-00", b"value-000027"), (b"key-02", b"value-000029")]
+    assert [(key, value) for _, key, value in read_records(log)] == live + [(b"key-01", None)]
+    for later, tombstone in ((59_000, [(b"key-01", None)]), (61_000, [])):
+        write_updates(log, [(b"key-03", b"new-%d" % later)])
+        ready_to_clean(log)
+        now[0] = start + later
+        assert cleaner.clean_once()
+        assert [(key, value) for _, key, value in read_records(log)] == live + tombstone + [(b"key-03", b"new-%d" % later)]
     log.close()
 
 
