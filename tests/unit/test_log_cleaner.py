@@ -21,9 +21,10 @@ from broker.log.errors import OutOfOrderSequenceError
 from broker.log.log import now_ms
 from broker.log.log_cleaner import CleanerConfig, Throttler
 from broker.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
-from pipeline.protocol.batch import COMPRESSION_MASK
+from pipeline.protocol.batch import COMPRESSION_MASK, iter_batches
 from pipeline.protocol.compression import GZIP, LZ4, SNAPPY, ZSTD
-from pipeline.protocol.records import encode_batch
+from pipeline.protocol.records import decode_batch, encode_batch
+from tests.support.polling import wait_until
 
 
 def updates(keys: int, rounds: int, start: int = 0) -> list[tuple[bytes, bytes]]:
@@ -326,3 +327,36 @@ def test_the_prometheus_collector_exposes_kafkas_cleaner_gauges_and_per_log_valu
                  "kafka_log_logcleanermanager_time_since_last_run_ms",
                  "kafka_log_logcleanermanager_uncleanable_partitions_count", "kafka_log_logcleaner_dirty_ratio"):
         assert f"\n{name}" in text
+
+
+def test_a_read_in_flight_stays_valid_across_the_swap(log):
+    written = write_updates(log, updates(keys=2, rounds=20))
+    ready_to_clean(log)
+    with log.read(0, 1 << 20) as in_flight:
+        assert cleaner_for(log).clean_once()
+        # file.delete.delay.ms is 0 here: the replaced segment's files are gone, its descriptor still reads.
+        assert not any(name.endswith(".deleted") for name in os.listdir(log.dir))
+        data = in_flight.read_bytes()
+    assert [(h.base_offset, decode_batch(data, pos)[1][0].value) for pos, h in iter_batches(data)][:3] == [
+        (offset, value) for offset, _, value in written[:3]]
+    assert read_records(log) == written[-2:]
+
+
+def test_the_cleaner_thread_keeps_up_with_appends_rolls_and_reads(tmp_path):
+    log = Log(tmp_path / "busy-0", compact_config(segment_bytes=1024))
+    cleaner = cleaner_for(log, backoff_ms=1)
+    cleaner.startup()
+    try:
+        written = []
+        for round_ in range(15):
+            written += write_updates(log, updates(keys=7, rounds=4, start=round_ * 28))
+            log.update_high_watermark(log.log_end_offset)
+            records = read_records(log)
+            assert latest_per_key(records) == latest_per_key(written)
+        ready_to_clean(log)
+        expected = sorted((offset, key, value) for key, (offset, value) in latest_per_key(written).items())
+        wait_until(lambda: read_records(log) == expected, message="the cleaner thread to finish the log")
+        assert cleaner.stats()["logs"][("busy", 0)]["passes"] >= 1
+    finally:
+        cleaner.shutdown()
+        log.close()
