@@ -6,7 +6,9 @@ import os
 
 import pytest
 from cleaner_support import (
+    clean_until_done,
     cleaner_for,
+    compacted,
     compact_config,
     keyed_batch,
     latest_per_key,
@@ -45,9 +47,8 @@ def test_many_updates_to_few_keys_leave_the_latest_value_of_each(log):
     size_before = log.size_in_bytes()
     batch_size = len(keyed_batch([(b"key-00", b"value-000000")]))
     assert cleaner_for(log).clean_once()
-    latest = latest_per_key(written)
     records = read_records(log)
-    assert records == sorted((offset, key, value) for key, (offset, value) in latest.items())
+    assert records == compacted(written)
     offsets = [offset for offset, _, _ in records]
     assert offsets == sorted(offsets) and offsets[0] == 495  # the gap 0..494 is what compaction removed
     assert log.log_start_offset == 0 and log.log_end_offset == 500
@@ -72,14 +73,8 @@ def test_a_second_pass_finds_nothing_to_do_and_a_new_cleaner_reads_the_checkpoin
 def test_a_tiny_offset_map_cleans_in_several_passes(log):
     written = write_updates(log, updates(keys=40, rounds=3))
     ready_to_clean(log)
-    cleaner = cleaner_for(log, dedupe_buffer_size=24 * 20)
-    passes = 0
-    while cleaner.clean_once():
-        passes += 1
-        assert passes < 50
-    assert passes >= 6
-    latest = latest_per_key(written)
-    assert read_records(log) == sorted((offset, key, value) for key, (offset, value) in latest.items())
+    assert clean_until_done(cleaner_for(log, dedupe_buffer_size=24 * 20)) >= 6
+    assert read_records(log) == compacted(written)
 
 
 def test_a_pass_stopping_inside_a_segment_leaves_the_rest_of_it_for_the_next(tmp_path):
@@ -87,14 +82,8 @@ def test_a_pass_stopping_inside_a_segment_leaves_the_rest_of_it_for_the_next(tmp
     written = write_updates(log, updates(keys=60, rounds=2))
     ready_to_clean(log)
     assert log.segment_count == 2  # one inactive segment holds everything
-    cleaner = cleaner_for(log, dedupe_buffer_size=24 * 50)
-    passes = 0
-    while cleaner.clean_once():
-        passes += 1
-        assert passes < 20
-    assert passes >= 3
-    latest = latest_per_key(written)
-    assert read_records(log) == sorted((offset, key, value) for key, (offset, value) in latest.items())
+    assert clean_until_done(cleaner_for(log, dedupe_buffer_size=24 * 50)) >= 3
+    assert read_records(log) == compacted(written)
     log.close()
 
 
@@ -354,7 +343,7 @@ def test_the_cleaner_thread_keeps_up_with_appends_rolls_and_reads(tmp_path):
             records = read_records(log)
             assert latest_per_key(records) == latest_per_key(written)
         ready_to_clean(log)
-        expected = sorted((offset, key, value) for key, (offset, value) in latest_per_key(written).items())
+        expected = compacted(written)
         wait_until(lambda: read_records(log) == expected, message="the cleaner thread to finish the log")
         assert cleaner.stats()["logs"][("busy", 0)]["passes"] >= 1
     finally:
