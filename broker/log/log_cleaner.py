@@ -498,11 +498,11 @@ class LogCleaner:
         self._last_run_ms = time_ms()
 
     def startup(self) -> None:
-        """Start the cleaner threads (none when log.cleaner.enable is false)."""
+        """Start log.cleaner.threads threads (none when log.cleaner.enable is false)."""
         if not self.config.enable or self._threads:
             return
         self._stop.clear()
-        for i in range(max(1, self.config.threads)):
+        for i in range(self.config.threads):
             cleaner = self._cleaner(i)
             thread = threading.Thread(target=self._run, args=(cleaner,), name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             self._threads.append(thread)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 from cleaner_support import (
@@ -349,3 +350,16 @@ def test_the_cleaner_thread_keeps_up_with_appends_rolls_and_reads(tmp_path):
     finally:
         cleaner.shutdown()
         log.close()
+
+
+@pytest.mark.parametrize("settings, threads", [({"threads": 2}, 2), ({"threads": 0}, 0),
+                                               ({"threads": 2, "enable": False}, 0)])
+def test_startup_starts_log_cleaner_threads_unless_disabled(log, settings, threads):
+    cleaner = cleaner_for(log, **settings)
+    cleaner.startup()
+    try:
+        running = [t.name for t in threading.enumerate() if t.name.startswith("kafka-log-cleaner-thread-")]
+    finally:
+        cleaner.shutdown()
+    assert sorted(running) == [f"kafka-log-cleaner-thread-{i}" for i in range(threads)]
+    assert not any(t.name.startswith("kafka-log-cleaner-thread-") for t in threading.enumerate())
