@@ -24,7 +24,8 @@ BENCH_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` (0: one process). Most tests wait on processes, sessions and timeouts, so two
 # workers on two cores nearly halve the wall time; each test module runs whole on one worker (--dist loadfile), so
-# a module's shared fixtures (a cluster, an ETL environment, a SparkSession) start once.
+# a module's shared fixtures (a cluster, an ETL environment, a SparkSession) start once, and the modules go out in
+# the collection's order (tests/conftest.py puts the slow ones first), not xdist's largest-count-first.
 PYTEST_WORKERS ?= 2
 # The deployment's topology file (make pipeline-up TOPOLOGY=my-topology.yml)
 TOPOLOGY ?= infra/topology.yml
@@ -59,7 +60,7 @@ debian-packages:
 	@bash infra/install-debian-packages.sh $(DEBIAN_PACKAGES)
 
 test: setup
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 pipeline-up: setup
 	$(PY) -m infra.deployment up --topology $(TOPOLOGY)

@@ -25,7 +25,8 @@ SPARK_TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than a few seconds (large data volumes)")
+    config.addinivalue_line("markers", "slow: takes more than a few seconds (large data volumes, Spark, a whole "
+                                       "pipeline); its module runs before the others")
     config.addinivalue_line("markers", "integration: starts real processes on loopback ports")
     # kafka-python 3.x loads its protocol schemas with the legacy importlib.resources API.
     config.addinivalue_line("filterwarnings", r"ignore:(read_text|open_text) is deprecated:DeprecationWarning")
@@ -36,6 +37,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.integration)
+    # The modules of slow tests first, in their order, then the rest in theirs: on test workers (`make test`), which
+    # take each module whole in this order, the long ones overlap and the many short ones even out the end.
+    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
 
 
 @pytest.fixture
