@@ -1,7 +1,8 @@
 # Developer entry points: install everything, run the tests, start/stop the demo, run the benchmarks.
 #
 #   make setup          .venv + `pip install -e '.[dev,bench]'` + the Debian packages the tests need (idempotent)
-#   make test           setup, then the whole pytest suite (PYTEST_ARGS="-k kcat" to narrow it)
+#   make test           setup, then the whole pytest suite on 2 workers (PYTEST_ARGS="-k kcat" to narrow it,
+#                       PYTEST_WORKERS=0 for one process)
 #   make pipeline-up    the whole pipeline under supervisord (infra/topology.yml; TOPOLOGY=file for another), data in var/
 #   make pipeline-down  stop every process, the emulators first and ZooKeeper last; the data stays
 #   make pipeline-clean pipeline-down, then remove the data (var/)
@@ -21,6 +22,11 @@ SETUP_STAMP := $(VENV)/.setup-stamp
 DEBIAN_PACKAGES ?= kcat zookeeper prometheus chromium rabbitmq-server activemq nats-server
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (0: one process). Most tests wait on processes, sessions and timeouts, so two
+# workers on two cores nearly halve the wall time; each test module runs whole on one worker (--dist loadfile), so
+# a module's shared fixtures (a cluster, an ETL environment, a SparkSession) start once, and the modules go out in
+# the collection's order (tests/conftest.py puts the slow ones first), not xdist's largest-count-first.
+PYTEST_WORKERS ?= 2
 # The deployment's topology file (make pipeline-up TOPOLOGY=my-topology.yml)
 TOPOLOGY ?= infra/topology.yml
 # Each entry is one benchmark command line (script and arguments); `make bench-scripts` runs them in order.
@@ -55,7 +61,7 @@ debian-packages:
 	@bash infra/install-debian-packages.sh $(DEBIAN_PACKAGES)
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 pipeline-up: setup
 	$(PY) -m infra.deployment up --topology $(TOPOLOGY)

@@ -207,10 +207,15 @@ class FrontendEmulator:
                             log.warning("send failed (%d so far): %s", self.send_errors, exc)
             self.sent += len(events)
             rate.emitted_now(len(events))
-            if rate.skipped > self.skipped:
-                metrics.skipped.inc(rate.skipped - self.skipped)
-                self.skipped = rate.skipped
+            self._count_skipped(rate)
         self.elapsed_s = time.monotonic() - start
+        rate.drop_backlog(start + self.elapsed_s)
+        self._count_skipped(rate)
+
+    def _count_skipped(self, rate: RateController) -> None:
+        if rate.skipped > self.skipped:
+            self.metrics.skipped.inc(rate.skipped - self.skipped)
+            self.skipped = rate.skipped
 
     def _report(self, interval_s: float, sent: int, skipped: int) -> None:
         achieved = sent / interval_s

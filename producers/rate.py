@@ -31,6 +31,11 @@ class RateController:
             owed = self.max_backlog
         return max(owed, 0)
 
+    def drop_backlog(self, now: float) -> None:
+        """Count the backlog beyond the limit at ``now`` as skipped, as ``due`` does, emitting nothing: at the end of
+        a run, where one chunk of events may have taken the rest of it without ``due`` being asked again."""
+        self.due(now)
+
     def emitted_now(self, n: int) -> None:
         self.emitted += n
 

@@ -26,6 +26,8 @@ from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.registry import RegistryProcess, standalone_registry
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["clusters"]  # the fixture, imported for pytest
 
 

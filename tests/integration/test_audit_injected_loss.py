@@ -41,6 +41,8 @@ from tests.support.mirror import (
 from tests.support.polling import wait_until
 from tests.support.registry import RegistryProcess, standalone_registry
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["clusters"]  # the fixture, imported for pytest
 
 TIERS = ("producer", "datacenter", "mirror", "offline", "warehouse")

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SYSTEMS = {"ours", "rabbitmq", "activemq", "nats-jetstream"}
 ROW_KEYS = {"system", "test", "batch", "acks", "messages", "msgs_per_s", "mb_per_s", "disk_bytes_per_msg"}
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _session_members(session_id: int) -> set[int]:

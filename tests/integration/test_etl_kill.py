@@ -35,6 +35,8 @@ from tests.support.etl import (
 from tests.support.mirror import committed, end_offsets, produce, read_all
 from tests.support.polling import wait_until
 
+pytestmark = pytest.mark.slow
+
 TOPIC = "killed"
 PARTITIONS = 2
 

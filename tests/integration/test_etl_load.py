@@ -34,6 +34,8 @@ from tests.support.etl import (
 from tests.support.mirror import committed, end_offsets, produce, read_all
 from tests.support.polling import wait_until
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:

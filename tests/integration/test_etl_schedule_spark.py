@@ -18,6 +18,8 @@ from tests.support.mirror import end_offsets
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def env(zookeeper_server: object, tmp_path: Path) -> Iterator[EtlEnvironment]:

@@ -32,7 +32,7 @@ from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.deployment import Deployment, source_events, warehouse_events
 from tests.support.polling import wait_until
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 WINDOW_MS = 2000
 

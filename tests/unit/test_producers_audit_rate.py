@@ -126,6 +126,22 @@ def test_rate_controller_drops_a_backlog_it_cannot_catch_up_and_counts_it() -> N
     assert rate.due(5.5) == 500
 
 
+def test_rate_controller_counts_the_backlog_left_at_the_end_of_a_run_that_one_chunk_took() -> None:
+    # At 10M events/s one chunk (0.01 s worth) took the whole 3.5 s run on a loaded machine: `due` was not asked
+    # again, and the run has to be reported as one that could not keep up.
+    rate = RateController(10_000_000.0, start=0.0, max_backlog_s=1.0)
+    assert rate.due(0.01) == 100_000
+    rate.emitted_now(100_000)
+    rate.drop_backlog(3.5)
+    assert rate.skipped == 35_000_000 - 100_000 - 10_000_000
+    # On schedule, the end of a run drops nothing.
+    steady = RateController(40.0, start=0.0)
+    for now in (0.5, 1.0, 1.5, 2.0, 2.5, 2.99):
+        steady.emitted_now(steady.due(now))
+    steady.drop_backlog(3.0)
+    assert steady.skipped == 0
+
+
 def test_emulator_config_requires_one_cluster_and_refuses_acks_0() -> None:
     assert EmulatorConfig({"bootstrap.servers": "h:1"})["audit.window.ms"] == 60_000
     with pytest.raises(ConfigError, match="either"):
