@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import resource
-from typing import Callable, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
-from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig
+from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig, parse_cleanup_policy
 from broker.metadata import InvalidTopicError, StandaloneMetadata, TopicInfo, validate_topic_name
 from broker.replica_manager import ReplicaManager
 from pipeline.config import INT32_MAX, INT64_MAX, ConfigError, check_range
 from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.messages import CONFIG_TYPE_DOUBLE, CONFIG_TYPE_INT, CONFIG_TYPE_LIST, CONFIG_TYPE_LONG
 
 log = logging.getLogger(__name__)
 
@@ -24,32 +25,66 @@ def _unlimited_if_negative(value: int) -> int | None:
     return None if value < 0 else value
 
 
-def _same(value: int) -> int:
+def _same(value: object) -> object:
     return value
 
 
 class TopicConfig(NamedTuple):
-    """How one Kafka topic config sets a LogConfig field, and the range Kafka accepts for it."""
+    """How one Kafka topic config sets a LogConfig field: the text's type, the range Kafka accepts for it, and
+    the conversion to the field's value."""
 
     field: str
-    at_least: int | None
-    at_most: int
-    convert: Callable[[int], object] = _same
+    at_least: float | None
+    at_most: float
+    convert: Callable[[Any], object] = _same
+    config_type: int = CONFIG_TYPE_INT
+
+    def parse(self, name: str, text: str) -> object:
+        """The LogConfig value of ``text``; TopicError(INVALID_CONFIG) when Kafka would refuse it."""
+        try:
+            if self.config_type == CONFIG_TYPE_LIST:
+                return self.convert(parse_cleanup_policy(text))
+            value: float = float(text) if self.config_type == CONFIG_TYPE_DOUBLE else int(text)
+        except (TypeError, ValueError) as exc:
+            reason = str(exc) if self.config_type == CONFIG_TYPE_LIST else "is not a number"
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"topic config {name}={text!r} {reason}") from None
+        try:
+            check_range("topic config", name, value, self.at_least, self.at_most)
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return self.convert(value)
+
+    def render(self, value: object) -> str:
+        """The field's value as DescribeConfigs gives it (unlimited: -1 where Kafka accepts it, else the maximum)."""
+        if value is None:
+            return str(-1 if self.at_least is None or self.at_least < 0 else self.at_most)
+        if isinstance(value, frozenset):
+            return ",".join(sorted(value))
+        return str(value)
+
+
+def _number(field: str, at_least: int | None, at_most: int, convert: Callable[[Any], object] = _same) -> TopicConfig:
+    return TopicConfig(field, at_least, at_most, convert, CONFIG_TYPE_LONG if at_most > INT32_MAX else CONFIG_TYPE_INT)
 
 
 # Kafka topic config name -> its LogConfig field and bounds (Kafka's LogConfig: INT at most 2^31-1, LONG 2^63-1)
 TOPIC_CONFIGS: dict[str, TopicConfig] = {
-    "retention.ms": TopicConfig("retention_ms", -1, INT64_MAX, _unlimited_if_negative),
-    "retention.bytes": TopicConfig("retention_bytes", None, INT64_MAX, _unlimited_if_negative),
-    "segment.bytes": TopicConfig("segment_bytes", MIN_SEGMENT_BYTES, INT32_MAX),
-    "segment.ms": TopicConfig("segment_ms", 1, INT64_MAX),
-    "segment.index.bytes": TopicConfig("max_index_size", MIN_INDEX_BYTES, INT32_MAX),
-    "index.interval.bytes": TopicConfig("index_interval_bytes", 0, INT32_MAX),
-    "flush.messages": TopicConfig("flush_interval_messages", 1, INT64_MAX),
-    "flush.ms": TopicConfig("flush_interval_ms", 0, INT64_MAX),
-    "max.message.bytes": TopicConfig("max_message_bytes", 0, INT32_MAX),
-    "file.delete.delay.ms": TopicConfig("file_delete_delay_ms", 0, INT64_MAX),
-    "min.insync.replicas": TopicConfig("min_insync_replicas", 1, INT32_MAX),
+    "retention.ms": _number("retention_ms", -1, INT64_MAX, _unlimited_if_negative),
+    "retention.bytes": _number("retention_bytes", None, INT64_MAX, _unlimited_if_negative),
+    "segment.bytes": _number("segment_bytes", MIN_SEGMENT_BYTES, INT32_MAX),
+    "segment.ms": _number("segment_ms", 1, INT64_MAX),
+    "segment.index.bytes": _number("max_index_size", MIN_INDEX_BYTES, INT32_MAX),
+    "index.interval.bytes": _number("index_interval_bytes", 0, INT32_MAX),
+    "flush.messages": _number("flush_interval_messages", 1, INT64_MAX),
+    "flush.ms": _number("flush_interval_ms", 0, INT64_MAX),
+    "max.message.bytes": _number("max_message_bytes", 0, INT32_MAX),
+    "file.delete.delay.ms": _number("file_delete_delay_ms", 0, INT64_MAX),
+    "min.insync.replicas": _number("min_insync_replicas", 1, INT32_MAX),
+    "cleanup.policy": TopicConfig("cleanup_policy", None, 0, config_type=CONFIG_TYPE_LIST),
+    "min.cleanable.dirty.ratio": TopicConfig("min_cleanable_dirty_ratio", 0.0, 1.0, config_type=CONFIG_TYPE_DOUBLE),
+    "min.compaction.lag.ms": _number("min_compaction_lag_ms", 0, INT64_MAX),
+    "max.compaction.lag.ms": _number("max_compaction_lag_ms", 1, INT64_MAX),
+    "delete.retention.ms": _number("delete_retention_ms", 0, INT64_MAX),
 }
 
 
@@ -68,15 +103,7 @@ def topic_log_config(default: LogConfig, configs: dict[str, str]) -> LogConfig:
         entry = TOPIC_CONFIGS.get(name)
         if entry is None:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown or unsupported topic config {name!r}")
-        try:
-            value = int(text)
-        except (TypeError, ValueError):
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"topic config {name}={text!r} is not a number") from None
-        try:
-            check_range("topic config", name, value, entry.at_least, entry.at_most)
-        except ConfigError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        changes[entry.field] = entry.convert(value)
+        changes[entry.field] = entry.parse(name, text)
     return dataclasses.replace(default, **changes)
 
 
@@ -101,12 +128,13 @@ def stored_topic_log_config(default: LogConfig, topic: str, configs: dict[str, s
 
 
 class ConfigEntry(NamedTuple):
-    """One topic config as DescribeConfigs reports it: its effective value, and whether the topic overrides it."""
+    """One topic config as DescribeConfigs reports it: its effective value, whether the topic overrides it, and
+    its Kafka config type (DescribeConfigs' ConfigType)."""
 
     name: str
     value: str
     overridden: bool
-    is_long: bool
+    config_type: int
 
 
 def describe_topic_configs(default: LogConfig, topic: str, overrides: dict[str, str],
@@ -120,11 +148,8 @@ def describe_topic_configs(default: LogConfig, topic: str, overrides: dict[str, 
         entry = TOPIC_CONFIGS.get(name)
         if entry is None:
             continue
-        value = getattr(effective, entry.field)
-        if value is None:  # unlimited: -1 where Kafka accepts it, else Kafka's "never" (the type's maximum)
-            value = -1 if entry.at_least is None or entry.at_least < 0 else entry.at_most
-        entries.append(ConfigEntry(name, str(value), name in in_effect,
-                                   entry.at_most > INT32_MAX))
+        entries.append(ConfigEntry(name, entry.render(getattr(effective, entry.field)), name in in_effect,
+                                   entry.config_type))
     return entries
 
 

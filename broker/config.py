@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig
+from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig, parse_cleanup_policy
 from pipeline.config import (
     INT32_MAX,
     INT64_MAX,
@@ -20,6 +20,7 @@ from pipeline.config import (
     Property,
     help_table,
     parse_bool as _bool,
+    parse_float,
     parse_optional_int as _optional_int,
     parse_overrides,
     parse_str as _str,
@@ -138,6 +139,29 @@ PROPERTIES: tuple[Property, ...] = (
     Property("leader.imbalance.per.broker.percentage", int, 10,
              "Share of a broker's preferred partitions led elsewhere that triggers a preferred election.",
              at_least=0, at_most=100),
+    Property("log.cleanup.policy", lambda text: ",".join(sorted(parse_cleanup_policy(text))), "delete",
+             "What happens to old segments: delete (retention), compact (keep each key's latest record) or "
+             "compact,delete."),
+    Property("log.cleaner.enable", _bool, True, "Run the log cleaner, which compacts the logs of compact topics."),
+    Property("log.cleaner.threads", int, 1, "Threads of the log cleaner.", at_least=0, at_most=INT32_MAX),
+    Property("log.cleaner.dedupe.buffer.size", int, 128 * MiB,
+             "Memory of the cleaner's key -> offset map, shared by its threads (a pass stops when it is full).",
+             at_least=1024, at_most=INT64_MAX),
+    Property("log.cleaner.io.buffer.size", int, 512 * 1024, "Read and write buffer of each cleaner thread.",
+             at_least=1024, at_most=INT32_MAX),
+    Property("log.cleaner.io.max.bytes.per.second", parse_float, float("inf"),
+             "The cleaner's read plus write rate limit.", at_least=1.0),
+    Property("log.cleaner.min.cleanable.ratio", parse_float, 0.5,
+             "Share of a log's size that must be uncleaned before it is compacted (min.cleanable.dirty.ratio).",
+             at_least=0.0, at_most=1.0),
+    Property("log.cleaner.min.compaction.lag.ms", int, 0, "Records younger than this are not compacted.",
+             at_least=0, at_most=INT64_MAX),
+    Property("log.cleaner.max.compaction.lag.ms", int, INT64_MAX,
+             "Records older than this are compacted whatever the dirty ratio.", at_least=1, at_most=INT64_MAX),
+    Property("log.cleaner.delete.retention.ms", int, 86_400_000,
+             "How long a tombstone stays after the segment holding it was cleaned.", at_least=0, at_most=INT64_MAX),
+    Property("log.cleaner.backoff.ms", int, 15000, "The cleaner's sleep when no log needs cleaning.",
+             at_least=0, at_most=INT64_MAX),
     Property("group.min.session.timeout.ms", int, 6000, "Shortest session timeout a group member may ask for.",
              at_least=1, at_most=INT32_MAX),
     Property("group.max.session.timeout.ms", int, 1800000, "Longest session timeout a group member may ask for.",
@@ -219,6 +243,11 @@ class KafkaConfig(Config):
             retention_bytes=None if retention_bytes < 0 else retention_bytes,
             max_message_bytes=self["message.max.bytes"],
             min_insync_replicas=self["min.insync.replicas"],
+            cleanup_policy=parse_cleanup_policy(self["log.cleanup.policy"]),
+            min_cleanable_dirty_ratio=self["log.cleaner.min.cleanable.ratio"],
+            min_compaction_lag_ms=self["log.cleaner.min.compaction.lag.ms"],
+            max_compaction_lag_ms=self["log.cleaner.max.compaction.lag.ms"],
+            delete_retention_ms=self["log.cleaner.delete.retention.ms"],
         )
 
 

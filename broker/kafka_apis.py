@@ -35,8 +35,6 @@ from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.messages import (
     CONFIG_SOURCE_DEFAULT,
     CONFIG_SOURCE_DYNAMIC_TOPIC,
-    CONFIG_TYPE_INT,
-    CONFIG_TYPE_LONG,
     RESOURCE_TYPE_TOPIC,
 )
 
@@ -500,8 +498,7 @@ class KafkaApis:
                 result["configs"] = [{
                     "name": e.name, "value": e.value, "read_only": False, "is_default": not e.overridden,
                     "config_source": CONFIG_SOURCE_DYNAMIC_TOPIC if e.overridden else CONFIG_SOURCE_DEFAULT,
-                    "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPE_LONG if e.is_long
-                    else CONFIG_TYPE_INT, "documentation": None} for e in entries]
+                    "is_sensitive": False, "synonyms": [], "config_type": e.config_type, "documentation": None} for e in entries]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
 

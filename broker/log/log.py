@@ -44,7 +44,7 @@ from pipeline.protocol.batch import (
     patch_leader_epoch,
 )
 from pipeline.protocol.compression import CODEC_NAMES
-from pipeline.protocol.records import InvalidRecordsError, validate_records
+from pipeline.protocol.records import InvalidRecordsError, decode_batch, validate_records
 
 # A compressed batch whose records take more than this many times max.message.bytes is refused
 # unread (INVALID_RECORD) rather than decompressed into memory: well above what real data compresses
@@ -254,7 +254,7 @@ class Log:
         """
         buf = bytearray(records)
         n = len(buf)
-        batches = [_validate_client_batch(buf, self.config.max_message_bytes)]
+        batches = [_validate_client_batch(buf, self.config.max_message_bytes, require_keys=self.config.compact)]
 
         flush_after = False
         with self._lock:
@@ -726,7 +726,7 @@ class Log:
     def _retain_locked(self, now: int, doomed_files: list[Path]) -> int:
         """Drop the segments past retention (the lock is held); add the files to remove to ``doomed_files``."""
         segments = self._segments
-        deletable = len(segments) - 1
+        deletable = len(segments) - 1 if self.config.delete else 0  # compact-only logs keep their segments
         count = 0
         retention_ms = self.config.retention_ms_limit
         if retention_ms is not None:
@@ -843,10 +843,12 @@ class Log:
         )
 
 
-def _validate_client_batch(buf: bytearray, max_batch: int) -> tuple[int, int, int, int, int, int, int, int]:
+def _validate_client_batch(buf: bytearray, max_batch: int,
+                           require_keys: bool = False) -> tuple[int, int, int, int, int, int, int, int]:
     """Check that ``buf`` is exactly one batch a client may write, as Kafka's ProduceRequest and
     LogValidator check it: v2 framing, size, CRC, a known codec, no control flag, a sequence when
-    it has a producer id, a record count matching lastOffsetDelta, and records that parse.
+    it has a producer id, a record count matching lastOffsetDelta, records that parse, and (for a
+    compacted log, ``require_keys``) a key on every record.
     Returns (position, size, lastOffsetDelta, max timestamp, producer id, epoch, base sequence,
     attributes). Transactional batches are refused by the request layer, before any append."""
     n = len(buf)
@@ -884,4 +886,9 @@ def _validate_client_batch(buf: bytearray, max_batch: int) -> tuple[int, int, in
         raise InvalidRecordError(f"the batch's records do not parse: {exc}", record_errors) from None
     except CorruptBatchError as exc:
         raise InvalidRecordError(f"the batch's records do not parse: {exc}") from None
+    if require_keys:
+        keyless = [index for index, record in enumerate(decode_batch(buf, 0, check_crc=False)[1]) if record.key is None]
+        if keyless:
+            raise InvalidRecordError("a compacted topic cannot accept records without a key",
+                                     [(index, "the record has no key") for index in keyless])
     return 0, size, last_delta, max_ts, pid, epoch, seq, attributes

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Kafka's lower bounds of segment.bytes (the overhead of the smallest legacy record, 14 bytes) and of
 # segment.index.bytes. The upper bound of both is 2^31-1: index entries hold 32-bit file positions.
 MIN_SEGMENT_BYTES = 14
 MIN_INDEX_BYTES = 4
+INT64_MAX = 2**63 - 1
+
+#: cleanup.policy values: delete old segments (retention), compact (keep each key's latest record), or both.
+CLEANUP_DELETE = "delete"
+CLEANUP_COMPACT = "compact"
+CLEANUP_POLICIES = frozenset({CLEANUP_DELETE, CLEANUP_COMPACT})
+
+
+def parse_cleanup_policy(text: str) -> frozenset[str]:
+    """cleanup.policy / log.cleanup.policy: "delete", "compact" or both, comma-separated (Kafka's LIST type);
+    ValueError for anything else."""
+    values = frozenset(part.strip() for part in text.split(","))
+    if not values or not values <= CLEANUP_POLICIES:
+        raise ValueError("must be delete, compact or compact,delete")
+    return values
 
 
 @dataclass
@@ -25,6 +40,21 @@ class LogConfig:
     max_message_bytes: int = 1048588  # message.max.bytes (per batch, as Kafka)
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms (0: delete retained segments at once)
     min_insync_replicas: int = 1  # min.insync.replicas (checked by acks=all produces)
+    cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({CLEANUP_DELETE}))  # cleanup.policy
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio / log.cleaner.min.cleanable.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: records younger than this are not compacted
+    max_compaction_lag_ms: int = INT64_MAX  # max.compaction.lag.ms: records older are compacted whatever the ratio
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms: how long tombstones outlive their cleaning
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner keeps only each key's latest record."""
+        return CLEANUP_COMPACT in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments (cleanup.policy delete, alone or with compact)."""
+        return CLEANUP_DELETE in self.cleanup_policy
 
     @property
     def retention_ms_limit(self) -> int | None:

@@ -94,15 +94,18 @@ def list_topics(args: argparse.Namespace) -> int:
 def describe_topics(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         descriptions = admin.describe_topics(None if args.name is None else [args.name])
+        overrides = {d.name: admin.describe_configs(d.name, overrides_only=True) for d in descriptions}
     for description in descriptions:
-        print(format_description(description))
+        print(format_description(description, overrides[description.name]))
     return 0
 
 
-def format_description(description: TopicDescription) -> str:
-    """kafka-topics.sh --describe layout: a topic line, then a tab-indented line per partition."""
+def format_description(description: TopicDescription, configs: dict[str, str] | None = None) -> str:
+    """kafka-topics.sh --describe layout: a topic line (with the topic's own configs), then a tab-indented line
+    per partition."""
     lines = [f"Topic: {description.name}\tPartitionCount: {len(description.partitions)}\t"
-             f"ReplicationFactor: {description.replication_factor}"]
+             f"ReplicationFactor: {description.replication_factor}\t"
+             f"Configs: {','.join(f'{k}={v}' for k, v in sorted((configs or {}).items()))}"]
     for p in description.partitions:
         leader = p.leader if p.leader >= 0 else "none"
         line = (f"\tTopic: {description.name}\tPartition: {p.partition}\tLeader: {leader}"

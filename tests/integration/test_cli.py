@@ -69,14 +69,15 @@ def test_topics_create_list_describe_delete(broker: BrokerProcess) -> None:
     ok(cli(b, "topics", "create", "beta", "--partitions", "1", "--replication-factor", "1"))
     assert ok(cli(b, "topics", "list")).split() == ["alpha", "beta"]
     assert ok(cli(b, "topics", "describe", "alpha")).splitlines() == [
-        "Topic: alpha\tPartitionCount: 3\tReplicationFactor: 1",
+        "Topic: alpha\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=60000",
         "\tTopic: alpha\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0",
         "\tTopic: alpha\tPartition: 1\tLeader: 0\tReplicas: 0\tIsr: 0",
         "\tTopic: alpha\tPartition: 2\tLeader: 0\tReplicas: 0\tIsr: 0",
     ]
     everything = ok(cli(b, "topics", "describe"))
     assert [line for line in everything.splitlines() if line.startswith("Topic:")] == [
-        "Topic: alpha\tPartitionCount: 3\tReplicationFactor: 1", "Topic: beta\tPartitionCount: 1\tReplicationFactor: 1"]
+        "Topic: alpha\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=60000",
+        "Topic: beta\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: "]
     assert ok(cli(b, "topics", "create", "alpha", "--partitions", "3", "--if-not-exists")) == \
         "Topic alpha already exists.\n"
     assert ok(cli(b, "topics", "delete", "alpha")) == "Deleted topic alpha.\n"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.admin_manager import AdminManager, TopicError, topic_log_config
+from broker.admin_manager import AdminManager, TopicError, describe_topic_configs, topic_log_config
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.log.log_config import LogConfig
@@ -78,11 +78,28 @@ def test_topic_config_overrides():
     ({"flush.messages": "0"}, "flush.messages=0 is below its minimum 1"),
     ({"flush.ms": "-1"}, "below its minimum 0"),
     ({"index.interval.bytes": str(2**31)}, "above its maximum"),
+    ({"cleanup.policy": "compact,forever"}, "must be delete, compact or compact,delete"),
+    ({"cleanup.policy": ""}, "must be delete, compact or compact,delete"),
+    ({"min.cleanable.dirty.ratio": "1.5"}, "above its maximum 1.0"),
+    ({"min.cleanable.dirty.ratio": "half"}, "not a number"),
+    ({"max.compaction.lag.ms": "0"}, "below its minimum 1"),
 ])
 def test_bad_topic_configs(configs, message):
     with pytest.raises(TopicError, match=message) as info:
         topic_log_config(LogConfig(), configs)
     assert info.value.error_code == ErrorCode.INVALID_CONFIG
+
+
+def test_compaction_configs_and_how_describe_configs_shows_them():
+    config = topic_log_config(LogConfig(), {"cleanup.policy": "delete, compact", "min.cleanable.dirty.ratio": "0.01",
+                                            "delete.retention.ms": "100", "min.compaction.lag.ms": "5"})
+    assert (config.compact, config.delete) == (True, True)
+    assert (config.min_cleanable_dirty_ratio, config.delete_retention_ms, config.min_compaction_lag_ms) == (0.01, 100, 5)
+    assert (LogConfig().compact, LogConfig().delete) == (False, True)
+    entries = {e.name: e for e in describe_topic_configs(LogConfig(), "t", {"cleanup.policy": "compact"})}
+    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].overridden) == ("compact", True)
+    assert (entries["cleanup.policy"].config_type, entries["min.cleanable.dirty.ratio"].config_type) == (7, 6)
+    assert (entries["min.cleanable.dirty.ratio"].value, entries["delete.retention.ms"].value) == ("0.5", "86400000")
 
 
 def test_topic_config_bounds_are_inclusive():

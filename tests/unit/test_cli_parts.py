@@ -158,8 +158,8 @@ def test_output_options_accept_kafka_print_key() -> None:
 
 def test_describe_output_follows_kafka_topics() -> None:
     description = TopicDescription("events", (PartitionInfo(0, 1, 0, [1, 2], [1]), PartitionInfo(1, -1, 5, [2], [])))
-    assert format_description(description).splitlines() == [
-        "Topic: events\tPartitionCount: 2\tReplicationFactor: 2",
+    assert format_description(description, {"cleanup.policy": "compact", "segment.bytes": "1024"}).splitlines() == [
+        "Topic: events\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: cleanup.policy=compact,segment.bytes=1024",
         "\tTopic: events\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1",
         "\tTopic: events\tPartition: 1\tLeader: none\tReplicas: 2\tIsr: \tError: LEADER_NOT_AVAILABLE",
     ]

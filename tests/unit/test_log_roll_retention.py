@@ -177,6 +177,22 @@ def test_unlimited_retention(tmp_path):
         log.close()
 
 
+def test_a_compact_only_log_keeps_its_segments_past_retention_and_compact_delete_does_not(tmp_path):
+    compact = open_log(tmp_path / "compact", LogConfig(retention_ms=10_000, retention_bytes=0, file_delete_delay_ms=0,
+                                                       cleanup_policy=frozenset({"compact"})))
+    both = open_log(tmp_path / "both", LogConfig(retention_ms=10_000, file_delete_delay_ms=0,
+                                                 cleanup_policy=frozenset({"compact", "delete"})))
+    try:
+        for log in (compact, both):
+            fill_segments(log, 3)
+        assert compact.delete_retained_segments(now_ms=10**12) == 0
+        assert compact.log_start_offset == 0
+        assert both.delete_retained_segments(now_ms=10**12) == 3
+    finally:
+        compact.close()
+        both.close()
+
+
 def test_delayed_file_deletion(tmp_path):
     clock = Clock(200_000)
     log = open_log(tmp_path, LogConfig(retention_ms=10_000, file_delete_delay_ms=60_000), time_ms=clock)
