@@ -202,8 +202,8 @@ def test_sigkill_inside_a_cleaning_pass_loses_nothing_compaction_keeps(broker_fa
 
 
 def kafka_python_sender(bootstrap: str, topic: str) -> tuple[Send, Callable[[], None]]:
-    """A `Send` over kafka-python's KafkaProducer (each round flushed), and the producer's close."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, max_request_size=2 * SEGMENT_BYTES)
+    """A `Send` over kafka-python's KafkaProducer (idempotent, its default; each round flushed), and its close."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=2 * SEGMENT_BYTES)
 
     def send(records):
         futures = [producer.send(topic, key=k, value=v, partition=0) for k, v in records]
@@ -213,10 +213,10 @@ def kafka_python_sender(bootstrap: str, topic: str) -> tuple[Send, Callable[[], 
 
 
 def confluent_sender(bootstrap: str, topic: str) -> tuple[Send, Callable[[], None]]:
-    """A `Send` over confluent-kafka's Producer (each round flushed), and the producer's close."""
+    """A `Send` over confluent-kafka's Producer (idempotent; each round flushed), and its close."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0})
 
     def send(records):
         delivered: list = []
