@@ -19,7 +19,8 @@ tier. Without it (every real run) ``dropped_event_ids`` is empty.
 from __future__ import annotations
 
 import os
-import time
+
+from pipeline.pause_points import pause_if_asked
 
 __all__ = ["PAUSE_POINTS", "dropped_event_ids", "pause_at"]
 
@@ -28,14 +29,7 @@ PAUSE_POINTS = ("loading", "publishing", "published", "committing")
 
 def pause_at(point: str) -> None:
     """Wait forever here if the environment asks to pause at ``point``."""
-    if os.environ.get("ETL_PAUSE_AT") != point:
-        return
-    marker = os.environ.get("ETL_PAUSE_FILE")
-    if marker:
-        with open(marker, "w") as out:
-            out.write(f"{os.getpid()} {point}\n")
-    while True:
-        time.sleep(3600)
+    pause_if_asked(point, "ETL_PAUSE_AT", "ETL_PAUSE_FILE")
 
 
 def dropped_event_ids() -> frozenset[str]:

@@ -29,7 +29,14 @@ from broker.log.errors import (
 from broker.log.fetch_slice import FetchSlice
 from broker.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochFileCache
 from broker.log.log_config import LogConfig
-from broker.log.log_segment import DELETED_SUFFIX, LOG_SUFFIX, MIN_BATCH_LENGTH, LogSegment
+from broker.log.log_segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    MIN_BATCH_LENGTH,
+    SWAP_SUFFIX,
+    LogSegment,
+)
 from broker.log.producer_state import ProducerStateManager
 from pipeline.protocol.batch import (
     ATTRIBUTES,
@@ -150,6 +157,7 @@ class Log:
     # ------------------------------------------------------------------------------------- load
 
     def _load(self, recovery_point: int, last_shutdown_clean: bool) -> None:
+        self._recover_interrupted_swaps()
         names = os.listdir(self.dir)
         bases: list[int] = []
         index_files: list[tuple[int, str]] = []
@@ -207,6 +215,44 @@ class Log:
             self.recovery_point = max(self.log_start_offset, min(recovery_point, self.log_end_offset))
         self._load_producer_state()
         self._load_leader_epoch_cache()
+
+    def _recover_interrupted_swaps(self) -> None:
+        """Finish or undo a cleaner's segment replacement cut short by a crash (Kafka's rules).
+
+        A .cleaned file is an incomplete replacement: deleted, and so is every .swap file at or above
+        the lowest cleaned base offset (its group's renames were not all done). A .swap segment is
+        complete: the segments whose base offsets lie in its offset range are deleted and it takes its
+        final name. The old segments are renamed away before any .swap file takes its final name, so
+        a .swap index file without its .swap log belongs to a final .log and is removed (rebuilt)."""
+        names = os.listdir(self.dir)
+        cleaned_bases = [int(name[:20]) for name in names if name.endswith(CLEANED_SUFFIX)]
+        min_cleaned = min(cleaned_bases, default=None)
+        swap_logs: list[int] = []
+        for name in names:
+            path = self.dir / name
+            if name.endswith(CLEANED_SUFFIX):
+                path.unlink(missing_ok=True)
+            elif name.endswith(SWAP_SUFFIX):
+                base = int(name[:20])
+                if min_cleaned is not None and base >= min_cleaned:
+                    path.unlink(missing_ok=True)
+                elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                    swap_logs.append(base)
+                elif f"{name[:20]}{LOG_SUFFIX}{SWAP_SUFFIX}" not in names:
+                    path.unlink(missing_ok=True)
+        for base in sorted(swap_logs):
+            swap = LogSegment(self.dir, base, self.config, self._time_ms(), suffix=SWAP_SUFFIX)
+            swap.recover()
+            end = swap.next_offset
+            for name in os.listdir(self.dir):
+                match = _SEGMENT_FILE.match(name)
+                if match is not None and base <= int(match.group(1)) < max(end, base + 1):
+                    (self.dir / name).unlink(missing_ok=True)
+            swap.on_become_inactive()
+            swap.change_suffix(SWAP_SUFFIX, "")
+            swap.close()
+        if cleaned_bases or swap_logs:
+            fsync_dir(self.dir)
 
     def _load_leader_epoch_cache(self) -> None:
         """Load the leader-epoch-checkpoint (rebuilt from the batch headers when missing, as for a
@@ -346,9 +392,10 @@ class Log:
             entries = []
             append_max_ts = -1
             for pos, size, h in batches:
-                if h.base_offset != offset:
+                # Forward gaps are the leader's compaction: only an offset going back is refused.
+                if h.base_offset < offset:
                     raise UnexpectedAppendOffsetError(
-                        f"{self.dir.name}: a follower batch starts at offset {h.base_offset}, expected {offset}"
+                        f"{self.dir.name}: a follower batch starts at offset {h.base_offset}, below {offset}"
                     )
                 offset = h.base_offset + h.last_offset_delta + 1
                 entries.append((pos, h.base_offset, offset, h.max_timestamp, size))
@@ -767,16 +814,16 @@ class Log:
         return count
 
     def _delete_segment_files(self, segment: LogSegment, now: int) -> list[Path]:
-        """Close a segment leaving the log; the files to remove now (none when file.delete.delay.ms
-        keeps them, renamed with the .deleted suffix, for later)."""
+        """Close a segment leaving the log and rename its files with the .deleted suffix (so that a
+        cleaned segment can take its name); the files to remove now (none when file.delete.delay.ms
+        keeps them for later)."""
+        paths = segment.rename_for_deletion()
+        segment.close()
         delay = self.config.file_delete_delay_ms
         if delay > 0:
-            paths = segment.rename_for_deletion()
-            segment.close()
             self._pending_deletes.append((now + delay, paths))
             return []
-        segment.close()
-        return segment.paths()
+        return paths
 
     def _purge_pending_deletes(self, now: int | None) -> list[Path]:
         """Take the delayed deletions due at ``now`` (all with None) off the list; return their files."""
@@ -789,6 +836,67 @@ class Log:
                 keep.append((deadline, paths))
         self._pending_deletes = keep
         return due
+
+    # -------------------------------------------------------------------------------- cleaning
+
+    def segments_below(self, offset: int) -> list[LogSegment]:
+        """The inactive segments whose base offset is below ``offset``, oldest first (a copy)."""
+        with self._lock:
+            return self._segments[: min(len(self._segments) - 1, bisect_left(self._bases, offset))]
+
+    def active_segment_base(self) -> int:
+        """The active segment's base offset: no offset at or above it is cleaned."""
+        with self._lock:
+            return self._bases[-1]
+
+    def open_segment_for_reading(self, segment: LogSegment) -> int:
+        """A new descriptor of ``segment``'s .log file, valid however the log changes later; the caller
+        closes it. KafkaStorageError when the segment has left the log (retention, truncation)."""
+        with self._lock:
+            if self._closed or segment.fd < 0:
+                raise KafkaStorageError(f"segment {segment.base_offset} of {self.dir.name} left the log")
+            return os.dup(segment.fd)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment],
+                         pause: Callable[[str], None] = lambda point: None) -> bool:
+        """Swap the cleaned ``new`` segment (complete, synced, files suffixed .cleaned) in for ``old``
+        (consecutive inactive segments, the first with new's base offset), as Kafka's replaceSegments:
+        .cleaned renamed .swap, the old segments leave the log and are renamed .deleted (removed after
+        file.delete.delay.ms, so reads in flight stay valid), then .swap takes the final names.
+
+        False, nothing changed and ``new``'s files removed, when the log moved under the cleaner:
+        closed, or ``old`` no longer its inactive segments. A truncation into or below ``old``
+        leaves the cut segment active or gone, so a pass over data a follower truncated never
+        brings it back. ``pause`` is called at the crash point "during-swap"."""
+        doomed_files: list[Path] = []
+        try:
+            with self._lock:
+                first = bisect_left(self._bases, new.base_offset)
+                valid = (
+                    not self._closed
+                    and first + len(old) < len(self._segments)
+                    and all(a is b for a, b in zip(self._segments[first : first + len(old)], old))
+                )
+                if not valid:
+                    new.close()
+                    doomed_files += new.paths()
+                    return False
+                new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+                fsync_dir(self.dir)
+                now = self._time_ms()
+                self._segments[first : first + len(old)] = [new]
+                self._bases[first : first + len(old)] = [new.base_offset]
+                for i, segment in enumerate(old):
+                    doomed_files += self._delete_segment_files(segment, now)
+                    if i == 0:
+                        pause("during-swap")
+                fsync_dir(self.dir)
+                new.change_suffix(SWAP_SUFFIX, "")
+                fsync_dir(self.dir)
+                return True
+        finally:
+            for path in doomed_files:
+                path.unlink(missing_ok=True)
 
     def size_in_bytes(self) -> int:
         """Total bytes of the .log files; callable from any thread (it sums a copy of the segment list)."""

@@ -16,6 +16,7 @@ from typing import Callable
 
 from broker.log.checkpoint import CheckpointFileError, OffsetCheckpointFile
 from broker.log.log import DELETED_DIR_SUFFIX, Log, now_ms, parse_topic_partition
+from broker.log.log_cleaner import CleanerConfig, LogCleaner
 from broker.log.log_config import LogConfig
 
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
@@ -29,11 +30,13 @@ class LogManager:
     Logs loaded at startup get the default ``config``; the layer above applies per-topic
     overrides by passing a config to :meth:`get_or_create_log`. The ``scheduler`` (the broker's
     background pool) is handed to every log for its fsyncs and deletions, and ``on_flush`` is told the
-    time of every log's flushes.
+    time of every log's flushes. With a ``cleaner_config`` it owns the log cleaner of the compacted
+    logs (``self.cleaner``), started by :meth:`startup` and stopped by :meth:`shutdown`.
     """
 
     def __init__(self, log_dirs: list[Path], config: LogConfig, time_ms: Callable[[], int] = now_ms,
-                 scheduler: Executor | None = None, on_flush: Callable[[float], None] | None = None) -> None:
+                 scheduler: Executor | None = None, on_flush: Callable[[float], None] | None = None,
+                 cleaner_config: CleanerConfig | None = None) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -45,6 +48,7 @@ class LogManager:
         self._lock = threading.RLock()
         # Checkpoint files are rewritten through one temporary name each: one writer at a time.
         self._checkpoint_lock = threading.Lock()
+        self.cleaner = None if cleaner_config is None else LogCleaner(cleaner_config, self.log_dirs, self.all_logs, time_ms)
 
     def startup(self) -> None:
         """Load every partition directory; recover those of a directory without the clean-shutdown
@@ -79,6 +83,8 @@ class LogManager:
                     )
                     log.update_high_watermark(high_watermarks.get(topic_partition, 0))
             marker.unlink(missing_ok=True)
+        if self.cleaner is not None:
+            self.cleaner.startup()
 
     @staticmethod
     def _read_checkpoint(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
@@ -125,10 +131,32 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the partition's log and remove its directory, in the background (no-op when unknown)."""
-        with self._lock:
-            log = self._logs.pop((topic, partition), None)
-        if log is not None:
-            log.delete()
+        if self.cleaner is not None:
+            self.cleaner.abort_and_pause(topic, partition)
+        try:
+            with self._lock:
+                log = self._logs.pop((topic, partition), None)
+            if log is not None:
+                log.delete()
+                if self.cleaner is not None:
+                    self.cleaner.forget(log)
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.resume(topic, partition)
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
+        """Truncate the partition's log to ``offset`` (Log.truncate_to) with its cleaning aborted and
+        paused meanwhile, as Kafka's LogManager.truncateTo; False when there is no such log."""
+        log = self.get_log(topic, partition)
+        if log is None:
+            return False
+        if self.cleaner is not None:
+            self.cleaner.abort_and_pause(topic, partition)
+        try:
+            return log.truncate_to(offset)
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.resume(topic, partition)
 
     def all_logs(self) -> dict[tuple[str, int], Log]:
         with self._lock:
@@ -164,10 +192,14 @@ class LogManager:
         # Kafka checkpoints right after a truncation: data appended above the new end must not be
         # taken for flushed because the file still holds the old, higher recovery point.
         self.checkpoint_recovery_points([log.dir.parent])
+        if self.cleaner is not None:
+            self.cleaner.manager.maybe_truncate_checkpoint(log)
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint the recovery points and high watermarks, write the
-        clean-shutdown marker."""
+        clean-shutdown marker. The cleaner stops first; a pass in progress is abandoned."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         logs = self.all_logs()
         for log in logs.values():
             log.flush()

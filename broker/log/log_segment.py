@@ -25,6 +25,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+# The log cleaner's segments: written as .cleaned, renamed .swap once complete, then to their final names
+# (Kafka's CleanedFileSuffix and SwapFileSuffix).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 INT32_MAX = 0x7FFFFFFF
@@ -65,13 +69,16 @@ class LogSegment:
         "_first_batch_timestamp",
     )
 
-    def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int, hold_indexes: bool = True) -> None:
+    def __init__(
+        self, dir: Path, base_offset: int, config: LogConfig, now_ms: int, hold_indexes: bool = True, suffix: str = ""
+    ) -> None:
+        """``suffix`` (CLEANED_SUFFIX or SWAP_SUFFIX) names a segment the cleaner is writing or swapping in."""
         stem = segment_file_prefix(base_offset)
         self.dir = dir
         self.base_offset = base_offset
-        self.log_path = dir / (stem + LOG_SUFFIX)
-        index_path = dir / (stem + INDEX_SUFFIX)
-        time_index_path = dir / (stem + TIME_INDEX_SUFFIX)
+        self.log_path = dir / (stem + LOG_SUFFIX + suffix)
+        index_path = dir / (stem + INDEX_SUFFIX + suffix)
+        time_index_path = dir / (stem + TIME_INDEX_SUFFIX + suffix)
         self.indexes_were_missing = not (index_path.exists() and time_index_path.exists())
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -249,10 +256,13 @@ class LogSegment:
         expected = self.index.last_offset
         start = self.index.last_position
         end = start
+        # The indexed batch starts exactly at its entry's offset; later ones may follow a gap left by the cleaner.
+        exact = bool(self.index.entries)
         try:
             for pos, header in self.iter_headers(start):
-                if header.base_offset != expected or header.last_offset_delta < 0:
+                if header.last_offset_delta < 0 or header.base_offset < expected or (exact and header.base_offset != expected):
                     return False
+                exact = False
                 if header.max_timestamp > self.max_timestamp:
                     self.max_timestamp = header.max_timestamp
                     self.offset_of_max_timestamp = header.base_offset
@@ -309,7 +319,7 @@ class LogSegment:
                 header.batch_length < MIN_BATCH_LENGTH
                 or header.magic != 2
                 or pos + size > end
-                or header.base_offset != expected
+                or header.base_offset < expected
                 or header.last_offset_delta < 0
             ):
                 break
@@ -377,7 +387,7 @@ class LogSegment:
         """The largest batch timestamp, or the file's mtime in ms when no batch carries one."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        return self.last_modified_ms
 
     def open_for_sync(self) -> list[int]:
         """New descriptors of the .log, .index and .timeindex files, for an fsync outside the log's
@@ -404,16 +414,34 @@ class LogSegment:
 
     def rename_for_deletion(self) -> list[Path]:
         """Rename the three files with the .deleted suffix; return the new paths."""
+        return self.change_suffix("", DELETED_SUFFIX)
+
+    def change_suffix(self, old: str, new: str) -> list[Path]:
+        """Rename the three files from suffix ``old`` to ``new`` (the .log first; Kafka's
+        changeFileSuffixes); return the new paths."""
         renamed = []
-        new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
-        os.rename(self.log_path, new_log)
-        self.log_path = new_log
-        renamed.append(new_log)
-        for index in (self.index, self.time_index):
-            new_path = index.path.with_name(index.path.name + DELETED_SUFFIX)
-            index.rename(new_path)
+        for path, rename in ((self.log_path, self._rename_log), (self.index.path, self.index.rename),
+                             (self.time_index.path, self.time_index.rename)):
+            name = path.name[: len(path.name) - len(old)] if old else path.name
+            if old and not path.name.endswith(old):
+                raise ValueError(f"{path} does not end with {old!r}")
+            new_path = path.with_name(name + new)
+            rename(new_path)
             renamed.append(new_path)
         return renamed
+
+    def _rename_log(self, new_path: Path) -> None:
+        os.rename(self.log_path, new_path)
+        self.log_path = new_path
+
+    @property
+    def last_modified_ms(self) -> int:
+        """The .log file's modification time in ms (Kafka's LogSegment.lastModified)."""
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        """Set the .log file's modification time (a cleaned segment takes its sources' latest)."""
+        os.utime(self.fd, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"

@@ -71,16 +71,24 @@ def test_a_trailing_partial_batch_is_left_out(pair):
     assert log_bytes(follower) == data
 
 
-def test_follower_append_must_start_at_the_log_end(pair):
+def test_follower_append_must_not_start_below_the_log_end(pair):
     leader, follower = pair
-    with pytest.raises(UnexpectedAppendOffsetError):
-        follower.append_as_follower(log_bytes(leader, 3))
-    assert follower.log_end_offset == 0 and follower.segment_base_offsets() == [0]
     data = log_bytes(leader)
     follower.append_as_follower(data[: len(data) // 5 * 2])
     assert follower.log_end_offset == 6
     with pytest.raises(UnexpectedAppendOffsetError):
         follower.append_as_follower(log_bytes(leader))
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(log_bytes(leader, 3))
+    assert follower.log_end_offset == 6
+
+
+def test_follower_append_may_start_past_the_log_end(pair):
+    """A compacted leader log has gaps: the batch after the follower's log end may start further on."""
+    leader, follower = pair
+    follower.append_as_follower(log_bytes(leader, 9))
+    assert follower.log_end_offset == 15
+    assert read_all(follower) == read_all(leader, 9)
 
 
 def test_a_batch_failing_its_crc_appends_nothing(pair):

@@ -10,6 +10,7 @@ import pytest
 from test_log_support import make_batch, open_log, read_all
 
 from broker.log import LogConfig, OffsetOutOfRangeError
+from pipeline.protocol.records import encode_batch
 
 
 class Clock:
@@ -184,7 +185,9 @@ def test_a_compact_only_log_keeps_its_segments_past_retention_and_compact_delete
                                                  cleanup_policy=frozenset({"compact", "delete"})))
     try:
         for log in (compact, both):
-            fill_segments(log, 3)
+            for i in range(3):
+                log.append_as_leader(encode_batch([b"v"] * 5, [b"k"] * 5, timestamp=100_000 + i * 1000))
+                log.roll()
         assert compact.delete_retained_segments(now_ms=10**12) == 0
         assert compact.log_start_offset == 0
         assert both.delete_retained_segments(now_ms=10**12) == 3
