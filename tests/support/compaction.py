@@ -6,7 +6,9 @@ A `KeyedWriter` produces rounds of keyed records (a value of None is a tombstone
 record: after cleaning, reading the partition from the beginning must give exactly those records (without
 the tombstones once delete.retention.ms has passed). The log cleaner never touches the active segment, so
 `roll` writes one record large enough that it cannot share a segment with anything before it: every
-earlier record becomes cleanable.
+earlier record becomes cleanable. Each roll record has a key of its own: a pass only maps keys up to the active
+segment, so a roll record under a reused key would outlive its successor (which sits in the active segment)
+until the next roll.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pipeline.protocol.records import decode_batch, encode_batch
 from tests.support import wire
 from tests.support.segments import scan_partition
 
-ROLL_KEY = b"~roll"
+ROLL_PREFIX = b"~roll-"
 # The roll record's value is this much smaller than segment.bytes, so that its batch (header, key, varints)
 # still fits a segment of its own and overflows any segment already holding a batch.
 ROLL_MARGIN = 120
@@ -83,7 +85,7 @@ class KeyedWriter:
 
     def roll(self) -> int:
         """Produce the roll record (see the module docstring); return its offset."""
-        return self.write([(ROLL_KEY, b"r" * (self.segment_bytes - ROLL_MARGIN))])
+        return self.write([(ROLL_PREFIX + b"%d" % self.end_offset, b"r" * (self.segment_bytes - ROLL_MARGIN))])
 
     def kept(self, tombstones: bool = True) -> list[Kept]:
         """Every key's latest record in offset order (without tombstones unless ``tombstones``)."""
@@ -92,6 +94,11 @@ class KeyedWriter:
     def tombstoned(self) -> set[bytes]:
         """The keys whose latest record is a tombstone."""
         return {k.key for k in self.latest.values() if k.value is None}
+
+
+def is_roll(key: bytes | None) -> bool:
+    """Whether ``key`` is a roll record's."""
+    return key is not None and key.startswith(ROLL_PREFIX)
 
 
 def read_log(conn: wire.KafkaConnection, topic: str, partition: int = 0) -> list[Kept]:
