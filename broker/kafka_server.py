@@ -20,6 +20,8 @@ from broker.config import KafkaConfig
 from broker.coordinator.coordination import GroupCoordination
 from broker.kafka_apis import KafkaApis
 from broker.kafka_scheduler import KafkaScheduler
+from broker.log.cleaner_metrics import LogCleanerMetrics
+from broker.log.log_cleaner import CleanerConfig
 from broker.log.log_manager import LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.metrics import BrokerMetrics, serve_metrics
@@ -59,8 +61,12 @@ class KafkaServer:
         started = time.monotonic()
         log_config = config.log_config()
         self.scheduler = KafkaScheduler(config["background.threads"])
+        cleaner_config = CleanerConfig.from_properties(config)
         self.log_manager = LogManager(log_dirs, log_config, scheduler=self.scheduler,
-                                      on_flush=self.metrics.observe_flush)
+                                      on_flush=self.metrics.observe_flush,
+                                      cleaner_config=cleaner_config if cleaner_config.enable else None)
+        if self.log_manager.cleaner is not None:
+            self.metrics.registry.register(LogCleanerMetrics(self.log_manager.cleaner))
         self.log_manager.startup()
         log.info("loaded %d partition log(s) from %s in %.2fs", len(self.log_manager.all_logs()),
                  ",".join(map(str, log_dirs)), time.monotonic() - started)

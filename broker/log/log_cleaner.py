@@ -4,9 +4,10 @@ Cleaner threads, off the event loop, repeatedly take the filthiest compacted log
 LogCleanerManager), build a key -> last offset map over its dirty section (a SkimpyOffsetMap of
 bounded size: when it fills, the pass stops there and the rest waits for a later pass), and rewrite
 the log from its start up to where the map ends, keeping of every key only its latest record.
-Tombstones (a null value) are kept until delete.retention.ms after the segment holding them was last
-written (a cleaned segment keeps the latest modification time of the segments it replaces), so a
-consumer reading from the start within that time sees them; small adjacent segments are merged. Each group of segments is written as one
+Tombstones (a null value) are kept until delete.retention.ms after the segment holding them was
+cleaned (the first cleaning of a tombstone keeps it and sets its segment's modification time; a merged
+segment takes the latest time of the segments it replaces), so a consumer reading from the start within
+that time sees them; small adjacent segments are merged. Each group of segments is written as one
 ``<base>.log.cleaned`` segment and swapped in by Log.replace_segments; the end of the pass is written
 to the cleaner-offset-checkpoint.
 
@@ -101,6 +102,8 @@ class CleanerStats:
     messages_read: int = 0
     messages_written: int = 0
     invalid_messages: int = 0
+    # Tombstones of the dirty section kept by their first cleaning (their segment's clock restarts).
+    first_cleaned_tombstones: int = 0
     buffer_utilization: float = 0.0
     started: float = field(default_factory=time.monotonic)
     ended: float = 0.0
@@ -168,9 +171,14 @@ def _last_modified_ms(fd: int) -> int:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag varint at ``pos`` and the position after it (one- and two-byte ones inline)."""
     b = data[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = data[pos + 1]
+    if b2 < 0x80:
+        z = (b & 0x7F) | (b2 << 7)
+        return (z >> 1) ^ -(z & 1), pos + 2
     return _read_varint(data, pos)
 
 
@@ -190,21 +198,33 @@ def iter_records(buf: bytes, off: int, header: BatchHeader) -> tuple[bytes, list
         data = buf
     base = header.base_offset
     records = []
+    append = records.append
     pos = start
+    varint = _varint
     try:
         for _ in range(header.record_count):
-            length, p = _varint(data, pos)
+            length, p = varint(data, pos)
             record_end = p + length
-            ts_delta, p = _varint(data, p + 1)
-            offset_delta, p = _varint(data, p)
-            key_length, p = _varint(data, p)
+            ts_delta, p = varint(data, p + 1)  # after the attributes byte
+            b = data[p]
+            if b < 0x80:  # offsetDelta, then keyLength: most often one byte each
+                offset_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                offset_delta, p = varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                key_length = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                key_length, p = varint(data, p)
             if key_length < 0:
                 key = None
             else:
                 key = data[p : p + key_length]
                 p += key_length
-            value_length, p = _varint(data, p)
-            records.append((pos, record_end, base + offset_delta, ts_delta, key, value_length >= 0))
+            # A null value is the varint -1, the single byte 0x01.
+            append((pos, record_end, base + offset_delta, ts_delta, key, data[p] != 1))
             pos = record_end
     except IndexError:
         raise CorruptBatchError(f"batch at offset {base}: records run past the batch") from None
@@ -223,6 +243,15 @@ def encode_header(header: BatchHeader, attributes: int, max_timestamp: int, reco
     out += body
     _CRC.pack_into(out, CRC, crc32c.crc32c(memoryview(out)[ATTRIBUTES:]))
     return bytes(out)
+
+
+@dataclass(frozen=True)
+class _PassBounds:
+    """Where a pass's dirty section starts, where its offset map ends, and its tombstones' horizon."""
+
+    first_dirty_offset: int
+    end: int
+    delete_horizon_ms: int
 
 
 class Cleaner:
@@ -245,13 +274,14 @@ class Cleaner:
         stats = CleanerStats()
         end = self.build_offset_map(log_, tp, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats)
         stats.buffer_utilization = self.offset_map.utilization
-        # A tombstone goes once the segment holding it was last written delete.retention.ms ago (a
-        # cleaned segment keeps its sources' latest modification time).
+        # A tombstone is kept by its first cleaning, which sets its segment's modification time; it goes
+        # once that time is delete.retention.ms ago (a merged segment takes its sources' latest time).
         delete_horizon_ms = self._time_ms() - log_.config.delete_retention_ms
+        bounds = _PassBounds(to_clean.first_dirty_offset, end, delete_horizon_ms)
         producers = {pid: entry.last_offset for pid, entry in list(log_.producer_state.producers.items())}
         for group in self.group_segments_by_size(log_.segments_below(end), log_.config.segment_bytes,
                                                  log_.config.max_index_size):
-            self.clean_segments(log_, tp, group, end, delete_horizon_ms, producers, stats)
+            self.clean_segments(log_, tp, group, bounds, producers, stats)
         stats.ended = time.monotonic()
         return end, stats
 
@@ -324,10 +354,9 @@ class Cleaner:
             groups.append(group)
         return groups
 
-    def clean_segments(self, log_: Log, tp: TopicPartition, group: list[LogSegment], end: int,
-                       delete_horizon_ms: int, producers: dict[int, int], stats: CleanerStats) -> None:
-        """Write the records of ``group`` to keep into one .cleaned segment and swap it in; records
-        at or above ``end``, where the offset map stops, are all kept."""
+    def clean_segments(self, log_: Log, tp: TopicPartition, group: list[LogSegment], bounds: _PassBounds,
+                       producers: dict[int, int], stats: CleanerStats) -> None:
+        """Write the records of ``group`` to keep into one .cleaned segment and swap it in."""
         base = group[0].base_offset
         cleaned = LogSegment(log_.dir, base, log_.config, self._time_ms(), suffix=CLEANED_SUFFIX)
         swapped = False
@@ -339,15 +368,16 @@ class Cleaner:
             pending = bytearray()
             entries: list[tuple[int, int, int, int, int]] = []
             last_modified = 0
+            first_cleaned_tombstones = stats.first_cleaned_tombstones
             for segment in group:
                 fd = log_.open_segment_for_reading(segment)
                 try:
                     modified = _last_modified_ms(fd)
                     last_modified = max(last_modified, modified)
-                    retain_deletes = modified > delete_horizon_ms
+                    retain_deletes = modified > bounds.delete_horizon_ms
                     for header, buf, off in read_batches(fd, segment.size, self.config.io_buffer_size):
                         self.manager.check_cleaning_aborted(tp)
-                        kept = self.filter_batch(buf, off, header, end, retain_deletes, producers, stats)
+                        kept = self.filter_batch(buf, off, header, bounds, retain_deletes, producers, stats)
                         stats.bytes_read += header.size
                         self.throttler.maybe_throttle(header.size)
                         if kept is None:
@@ -364,6 +394,8 @@ class Cleaner:
                 self._write(cleaned, pending, entries, stats)
             cleaned.on_become_inactive()
             fsync_and_close(cleaned.open_for_sync())
+            if stats.first_cleaned_tombstones > first_cleaned_tombstones:
+                last_modified = self._time_ms()
             cleaned.set_last_modified_ms(last_modified)
             pause_at("before-swap")
             swapped = log_.replace_segments(cleaned, group, pause_at)
@@ -385,10 +417,14 @@ class Cleaner:
         if first:
             pause_at("writing-cleaned")
 
-    def filter_batch(self, buf: bytes, off: int, header: BatchHeader, end: int, retain_deletes: bool,
+    def filter_batch(self, buf: bytes, off: int, header: BatchHeader, bounds: _PassBounds, retain_deletes: bool,
                      producers: dict[int, int], stats: CleanerStats) -> bytes | None:
         """The batch with only the records to keep (itself when all are kept), an empty batch for a
-        live idempotent producer's last batch, or None (Kafka's MemoryRecords.filterTo)."""
+        live idempotent producer's last batch, or None (Kafka's MemoryRecords.filterTo).
+
+        A record is kept when it is its key's latest, and for a tombstone, when it is cleaned for the
+        first time (in the dirty section) or ``retain_deletes``. Records from ``bounds.end`` on, where
+        the offset map stops, are all kept."""
         stats.messages_read += header.record_count
         if header.attributes & CONTROL_FLAG:
             stats.messages_written += header.record_count
@@ -397,6 +433,8 @@ class Cleaner:
         digest = offset_map.digest
         get = offset_map.get_digest
         data, records = iter_records(buf, off, header)
+        end = bounds.end
+        dirty_start = bounds.first_dirty_offset
         kept = []
         for record in records:
             _, _, offset, _, key, has_value = record
@@ -404,8 +442,12 @@ class Cleaner:
                 kept.append(record)
             elif key is None:
                 stats.invalid_messages += 1
-            elif offset >= get(digest(key)) and (has_value or retain_deletes):
-                kept.append(record)
+            elif offset >= get(digest(key)):
+                if has_value or retain_deletes:
+                    kept.append(record)
+                elif offset >= dirty_start:
+                    kept.append(record)
+                    stats.first_cleaned_tombstones += 1
         stats.messages_written += len(kept)
         if len(kept) == len(records):
             return buf[off : off + header.size]
@@ -456,11 +498,11 @@ class LogCleaner:
         self._last_run_ms = time_ms()
 
     def startup(self) -> None:
-        """Start the cleaner threads (none when log.cleaner.enable is false)."""
+        """Start log.cleaner.threads threads (none when log.cleaner.enable is false)."""
         if not self.config.enable or self._threads:
             return
         self._stop.clear()
-        for i in range(max(1, self.config.threads)):
+        for i in range(self.config.threads):
             cleaner = self._cleaner(i)
             thread = threading.Thread(target=self._run, args=(cleaner,), name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             self._threads.append(thread)
@@ -502,8 +544,9 @@ class LogCleaner:
             self._record(tp, stats)
         except (LogCleaningAbortedError, KafkaStorageError) as exc:
             log.info("cleaning of %s-%d stopped: %s", tp[0], tp[1], exc)
-        except (OSError, CorruptRecordError, CorruptBatchError, ValueError) as exc:
-            log.error("cleaning of %s-%d failed, the log is left uncleaned: %s", tp[0], tp[1], exc)
+        except Exception:
+            # As Kafka: whatever failed, the log is left alone from now on and the thread goes on with the others.
+            log.exception("cleaning of %s-%d failed, the log is left uncleaned", tp[0], tp[1])
             self.manager.mark_uncleanable(tp)
         finally:
             self.manager.done_cleaning(tp)

@@ -59,7 +59,7 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[in
     segments = log.segments_below(uncleanable)
     if config.min_compaction_lag_ms > 0:
         for segment in segments:
-            if segment.base_offset >= first_dirty and segment.largest_timestamp > now_ms - config.min_compaction_lag_ms:
+            if segment.next_offset > first_dirty and segment.largest_timestamp > now_ms - config.min_compaction_lag_ms:
                 uncleanable = min(uncleanable, segment.base_offset)
                 break
     needs_now = False
@@ -133,10 +133,11 @@ class LogCleanerManager:
                 continue
             first_dirty, uncleanable, needs_now = cleanable_offsets(log, checkpoints.get(tp), now_ms)
             clean_bytes = dirty_bytes = 0
+            # A segment a pass stopped inside counts as clean and as dirty (Kafka's logSegments(from, to)).
             for segment in log.segments_below(uncleanable):
                 if segment.base_offset < first_dirty:
                     clean_bytes += segment.size
-                else:
+                if segment.next_offset > first_dirty and uncleanable > first_dirty:
                     dirty_bytes += segment.size
             found.append(LogToClean(tp, log, first_dirty, uncleanable, clean_bytes, dirty_bytes, needs_now))
         return found

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -80,3 +79,17 @@ def write_updates(log: Log, updates: list[tuple[bytes | None, bytes | None]], **
         info = log.append_as_leader(keyed_batch([(key, value)], **batch_fields))  # type: ignore[arg-type]
         written.append((info.first_offset, key, value))
     return written
+
+
+def compacted(written: list[tuple[int, bytes | None, bytes | None]]) -> list[tuple[int, bytes | None, bytes | None]]:
+    """What a full compaction leaves of ``written``: the last record of each key, in offset order."""
+    return sorted((offset, key, value) for key, (offset, value) in latest_per_key(written).items())
+
+
+def clean_until_done(cleaner: LogCleaner, most: int = 50) -> int:
+    """Run passes until none is needed; return how many ran (at most ``most``)."""
+    passes = 0
+    while cleaner.clean_once():
+        passes += 1
+        assert passes < most, f"still cleaning after {most} passes"
+    return passes

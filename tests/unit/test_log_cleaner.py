@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 from cleaner_support import (
+    clean_until_done,
     cleaner_for,
+    compacted,
     compact_config,
     keyed_batch,
     latest_per_key,
@@ -18,11 +21,13 @@ from cleaner_support import (
 
 from broker.log import Log
 from broker.log.errors import OutOfOrderSequenceError
+from broker.log.log import now_ms
 from broker.log.log_cleaner import CleanerConfig, Throttler
 from broker.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
-from pipeline.protocol.batch import COMPRESSION_MASK
+from pipeline.protocol.batch import COMPRESSION_MASK, iter_batches
 from pipeline.protocol.compression import GZIP, LZ4, SNAPPY, ZSTD
-from pipeline.protocol.records import encode_batch
+from pipeline.protocol.records import decode_batch, encode_batch
+from tests.support.polling import wait_until
 
 
 def updates(keys: int, rounds: int, start: int = 0) -> list[tuple[bytes, bytes]]:
@@ -43,9 +48,8 @@ def test_many_updates_to_few_keys_leave_the_latest_value_of_each(log):
     size_before = log.size_in_bytes()
     batch_size = len(keyed_batch([(b"key-00", b"value-000000")]))
     assert cleaner_for(log).clean_once()
-    latest = latest_per_key(written)
     records = read_records(log)
-    assert records == sorted((offset, key, value) for key, (offset, value) in latest.items())
+    assert records == compacted(written)
     offsets = [offset for offset, _, _ in records]
     assert offsets == sorted(offsets) and offsets[0] == 495  # the gap 0..494 is what compaction removed
     assert log.log_start_offset == 0 and log.log_end_offset == 500
@@ -70,14 +74,18 @@ def test_a_second_pass_finds_nothing_to_do_and_a_new_cleaner_reads_the_checkpoin
 def test_a_tiny_offset_map_cleans_in_several_passes(log):
     written = write_updates(log, updates(keys=40, rounds=3))
     ready_to_clean(log)
-    cleaner = cleaner_for(log, dedupe_buffer_size=24 * 20)
-    passes = 0
-    while cleaner.clean_once():
-        passes += 1
-        assert passes < 50
-    assert passes >= 6
-    latest = latest_per_key(written)
-    assert read_records(log) == sorted((offset, key, value) for key, (offset, value) in latest.items())
+    assert clean_until_done(cleaner_for(log, dedupe_buffer_size=24 * 20)) >= 6
+    assert read_records(log) == compacted(written)
+
+
+def test_a_pass_stopping_inside_a_segment_leaves_the_rest_of_it_for_the_next(tmp_path):
+    log = Log(tmp_path / "big-0", compact_config(segment_bytes=1 << 20))
+    written = write_updates(log, updates(keys=60, rounds=2))
+    ready_to_clean(log)
+    assert log.segment_count == 2  # one inactive segment holds everything
+    assert clean_until_done(cleaner_for(log, dedupe_buffer_size=24 * 50)) >= 3
+    assert read_records(log) == compacted(written)
+    log.close()
 
 
 def test_the_active_segment_is_never_cleaned(log):
@@ -112,6 +120,20 @@ def test_records_newer_than_min_compaction_lag_stay(tmp_path):
     log.close()
 
 
+def test_min_compaction_lag_holds_back_the_rest_of_a_segment_a_pass_stopped_inside(tmp_path):
+    now = 10_000_000
+    log = Log(tmp_path / "lagging-0", compact_config(segment_bytes=1 << 20))
+    write_updates(log, updates(keys=60, rounds=2), timestamp=now - 1_000)
+    ready_to_clean(log)
+    cleaner = cleaner_for(log, time_ms=lambda: now, dedupe_buffer_size=24 * 50)
+    assert cleaner.clean_once()  # stops inside the one inactive segment: its offset map is full
+    after_first_pass = read_records(log)
+    log.config.min_compaction_lag_ms = 60_000
+    assert not cleaner.clean_once()
+    assert read_records(log) == after_first_pass
+    log.close()
+
+
 def test_max_compaction_lag_forces_a_pass_below_the_dirty_ratio(tmp_path):
     now = 10_000_000
     config = compact_config(min_cleanable_dirty_ratio=0.99)
@@ -128,22 +150,25 @@ def test_max_compaction_lag_forces_a_pass_below_the_dirty_ratio(tmp_path):
     log.close()
 
 
-def test_tombstones_stay_until_delete_retention_ms_after_their_segment_was_written(tmp_path):
+def test_tombstones_stay_until_delete_retention_ms_after_their_segment_was_cleaned(tmp_path):
     log = Log(tmp_path / "tombstones-0", compact_config(delete_retention_ms=60_000))
     write_updates(log, updates(keys=3, rounds=10))
     write_updates(log, [(b"key-01", None)])
     ready_to_clean(log)
-    now = [int(os.stat(log.dir / "00000000000000000000.log").st_mtime * 1000) + 1_000]
+    start = now_ms()
+    now = [start]
+    for name in os.listdir(log.dir):  # written long ago: only the cleaning starts the tombstone's clock
+        os.utime(log.dir / name, ns=((now[0] - 3_600_000) * 1_000_000,) * 2)
     cleaner = cleaner_for(log, time_ms=lambda: now[0])
     assert cleaner.clean_once()
-    assert [(key, value) for _, key, value in read_records(log)] == [
-        (b"key-00", b"value-000027"), (b"key-02", b"value-000029"), (b"key-01", None)]
-    write_updates(log, [(b"key-03", b"new")])
-    ready_to_clean(log)
-    now[0] += 120_000
-    assert cleaner.clean_once()
-    assert [(key, value) for _, key, value in read_records(log)] == [
-        (b"key-00", b"value-000027"), (b"key-02", b"value-000029"), (b"key-03", b"new")]
+    live = [(b"key-00", b"value-000027"), (b"key-02", b"value-000029")]
+    assert [(key, value) for _, key, value in read_records(log)] == live + [(b"key-01", None)]
+    for later, tombstone in ((59_000, [(b"key-01", None)]), (61_000, [])):
+        write_updates(log, [(b"key-03", b"new-%d" % later)])
+        ready_to_clean(log)
+        now[0] = start + later
+        assert cleaner.clean_once()
+        assert [(key, value) for _, key, value in read_records(log)] == live + tombstone + [(b"key-03", b"new-%d" % later)]
     log.close()
 
 
@@ -220,7 +245,10 @@ def test_compressed_batches_are_recompressed_with_their_codec(tmp_path, codec):
 
 
 def test_records_without_a_key_are_removed(log):
+    """Written before the topic became compacted (a compacted log refuses them at produce)."""
+    log.config.cleanup_policy = frozenset({"delete"})
     write_updates(log, [(None, b"no key"), (b"k", b"v")])
+    log.config.cleanup_policy = frozenset({"compact"})
     ready_to_clean(log)
     cleaner = cleaner_for(log)
     assert cleaner.clean_once()
@@ -289,3 +317,49 @@ def test_the_prometheus_collector_exposes_kafkas_cleaner_gauges_and_per_log_valu
                  "kafka_log_logcleanermanager_time_since_last_run_ms",
                  "kafka_log_logcleanermanager_uncleanable_partitions_count", "kafka_log_logcleaner_dirty_ratio"):
         assert f"\n{name}" in text
+
+
+def test_a_read_in_flight_stays_valid_across_the_swap(log):
+    written = write_updates(log, updates(keys=2, rounds=20))
+    ready_to_clean(log)
+    with log.read(0, 1 << 20) as in_flight:
+        assert cleaner_for(log).clean_once()
+        # file.delete.delay.ms is 0 here: the replaced segment's files are gone, its descriptor still reads.
+        assert not any(name.endswith(".deleted") for name in os.listdir(log.dir))
+        data = in_flight.read_bytes()
+    assert [(h.base_offset, decode_batch(data, pos)[1][0].value) for pos, h in iter_batches(data)][:3] == [
+        (offset, value) for offset, _, value in written[:3]]
+    assert read_records(log) == written[-2:]
+
+
+def test_the_cleaner_thread_keeps_up_with_appends_rolls_and_reads(tmp_path):
+    log = Log(tmp_path / "busy-0", compact_config(segment_bytes=1024))
+    cleaner = cleaner_for(log, backoff_ms=1)
+    cleaner.startup()
+    try:
+        written = []
+        for round_ in range(15):
+            written += write_updates(log, updates(keys=7, rounds=4, start=round_ * 28))
+            log.update_high_watermark(log.log_end_offset)
+            records = read_records(log)
+            assert latest_per_key(records) == latest_per_key(written)
+        ready_to_clean(log)
+        expected = compacted(written)
+        wait_until(lambda: read_records(log) == expected, message="the cleaner thread to finish the log")
+        assert cleaner.stats()["logs"][("busy", 0)]["passes"] >= 1
+    finally:
+        cleaner.shutdown()
+        log.close()
+
+
+@pytest.mark.parametrize("settings, threads", [({"threads": 2}, 2), ({"threads": 0}, 0),
+                                               ({"threads": 2, "enable": False}, 0)])
+def test_startup_starts_log_cleaner_threads_unless_disabled(log, settings, threads):
+    cleaner = cleaner_for(log, **settings)
+    cleaner.startup()
+    try:
+        running = [t.name for t in threading.enumerate() if t.name.startswith("kafka-log-cleaner-thread-")]
+    finally:
+        cleaner.shutdown()
+    assert sorted(running) == [f"kafka-log-cleaner-thread-{i}" for i in range(threads)]
+    assert not any(t.name.startswith("kafka-log-cleaner-thread-") for t in threading.enumerate())

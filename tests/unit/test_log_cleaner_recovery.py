@@ -9,7 +9,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from cleaner_support import cleaner_for, compact_config, latest_per_key, read_records, ready_to_clean, write_updates
+from cleaner_support import (
+    cleaner_for,
+    compact_config,
+    compacted,
+    latest_per_key,
+    read_records,
+    ready_to_clean,
+    write_updates,
+)
 
 import broker.log.log_cleaner as log_cleaner
 from broker.log import Log
@@ -72,7 +80,7 @@ def test_a_crash_at_any_point_loses_nothing_compaction_keeps(twice_cleaned, poin
     before = read_records(log)
     copy = crash_copy_at(point, log, monkeypatch, tmp_path)
     after = read_records(log)
-    assert after == sorted((offset, key, value) for key, (offset, value) in latest_per_key(written).items())
+    assert after == compacted(written)
     assert any(name.endswith((".cleaned", ".swap")) for name in os.listdir(copy))
     recovered = Log(copy, compact_config())
     try:
@@ -212,7 +220,7 @@ def test_the_log_manager_runs_the_cleaner_and_stops_it(tmp_path):
         written = write_updates(log, updates(keys=3, rounds=30))
         ready_to_clean(log)
         wait_until(lambda: len(read_records(log)) == 3, message="the cleaner thread to compact the log")
-        assert read_records(log) == sorted((o, k, v) for k, (o, v) in latest_per_key(written).items())
+        assert read_records(log) == compacted(written)
         assert manager.truncate_to("compacted", 0, 85)
         manager.delete_log("compacted", 0)
         assert "compacted 0" not in (tmp_path / "cleaner-offset-checkpoint").read_text()
