@@ -293,8 +293,7 @@ class Cleaner:
         offset_map = self.offset_map
         offset_map.clear()
         max_entries = int(offset_map.slots * self.config.load_factor)
-        digest = offset_map.digest
-        put = offset_map.put_digest
+        put = offset_map.put
         reached = start
         for segment in log_.segments_below(end):
             if segment.next_offset <= start:
@@ -316,7 +315,7 @@ class Cleaner:
                         _, records = iter_records(buf, off, header)
                         for _, _, offset, _, key, _ in records:
                             if key is not None:
-                                put(digest(key), offset)
+                                put(key, offset)
                         stats.map_messages_read += header.record_count
                     reached = header.next_offset
                     stats.map_bytes_read += header.size
@@ -429,9 +428,7 @@ class Cleaner:
         if header.attributes & CONTROL_FLAG:
             stats.messages_written += header.record_count
             return buf[off : off + header.size]
-        offset_map = self.offset_map
-        digest = offset_map.digest
-        get = offset_map.get_digest
+        get = self.offset_map.get
         data, records = iter_records(buf, off, header)
         end = bounds.end
         dirty_start = bounds.first_dirty_offset
@@ -442,7 +439,7 @@ class Cleaner:
                 kept.append(record)
             elif key is None:
                 stats.invalid_messages += 1
-            elif offset >= get(digest(key)):
+            elif offset >= get(key):
                 if has_value or retain_deletes:
                     kept.append(record)
                 elif offset >= dirty_start:

@@ -19,6 +19,7 @@ HASH_SIZE = 16
 _OFFSET = struct.Struct(">q")
 _SLOT = struct.Struct(">Q")
 _EMPTY = bytes(HASH_SIZE)
+_md5 = hashlib.md5
 
 
 class OffsetMapFullError(RuntimeError):
@@ -46,10 +47,10 @@ class SkimpyOffsetMap:
     @staticmethod
     def digest(key: bytes | bytearray | memoryview) -> bytes:
         """The key's digest (MD5, as Kafka's default log.cleaner.hash.algorithm)."""
-        return hashlib.md5(key).digest()
+        return _md5(key).digest()
 
-    def _find(self, digest: bytes) -> int:
-        """The byte position of ``digest``'s slot, or of the empty slot where it would go."""
+    def _find(self, digest: bytes) -> tuple[int, bool]:
+        """The byte position of ``digest``'s slot and False, or of the empty slot where it would go and True."""
         buf = self._buf
         entry = self.bytes_per_entry
         slots = self.slots
@@ -58,9 +59,12 @@ class SkimpyOffsetMap:
         while True:
             pos = slot * entry
             found = buf[pos : pos + HASH_SIZE]
-            if found == digest or found == _EMPTY:
+            if found == digest:
                 self.probes += probes
-                return pos
+                return pos, False
+            if found == _EMPTY:
+                self.probes += probes
+                return pos, True
             probes += 1
             if probes > slots:
                 raise OffsetMapFullError(f"all {slots} slots of the offset map are taken")
@@ -70,13 +74,10 @@ class SkimpyOffsetMap:
 
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
         """Map ``key`` to ``offset`` (the later put of a key wins)."""
-        self.put_digest(self.digest(key), offset)
-
-    def put_digest(self, digest: bytes, offset: int) -> None:
-        """Map a key given by its digest to ``offset``."""
-        pos = self._find(digest)
+        digest = _md5(key).digest()
+        pos, empty = self._find(digest)
         buf = self._buf
-        if buf[pos : pos + HASH_SIZE] == _EMPTY:
+        if empty:
             buf[pos : pos + HASH_SIZE] = digest
             self.size += 1
         _OFFSET.pack_into(buf, pos + HASH_SIZE, offset)
@@ -84,13 +85,9 @@ class SkimpyOffsetMap:
 
     def get(self, key: bytes | bytearray | memoryview) -> int:
         """The offset last put for ``key``, or -1."""
-        return self.get_digest(self.digest(key))
-
-    def get_digest(self, digest: bytes) -> int:
-        """The offset last put for the key with ``digest``, or -1."""
         self.lookups += 1
-        pos = self._find(digest)
-        if self._buf[pos : pos + HASH_SIZE] == _EMPTY:
+        pos, empty = self._find(_md5(key).digest())
+        if empty:
             return -1
         return _OFFSET.unpack_from(self._buf, pos + HASH_SIZE)[0]
 
