@@ -91,16 +91,31 @@ def wait_compacted(read: Callable[[], list], writer: KeyedWriter, add_dirt: Call
                                       f"for {len(writer.kept(tombstones=False))} live keys")
 
 
-def start_broker(broker_factory, **kwargs: object) -> BrokerProcess:
+def dirt(writer: KeyedWriter) -> Callable[[], None]:
+    """An ``add_dirt`` for wait_compacted: one more update of a live key (key 1), then a roll."""
+    rounds = iter(range(1000, 2000))
+
+    def add_dirt() -> None:
+        writer.write([(key(1), value(1, next(rounds)))])
+        writer.roll()
+    return add_dirt
+
+
+def start_broker(broker_factory, topic: str | None = None, configs: dict[str, str] | None = None,
+                 **kwargs: object) -> BrokerProcess:
+    """A broker with CLEANER_SETTINGS (plus ``overrides``) and, if ``topic`` is given, that topic created with
+    ``configs`` (default: compacted, SEGMENT_BYTES segments)."""
     overrides = dict(CLEANER_SETTINGS)
     overrides.update(kwargs.pop("overrides", {}))
-    return broker_factory(overrides=overrides, **kwargs)
+    broker = broker_factory(overrides=overrides, **kwargs)
+    if topic is not None:
+        create_topic(broker.bootstrap, topic, configs=configs or compacted_topic_configs(SEGMENT_BYTES))
+    return broker
 
 
 def test_cleaning_keeps_each_keys_latest_record_at_its_offset_and_shrinks_the_log(broker_factory):
-    broker = start_broker(broker_factory)
     topic = "compacted"
-    create_topic(broker.bootstrap, topic, configs=compacted_topic_configs(SEGMENT_BYTES))
+    broker = start_broker(broker_factory, topic)
     partition_dir = broker.partition_dir(topic, 0)
     with KafkaConnection(broker.host, broker.port) as conn:
         writer = KeyedWriter(wire_sender(conn, topic), SEGMENT_BYTES)
@@ -131,10 +146,9 @@ def test_cleaning_keeps_each_keys_latest_record_at_its_offset_and_shrinks_the_lo
 
 def test_tombstones_stay_for_delete_retention_ms_then_their_keys_vanish(broker_factory):
     delete_retention_s = 2.0
-    broker = start_broker(broker_factory)
     topic = "tombstones"
-    create_topic(broker.bootstrap, topic,
-                 configs=compacted_topic_configs(SEGMENT_BYTES, delete_retention_ms=int(delete_retention_s * 1000)))
+    broker = start_broker(broker_factory, topic,
+                          compacted_topic_configs(SEGMENT_BYTES, delete_retention_ms=int(delete_retention_s * 1000)))
     deleted = [key(k) for k in range(0, KEYS, 4)]
     with KafkaConnection(broker.host, broker.port) as conn:
         writer = KeyedWriter(wire_sender(conn, topic), SEGMENT_BYTES)
@@ -153,13 +167,7 @@ def test_tombstones_stay_for_delete_retention_ms_then_their_keys_vanish(broker_f
             # Read before delete.retention.ms had passed since the roll, so since cleaning: the tombstones are kept.
             assert {r.key for r in records if r.value is None} == set(deleted)
 
-        dirt = iter(range(1000, 2000))
-
-        def add_dirt() -> None:
-            writer.write([(key(1), value(1, next(dirt)))])
-            writer.roll()
-
-        records = wait_compacted(lambda: read_log(conn, topic), writer, add_dirt)
+        records = wait_compacted(lambda: read_log(conn, topic), writer, dirt(writer))
     assert writer.tombstoned() == set(deleted)
     assert not {r.key for r in records} & set(deleted)
     assert {r.key for r in records if not is_roll(r.key)} == {key(k) for k in range(KEYS)} - set(deleted)
@@ -169,9 +177,9 @@ def test_tombstones_stay_for_delete_retention_ms_then_their_keys_vanish(broker_f
 @pytest.mark.parametrize("point", PAUSE_POINTS)
 def test_sigkill_inside_a_cleaning_pass_loses_nothing_compaction_keeps(broker_factory, tmp_path, point):
     marker = tmp_path / "paused"
-    broker = start_broker(broker_factory, env={"KAFKA_CLEANER_PAUSE_AT": point, "KAFKA_CLEANER_PAUSE_FILE": str(marker)})
     topic = "crashed"
-    create_topic(broker.bootstrap, topic, configs=compacted_topic_configs(SEGMENT_BYTES))
+    broker = start_broker(broker_factory, topic,
+                          env={"KAFKA_CLEANER_PAUSE_AT": point, "KAFKA_CLEANER_PAUSE_FILE": str(marker)})
     partition_dir = broker.partition_dir(topic, 0)
     with KafkaConnection(broker.host, broker.port) as conn:
         writer = KeyedWriter(wire_sender(conn, topic), SEGMENT_BYTES)
@@ -294,14 +302,8 @@ def test_stock_clients_create_write_and_read_compacted_topics(broker_factory, cl
         write_rounds(writer, rounds=10)
         writer.write([(k, None) for k in deleted])
         writer.roll()
-        dirt = iter(range(1000, 2000))
-
-        def add_dirt() -> None:
-            writer.write([(key(1), value(1, next(dirt)))])
-            writer.roll()
-
         with KafkaConnection(broker.host, broker.port) as conn:
-            wait_compacted(lambda: read_log(conn, topic), writer, add_dirt)
+            wait_compacted(lambda: read_log(conn, topic), writer, dirt(writer))
     finally:
         close()
 
@@ -328,11 +330,11 @@ RSS_ALLOWANCE_BYTES = 24 * MiB
 
 
 def test_cleaning_with_a_small_dedupe_buffer_keeps_rss_bounded(broker_factory):
+    topic = "large"
     broker = start_broker(broker_factory, overrides={
         "log.cleaner.enable": "false", "log.cleaner.dedupe.buffer.size": DEDUPE_BUFFER_BYTES,
         "log.cleaner.io.buffer.size": IO_BUFFER_BYTES})
     idle_rss = broker.rss_bytes()
-    topic = "large"
     create_topic(broker.bootstrap, topic, configs=compacted_topic_configs(MEMORY_SEGMENT_BYTES))
     produce_batches(broker.host, broker.port, topic,
                     keyed_batches(MEMORY_LOG_BYTES, MEMORY_KEYS, MEMORY_VALUE_BYTES), in_flight=2)
