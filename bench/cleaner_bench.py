@@ -12,13 +12,14 @@ uncompressed records: 16-byte keys drawn in turn from --keys distinct ones, --va
    (pipelined raw Produce, acks=1) and fetched back (1 MiB Fetches, batches not decoded), once with the
    cleaner idle (after step 1) and once while it cleans: the compacted topic gets --log-mb more updates with
    the cleaner off, the broker is restarted with it on and the workload starts at once; the bench checks
-   that the cleaner was still busy when the workload ended.
+   that the cleaner was still busy when the workload ended. --io-max-mb-per-second throttles the cleaner
+   (log.cleaner.io.max.bytes.per.second) in both steps.
 
 The defaults clean a 2 GiB log of 1,000,000 keys (each written about twice) with a 16 MiB dedupe buffer, whose
 offset map holds some 630,000 keys (24 bytes a key, 0.9 load factor): several passes.
 
     python -m bench.cleaner_bench [--log-mb 2048] [--keys 1000000] [--value-bytes 1000] [--segment-mb 128]
-        [--dedupe-buffer-mb 16] [--workload-mb 512] [--dir /path/with/space]
+        [--dedupe-buffer-mb 16] [--workload-mb 512] [--io-max-mb-per-second MB] [--dir /path/with/space]
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def fill(broker: BrokerProcess, args: argparse.Namespace, seed: int) -> int:
 def run(args: argparse.Namespace, work_dir: Path) -> None:
     settings = {"log.cleaner.enable": "false", "log.cleaner.backoff.ms": 200,
                 "log.cleaner.dedupe.buffer.size": args.dedupe_buffer_mb * MiB}
+    if args.io_max_mb_per_second is not None:
+        settings["log.cleaner.io.max.bytes.per.second"] = args.io_max_mb_per_second * MB
     broker = BrokerProcess(work_dir / "logs", log_path=work_dir / "broker.log", overrides=settings)
     with broker:
         fresh_rss = broker.rss_bytes()
@@ -136,6 +139,8 @@ def main() -> None:
     parser.add_argument("--segment-mb", type=int, default=128, help="segment.bytes of the compacted topic in MiB")
     parser.add_argument("--dedupe-buffer-mb", type=int, default=16, help="log.cleaner.dedupe.buffer.size in MiB")
     parser.add_argument("--workload-mb", type=int, default=512, help="MiB produced and fetched per workload run")
+    parser.add_argument("--io-max-mb-per-second", type=float, default=None,
+                        help="log.cleaner.io.max.bytes.per.second in MB/s (default: unlimited)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the cleaning")
     parser.add_argument("--dir", type=Path, default=None, help="where the temporary log dir goes")
     args = parser.parse_args()
