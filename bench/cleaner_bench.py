@@ -1,7 +1,7 @@
 """The log cleaner: how fast it cleans, what it costs produce and fetch while it runs, and its memory.
 
 Starts a standalone broker in a temporary directory with its cleaner off and fills a compacted topic
-(cleanup.policy=compact, min.cleanable.dirty.ratio 0.01, --segment-mb segments) with --log-mb of
+(cleanup.policy=compact, min.cleanable.dirty.ratio 0, --segment-mb segments) with --log-mb of
 uncompressed records: 16-byte keys drawn in turn from --keys distinct ones, --value-bytes values. Then:
 
 1. cleaning: the broker is restarted with the cleaner on (log.cleaner.dedupe.buffer.size --dedupe-buffer-mb,

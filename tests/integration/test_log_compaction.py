@@ -1,13 +1,14 @@
 """Log compaction (cleanup.policy=compact) through real broker processes.
 
-The brokers clean at once: 16 KiB segments, any dirty ratio (min.cleanable.dirty.ratio 0.01), a cleaner
+The brokers clean at once: 16 KiB segments, any dirty bytes (min.cleanable.dirty.ratio 0), a cleaner
 backoff of 200 ms, replaced segment files removed at once. Every test writes rounds of updates to a few keys
 (tests/support/compaction.py's KeyedWriter knows each key's latest record) and then rolls the log, so that
 everything written is outside the active segment. Cleaning is awaited by reading the partition until it
 holds exactly each key's latest record (and the cleaner's checkpoint has moved), with deadlines.
 
-- cleaning keeps the latest record of every key at its offset (gaps between them) and shrinks the log to
-  about the bytes of those records; tombstones stay for delete.retention.ms after cleaning, then go;
+- cleaning keeps the latest record of every key at its offset (gaps between them), shrinks the log to
+  about the bytes of those records and shows in the cleaner's metrics (kafka_log_logcleaner_*); tombstones
+  stay for delete.retention.ms after cleaning, then go;
 - SIGKILL inside a cleaning pass (the broker/log/faults.py pause points: writing the .cleaned segment, before
   the swap, during the swap): after a restart no .cleaned/.swap file is left, the segments are whole, every
   key's latest record is still there, and cleaning then completes;
@@ -30,6 +31,7 @@ from typing import Callable
 import pytest
 from kafka import KafkaProducer
 
+from tests.integration.test_broker_metrics import scrape, value as sample
 from tests.support import REPO_ROOT, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.clients import confluent_consume, create_topic, kafka_python_consume
@@ -86,9 +88,13 @@ def wait_compacted(read: Callable[[], list], writer: KeyedWriter, add_dirt: Call
         if add_dirt is not None and records == writer.kept(tombstones=True):
             add_dirt()
         return None
-    return wait_until(compacted, timeout, interval=0.3,
-                      message=lambda: f"exactly the latest record of every key, got {len(read())} records "
-                                      f"for {len(writer.kept(tombstones=False))} live keys")
+    def difference() -> str:
+        records, wanted = read(), writer.kept(tombstones=False)
+        extra = [(r.offset, r.key, r.value is None) for r in records if r not in wanted]
+        missing = [(k.offset, k.key) for k in wanted if k not in records]
+        return (f"exactly the latest record of every key: {len(records)} records for {len(wanted)} live keys, "
+                f"extra (offset, key, tombstone) {extra[:12]}, missing {missing[:12]}")
+    return wait_until(compacted, timeout, interval=0.3, message=difference)
 
 
 def dirt(writer: KeyedWriter) -> Callable[[], None]:
@@ -115,7 +121,7 @@ def start_broker(broker_factory, topic: str | None = None, configs: dict[str, st
 
 def test_cleaning_keeps_each_keys_latest_record_at_its_offset_and_shrinks_the_log(broker_factory):
     topic = "compacted"
-    broker = start_broker(broker_factory, topic)
+    broker = start_broker(broker_factory, topic, overrides={"metrics.port": 0})
     partition_dir = broker.partition_dir(topic, 0)
     with KafkaConnection(broker.host, broker.port) as conn:
         writer = KeyedWriter(wire_sender(conn, topic), SEGMENT_BYTES)
@@ -142,6 +148,16 @@ def test_cleaning_keeps_each_keys_latest_record_at_its_offset_and_shrinks_the_lo
     assert cleaned_bytes < dirty_bytes / 10
     assert cleaning_leftovers(partition_dir) == []
     check_segments(partition_dir)
+
+    # The cleaner's metrics: what it read and freed in this log, nothing left dirty, no uncleanable log.
+    samples = scrape(broker)
+    log_labels = {"topic": topic, "partition": 0}
+    read = sample(samples, "kafka_log_logcleaner_bytes_read_total", **log_labels)
+    recovered = sample(samples, "kafka_log_logcleaner_bytes_recovered_total", **log_labels)
+    written_back = sample(samples, "kafka_log_logcleaner_bytes_written_total", **log_labels)
+    assert read >= dirty_bytes and recovered == read - written_back > 0
+    assert sample(samples, "kafka_log_logcleaner_dirty_bytes", **log_labels) == 0
+    assert sample(samples, "kafka_log_logcleanermanager_uncleanable_partitions_count") == 0
 
 
 def test_tombstones_stay_for_delete_retention_ms_then_their_keys_vanish(broker_factory):
@@ -178,13 +194,15 @@ def test_tombstones_stay_for_delete_retention_ms_then_their_keys_vanish(broker_f
 def test_sigkill_inside_a_cleaning_pass_loses_nothing_compaction_keeps(broker_factory, tmp_path, point):
     marker = tmp_path / "paused"
     topic = "crashed"
-    broker = start_broker(broker_factory, topic,
-                          env={"KAFKA_CLEANER_PAUSE_AT": point, "KAFKA_CLEANER_PAUSE_FILE": str(marker)})
+    # Written with the cleaner off: a pass paused inside the swap holds the log's lock, appends would wait on it.
+    broker = start_broker(broker_factory, topic, overrides={"log.cleaner.enable": "false"})
     partition_dir = broker.partition_dir(topic, 0)
     with KafkaConnection(broker.host, broker.port) as conn:
         writer = KeyedWriter(wire_sender(conn, topic), SEGMENT_BYTES)
         write_rounds(writer)
         writer.roll()
+    broker.env = {"KAFKA_CLEANER_PAUSE_AT": point, "KAFKA_CLEANER_PAUSE_FILE": str(marker)}
+    broker.restart({"log.cleaner.enable": "true"})
 
     wait_until(lambda: marker.exists() and marker.read_text().split() == [str(broker.pid), point], 20,
                message=f"the cleaner to pause at {point!r}")
@@ -196,8 +214,7 @@ def test_sigkill_inside_a_cleaning_pass_loses_nothing_compaction_keeps(broker_fa
 
     # Recovery alone first (a running cleaner would have .cleaned files of its own pass in flight).
     broker.env = {}
-    broker.overrides["log.cleaner.enable"] = "false"
-    broker.start()
+    broker.restart({"log.cleaner.enable": "false"})
     assert cleaning_leftovers(partition_dir) == []
     check_segments(partition_dir)
     with KafkaConnection(broker.host, broker.port) as conn:

@@ -38,9 +38,11 @@ Send = Callable[[Sequence[KeyValue]], int]
 
 def compacted_topic_configs(segment_bytes: int, *, policy: str = "compact", delete_retention_ms: int = 1000,
                             **extra: object) -> dict[str, str]:
-    """Topic configs that make the cleaner act at once on a small topic: small segments, any dirty ratio,
-    replaced segment files removed at once, tombstones kept ``delete_retention_ms``."""
-    configs = {"cleanup.policy": policy, "segment.bytes": segment_bytes, "min.cleanable.dirty.ratio": 0.01,
+    """Topic configs that make the cleaner act at once on a small topic: small segments, any dirty bytes at
+    all (min.cleanable.dirty.ratio 0: the roll records, each under a key of its own, pile up in the clean
+    section, so one small update after them is a tiny share of the log), replaced segment files removed at
+    once, tombstones kept ``delete_retention_ms``."""
+    configs = {"cleanup.policy": policy, "segment.bytes": segment_bytes, "min.cleanable.dirty.ratio": 0,
                "delete.retention.ms": delete_retention_ms, "file.delete.delay.ms": 0}
     configs.update({name.replace("_", "."): value for name, value in extra.items()})
     return {name: str(value) for name, value in configs.items()}
