@@ -112,8 +112,10 @@ def run(args: argparse.Namespace, work_dir: Path) -> None:
         clean_s = time.perf_counter() - started
         peak = broker.peak_rss_bytes()
         cleaned = log_bytes(broker.partition_dir(COMPACTED, 0), active=False)
+        passes = broker.log_text().count(f"cleaned {COMPACTED}-0:")  # the cleaner logs one line per pass
         print(f"cleaned {dirty / MB:.0f} MB of dirty log to {cleaned / MB:.0f} MB in {clean_s:.1f}s: "
-              f"{dirty / MB / clean_s:.1f} MB/s (dedupe buffer {args.dedupe_buffer_mb} MiB, {args.keys:,} keys)")
+              f"{dirty / MB / clean_s:.1f} MB/s ({passes} passes, dedupe buffer {args.dedupe_buffer_mb} MiB, "
+              f"{args.keys:,} keys)")
         print(f"broker RSS: {fresh_rss / MiB:.0f} MiB fresh, peak (VmHWM) {peak / MiB:.0f} MiB while cleaning, "
               f"{broker.rss_bytes() / MiB:.0f} MiB after")
 
