@@ -46,8 +46,10 @@ class BrokerProcess:
         start_timeout: float = 30.0,
         python: str = sys.executable,
         open_files_limit: tuple[int, int] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        """``open_files_limit`` (soft, hard) is the RLIMIT_NOFILE the process starts with."""
+        """``open_files_limit`` (soft, hard) is the RLIMIT_NOFILE the process starts with; ``env`` adds
+        environment variables to every start (fault-injection hooks; set ``self.env`` to change them)."""
         self.log_dir = Path(log_dir)
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -57,6 +59,7 @@ class BrokerProcess:
         self.start_timeout = start_timeout
         self.python = python
         self.open_files_limit = open_files_limit
+        self.env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.starts = 0
@@ -97,6 +100,7 @@ class BrokerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         env = dict(os.environ)
+        env.update(self.env)
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as log:
@@ -194,6 +198,10 @@ class BrokerProcess:
         """The broker's resident set size from /proc/PID/status (VmRSS)."""
         return rss_bytes(self.pid)
 
+    def peak_rss_bytes(self) -> int:
+        """The largest resident set size the broker process has had since it started (VmHWM)."""
+        return rss_bytes(self.pid, "VmHWM")
+
     def __enter__(self) -> BrokerProcess:
         return self.start()
 
@@ -208,12 +216,12 @@ class BrokerProcess:
         return f"BrokerProcess({self.bootstrap}, {self.log_dir}, {state})"
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process in bytes (VmRSS in /proc/PID/status)."""
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """Resident set size of a process in bytes: ``field`` of /proc/PID/status (VmRSS now, VmHWM its peak)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise BrokerError(f"no VmRSS for pid {pid}")
+    raise BrokerError(f"no {field} for pid {pid}")
 
 
 def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:

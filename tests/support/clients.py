@@ -27,13 +27,16 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 15.0) -> None:
-    """Create ``topic`` with CreateTopics through kafka-python's KafkaAdminClient; raise on any error."""
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 15.0,
+                 configs: dict[str, str] | None = None) -> None:
+    """Create ``topic`` (with topic config overrides ``configs``) with CreateTopics through kafka-python's
+    KafkaAdminClient; raise on any error."""
     from kafka.admin import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-admin", request_timeout_ms=int(timeout * 1000))
     try:
-        admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1}}, timeout_ms=int(timeout * 1000))
+        admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1, "configs": configs or {}}},
+                            timeout_ms=int(timeout * 1000))
     finally:
         admin.close()
 

@@ -1,9 +1,11 @@
-"""Bulk load over the raw protocol: one pre-encoded RecordBatch sent in many pipelined Produce requests."""
+"""Bulk load over the raw protocol: pre-encoded RecordBatches (or one, over and over) in pipelined Produce requests."""
 
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections import deque
+from itertools import repeat
+from typing import Callable, Iterable
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -39,28 +41,50 @@ def produce_bulk(
 ) -> int:
     """Send ``batch`` repeatedly (acks=1, up to ``in_flight`` pipelined requests) until ``total_bytes`` are stored.
 
-    Checks every response (error 0, base offsets advancing by the batch's record count). ``on_progress``
-    gets the bytes acknowledged so far after each response. Returns the bytes stored.
+    Checks every response as produce_batches does. Returns the bytes stored.
     """
     requests = -(-total_bytes // len(batch))
-    per_batch = record_count(batch)
-    body = wire.produce_request_body(topic, [(partition, batch)], acks=1)
-    pending: list[int] = []
+    return produce_batches(host, port, topic, repeat(batch, requests), partition, in_flight, on_progress)
+
+
+def produce_batches(
+    host: str,
+    port: int,
+    topic: str,
+    batches: Iterable[bytes],
+    partition: int = 0,
+    in_flight: int = 4,
+    on_progress: Callable[[int], None] | None = None,
+) -> int:
+    """Send each of ``batches`` in its own Produce request (acks=1, up to ``in_flight`` pipelined requests).
+
+    Checks every response (error 0, base offsets advancing by each batch's record count). ``on_progress``
+    gets the bytes acknowledged so far after each response. Returns the bytes stored.
+    """
+    pending: deque[tuple[int, int, int]] = deque()  # (correlation id, batch bytes, batch records)
     acknowledged = 0
     expected_offset: int | None = None
+    source = iter(batches)
+    exhausted = False
     with wire.KafkaConnection(host, port, timeout=60) as conn:
-        sent = 0
-        while acknowledged < requests:
-            while sent < requests and len(pending) < in_flight:
-                pending.append(conn.send(wire.API_PRODUCE, 3, body))
-                sent += 1
-            (result,) = wire.parse_produce_response(conn.receive(pending.pop(0)))
+        while pending or not exhausted:
+            while not exhausted and len(pending) < in_flight:
+                batch = next(source, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                body = wire.produce_request_body(topic, [(partition, batch)], acks=1)
+                pending.append((conn.send(wire.API_PRODUCE, 3, body), len(batch), record_count(batch)))
+            if not pending:
+                break
+            correlation_id, size, records = pending.popleft()
+            (result,) = wire.parse_produce_response(conn.receive(correlation_id))
             if result.error_code != 0:
-                raise AssertionError(f"Produce failed with error code {result.error_code} after {acknowledged} batches")
+                raise AssertionError(f"Produce failed with error code {result.error_code} after {acknowledged} bytes")
             if expected_offset is not None and result.base_offset != expected_offset:
                 raise AssertionError(f"base offset {result.base_offset}, expected {expected_offset}")
-            expected_offset = result.base_offset + per_batch
-            acknowledged += 1
+            expected_offset = result.base_offset + records
+            acknowledged += size
             if on_progress is not None:
-                on_progress(acknowledged * len(batch))
-    return acknowledged * len(batch)
+                on_progress(acknowledged)
+    return acknowledged
