@@ -46,7 +46,9 @@ BENCH_COMMANDS := \
 	"-m bench.audit_bench" \
 	"-m bench.deployment_bench --minutes 12" \
 	"-m bench.replication_bench" \
-	"-m bench.group_bench"
+	"-m bench.group_bench" \
+	"-m bench.log_cleaner_throughput" \
+	"-m bench.cleaner_bench"
 
 .PHONY: setup debian-packages test pipeline-up pipeline-down pipeline-clean bench bench-scripts clean distclean
 
