@@ -15,7 +15,7 @@ holds exactly each key's latest record (and the cleaner's checkpoint has moved),
 - stock clients: kafka-python's and confluent-kafka's admins create compacted topics (compact, and
   compact,delete), their producers write keyed records and tombstones, both consumers read the compacted log
   back; DescribeConfigs and `topics describe` show cleanup.policy;
-- memory: cleaning a log of many distinct keys with a 1 MiB dedupe buffer (several passes) keeps the
+- memory: cleaning a 2 GiB log of many distinct keys with a 16 MiB dedupe buffer (several passes) keeps the
   broker's RSS within the buffers plus a fixed allowance.
 """
 
@@ -331,17 +331,17 @@ def test_stock_clients_create_write_and_read_compacted_topics(broker_factory, cl
         assert not {r.key for r in records} & set(deleted), consume.__name__
 
 
-# The memory check: 96 MiB of records with 16-byte keys and 600-byte values, each of 80,000 keys written twice,
-# in 32 MiB segments, cleaned with a 1 MiB dedupe buffer: the offset map holds some 40,000 keys (Kafka's 24
-# bytes a key at a 0.9 load factor), so the cleaner needs several passes (five, some 7 s here). The broker's
-# RSS may grow over an idle broker's by the dedupe buffer, the two I/O buffers and a fixed allowance of 24 MiB
-# for the transient objects of a pass (measured: under 5 MiB in all). The allowance is below one segment and a
-# quarter of the log, so a cleaner that read a whole segment or the log into memory would exceed it.
-MEMORY_LOG_BYTES = 96 * MiB
-MEMORY_KEYS = 80_000
-MEMORY_VALUE_BYTES = 600
-MEMORY_SEGMENT_BYTES = 32 * MiB
-DEDUPE_BUFFER_BYTES = 1 * MiB
+# The memory check, at the issue's size: 2 GiB of records with 16-byte keys and 1000-byte values, each of 1,000,000
+# keys written twice, in 128 MiB segments, cleaned with a 16 MiB dedupe buffer: the offset map holds some 600,000
+# keys (Kafka's 24 bytes a key at a 0.9 load factor), so the cleaner needs several passes (some 40 s here). The
+# broker's RSS may grow over an idle broker's by the dedupe buffer, the two I/O buffers and a fixed allowance of
+# 24 MiB for the transient objects of a pass (measured: under 5 MiB in all). The allowance is below a fifth of one
+# segment and about a hundredth of the log, so a cleaner that read a segment or the log into memory would exceed it.
+MEMORY_LOG_BYTES = 2048 * MiB
+MEMORY_KEYS = 1_000_000
+MEMORY_VALUE_BYTES = 1000
+MEMORY_SEGMENT_BYTES = 128 * MiB
+DEDUPE_BUFFER_BYTES = 16 * MiB
 IO_BUFFER_BYTES = 512 * 1024
 RSS_ALLOWANCE_BYTES = 24 * MiB
 
@@ -360,7 +360,7 @@ def test_cleaning_with_a_small_dedupe_buffer_keeps_rss_bounded(broker_factory):
     active_base = int(sorted(partition_dir.glob("*.log"))[-1].stem)
 
     broker.restart({"log.cleaner.enable": "true"})
-    wait_until(lambda: cleaner_checkpoint(broker.log_dir, topic) == active_base, 40, interval=0.2,
+    wait_until(lambda: cleaner_checkpoint(broker.log_dir, topic) == active_base, 300, interval=0.5,
                message=lambda: f"the log cleaned up to {active_base} (checkpoint "
                                f"{cleaner_checkpoint(broker.log_dir, topic)})")
     peak = broker.peak_rss_bytes()
