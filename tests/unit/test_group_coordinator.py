@@ -173,7 +173,8 @@ def test_a_group_that_moves_away_answers_its_waiting_members_not_coordinator(tmp
         first = await join(coordinator)
         # A second member's join waits for the first to rejoin; the group moves meanwhile.
         waiting = asyncio.ensure_future(join(coordinator))
-        await asyncio.sleep(0.01)
+        while len((await coordinator.describe_group("g"))["members"]) < 2:
+            await asyncio.sleep(0)  # let the second join reach the group
         owned["g"] = False
         coordinator.unload_moved_groups()
         assert (await waiting)["error_code"] == ErrorCode.NOT_COORDINATOR
