@@ -7,7 +7,8 @@ uncompressed records: 16-byte keys drawn in turn from --keys distinct ones, --va
 1. cleaning: the broker is restarted with the cleaner on (log.cleaner.dedupe.buffer.size --dedupe-buffer-mb,
    backoff 200 ms); the clock runs from the restart until the cleaner-offset-checkpoint reaches the active
    segment (every pass done). Throughput is the dirty log's bytes over that time (MB/s of dirty log cleaned);
-   the broker's peak RSS (VmHWM) over the whole run is printed beside its RSS before filling;
+   the broker's peak RSS (VmHWM) over the whole run is printed beside its RSS before filling, and its cleaner
+   worker process's peak;
 2. produce and fetch next to the cleaner: --workload-mb of 512 KiB batches produced to a plain topic
    (pipelined raw Produce, acks=1) and fetched back (1 MiB Fetches, batches not decoded), once with the
    cleaner idle (after step 1) and once while it cleans: the compacted topic gets --log-mb more updates with
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from pipeline.protocol.batch import iter_batches
 from tests.support import BrokerProcess, wait_until
+from tests.support.broker import rss_bytes
 from tests.support.clients import create_topic
 from tests.support.compaction import cleaner_checkpoint, compacted_topic_configs, keyed_batches, log_bytes
 from tests.support.load import build_batch, produce_batches, produce_bulk
@@ -118,6 +120,9 @@ def run(args: argparse.Namespace, work_dir: Path) -> None:
               f"{args.keys:,} keys)")
         print(f"broker RSS: {fresh_rss / MiB:.0f} MiB fresh, peak (VmHWM) {peak / MiB:.0f} MiB while cleaning, "
               f"{broker.rss_bytes() / MiB:.0f} MiB after")
+        for pid in broker.child_pids():
+            print(f"cleaner worker {pid} RSS: peak (VmHWM) {rss_bytes(pid, 'VmHWM') / MiB:.0f} MiB, "
+                  f"{rss_bytes(pid) / MiB:.0f} MiB after")
 
         idle = workload(broker, args.workload_mb)
 

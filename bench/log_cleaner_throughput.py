@@ -19,7 +19,8 @@ from pathlib import Path
 
 from bench.codec_bench import make_values
 from broker.log import Log, LogConfig
-from broker.log.log_cleaner import CleanerConfig, LogCleaner
+from broker.log.cleaner import CleanerConfig
+from broker.log.log_cleaner import LogCleaner
 from pipeline.protocol.compression import codec_from_name
 from pipeline.protocol.records import encode_batch
 

@@ -21,7 +21,7 @@ from broker.coordinator.coordination import GroupCoordination
 from broker.kafka_apis import KafkaApis
 from broker.kafka_scheduler import KafkaScheduler
 from broker.log.cleaner_metrics import LogCleanerMetrics
-from broker.log.log_cleaner import CleanerConfig
+from broker.log.cleaner import CleanerConfig
 from broker.log.log_manager import LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.metrics import BrokerMetrics, serve_metrics

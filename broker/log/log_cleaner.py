@@ -1,471 +1,28 @@
-"""The log cleaner: compaction of ``cleanup.policy=compact`` logs (Kafka's LogCleaner and Cleaner).
+"""The log cleaner: compaction of ``cleanup.policy=compact`` logs (Kafka's LogCleaner).
 
-Cleaner threads, off the event loop, repeatedly take the filthiest compacted log (see
-LogCleanerManager), build a key -> last offset map over its dirty section (a SkimpyOffsetMap of
-bounded size: when it fills, the pass stops there and the rest waits for a later pass), and rewrite
-the log from its start up to where the map ends, keeping of every key only its latest record.
-Tombstones (a null value) are kept until delete.retention.ms after the segment holding them was
-cleaned (the first cleaning of a tombstone keeps it and sets its segment's modification time; a merged
-segment takes the latest time of the segments it replaces), so a consumer reading from the start within
-that time sees them; small adjacent segments are merged. Each group of segments is written as one
-``<base>.log.cleaned`` segment and swapped in by Log.replace_segments; the end of the pass is written
-to the cleaner-offset-checkpoint.
-
-Batches keep their base offset, last offset delta, leader epoch, producer id, epoch and base sequence
-(so offsets keep gaps, never move); a compressed batch is recompressed with its codec; a batch whose
-records are all gone is dropped, except the last batch of a live idempotent producer, kept empty so
-that its sequence state survives (Kafka's rule). The active segment and records newer than
-min.compaction.lag.ms or above the high watermark are never cleaned.
+Cleaner threads repeatedly take the filthiest compacted log (see LogCleanerManager) and run a pass over
+it (see cleaner.Cleaner) in a worker process of their own, so that the CPU a pass takes does not hold
+the interpreter the broker's event loop runs on; the end of each pass is written to the
+cleaner-offset-checkpoint. The LogManager owns the LogCleaner.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import os
-import struct
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable
 
-import crc32c
-
-from broker.log.errors import CorruptRecordError, KafkaStorageError
-from broker.log.faults import pause_at
+from broker.log.cleaner import Cleaner, CleanerConfig, CleanerStats, CleaningJob, LocalTarget
+from broker.log.cleaner_process import CleanerProcess, CleanerWorkerError
+from broker.log.errors import KafkaStorageError
 from broker.log.log import Log, now_ms
-from broker.log.log_cleaner_manager import (
-    LogCleanerManager,
-    LogCleaningAbortedError,
-    LogToClean,
-    TopicPartition,
-)
-from broker.log.log_segment import CLEANED_SUFFIX, INT32_MAX, MIN_BATCH_LENGTH, LogSegment
-from broker.log.offset_map import SkimpyOffsetMap
-from pipeline.durable_file import fsync_and_close
-from pipeline.protocol import compression
-from pipeline.protocol.batch import (
-    ATTRIBUTES,
-    COMPRESSION_MASK,
-    CONTROL_FLAG,
-    CRC,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
-    CorruptBatchError,
-    parse_header,
-)
-from pipeline.protocol.records import _read_varint
+from broker.log.log_cleaner_manager import LogCleanerManager, LogCleaningAbortedError, LogToClean, TopicPartition
+
+__all__ = ["LogCleaner", "LogCleaningStats"]
 
 log = logging.getLogger(__name__)
-
-# baseOffset .. recordCount: the whole v2 header, packed with a zero CRC that is then patched.
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
-
-
-@dataclass
-class CleanerConfig:
-    """The log cleaner's broker settings (Kafka's CleanerConfig); comments name the properties."""
-
-    threads: int = 1  # log.cleaner.threads
-    dedupe_buffer_size: int = 134_217_728  # log.cleaner.dedupe.buffer.size (shared by the threads)
-    io_buffer_size: int = 524_288  # log.cleaner.io.buffer.size
-    max_io_bytes_per_second: float = math.inf  # log.cleaner.io.max.bytes.per.second
-    backoff_ms: int = 15_000  # log.cleaner.backoff.ms
-    enable: bool = True  # log.cleaner.enable
-    load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
-
-    @classmethod
-    def from_properties(cls, config: Mapping[str, object]) -> "CleanerConfig":
-        """From the broker's log.cleaner.* properties."""
-        return cls(
-            threads=int(config["log.cleaner.threads"]),  # type: ignore[arg-type]
-            dedupe_buffer_size=int(config["log.cleaner.dedupe.buffer.size"]),  # type: ignore[arg-type]
-            io_buffer_size=int(config["log.cleaner.io.buffer.size"]),  # type: ignore[arg-type]
-            max_io_bytes_per_second=float(config["log.cleaner.io.max.bytes.per.second"]),  # type: ignore[arg-type]
-            backoff_ms=int(config["log.cleaner.backoff.ms"]),  # type: ignore[arg-type]
-            enable=bool(config["log.cleaner.enable"]),
-        )
-
-
-@dataclass
-class CleanerStats:
-    """What one pass did (Kafka's CleanerStats)."""
-
-    bytes_read: int = 0
-    bytes_written: int = 0
-    map_bytes_read: int = 0
-    map_messages_read: int = 0
-    messages_read: int = 0
-    messages_written: int = 0
-    invalid_messages: int = 0
-    # Tombstones of the dirty section kept by their first cleaning (their segment's clock restarts).
-    first_cleaned_tombstones: int = 0
-    buffer_utilization: float = 0.0
-    started: float = field(default_factory=time.monotonic)
-    ended: float = 0.0
-
-    @property
-    def elapsed_secs(self) -> float:
-        return (self.ended or time.monotonic()) - self.started
-
-
-class Throttler:
-    """Holds a thread back to ``rate`` bytes per second on average (Kafka's Throttler)."""
-
-    CHECK_INTERVAL = 0.1
-
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.rate = rate
-        self._clock = clock
-        self._sleep = sleep
-        self._period_start = clock()
-        self._observed = 0
-
-    def maybe_throttle(self, nbytes: int) -> None:
-        """Count ``nbytes`` done; sleep when the rate since the last check is above ``rate``. Called after every
-        batch, it also hands the interpreter to any thread waiting for it: without that, the event loop, which
-        gives the interpreter up at every socket wait, waits out the whole switch interval to get it back from a
-        busy cleaner, and produce and fetch throughput fall to a fraction while the cleaner runs."""
-        time.sleep(0)
-        if math.isinf(self.rate):
-            return
-        self._observed += nbytes
-        elapsed = self._clock() - self._period_start
-        if elapsed < self.CHECK_INTERVAL:
-            return
-        wanted = self._observed / self.rate
-        if wanted > elapsed:
-            self._sleep(wanted - elapsed)
-        self._period_start = self._clock()
-        self._observed = 0
-
-
-def read_batches(fd: int, end: int, chunk: int) -> Iterator[tuple[BatchHeader, bytes, int]]:
-    """(header, buffer, position in it) of every whole batch in the first ``end`` bytes of the file,
-    read ``chunk`` bytes at a time (a larger batch whole)."""
-    pos = 0
-    while pos + HEADER_SIZE <= end:
-        buf = os.pread(fd, min(chunk, end - pos), pos)
-        n = len(buf)
-        off = 0
-        while off + HEADER_SIZE <= n:
-            header = parse_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                raise CorruptRecordError(f"bad batch header at byte {pos + off}")
-            if off + header.size > n:
-                break
-            yield header, buf, off
-            off += header.size
-        if off == 0:
-            header = parse_header(buf, 0)
-            if pos + header.size > end:
-                return
-            yield header, os.pread(fd, header.size, pos), 0
-            off = header.size
-        pos += off
-
-
-def _last_modified_ms(fd: int) -> int:
-    return os.fstat(fd).st_mtime_ns // 1_000_000
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The zigzag varint at ``pos`` and the position after it (one- and two-byte ones inline)."""
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    b2 = data[pos + 1]
-    if b2 < 0x80:
-        z = (b & 0x7F) | (b2 << 7)
-        return (z >> 1) ^ -(z & 1), pos + 2
-    return _read_varint(data, pos)
-
-
-def iter_records(buf: bytes, off: int, header: BatchHeader) -> tuple[bytes, list[tuple[int, int, int, int, bytes | None, bool]]]:
-    """The (decompressed) record area of a batch and, per record, (start, end, offset, timestamp
-    delta, key, whether it has a value), the positions in that area."""
-    start = off + HEADER_SIZE
-    end = off + header.size
-    codec = header.attributes & COMPRESSION_MASK
-    if codec:
-        try:
-            data = compression.decompress(codec, memoryview(buf)[start:end])
-        except (compression.CompressionError, compression.UnknownCodecError) as exc:
-            raise CorruptBatchError(f"batch at offset {header.base_offset}: {exc}") from None
-        start, end = 0, len(data)
-    else:
-        data = buf
-    base = header.base_offset
-    records = []
-    append = records.append
-    pos = start
-    varint = _varint
-    try:
-        for _ in range(header.record_count):
-            length, p = varint(data, pos)
-            record_end = p + length
-            ts_delta, p = varint(data, p + 1)  # after the attributes byte
-            b = data[p]
-            if b < 0x80:  # offsetDelta, then keyLength: most often one byte each
-                offset_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                offset_delta, p = varint(data, p)
-            b = data[p]
-            if b < 0x80:
-                key_length = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                key_length, p = varint(data, p)
-            if key_length < 0:
-                key = None
-            else:
-                key = data[p : p + key_length]
-                p += key_length
-            # A null value is the varint -1, the single byte 0x01.
-            append((pos, record_end, base + offset_delta, ts_delta, key, data[p] != 1))
-            pos = record_end
-    except IndexError:
-        raise CorruptBatchError(f"batch at offset {base}: records run past the batch") from None
-    if pos != end:
-        raise CorruptBatchError(f"batch at offset {base}: records end at {pos - start} of {end - start} bytes")
-    return data, records
-
-
-def encode_header(header: BatchHeader, attributes: int, max_timestamp: int, record_count: int, body: bytes) -> bytes:
-    """A batch with ``header``'s offsets, leader epoch, producer fields and base timestamp around ``body``."""
-    out = bytearray(_HEADER.pack(
-        header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), header.partition_leader_epoch, 2, 0, attributes,
-        header.last_offset_delta, header.base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
-        header.base_sequence, record_count,
-    ))
-    out += body
-    _CRC.pack_into(out, CRC, crc32c.crc32c(memoryview(out)[ATTRIBUTES:]))
-    return bytes(out)
-
-
-@dataclass(frozen=True)
-class _PassBounds:
-    """Where a pass's dirty section starts, where its offset map ends, and its tombstones' horizon."""
-
-    first_dirty_offset: int
-    end: int
-    delete_horizon_ms: int
-
-
-class Cleaner:
-    """One thread's cleaning machinery: its offset map, I/O throttler and buffer size (Kafka's Cleaner)."""
-
-    def __init__(self, config: CleanerConfig, manager: LogCleanerManager, time_ms: Callable[[], int] = now_ms,
-                 throttler: Throttler | None = None) -> None:
-        self.config = config
-        self.manager = manager
-        self.offset_map = SkimpyOffsetMap(max(1, config.dedupe_buffer_size // max(1, config.threads)))
-        self.throttler = throttler or Throttler(config.max_io_bytes_per_second)
-        self._time_ms = time_ms
-
-    def clean(self, to_clean: LogToClean) -> tuple[int, CleanerStats]:
-        """Clean the log from its start to as far as the offset map reaches into the dirty section;
-        return where the next pass starts and what this one did. Raises LogCleaningAbortedError
-        when the pass was aborted or the log moved under it (nothing is changed then)."""
-        log_ = to_clean.log
-        tp = to_clean.topic_partition
-        stats = CleanerStats()
-        end = self.build_offset_map(log_, tp, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats)
-        stats.buffer_utilization = self.offset_map.utilization
-        # A tombstone is kept by its first cleaning, which sets its segment's modification time; it goes
-        # once that time is delete.retention.ms ago (a merged segment takes its sources' latest time).
-        delete_horizon_ms = self._time_ms() - log_.config.delete_retention_ms
-        bounds = _PassBounds(to_clean.first_dirty_offset, end, delete_horizon_ms)
-        producers = {pid: entry.last_offset for pid, entry in list(log_.producer_state.producers.items())}
-        for group in self.group_segments_by_size(log_.segments_below(end), log_.config.segment_bytes,
-                                                 log_.config.max_index_size):
-            self.clean_segments(log_, tp, group, bounds, producers, stats)
-        stats.ended = time.monotonic()
-        return end, stats
-
-    # ------------------------------------------------------------------------------- offset map
-
-    def build_offset_map(self, log_: Log, tp: TopicPartition, start: int, end: int, stats: CleanerStats) -> int:
-        """Put the keys of the records in [start, end) into the offset map until it is full; return
-        the offset the map reaches (``end`` when it holds the whole dirty section)."""
-        offset_map = self.offset_map
-        offset_map.clear()
-        max_entries = int(offset_map.slots * self.config.load_factor)
-        put = offset_map.put
-        reached = start
-        for segment in log_.segments_below(end):
-            if segment.next_offset <= start:
-                continue
-            fd = log_.open_segment_for_reading(segment)
-            try:
-                for header, buf, off in read_batches(fd, segment.size, self.config.io_buffer_size):
-                    if header.next_offset <= start:
-                        continue
-                    if header.base_offset >= end:
-                        return end
-                    self.manager.check_cleaning_aborted(tp)
-                    if not header.attributes & CONTROL_FLAG:
-                        if offset_map.size + header.record_count > max_entries:
-                            if offset_map.size == 0:
-                                raise ValueError(f"a batch of {header.record_count} records does not fit the "
-                                                 f"offset map of {max_entries} entries")
-                            return reached
-                        _, records = iter_records(buf, off, header)
-                        for _, _, offset, _, key, _ in records:
-                            if key is not None:
-                                put(key, offset)
-                        stats.map_messages_read += header.record_count
-                    reached = header.next_offset
-                    stats.map_bytes_read += header.size
-                    self.throttler.maybe_throttle(header.size)
-            finally:
-                os.close(fd)
-        return end
-
-    # --------------------------------------------------------------------------------- rewrite
-
-    @staticmethod
-    def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int) -> list[list[LogSegment]]:
-        """Consecutive segments merged while the group stays within segment.bytes, the index size
-        limit and 2^31-1 offsets (Kafka's groupSegmentsBySize)."""
-        groups: list[list[LogSegment]] = []
-        i = 0
-        while i < len(segments):
-            group = [segments[i]]
-            size = segments[i].size
-            index_size = segments[i].index.size_in_bytes
-            time_index_size = segments[i].time_index.size_in_bytes
-            i += 1
-            while i < len(segments):
-                nxt = segments[i]
-                if (size + nxt.size > max_size
-                        or index_size + nxt.index.size_in_bytes > max_index_size
-                        or time_index_size + nxt.time_index.size_in_bytes > max_index_size
-                        or nxt.next_offset - 1 - group[0].base_offset > INT32_MAX):
-                    break
-                group.append(nxt)
-                size += nxt.size
-                index_size += nxt.index.size_in_bytes
-                time_index_size += nxt.time_index.size_in_bytes
-                i += 1
-            groups.append(group)
-        return groups
-
-    def clean_segments(self, log_: Log, tp: TopicPartition, group: list[LogSegment], bounds: _PassBounds,
-                       producers: dict[int, int], stats: CleanerStats) -> None:
-        """Write the records of ``group`` to keep into one .cleaned segment and swap it in."""
-        base = group[0].base_offset
-        cleaned = LogSegment(log_.dir, base, log_.config, self._time_ms(), suffix=CLEANED_SUFFIX)
-        swapped = False
-        try:
-            if cleaned.size:  # left by an earlier pass that failed
-                cleaned.truncate_to(0)
-                cleaned.index.reset()
-                cleaned.time_index.reset()
-            pending = bytearray()
-            entries: list[tuple[int, int, int, int, int]] = []
-            last_modified = 0
-            first_cleaned_tombstones = stats.first_cleaned_tombstones
-            for segment in group:
-                fd = log_.open_segment_for_reading(segment)
-                try:
-                    modified = _last_modified_ms(fd)
-                    last_modified = max(last_modified, modified)
-                    retain_deletes = modified > bounds.delete_horizon_ms
-                    for header, buf, off in read_batches(fd, segment.size, self.config.io_buffer_size):
-                        self.manager.check_cleaning_aborted(tp)
-                        kept = self.filter_batch(buf, off, header, bounds, retain_deletes, producers, stats)
-                        stats.bytes_read += header.size
-                        self.throttler.maybe_throttle(header.size)
-                        if kept is None:
-                            continue
-                        kept_header = parse_header(kept)
-                        entries.append((len(pending), header.base_offset, header.next_offset,
-                                        kept_header.max_timestamp, len(kept)))
-                        pending += kept
-                        if len(pending) >= self.config.io_buffer_size:
-                            self._write(cleaned, pending, entries, stats)
-                finally:
-                    os.close(fd)
-            if pending:
-                self._write(cleaned, pending, entries, stats)
-            cleaned.on_become_inactive()
-            fsync_and_close(cleaned.open_for_sync())
-            if stats.first_cleaned_tombstones > first_cleaned_tombstones:
-                last_modified = self._time_ms()
-            cleaned.set_last_modified_ms(last_modified)
-            pause_at("before-swap")
-            swapped = log_.replace_segments(cleaned, group, pause_at)
-            if not swapped:
-                raise LogCleaningAbortedError(f"{log_.dir.name} changed during its cleaning")
-        finally:
-            if not swapped:
-                cleaned.close()
-                for path in cleaned.paths():
-                    path.unlink(missing_ok=True)
-
-    def _write(self, cleaned: LogSegment, pending: bytearray, entries: list, stats: CleanerStats) -> None:
-        first = cleaned.size == 0
-        cleaned.append(pending, entries)
-        stats.bytes_written += len(pending)
-        self.throttler.maybe_throttle(len(pending))
-        pending.clear()
-        entries.clear()
-        if first:
-            pause_at("writing-cleaned")
-
-    def filter_batch(self, buf: bytes, off: int, header: BatchHeader, bounds: _PassBounds, retain_deletes: bool,
-                     producers: dict[int, int], stats: CleanerStats) -> bytes | None:
-        """The batch with only the records to keep (itself when all are kept), an empty batch for a
-        live idempotent producer's last batch, or None (Kafka's MemoryRecords.filterTo).
-
-        A record is kept when it is its key's latest, and for a tombstone, when it is cleaned for the
-        first time (in the dirty section) or ``retain_deletes``. Records from ``bounds.end`` on, where
-        the offset map stops, are all kept."""
-        stats.messages_read += header.record_count
-        if header.attributes & CONTROL_FLAG:
-            stats.messages_written += header.record_count
-            return buf[off : off + header.size]
-        get = self.offset_map.get
-        data, records = iter_records(buf, off, header)
-        end = bounds.end
-        dirty_start = bounds.first_dirty_offset
-        kept = []
-        for record in records:
-            _, _, offset, _, key, has_value = record
-            if offset >= end:
-                kept.append(record)
-            elif key is None:
-                stats.invalid_messages += 1
-            elif offset >= get(key):
-                if has_value or retain_deletes:
-                    kept.append(record)
-                elif offset >= dirty_start:
-                    kept.append(record)
-                    stats.first_cleaned_tombstones += 1
-        stats.messages_written += len(kept)
-        if len(kept) == len(records):
-            return buf[off : off + header.size]
-        attributes = header.attributes
-        if not kept:
-            if header.producer_id >= 0 and producers.get(header.producer_id) == header.last_offset:
-                return encode_header(header, attributes & ~COMPRESSION_MASK, header.max_timestamp, 0, b"")
-            return None
-        body = b"".join([data[start:end] for start, end, _, _, _, _ in kept])
-        codec = attributes & COMPRESSION_MASK
-        if codec:
-            body = compression.compress(codec, body)
-        if attributes & TIMESTAMP_TYPE_MASK:
-            max_timestamp = header.max_timestamp
-        else:
-            max_timestamp = header.base_timestamp + max(ts_delta for _, _, _, ts_delta, _, _ in kept)
-        return encode_header(header, attributes, max_timestamp, len(kept), body)
 
 
 @dataclass
@@ -481,8 +38,9 @@ class LogCleaningStats:
 
 class LogCleaner:
     """The broker's log cleaner: ``log.cleaner.threads`` threads cleaning the compacted logs of
-    ``logs()`` (Kafka's LogCleaner). The LogManager owns it and pauses a log's cleaning around the
-    log's deletion and truncation."""
+    ``logs()`` (Kafka's LogCleaner), each running its passes in a worker process of its own (see
+    cleaner_worker) so that cleaning does not hold the interpreter the event loop runs on. The
+    LogManager owns it and pauses a log's cleaning around the log's deletion and truncation."""
 
     def __init__(self, config: CleanerConfig, log_dirs: list[Path], logs: Callable[[], dict[TopicPartition, Log]],
                  time_ms: Callable[[], int] = now_ms) -> None:
@@ -492,7 +50,7 @@ class LogCleaner:
         self._time_ms = time_ms
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._cleaners: list[Cleaner] = []
+        self._local_cleaner: Cleaner | None = None
         self._stats_lock = threading.Lock()
         self._log_stats: dict[TopicPartition, LogCleaningStats] = {}
         self.last_stats: CleanerStats | None = None
@@ -503,52 +61,61 @@ class LogCleaner:
         if not self.config.enable or self._threads:
             return
         self._stop.clear()
+        self.manager.resume_all()
         for i in range(self.config.threads):
-            cleaner = self._cleaner(i)
-            thread = threading.Thread(target=self._run, args=(cleaner,), name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+            thread = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
-    def _cleaner(self, i: int) -> Cleaner:
-        while len(self._cleaners) <= i:
-            self._cleaners.append(Cleaner(self.config, self.manager, self._time_ms))
-        return self._cleaners[i]
-
     def shutdown(self) -> None:
-        """Stop the threads; a pass in progress is abandoned (its .cleaned files removed)."""
+        """Stop the threads and their workers; a pass in progress is abandoned (its .cleaned files removed)."""
         self._stop.set()
         self.manager.abort_all()
         for thread in self._threads:
             thread.join()
         self._threads.clear()
 
-    def _run(self, cleaner: Cleaner) -> None:
+    def _run(self) -> None:
+        # The worker belongs to this thread: it is killed when the thread that started it ends.
+        worker = CleanerProcess(self.config, self.manager)
         backoff = self.config.backoff_ms / 1000
-        while not self._stop.is_set():
-            if not self.clean_filthiest_log(cleaner):
-                self._stop.wait(backoff)
+        try:
+            while not self._stop.is_set():
+                if not self.clean_filthiest_log(worker.clean):
+                    self._stop.wait(backoff)
+        finally:
+            worker.close()
 
     def clean_once(self) -> bool:
-        """Clean the filthiest log now, in the calling thread; whether there was one to clean."""
-        return self.clean_filthiest_log(self._cleaner(0))
+        """Clean the filthiest log now, in the calling thread (no worker process); whether there was one."""
+        if self._local_cleaner is None:
+            self._local_cleaner = Cleaner(self.config, self._time_ms)
+        cleaner = self._local_cleaner
+        return self.clean_filthiest_log(
+            lambda to_clean: cleaner.clean(CleaningJob.of(to_clean),
+                                           LocalTarget(to_clean.log, self.manager, to_clean.topic_partition)))
 
-    def clean_filthiest_log(self, cleaner: Cleaner) -> bool:
-        """One pass over the log most in need of it (Kafka's cleanFilthiestLog)."""
+    def clean_filthiest_log(self, clean: Callable[[LogToClean], tuple[int, CleanerStats]]) -> bool:
+        """One pass, by ``clean``, over the log most in need of it (Kafka's cleanFilthiestLog)."""
         to_clean = self.manager.grab_filthiest_compacted_log(self._time_ms())
         self._last_run_ms = self._time_ms()
         if to_clean is None:
             return False
         tp = to_clean.topic_partition
         try:
-            end, stats = cleaner.clean(to_clean)
+            end, stats = clean(to_clean)
             self.manager.update_checkpoint(to_clean.log.dir.parent, tp, end)
             self._record(tp, stats)
         except (LogCleaningAbortedError, KafkaStorageError) as exc:
             log.info("cleaning of %s-%d stopped: %s", tp[0], tp[1], exc)
-        except Exception:
+        except Exception as exc:
             # As Kafka: whatever failed, the log is left alone from now on and the thread goes on with the others.
-            log.exception("cleaning of %s-%d failed, the log is left uncleaned", tp[0], tp[1])
-            self.manager.mark_uncleanable(tp)
+            if self._stop.is_set():
+                log.info("cleaning of %s-%d stopped at shutdown: %s", tp[0], tp[1], exc)
+            else:
+                log.error("cleaning of %s-%d failed, the log is left uncleaned: %s", tp[0], tp[1], exc,
+                          exc_info=not isinstance(exc, CleanerWorkerError))
+                self.manager.mark_uncleanable(tp)
         finally:
             self.manager.done_cleaning(tp)
         return True

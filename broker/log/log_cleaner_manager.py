@@ -81,6 +81,8 @@ class LogCleanerManager:
         self._lock = threading.Condition()
         self._in_progress: set[TopicPartition] = set()
         self._aborting: set[TopicPartition] = set()
+        # Set from abort_all (the cleaner stops) until resume_all: every pass, even one starting now, aborts.
+        self._stopping = False
         self._paused: dict[TopicPartition, int] = {}
         self.uncleanable: set[TopicPartition] = set()
         # The dirty ratio of the log last chosen, for the max-dirty-percent metric.
@@ -166,7 +168,7 @@ class LogCleanerManager:
 
     def check_cleaning_aborted(self, topic_partition: TopicPartition) -> None:
         """Raise LogCleaningAbortedError if the log's pass is being aborted (called by the pass)."""
-        if topic_partition in self._aborting:
+        if self._stopping or topic_partition in self._aborting:
             raise LogCleaningAbortedError(f"cleaning of {topic_partition[0]}-{topic_partition[1]} was aborted")
 
     def done_cleaning(self, topic_partition: TopicPartition) -> None:
@@ -196,9 +198,16 @@ class LogCleanerManager:
                 self._paused.pop(topic_partition, None)
 
     def abort_all(self) -> None:
-        """Ask every pass in progress to stop (at shutdown); does not wait."""
+        """Ask every pass in progress, and any that starts until :meth:`resume_all`, to stop (at
+        shutdown); does not wait."""
         with self._lock:
+            self._stopping = True
             self._aborting |= self._in_progress
+
+    def resume_all(self) -> None:
+        """Let passes run again after :meth:`abort_all` (the cleaner starts)."""
+        with self._lock:
+            self._stopping = False
 
     def mark_uncleanable(self, topic_partition: TopicPartition) -> None:
         """Leave out a log whose pass failed (Kafka's uncleanable partitions)."""

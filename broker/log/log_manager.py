@@ -16,7 +16,8 @@ from typing import Callable
 
 from broker.log.checkpoint import CheckpointFileError, OffsetCheckpointFile
 from broker.log.log import DELETED_DIR_SUFFIX, Log, now_ms, parse_topic_partition
-from broker.log.log_cleaner import CleanerConfig, LogCleaner
+from broker.log.cleaner import CleanerConfig
+from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"

@@ -202,6 +202,10 @@ class BrokerProcess:
         """The largest resident set size the broker process has had since it started (VmHWM)."""
         return rss_bytes(self.pid, "VmHWM")
 
+    def child_pids(self) -> list[int]:
+        """The processes the broker started that are still running (its log cleaner workers)."""
+        return child_pids(self.pid)
+
     def __enter__(self) -> BrokerProcess:
         return self.start()
 
@@ -222,6 +226,17 @@ def rss_bytes(pid: int, field: str = "VmRSS") -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     raise BrokerError(f"no {field} for pid {pid}")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of a process, from /proc/PID/task/*/children."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(p) for p in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue  # the thread ended meanwhile
+    return sorted(children)
 
 
 def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:

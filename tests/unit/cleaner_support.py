@@ -8,7 +8,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.log import Log, LogConfig
 from broker.log.log import now_ms
-from broker.log.log_cleaner import CleanerConfig, LogCleaner
+from broker.log.cleaner import CleanerConfig
+from broker.log.log_cleaner import LogCleaner
 from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.records import decode_batch
 

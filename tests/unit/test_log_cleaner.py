@@ -22,7 +22,7 @@ from cleaner_support import (
 from broker.log import Log
 from broker.log.errors import OutOfOrderSequenceError
 from broker.log.log import now_ms
-from broker.log.log_cleaner import CleanerConfig, Throttler
+from broker.log.cleaner import CleanerConfig, Throttler
 from broker.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
 from broker.log.log_segment import LogSegment
 from pipeline.protocol.batch import COMPRESSION_MASK, iter_batches

@@ -19,11 +19,11 @@ from cleaner_support import (
     write_updates,
 )
 
-import broker.log.log_cleaner as log_cleaner
+import broker.log.cleaner as log_cleaner
 from broker.log import Log
 from broker.log.faults import PAUSE_POINTS
 from broker.log.log_manager import LogManager
-from broker.log.log_cleaner import CleanerConfig
+from broker.log.cleaner import CleanerConfig
 from tests.support.polling import wait_until
 
 TP = ("compacted", 0)
