@@ -55,3 +55,14 @@ class LogCleanerMetrics(Collector):
             for (topic, partition), values in sorted(logs.items()):
                 metric.add_metric([topic, str(partition)], float(values[key]))
             yield metric
+        # The worker processes are outside the broker's own process_* metrics.
+        cpu = CounterMetricFamily("kafka_log_logcleaner_worker_cpu_seconds", "CPU time of a cleaner worker process",
+                                  labels=["worker"])
+        rss = GaugeMetricFamily("kafka_log_logcleaner_worker_resident_memory_bytes",
+                                "Resident memory of a cleaner worker process", labels=["worker"])
+        workers: dict = stats["workers"]  # type: ignore[assignment]
+        for i, (cpu_seconds, resident_bytes) in sorted(workers.items()):
+            cpu.add_metric([str(i)], cpu_seconds)
+            rss.add_metric([str(i)], float(resident_bytes))
+        yield cpu
+        yield rss

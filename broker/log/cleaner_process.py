@@ -33,6 +33,9 @@ ABORT_CHECK_SECS = 0.02
 WORKER_ANSWER_SECS = 10.0
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
 # The directory holding the broker package, for a worker started from any working directory.
 _SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -61,6 +64,22 @@ class CleanerProcess:
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
+
+    def resource_usage(self) -> tuple[float, int] | None:
+        """(CPU seconds, resident bytes) of the running worker from /proc, or None when there is none; callable
+        from any thread (the metrics)."""
+        pid = self.pid
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/statm") as statm:
+                fields = stat.read().rsplit(")", 1)[1].split()
+                resident_pages = int(statm.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
+        # After the command: state is field 3, utime and stime fields 14 and 15 (proc(5)).
+        cpu = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        return cpu, resident_pages * _PAGE_SIZE
 
     def _start(self) -> Channel:
         if self._channel is not None and self._process is not None and self._process.poll() is None:

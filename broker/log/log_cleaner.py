@@ -51,6 +51,7 @@ class LogCleaner:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._local_cleaner: Cleaner | None = None
+        self._workers: dict[int, CleanerProcess] = {}
         self._stats_lock = threading.Lock()
         self._log_stats: dict[TopicPartition, LogCleaningStats] = {}
         self.last_stats: CleanerStats | None = None
@@ -63,7 +64,7 @@ class LogCleaner:
         self._stop.clear()
         self.manager.resume_all()
         for i in range(self.config.threads):
-            thread = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+            thread = threading.Thread(target=self._run, args=(i,), name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
@@ -75,9 +76,9 @@ class LogCleaner:
             thread.join()
         self._threads.clear()
 
-    def _run(self) -> None:
+    def _run(self, i: int) -> None:
         # The worker belongs to this thread: it is killed when the thread that started it ends.
-        worker = CleanerProcess(self.config, self.manager)
+        worker = self._workers[i] = CleanerProcess(self.config, self.manager)
         backoff = self.config.backoff_ms / 1000
         try:
             while not self._stop.is_set():
@@ -85,6 +86,7 @@ class LogCleaner:
                     self._stop.wait(backoff)
         finally:
             worker.close()
+            self._workers.pop(i, None)
 
     def clean_once(self) -> bool:
         """Clean the filthiest log now, in the calling thread (no worker process); whether there was one."""
@@ -181,6 +183,8 @@ class LogCleaner:
             "cleaner_recopy_percent": 100 * last.bytes_written / last.bytes_read if last and last.bytes_read else 0.0,
             "uncleanable_partitions_count": len(self.manager.uncleanable),
             "backlog_bytes": backlog,
+            "workers": {i: usage for i, worker in list(self._workers.items())
+                        if (usage := worker.resource_usage()) is not None},
             "bytes_read": sum(s.bytes_read for s in totals.values()),
             "bytes_written": sum(s.bytes_written for s in totals.values()),
         }

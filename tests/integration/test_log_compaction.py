@@ -163,6 +163,9 @@ def test_cleaning_keeps_each_keys_latest_record_at_its_offset_and_shrinks_the_lo
     assert read >= dirty_bytes and recovered == read - written_back > 0
     assert sample(samples, "kafka_log_logcleaner_dirty_bytes", **log_labels) == 0
     assert sample(samples, "kafka_log_logcleanermanager_uncleanable_partitions_count") == 0
+    # The pass ran in the worker process, whose CPU and memory are the worker's metrics.
+    assert (sample(samples, "kafka_log_logcleaner_worker_cpu_seconds_total", worker="0") or 0) > 0
+    assert (sample(samples, "kafka_log_logcleaner_worker_resident_memory_bytes", worker="0") or 0) > 1 << 20
 
 
 def test_tombstones_stay_for_delete_retention_ms_then_their_keys_vanish(broker_factory):
