@@ -619,11 +619,61 @@ DESCRIBE_CONFIGS = Api(
     ),
 )
 
+#: AlterConfigs' and IncrementalAlterConfigs' answer: one error per resource.
+_ALTER_CONFIGS_RESPONSE = (
+    F("ThrottleTimeMs", "int32", "0+"),
+    F("Responses", "[]AlterConfigsResourceResponse", "0+", fields=(
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        F("ResourceType", "int8", "0+"),
+        F("ResourceName", "string", "0+"),
+    )),
+)
+
+ALTER_CONFIGS = Api(
+    ApiKey.ALTER_CONFIGS, "AlterConfigs", versions="0-1", flexible="2+",
+    request=(
+        F("Resources", "[]AlterConfigsResource", "0+", fields=(
+            F("ResourceType", "int8", "0+"),
+            F("ResourceName", "string", "0+"),
+            F("Configs", "[]AlterableConfig", "0+", fields=(
+                F("Name", "string", "0+"),
+                F("Value", "string", "0+", nullable="0+"),
+            )),
+        )),
+        F("ValidateOnly", "bool", "0+"),
+    ),
+    response=_ALTER_CONFIGS_RESPONSE,
+)
+
+#: IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType ids).
+CONFIG_OP_SET = 0
+CONFIG_OP_DELETE = 1
+CONFIG_OP_APPEND = 2
+CONFIG_OP_SUBTRACT = 3
+
+INCREMENTAL_ALTER_CONFIGS = Api(
+    ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", versions="0-1", flexible="1+",
+    request=(
+        F("Resources", "[]AlterConfigsResource", "0+", fields=(
+            F("ResourceType", "int8", "0+"),
+            F("ResourceName", "string", "0+"),
+            F("Configs", "[]AlterableConfig", "0+", fields=(
+                F("Name", "string", "0+"),
+                F("ConfigOperation", "int8", "0+"),
+                F("Value", "string", "0+", nullable="0+"),
+            )),
+        )),
+        F("ValidateOnly", "bool", "0+"),
+    ),
+    response=_ALTER_CONFIGS_RESPONSE,
+)
+
 #: Every declared API by key.
 APIS: dict[int, Api] = {
     api.key: api
     for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
                 CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS,
-                LIST_GROUPS, DELETE_GROUPS)
+                LIST_GROUPS, DELETE_GROUPS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)
 }

@@ -16,6 +16,8 @@ import pytest
 from kafka.protocol.old.types import Schema
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -24,6 +26,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.admin import (
     DeleteGroupsRequest,
@@ -98,6 +102,8 @@ KAFKA_PYTHON = {
     ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
     ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
     ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
 }
 
 # kafka-python renames these Metadata fields; Kafka (and we) call them *_authorized_operations. Its specs
