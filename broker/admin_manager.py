@@ -172,6 +172,12 @@ class TopicAdmin(Protocol):
         replica list of each new partition, None to let the broker choose. TopicError when refused."""
         ...
 
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool = False) -> None:
+        """Replace a topic's config overrides by ``change(current overrides)`` (which raises TopicError to
+        refuse), and apply them to its logs; TopicError(UNKNOWN_TOPIC_OR_PARTITION) for an unknown topic."""
+        ...
+
     @property
     def default_log_config(self) -> LogConfig:
         """The storage settings of a topic that overrides none (the broker's log.* settings)."""
@@ -351,6 +357,20 @@ class AdminManager:
         before = info.partitions
         self._host(self._metadata.add_partitions(name, count), first=before)
         log.info("topic %s grew from %d to %d partitions", name, before, count)
+
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool = False) -> None:
+        """Store the topic's new overrides in the registry, then apply them to its logs at once."""
+        info = self._metadata.topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        configs = change(dict(info.configs))
+        if validate_only:
+            return
+        self._metadata.set_topic_configs(name, configs)
+        self._replica_manager.update_log_config(name, range(info.partitions),
+                                                topic_log_config(self._default_log_config, configs))
+        log.info("topic %s now overrides %s", name, configs or "no config")
 
     def _check_capacity(self, added: int) -> None:
         hosted = sum(info.partitions for info in self._metadata.topics.values())

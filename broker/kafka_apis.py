@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from time import perf_counter
 from typing import Any, Awaitable, Callable
 
@@ -19,6 +20,7 @@ from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
 from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
+from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
 from broker.server.socket_server import CloseConnection
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
@@ -73,6 +75,8 @@ class KafkaApis:
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             **groups.handlers(),
         }
@@ -501,6 +505,41 @@ class KafkaApis:
                     "is_sensitive": False, "synonyms": [], "config_type": e.config_type, "documentation": None} for e in entries]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
+
+    # -- AlterConfigs, IncrementalAlterConfigs ---------------------------------------------------
+
+    def handle_alter_configs(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        """Each topic resource's overrides become the configs it lists (the others return to the defaults)."""
+        default = self.admin.default_log_config
+        return self._alter_configs(request, lambda configs: replaced_overrides(
+            default, [(c["name"], c["value"]) for c in configs]))
+
+    def handle_incremental_alter_configs(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        """Each topic resource's configs are set, deleted, appended to or subtracted from one by one."""
+        default = self.admin.default_log_config
+        return self._alter_configs(request, lambda configs: incremental_overrides(
+            default, [ConfigOperation(c["name"], c["config_operation"], c["value"]) for c in configs]))
+
+    async def _alter_configs(self, request: dict, change_of: Callable[[list[dict]], OverridesChange]) -> dict:
+        validate_only = request.get("validate_only", False)
+        resources = request["resources"]
+        named = Counter((r["resource_type"], r["resource_name"]) for r in resources)
+
+        async def alter(resource: dict) -> dict:
+            name, kind = resource["resource_name"], resource["resource_type"]
+            result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind,
+                      "resource_name": name}
+            try:
+                if kind != RESOURCE_TYPE_TOPIC:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"only topic configs are altered (resource type {kind})")
+                if named[(kind, name)] > 1:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named twice in one request")
+                await self.admin.alter_topic_configs(name, change_of(resource["configs"]), validate_only)
+            except TopicError as exc:
+                result.update(error_code=exc.error_code, error_message=str(exc))
+            return result
+        results = await asyncio.gather(*(alter(r) for r in resources))
+        return {"throttle_time_ms": 0, "responses": list(results)}
 
     # -- InitProducerId -------------------------------------------------------------------------
 

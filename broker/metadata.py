@@ -227,6 +227,11 @@ class StandaloneMetadata:
         self._save()
         return info
 
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a registered topic's config overrides."""
+        self.topics[name].configs = dict(configs)
+        self._save()
+
     def delete_topic(self, name: str) -> None:
         if self.topics.pop(name, None) is None:
             raise KeyError(name)

@@ -100,6 +100,8 @@ class ReplicaManager:
         if partition is None:
             partition = Partition(topic, index, self._log_manager.get_or_create_log(topic, index, config), leader_epoch,
                                   self.metrics.topic_stats(topic), self.broker_id)
+        elif config is not None:
+            partition.log.config = config
         return partition
 
     def make_leader(self, topic: str, index: int, config: LogConfig | None = None, leader_epoch: int = -1,
@@ -121,6 +123,15 @@ class ReplicaManager:
         partition.become_follower(leader_id, leader_epoch, replicas)
         self._followers[(topic, index)] = partition
         return partition
+
+    def update_log_config(self, topic: str, indexes: Iterable[int], config: LogConfig) -> None:
+        """Apply a topic's settings to the logs of those of its partitions ``indexes`` hosted here, leaders and
+        followers (Kafka's LogManager.updateTopicConfig): every later append, roll, retention check and cleaning
+        uses them."""
+        for index in indexes:
+            partition = self._partitions.get((topic, index)) or self._followers.get((topic, index))
+            if partition is not None:
+                partition.log.config = config
 
     def missing_partition_error(self, topic: str, index: int) -> int:
         """The error for a request to a partition this broker does not lead."""

@@ -1,4 +1,4 @@
-"""ZkAdminManager: topic creation and deletion in cluster mode, through ZooKeeper and the controller.
+"""ZkAdminManager: topic creation, deletion and config changes in cluster mode, through ZooKeeper and the controller.
 
 The receiving broker validates the request as the standalone AdminManager does (validate_new_topic),
 writes a request znode (/admin/create_topics/<t> or /admin/delete_topics/<t>) and waits, without
@@ -12,6 +12,9 @@ CreatePartitions is Kafka's ZooKeeper-mode way: the receiving broker validates t
 replica assignment in the topic's znode (/brokers/topics/<t>, conditional on the version it read) and
 waits until its cache shows every new partition with a state; the controller, watching the topic znodes,
 writes those states with a live replica as leader.
+
+AlterConfigs and IncrementalAlterConfigs rewrite the topic's /config/topics/<t> znode, conditional on the
+version read; every broker's cache watches it and applies the new settings to the replicas it hosts.
 
 Auto-creation (a Metadata request naming an unknown topic) does not wait: it starts the creation in the
 background and the Metadata answer says LEADER_NOT_AVAILABLE for the topic, as Kafka's does.
@@ -38,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # How long a background auto-creation waits for the controller before withdrawing its request.
 AUTO_CREATE_TIMEOUT_MS = 30000
+# How long an AlterConfigs answer waits for this broker's view to show the configs it stored.
+CONFIG_VIEW_WAIT_S = 5.0
 
 
 def zookeeper_unavailable(name: str, outcome: str, exc: Exception) -> TopicError:
@@ -235,6 +240,34 @@ class ZkAdminManager:
         await self._wait_for_controller(lambda: self._grown(name, count), timeout_ms,
                                         f"start the new partitions of {name!r}")
         log.info("topic %s grew to %d partitions", name, count)
+
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool = False) -> None:
+        """Kafka's ZooKeeper-mode way: rewrite /config/topics/<t> (conditional on the version read, so two
+        changes at once do not lose one), which every broker watches and applies to its replicas; then wait a
+        little for this broker's own view, so that a describe sent here next sees the change."""
+        if name not in self._cache.topics:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        path = layout.topic_config_path(name)
+        try:
+            while True:
+                try:
+                    data, stat = await self._zk.call("get", path)
+                    configs = change(layout.parse_topic_config(data))
+                    if validate_only:
+                        return
+                    await self._zk.call("set", path, layout.topic_config(configs), version=stat.version)
+                    break
+                except BadVersionError:
+                    continue  # changed since it was read: apply the change to what it is now
+                except NoNodeError:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist") from None
+        except (ZooKeeperTimeout, KazooException) as exc:
+            raise zookeeper_unavailable(name, "kept its configs", exc) from None
+        log.info("topic %s now overrides %s", name, configs or "no config")
+        seen = await self._cache.wait_for(lambda: self._cache.topic_configs(name) in (configs, None), CONFIG_VIEW_WAIT_S)
+        if not seen:
+            log.warning("topic %s: the new configs were stored but this broker's view does not show them yet", name)
 
     def _new_assignment(self, name: str, current: dict[int, list[int]] | None, count: int,
                         assignments: list[list[int]] | None) -> dict[int, list[int]]:

@@ -370,7 +370,7 @@ class ZkMetadataCache:
         def on_config(data: bytes | None, stat: object) -> bool | None:
             if self._watched.get(name) is not token:
                 return False
-            configs = {k: str(v) for k, v in layout.decode(data).get("config", {}).items()}
+            configs = layout.parse_topic_config(data)
 
             def apply(changes: CacheChanges) -> None:
                 topic = self.topics.get(name)

@@ -6,6 +6,7 @@ partition whose assignment names this broker:
 
 - the state names this broker leader: it leads (opening or creating the log, with the topic's config
   overrides), with the state's leader epoch and ISR; a newer ISR for the same epoch is taken as is;
+- the topic's config overrides changed (AlterConfigs): its hosted logs take the new settings at once;
 - the state names another broker (or none): it follows, and the replica fetcher copies the leader's
   log (first truncating where the logs diverge);
 - a state with a leader epoch or a controller epoch below the ones this broker acts on is stale and ignored
@@ -50,15 +51,17 @@ class PartitionLeadership:
         topics = self._cache.topics
         partitions = set(changes.partitions)
         deleted = []
+        configs: dict[str, LogConfig] = {}
         for name in changes.topics:
             topic = topics.get(name)
             if topic is None:
                 deleted.append(name)
             else:
                 partitions.update((name, index) for index in topic.replicas)
+                configs[name] = stored_topic_log_config(self._default_log_config, name, topic.configs)
+                self._replica_manager.update_log_config(name, topic.replicas, configs[name])
         if changes.brokers:
             partitions.update((p.topic, p.index) for p in self._replica_manager.follower_partitions())
-        configs: dict[str, LogConfig] = {}
         for name, index in sorted(partitions):
             topic = topics.get(name)
             if topic is not None:

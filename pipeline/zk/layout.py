@@ -165,6 +165,11 @@ def topic_config(configs: dict[str, str]) -> bytes:
     return encode({"version": 1, "config": dict(configs)})
 
 
+def parse_topic_config(data: bytes | None) -> dict[str, str]:
+    """The overrides a /config/topics/<t> znode holds (none for an empty or missing one)."""
+    return {k: str(v) for k, v in decode(data).get("config", {}).items()}
+
+
 def create_topic_request_path(topic: str) -> str:
     return f"{ADMIN_CREATE_TOPICS}/{topic}"
 
