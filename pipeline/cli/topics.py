@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import CliError, key_value, open_admin, positive_int, topic_argument
+from pipeline.cli.common import EXIT_USAGE, CliError, key_value, open_admin, positive_int, topic_argument
 from pipeline.cli.replication import alter_replication_factor
 from pipeline.client.admin import TopicDescription
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
@@ -29,18 +29,24 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
                         help="succeed without doing anything when the topic already exists")
     create.set_defaults(command=create_topic, prog=create.prog)
 
-    alter = actions.add_parser("alter", parents=[common], help="add partitions or change the replication factor",
+    alter = actions.add_parser("alter", parents=[common],
+                               help="add partitions, change the replication factor or the topic's configs",
                                description="Grow a topic to N partitions with CreatePartitions (partitions are "
-                                           "only ever added; records keep their partitions), or change its "
+                                           "only ever added; records keep their partitions), change its "
                                            "replication factor with a partition reassignment (needs --zookeeper; "
-                                           "follow it with reassign-partitions --verify).")
+                                           "follow it with reassign-partitions --verify), or set and remove its "
+                                           "config overrides with IncrementalAlterConfigs (like kafka-configs.sh "
+                                           "--alter; the brokers apply them to the topic's logs at once).")
     alter.add_argument("topic", metavar="NAME", nargs="?", help="topic name")
     alter.add_argument("--topic", dest="topic_option", metavar="NAME", help="topic name (instead of NAME)")
-    change = alter.add_mutually_exclusive_group(required=True)
-    change.add_argument("--partitions", type=positive_int, metavar="N",
-                        help="the new total number of partitions (more than the topic has)")
-    change.add_argument("--replication-factor", type=positive_int, metavar="R",
-                        help="the new number of replicas of every partition")
+    alter.add_argument("--partitions", type=positive_int, metavar="N",
+                       help="the new total number of partitions (more than the topic has)")
+    alter.add_argument("--replication-factor", type=positive_int, metavar="R",
+                       help="the new number of replicas of every partition")
+    alter.add_argument("--add-config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                       help="set a topic config override such as retention.ms=60000 (repeatable)")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                       help="remove a topic config override: the broker's default applies again (repeatable)")
     alter.set_defaults(command=alter_topic, prog=alter.prog)
 
     listing = actions.add_parser("list", parents=[common], help="list topic names",
@@ -76,11 +82,21 @@ def create_topic(args: argparse.Namespace) -> int:
 
 def alter_topic(args: argparse.Namespace) -> int:
     name = topic_argument(args, "topics alter")
+    changes = [args.partitions is not None, args.replication_factor is not None,
+               bool(args.add_config or args.delete_config)]
+    if sum(changes) != 1:
+        raise CliError("give one of --partitions, --replication-factor, or --add-config/--delete-config",
+                       exit_code=EXIT_USAGE)
     if args.replication_factor is not None:
         return alter_replication_factor(args, name)
     with open_admin(args) as admin:
-        admin.create_partitions(name, args.partitions)
-    print(f"Topic {name} now has {args.partitions} partitions.")
+        if args.partitions is not None:
+            admin.create_partitions(name, args.partitions)
+            print(f"Topic {name} now has {args.partitions} partitions.")
+            return 0
+        admin.alter_configs(name, dict(args.add_config), args.delete_config)
+        overrides = admin.describe_configs(name, overrides_only=True)
+    print(f"Topic {name} now overrides: {format_configs(overrides) or '(nothing)'}.")
     return 0
 
 
@@ -105,7 +121,7 @@ def format_description(description: TopicDescription, configs: dict[str, str] | 
     per partition."""
     lines = [f"Topic: {description.name}\tPartitionCount: {len(description.partitions)}\t"
              f"ReplicationFactor: {description.replication_factor}\t"
-             f"Configs: {','.join(f'{k}={v}' for k, v in sorted((configs or {}).items()))}"]
+             f"Configs: {format_configs(configs or {})}"]
     for p in description.partitions:
         leader = p.leader if p.leader >= 0 else "none"
         line = (f"\tTopic: {description.name}\tPartition: {p.partition}\tLeader: {leader}"
@@ -114,6 +130,11 @@ def format_description(description: TopicDescription, configs: dict[str, str] | 
             line += f"\tError: {ErrorCode(p.error_code).name}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def format_configs(configs: dict[str, str]) -> str:
+    """Config overrides as kafka-topics.sh shows them: ``key=value`` pairs, sorted, comma-separated."""
+    return ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
 
 
 def delete_topics(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
-"""AdminClient: create, grow, delete, list and describe topics and their configs, look up offsets, and (through
-pipeline.client.group_admin) list, describe, delete and commit offsets for broker-coordinated groups, on top of a Cluster.
+"""AdminClient: create, grow, delete, list and describe topics, describe and alter their configs, look up offsets,
+and (through pipeline.client.group_admin) list, describe, delete and commit offsets for broker-coordinated groups,
+on top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
 cluster, CreateTopics, CreatePartitions and DeleteTopics go to the controller named in the Metadata response. A broker's
@@ -18,7 +19,8 @@ from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
 from pipeline.client.group_admin import GroupCalls
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.messages import CONFIG_SOURCE_DYNAMIC_TOPIC, RESOURCE_TYPE_TOPIC
+from pipeline.protocol.messages import (CONFIG_OP_DELETE, CONFIG_OP_SET, CONFIG_SOURCE_DYNAMIC_TOPIC,
+                                        RESOURCE_TYPE_TOPIC)
 
 #: ListOffsets timestamps with a special meaning (Kafka's ListOffsetsRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP).
 LATEST_TIMESTAMP = -1
@@ -139,6 +141,20 @@ class AdminClient(GroupCalls):
         return {c["name"]: c["value"] for c in result["configs"]
                 if not overrides_only or c.get("config_source", -1) == CONFIG_SOURCE_DYNAMIC_TOPIC
                 or (c.get("config_source", -1) == -1 and not c.get("is_default", False))}
+
+    def alter_configs(self, topic: str, set_configs: Mapping[str, str] | None = None, delete: Iterable[str] = (), *,
+                      validate_only: bool = False) -> None:
+        """Change the config overrides of ``topic`` with IncrementalAlterConfigs: set ``set_configs``, drop the
+        overrides named in ``delete`` (back to the broker's default), leave the others; every broker hosting the
+        topic applies the result to its logs. KafkaProtocolError(INVALID_CONFIG) for a value the broker refuses,
+        UnknownTopicError for a missing topic."""
+        configs = [{"name": name, "config_operation": CONFIG_OP_SET, "value": str(value)}
+                   for name, value in (set_configs or {}).items()]
+        configs += [{"name": name, "config_operation": CONFIG_OP_DELETE, "value": None} for name in delete]
+        body = {"resources": [{"resource_type": RESOURCE_TYPE_TOPIC, "resource_name": topic, "configs": configs}],
+                "validate_only": validate_only}
+        result = self._admin_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)["responses"][0]
+        self._raise_first_error([{**result, "name": topic}], "alter the configs of")
 
     # -- offsets ---------------------------------------------------------------------------------
 
