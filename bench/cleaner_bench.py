@@ -152,6 +152,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the temporary log dir goes")
     args = parser.parse_args()
 
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
     work_dir = Path(tempfile.mkdtemp(prefix="cleaner-bench-", dir=args.dir))
     try:
         need = 2 * args.log_mb + 2 * args.workload_mb + 100
