@@ -66,15 +66,25 @@ class ConsumerFetcher:
         self._wake.set()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop fetching and close the connections. A fetch still in flight after ``timeout`` (a broker that
+        does not answer holds it up to socket.timeout.ms) keeps its connections: the fetcher thread closes them
+        when that fetch ends, instead of having them closed under it."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
-        self._cluster.close()
+        if not self._thread.is_alive():
+            self._cluster.close()
 
     # -- the loop ------------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._fetch_until_stopped()
+        finally:
+            self._cluster.close()
+
+    def _fetch_until_stopped(self) -> None:
         clock = self._machine.clock
         while not self._stop.is_set():
             ready, wake = self._machine.ready([i for i in self._infos if i.active])
