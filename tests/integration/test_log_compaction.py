@@ -15,7 +15,7 @@ holds exactly each key's latest record (and the cleaner's checkpoint has moved),
 - stock clients: kafka-python's and confluent-kafka's admins create compacted topics (compact, and
   compact,delete), their producers write keyed records and tombstones, both consumers read the compacted log
   back; DescribeConfigs and `topics describe` show cleanup.policy;
-- memory: cleaning a 2 GiB log of many distinct keys with a 16 MiB dedupe buffer (several passes) keeps the
+- memory: cleaning a 2 GiB log of more distinct keys than a 1 MiB dedupe buffer holds (three passes) keeps the
   RSS of the broker and its cleaner worker process within their idle sizes, the buffers and a fixed allowance;
 - a pass paused in the cleaner worker dies with a SIGKILLed broker.
 """
@@ -347,18 +347,19 @@ def test_stock_clients_create_write_and_read_compacted_topics(broker_factory, cl
         assert not {r.key for r in records} & set(deleted), consume.__name__
 
 
-# The memory check, at the issue's size: 2 GiB of records with 16-byte keys and 1000-byte values, each of 1,000,000
-# keys written twice, in 128 MiB segments, cleaned with a 16 MiB dedupe buffer: the offset map holds some 600,000
-# keys (Kafka's 24 bytes a key at a 0.9 load factor), so the cleaner needs several passes (some 40 s here). The
-# passes run in the broker's cleaner worker process: the peak RSS of the broker and the worker together may exceed
-# an idle broker's and an idle worker's by the dedupe buffer, the two I/O buffers and a fixed allowance of 24 MiB
-# for the transient objects of a pass. The allowance is below a fifth of one
-# segment and about a hundredth of the log, so a cleaner that read a segment or the log into memory would exceed it.
+# The memory check, at the issue's size: 2 GiB of records with 16-byte keys and 16,000-byte values, 50,000 keys
+# each written about 2.7 times, in 128 MiB segments, cleaned with a 1 MiB dedupe buffer: the offset map holds some
+# 39,000 keys (Kafka's 24 bytes a key at a 0.9 load factor), so the cleaner needs three passes (some 20 s here;
+# smaller values cost the same bytes more per-record work and no more memory). The passes run in the broker's
+# cleaner worker process: the peak RSS of the broker and the worker together may exceed an idle broker's and an
+# idle worker's by the dedupe buffer, the two I/O buffers and a fixed allowance of 24 MiB for the transient objects
+# of a pass. The allowance is below a fifth of one segment and about a hundredth of the log, so a cleaner that read
+# a segment or the log into memory would exceed it.
 MEMORY_LOG_BYTES = 2048 * MiB
-MEMORY_KEYS = 1_000_000
-MEMORY_VALUE_BYTES = 1000
+MEMORY_KEYS = 50_000
+MEMORY_VALUE_BYTES = 16_000
 MEMORY_SEGMENT_BYTES = 128 * MiB
-DEDUPE_BUFFER_BYTES = 16 * MiB
+DEDUPE_BUFFER_BYTES = 1 * MiB
 IO_BUFFER_BYTES = 512 * 1024
 RSS_ALLOWANCE_BYTES = 24 * MiB
 

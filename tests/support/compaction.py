@@ -31,6 +31,8 @@ ROLL_MARGIN = 120
 # The files a cleaning pass leaves while it is in flight (Kafka's LogCleaner suffixes).
 CLEANING_SUFFIXES = (".cleaned", ".swap")
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+# The largest batch keyed_batches builds by default.
+BATCH_TARGET_BYTES = 512 * 1024
 
 KeyValue = tuple[bytes, "bytes | None"]
 Send = Callable[[Sequence[KeyValue]], int]
@@ -161,11 +163,14 @@ def cleaner_checkpoint(log_dir: Path, topic: str, partition: int = 0) -> int | N
     return OffsetCheckpointFile(log_dir / CHECKPOINT_FILE).read().get((topic, partition))
 
 
-def keyed_batches(total_bytes: int, keys: int, value_bytes: int, records_per_batch: int = 500,
+def keyed_batches(total_bytes: int, keys: int, value_bytes: int, records_per_batch: int | None = None,
                   seed: int = 0) -> Iterator[bytes]:
     """Uncompressed batches of about ``total_bytes`` in all, records with 16-byte keys drawn in turn from
     ``keys`` distinct ones (so each key is updated about total/(keys * record) times, the updates of one key
-    spread evenly over the log) and ``value_bytes``-byte values."""
+    spread evenly over the log) and ``value_bytes``-byte values; by default 500 records a batch, fewer where
+    500 would pass 512 KiB (a broker takes batches up to message.max.bytes, about 1 MiB)."""
+    if records_per_batch is None:
+        records_per_batch = max(1, min(500, BATCH_TARGET_BYTES // (value_bytes + 16)))
     value = random.Random(seed).randbytes(value_bytes)
     values = [value] * records_per_batch
     written = index = 0
