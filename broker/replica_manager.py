@@ -100,8 +100,6 @@ class ReplicaManager:
         if partition is None:
             partition = Partition(topic, index, self._log_manager.get_or_create_log(topic, index, config), leader_epoch,
                                   self.metrics.topic_stats(topic), self.broker_id)
-        elif config is not None:
-            partition.log.config = config
         return partition
 
     def make_leader(self, topic: str, index: int, config: LogConfig | None = None, leader_epoch: int = -1,

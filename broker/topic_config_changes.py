@@ -45,20 +45,24 @@ def _checked(default: LogConfig, overrides: dict[str, str]) -> dict[str, str]:
 def replaced_overrides(default: LogConfig, configs: list[tuple[str, str | None]]) -> OverridesChange:
     """AlterConfigs: the topic's overrides become exactly ``configs`` (name, value) pairs."""
     _check_unique(name for name, _ in configs)
+    new = {}
     for name, value in configs:
         if value is None:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"config {name!r} has a null value")
-    new = {name: value for name, value in configs if value is not None}
+        new[name] = value
     _checked(default, new)
     return lambda current: dict(new)
+
+
+def _items(text: str) -> list[str]:
+    """The values of a list config's text (Kafka's LIST type: comma-separated), in order."""
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _effective_list(default: LogConfig, current: dict[str, str], name: str) -> list[str]:
     entry = TOPIC_CONFIGS[name]
     text = current.get(name)
-    if text is None:
-        text = entry.render(getattr(default, entry.field))
-    return [part.strip() for part in text.split(",") if part.strip()]
+    return _items(entry.render(getattr(default, entry.field)) if text is None else text)
 
 
 def incremental_overrides(default: LogConfig, operations: list[ConfigOperation]) -> OverridesChange:
@@ -86,7 +90,7 @@ def incremental_overrides(default: LogConfig, operations: list[ConfigOperation])
                 new.pop(op.name, None)
             else:
                 values = _effective_list(default, current, op.name)
-                given = [part.strip() for part in str(op.value).split(",") if part.strip()]
+                given = _items(str(op.value))
                 if op.operation == CONFIG_OP_APPEND:
                     values += [v for v in given if v not in values]
                 else:
