@@ -74,6 +74,37 @@ def targets_up(deployment: Deployment) -> list[str]:
     return down if len(targets) == expected else [f"{len(targets)} targets, not {expected}"]
 
 
+def spans(lineages: set[tuple[str, str, int, int]]) -> str:
+    """Lineages as offset ranges per source partition: ``dc1 page-views-0 [17-20, 31]``."""
+    by_partition: dict[tuple[str, str, int], list[int]] = collections.defaultdict(list)
+    for datacenter, topic, partition, offset in lineages:
+        by_partition[(datacenter, topic, partition)].append(offset)
+    parts = []
+    for (datacenter, topic, partition), offsets in sorted(by_partition.items()):
+        ranges: list[list[int]] = []
+        for offset in sorted(offsets):
+            if ranges and offset == ranges[-1][1] + 1:
+                ranges[-1][1] = offset
+            else:
+                ranges.append([offset, offset])
+        shown = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges[:8])
+        parts.append(f"{datacenter} {topic}-{partition} [{shown}{', ...' if len(ranges) > 8 else ''}]")
+    return "; ".join(parts)
+
+
+def undrained(deployment: Deployment, sources: dict[tuple[str, str, int, int], str]) -> str:
+    """What still differs once the sources stopped: lineages missing from (or unknown to) the warehouse, the windows
+    not yet whole, and the ends of the logs of the mirror, the audit and the ETL."""
+    loaded = {lineage for lineage, _ in warehouse_events(deployment.topology)}
+    partial = [{k: w[k] for k in ("topic", "datacenter", "windowStart", "counts", "completeness")}
+               for w in windows(deployment) if not whole(w)]
+    return (f"{len(sources)} events stored, {len(loaded)} loaded\n"
+            f"missing from the warehouse: {spans(set(sources) - loaded) or 'none'}\n"
+            f"loaded but not stored: {spans(loaded - set(sources)) or 'none'}\n"
+            f"{len(partial)} windows not whole: {partial[:6]}"
+            + "".join(f"\n{program} log:\n{deployment.log(program, 2500)}" for program in ("mirror", "audit", "etl")))
+
+
 def test_the_whole_pipeline_from_a_fresh_clone_loses_nothing_through_the_chaos_drills(tmp_path: Path) -> None:
     assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make setup` installs it"
     deployment = Deployment(window_ms=WINDOW_MS)
@@ -135,7 +166,7 @@ def test_the_whole_pipeline_from_a_fresh_clone_loses_nothing_through_the_chaos_d
         def drained() -> bool:
             loaded = {lineage for lineage, _ in warehouse_events(topology)}
             return loaded == set(sources) and all(whole(w) for w in windows(deployment))
-        wait_until(drained, 180, interval=2, message=lambda: f"the pipeline drained:\n{deployment.log('etl')}")
+        wait_until(drained, 180, interval=2, message=lambda: "the pipeline drained: " + undrained(deployment, sources))
         final = windows(deployment)
 
         # The warehouse: every stored event exactly with its lineage; the extra copies are the ones the audit named.
