@@ -1,9 +1,10 @@
 """The one encoder/decoder of the Kafka protocol, interpreting the declarations in messages.py.
 
-At import every (api, version, request|response) declaration is compiled once into a reader and a
-writer: for each struct a small Python function is generated from the declaration (runs of
-consecutive fixed-size fields become one precomputed ``struct.Struct`` call, the decoded dict is
-one literal), nested structs and arrays get their own compiled readers/writers, and flexible
+Each (api, version, request|response) declaration is compiled into a reader and a writer the first
+time it is used (two threads racing to it compile the same functions; either result serves): for
+each struct a small Python function is generated from the declaration (runs of consecutive
+fixed-size fields become one precomputed ``struct.Struct`` call, the decoded dict is one
+literal), nested structs and arrays get their own compiled readers/writers, and flexible
 versions get compact lengths and a tagged-fields section. The public functions below frame and
 unframe whole requests and responses (headers included) for the broker and the clients.
 
@@ -276,25 +277,35 @@ class _Codec(NamedTuple):
     write: _StructWriter
 
 
-def _compile_all() -> tuple[dict, dict, dict[int, tuple[int, int]], dict[tuple[int, int], bool]]:
-    requests: dict[tuple[int, int], _Codec] = {}
-    responses: dict[tuple[int, int], _Codec] = {}
+class _CodecTable(dict):
+    """(api key, version) -> _Codec of its requests or of its responses, each compiled on first use: a process
+    pays only for the few APIs it speaks (compiling every declaration took a third of a second at import)."""
+
+    def __init__(self, side: str) -> None:
+        super().__init__()
+        self._side = side
+
+    def __missing__(self, key: tuple[int, int]) -> _Codec:
+        flex = _FLEXIBLE[key]  # KeyError: not a version we declare
+        fields = getattr(APIS[key[0]], self._side)
+        codec = self[key] = _Codec(_compile_struct_reader(fields, key[1], flex),
+                                   _compile_struct_writer(fields, key[1], flex))
+        return codec
+
+
+def _declared_versions() -> tuple[dict[int, tuple[int, int]], dict[tuple[int, int], bool]]:
     supported: dict[int, tuple[int, int]] = {}
     flexible: dict[tuple[int, int], bool] = {}
     for key, api in APIS.items():
         versions = api.version_range
         supported[key] = (versions.low, versions.high)
         for v in versions:
-            flex = api.is_flexible(v)
-            flexible[(key, v)] = flex
-            requests[(key, v)] = _Codec(_compile_struct_reader(api.request, v, flex),
-                                        _compile_struct_writer(api.request, v, flex))
-            responses[(key, v)] = _Codec(_compile_struct_reader(api.response, v, flex),
-                                         _compile_struct_writer(api.response, v, flex))
-    return requests, responses, supported, flexible
+            flexible[(key, v)] = api.is_flexible(v)
+    return supported, flexible
 
 
-_REQUESTS, _RESPONSES, _SUPPORTED, _FLEXIBLE = _compile_all()
+_SUPPORTED, _FLEXIBLE = _declared_versions()
+_REQUESTS, _RESPONSES = _CodecTable("request"), _CodecTable("response")
 
 #: api key -> (min version, max version) we support, derived from the declarations.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = _SUPPORTED
@@ -310,13 +321,13 @@ def is_flexible(api_key: int, api_version: int) -> bool:
     return _FLEXIBLE.get((api_key, api_version), False)
 
 
-def _codec(table: dict, api_key: int, api_version: int) -> _Codec:
-    codec = table.get((api_key, api_version))
-    if codec is None:
+def _codec(table: _CodecTable, api_key: int, api_version: int) -> _Codec:
+    try:
+        return table[(api_key, api_version)]
+    except KeyError:
         if api_key in _SUPPORTED:
-            raise ProtocolError(f"unsupported version {api_version} of api {api_key}")
-        raise ProtocolError(f"unknown api key {api_key}")
-    return codec
+            raise ProtocolError(f"unsupported version {api_version} of api {api_key}") from None
+        raise ProtocolError(f"unknown api key {api_key}") from None
 
 
 def _as_view(buf: Any) -> memoryview:
