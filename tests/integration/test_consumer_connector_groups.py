@@ -77,6 +77,14 @@ def test_three_consumers_own_four_partitions_each_then_six_after_one_leaves(clus
         assert sorted(owners_by_consumer(observer.current(), consumers).values()) == [list(range(6)),
                                                                                       list(range(6, 12))]
         assert not cluster.zk.exists(layout.consumer_path("g1", leaving.consumer_id))
+
+        sampling.set()
+        sampler.join()
+        for c in consumers:
+            c.shutdown()
+        # Shutdown deletes the owner nodes before it returns; the observer hears of it through watches, later.
+        assert cluster.zk.get_children(layout.owners_path("g1", "clicks")) == []
+        wait_until(lambda: observer.current() == {}, 10, message=lambda: f"observer still sees {observer.current()}")
     finally:
         sampling.set()
         sampler.join()
