@@ -290,6 +290,11 @@ def runs_by_outcome(metrics: Mapping[str, float]) -> dict[str, int]:
     return found
 
 
+def run_begun(metrics: Mapping[str, float]) -> bool:
+    """Whether the scheduler behind ``metrics`` has begun a run since it started (in progress or ended)."""
+    return bool(metrics.get("etl_run_in_progress") or runs_by_outcome(metrics))
+
+
 def recovery_lines(path: Path, offset: int) -> list[str]:
     """The lines of the ETL's log after ``offset`` in which its recovery completed or discarded a run."""
     try:
@@ -378,6 +383,10 @@ def kill_etl(context: Context, args: argparse.Namespace) -> None:
     log = log_file(topology, program)
     offset = _size(log)
     kill_and_wait(context, program)
+    # Two deadlines: the run must begin (the lock of the killed process's session expires first), then end
+    # (starting Spark's JVM and loading everything that arrived meanwhile can take as long again).
+    context.wait("the restarted ETL to begin its first run", lambda: run_begun(etl_metrics(topology)))
+    context.event("the restarted ETL began its first run")
     outcomes = context.wait("the restarted ETL to finish its first run",
                             lambda: runs_by_outcome(etl_metrics(topology)))
     context.event(f"the restarted ETL's first run finished: "

@@ -72,7 +72,11 @@ def test_the_etl_metrics_say_whether_a_run_is_in_progress_and_how_runs_ended() -
     metrics = parse_metrics(text)
     assert metrics["etl_run_in_progress"] == 1.0
     assert runs_by_outcome(metrics) == {"succeeded": 2, "nothing-new": 1}
-    assert runs_by_outcome(parse_metrics(text.replace(" 2.0", " 0.0").replace(" 1.0\n", " 0.0\n"))) == {}
+    none = parse_metrics(text.replace(" 2.0", " 0.0").replace(" 1.0\n", " 0.0\n"))
+    assert runs_by_outcome(none) == {}
+    assert chaos.run_begun(metrics) and not chaos.run_begun(none)
+    assert chaos.run_begun(parse_metrics(text.replace('in_progress{group="etl"} 1.0', 'in_progress{group="etl"} 0')))
+    assert chaos.run_begun(parse_metrics('etl_run_in_progress{group="etl"} 1.0\n'))
 
 
 def test_group_members_are_the_live_processes_of_a_process_group() -> None:
