@@ -8,42 +8,41 @@ producer.type, batch.size, queue.time, request.required.acks, compression.codec,
 names accepted as aliases.
 """
 
-from pipeline.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, AdminClient, TopicDescription
-from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
-from pipeline.client.connection import BrokerConnection
-from pipeline.client.consumer import Consumer, ConsumerRecord
-from pipeline.client.consumer_connector import ConsumerConnector, ConsumerTimeout, KafkaStream
-from pipeline.client.encoder import DefaultEncoder, Encoder, StringEncoder
-from pipeline.client.errors import (
-    KafkaClientError,
-    KafkaConnectionError,
-    KafkaProtocolError,
-    NoBrokersAvailable,
-    OffsetOutOfRange,
-    UnknownTopicError,
-)
-from pipeline.client.partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
-from pipeline.client.producer import (
-    CallbackHandler,
-    MessageSizeTooLargeError,
-    ProduceError,
-    ProduceResult,
-    Producer,
-    ProducerData,
-)
-from pipeline.client.accumulator import QueueFullError
-from pipeline.client.producer_config import ProducerConfig
-from pipeline.client.simple_consumer import FetchRequest, MessageSet, MessageSizeTooLarge, SimpleConsumer
-from pipeline.client.topic_filter import Blacklist, TopicFilter, Whitelist
-from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+# Each name is imported from its module on first use: a process that needs one client (a broker needs only
+# BrokerConnection) does not pay for importing them all.
+import importlib
+from typing import Any
 
-__all__ = [
-    "AdminClient", "Blacklist", "BrokerConnection", "BrokerDiscovery", "CallbackHandler", "Cluster", "Consumer",
-    "ConsumerConnector", "ConsumerRecord", "ConsumerTimeout", "KafkaStream", "TopicFilter", "Whitelist",
-    "ZooKeeperBrokerDiscovery",
-    "DefaultEncoder", "DefaultPartitioner", "EARLIEST_TIMESTAMP", "Encoder", "FetchRequest", "KafkaClientError",
-    "KafkaConnectionError", "KafkaProtocolError", "LATEST_TIMESTAMP", "MessageSet", "MessageSizeTooLarge",
-    "MessageSizeTooLargeError", "NoBrokersAvailable", "OffsetOutOfRange", "Partitioner", "ProduceError",
-    "ProduceResult", "Producer", "ProducerConfig", "ProducerData", "QueueFullError", "RoundRobinPartitioner",
-    "SimpleConsumer", "StaticBrokerList", "StringEncoder", "TopicDescription", "UnknownTopicError",
-]
+_EXPORTS = {
+    "accumulator": "QueueFullError",
+    "admin": "AdminClient EARLIEST_TIMESTAMP LATEST_TIMESTAMP TopicDescription",
+    "cluster": "BrokerDiscovery Cluster StaticBrokerList",
+    "connection": "BrokerConnection",
+    "consumer": "Consumer ConsumerRecord",
+    "consumer_connector": "ConsumerConnector ConsumerTimeout KafkaStream",
+    "encoder": "DefaultEncoder Encoder StringEncoder",
+    "errors": "KafkaClientError KafkaConnectionError KafkaProtocolError NoBrokersAvailable OffsetOutOfRange "
+              "UnknownTopicError",
+    "partitioner": "DefaultPartitioner Partitioner RoundRobinPartitioner",
+    "producer": "CallbackHandler MessageSizeTooLargeError ProduceError ProduceResult Producer ProducerData",
+    "producer_config": "ProducerConfig",
+    "simple_consumer": "FetchRequest MessageSet MessageSizeTooLarge SimpleConsumer",
+    "topic_filter": "Blacklist TopicFilter Whitelist",
+    "zk_discovery": "ZooKeeperBrokerDiscovery",
+}
+_MODULES = {name: module for module, names in _EXPORTS.items() for name in names.split()}
+
+__all__ = sorted(_MODULES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULES})
