@@ -68,14 +68,15 @@ class AuditCounter:
 
     def sent(self, server: str, topic: str, event_time_ms: int, n: int = 1) -> None:
         """`n` events were handed to the producer: in flight until acknowledged or failed."""
-        self.sent_all({(server, topic): n}, event_time_ms)
+        self.sent_all({(server, topic, event_time_ms): n})
 
-    def sent_all(self, counts: Mapping[tuple[str, str], int], event_time_ms: int) -> None:
-        """Events handed to the producer, `counts[(server, topic)]` of each, all of one event time."""
-        start = event_time_ms - event_time_ms % self.window_ms
+    def sent_all(self, counts: Mapping[tuple[str, str, int], int]) -> None:
+        """Events handed to the producer, `counts[(server, topic, event time)]` of each."""
+        window_ms = self.window_ms
         with self._lock:
             windows = self._windows
-            for (server, topic), n in counts.items():
+            for (server, topic, event_time_ms), n in counts.items():
+                start = event_time_ms - event_time_ms % window_ms
                 window = windows.get((server, topic, start))
                 if window is None:
                     window = windows[(server, topic, start)] = _Window()

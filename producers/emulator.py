@@ -159,7 +159,7 @@ class FrontendEmulator:
         end = None if config["duration.s"] is None else start + config["duration.s"]
         rate = RateController(config["rate"], start)
         chunk = max(1, int(config["rate"] * _MAX_CHUNK_S))
-        audit, metrics, workload = self.audit, self.metrics, self.workload
+        audit, workload = self.audit, self.workload
         send = producer.send
         encode_for = self.encoder.encode_for
         next_close = start + _CLOSE_EVERY_S
@@ -178,39 +178,44 @@ class FrontendEmulator:
             if due == 0:
                 stop.wait(max(0.0, min(rate.next_due(), next_close, end or next_close) - now))
                 continue
-            now_ms = int(time.time() * 1000)
-            events = workload.next_events(now_ms, min(due, chunk))
-            by_topic: dict[str, list[Event]] = {}
-            for event in events:
-                group = by_topic.get(event.topic)
-                if group is None:
-                    by_topic[event.topic] = [event]
-                else:
-                    group.append(event)
-            # In flight before the producer can call back about any of them.
-            audit.sent_all(collections.Counter((e.server, e.topic) for e in events), now_ms)
-            sent_at = time.monotonic()
-            for topic, group in by_topic.items():
-                values = encode_for(topic, [e.value for e in group])
-                metrics.sent.labels(topic).inc(len(group))
-                for event, value in zip(group, values):
-                    emitted = EmulatedEvent(topic, event.server, now_ms, value, sent_at,
-                                            event.value["header"]["eventId"])
-                    try:
-                        # The record's timestamp is the time the audit counts the event under, so that the
-                        # tiers downstream (the mirror's) count it in the same window.
-                        send(ProducerData(topic, event.key, [emitted], timestamps=now_ms))
-                    except (KafkaClientError, KafkaProtocolError) as exc:
-                        settle([emitted], False, audit, metrics)
-                        self.send_errors += 1
-                        if self.send_errors in (1, 10, 100) or self.send_errors % 1000 == 0:
-                            log.warning("send failed (%d so far): %s", self.send_errors, exc)
+            events = workload.next_events(int(time.time() * 1000), min(due, chunk))
+            self._send(events, send, encode_for)
             self.sent += len(events)
             rate.emitted_now(len(events))
             self._count_skipped(rate)
         self.elapsed_s = time.monotonic() - start
         rate.drop_backlog(start + self.elapsed_s)
         self._count_skipped(rate)
+
+    def _send(self, events: list[Event], send: Any, encode_for: Any) -> None:
+        """Hand ``events`` to the producer, a topic's at a time; each is counted by the audit and timestamped under
+        its own eventTime, the time the tiers downstream count it under (the audit service and the ETL read it
+        from the event, the mirror from the record's timestamp). A SystemMetricsEvent's is its due time, which
+        may lie in the window before the one of the moment it is sent."""
+        audit, metrics = self.audit, self.metrics
+        by_topic: dict[str, list[Event]] = {}
+        for event in events:
+            group = by_topic.get(event.topic)
+            if group is None:
+                by_topic[event.topic] = [event]
+            else:
+                group.append(event)
+        # In flight before the producer can call back about any of them.
+        audit.sent_all(collections.Counter((e.server, e.topic, e.value["header"]["eventTime"]) for e in events))
+        sent_at = time.monotonic()
+        for topic, group in by_topic.items():
+            values = encode_for(topic, [e.value for e in group])
+            metrics.sent.labels(topic).inc(len(group))
+            for event, value in zip(group, values):
+                header = event.value["header"]
+                emitted = EmulatedEvent(topic, event.server, header["eventTime"], value, sent_at, header["eventId"])
+                try:
+                    send(ProducerData(topic, event.key, [emitted], timestamps=emitted.event_time))
+                except (KafkaClientError, KafkaProtocolError) as exc:
+                    settle([emitted], False, audit, metrics)
+                    self.send_errors += 1
+                    if self.send_errors in (1, 10, 100) or self.send_errors % 1000 == 0:
+                        log.warning("send failed (%d so far): %s", self.send_errors, exc)
 
     def _count_skipped(self, rate: RateController) -> None:
         if rate.skipped > self.skipped:
