@@ -303,14 +303,20 @@ def test_ctrl_c_stops_consume_with_a_summary(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     ok(cli(b, "topics", "create", "waiting", "--partitions", "1"))
     ok(cli(b, "produce", "waiting", "--sync", input_bytes=b"a\nb\nc\n"))
+    # PYTHONFAULTHANDLER: a consumer that does not stop is sent SIGABRT and prints every thread's stack.
     consumer = subprocess.Popen([sys.executable, "-m", "pipeline", "consume", "waiting", "--from-beginning",
-                                 "--bootstrap-server", b], cwd=REPO_ROOT,
+                                 "--bootstrap-server", b], cwd=REPO_ROOT, env={**os.environ, "PYTHONFAULTHANDLER": "1"},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         # Output reaches a pipe reader while the consumer waits for more (it is flushed periodically).
         assert [consumer.stdout.readline() for _ in range(3)] == [b"a\n", b"b\n", b"c\n"]
         consumer.send_signal(signal.SIGINT)
-        out, err = consumer.communicate(timeout=10)
+        try:
+            out, err = consumer.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            consumer.send_signal(signal.SIGABRT)
+            out, err = consumer.communicate(timeout=10)
+            pytest.fail(f"consume went on for 10 s after SIGINT; its stacks:\n{err.decode(errors='replace')}")
     finally:
         if consumer.poll() is None:
             consumer.kill()
