@@ -303,10 +303,19 @@ def test_ctrl_c_stops_consume_with_a_summary(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     ok(cli(b, "topics", "create", "waiting", "--partitions", "1"))
     ok(cli(b, "produce", "waiting", "--sync", input_bytes=b"a\nb\nc\n"))
-    # PYTHONFAULTHANDLER: a consumer that does not stop is sent SIGABRT and prints every thread's stack.
-    consumer = subprocess.Popen([sys.executable, "-m", "pipeline", "consume", "waiting", "--from-beginning",
-                                 "--bootstrap-server", b], cwd=REPO_ROOT, env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # As from an interactive shell: SIGINT at its default in the consumer, whatever this process inherited. A test
+    # run started in the background (`make test &`, a CI runner) ignores SIGINT, an ignored signal stays ignored
+    # across exec, and Python then installs no KeyboardInterrupt handler: Ctrl-C would do nothing. A signal this
+    # process catches is reset to its default in the child instead. (PYTHONFAULTHANDLER: a consumer that still
+    # runs 10 s after SIGINT is sent SIGABRT and prints every thread's stack.)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        consumer = subprocess.Popen([sys.executable, "-m", "pipeline", "consume", "waiting", "--from-beginning",
+                                     "--bootstrap-server", b], cwd=REPO_ROOT,
+                                    env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     try:
         # Output reaches a pipe reader while the consumer waits for more (it is flushed periodically).
         assert [consumer.stdout.readline() for _ in range(3)] == [b"a\n", b"b\n", b"c\n"]
