@@ -35,7 +35,8 @@ from tests.support.etl import (
 from tests.support.mirror import committed, end_offsets, produce, read_all
 from tests.support.polling import wait_until
 
-pytestmark = pytest.mark.slow
+# Five Spark drivers one after another, each starting its JVM: 142-297 s measured beside the rest of the suite.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 TOPIC = "killed"
 PARTITIONS = 2
