@@ -148,10 +148,10 @@ def _publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
 class _Run:
     """The state of one run while it goes through its steps."""
 
-    def __init__(self, config: EtlConfig, spark: SparkSession | None,
+    def __init__(self, config: EtlConfig, spark: SparkSession | Callable[[], SparkSession] | None,
                  on_progress: Callable[[RunReport], None] | None, still_locked: Callable[[], bool] | None) -> None:
         self.config = config
-        self.spark = spark
+        self._spark = spark
         self.on_progress = on_progress
         self.still_locked = still_locked
         self.group = config["group.id"]
@@ -237,6 +237,15 @@ class _Run:
 
     # -- loading ---------------------------------------------------------------------------------------
 
+    def session(self) -> SparkSession:
+        """The run's SparkSession, started only now that there is something to load (a JVM takes seconds)."""
+        if self._spark is None:
+            from etl.spark import build_session
+            self._spark = build_session(self.config)
+        elif not isinstance(self._spark, SparkSession):
+            self._spark = self._spark()
+        return self._spark
+
     def reader_schemas(self) -> dict[str, str]:
         """The reader schema (JSON text) of every topic with ranges: its subject's latest version."""
         readers = {}
@@ -251,10 +260,7 @@ class _Run:
 
     def load(self, offline: _Offline) -> dict[int, dict[str, Any]]:
         readers = self.reader_schemas()
-        if self.spark is None:
-            from etl.spark import build_session
-            self.spark = build_session(self.config)
-        spark = self.spark
+        spark = self.session()
         accumulator = spark.sparkContext.accumulator({}, StatsParam())
         brokers = offline.brokers()
         watcher_stop = threading.Event()
@@ -373,11 +379,14 @@ def _spark_error(topic: str, error: BaseException) -> str:
     return f"loading {topic} failed in Spark: {first}"
 
 
-def run_once(config: EtlConfig, spark: SparkSession | None = None, *,
+def run_once(config: EtlConfig, spark: SparkSession | Callable[[], SparkSession] | None = None, *,
              on_progress: Callable[[RunReport], None] | None = None,
              still_locked: Callable[[], bool] | None = None) -> RunReport:
     """Plan, load, publish and commit one run; record it in the run history and return its report.
 
+    ``spark`` is the session to load with, or a function giving it, called once the run has something to load
+    (None: a session for ``config`` is built then); a run with nothing new, or one that fails before loading,
+    starts no JVM.
     ``on_progress`` is called with the report after planning and as tasks finish (from a driver thread);
     ``still_locked`` is asked before publishing and before the ZooKeeper commit (False: the run stops, LockLost).
     Raises an EtlError after recording a failed run.

@@ -9,6 +9,7 @@ set the run in progress finishes and no other starts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -37,8 +38,8 @@ def one_line(text: str) -> str:
 
 
 class SparkJob:
-    """The real run: ``etl.job.run_once`` on one SparkSession, built at the first run and kept until
-    :meth:`close`, with its progress on ``progress`` (None: no progress display)."""
+    """The real run: ``etl.job.run_once`` on one SparkSession, built when a run first has something to load and
+    kept until :meth:`close`, with its progress on ``progress`` (None: no progress display)."""
 
     def __init__(self, progress: TextIO | None = sys.stderr) -> None:
         self.progress = progress
@@ -46,14 +47,18 @@ class SparkJob:
 
     def __call__(self, config: EtlConfig, *, still_locked: Callable[[], bool]) -> RunReport:
         from etl.job import run_once
-        from etl.spark import build_session
 
-        if self._spark is None:
-            self._spark = build_session(config)
-        if self.progress is None:
-            return run_once(config, self._spark, still_locked=still_locked)
-        with TerminalProgress(self._spark.sparkContext, self.progress):
-            return run_once(config, self._spark, still_locked=still_locked)
+        with contextlib.ExitStack() as showing:
+            def session() -> Any:
+                if self._spark is None:
+                    from etl.spark import build_session
+
+                    self._spark = build_session(config)
+                if self.progress is not None:
+                    showing.enter_context(TerminalProgress(self._spark.sparkContext, self.progress))
+                return self._spark
+
+            return run_once(config, session, still_locked=still_locked)
 
     def close(self) -> None:
         if self._spark is not None:

@@ -10,6 +10,7 @@ written as Parquet INT64 microseconds (readable by pyarrow and every engine), th
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import subprocess
@@ -29,6 +30,8 @@ APP_NAME = "kafka-etl"
 #: The packages a task imports (directly or through the others).
 PROJECT_PACKAGES = ("etl", "pipeline", "schemas", "mirror", "audit")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+log = logging.getLogger(__name__)
 
 _DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
              "spark.sql.session.timeZone": "UTC", "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -64,6 +67,7 @@ def spark_session(master: str, spark_settings: Mapping[str, str] | None = None) 
         paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         if str(PROJECT_ROOT) not in paths:
             os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
+    log.info("starting Spark (master %s)", "of spark-submit" if submitted else master)
     builder = SparkSession.builder.appName(APP_NAME)
     if not submitted:
         # Under spark-submit its --master (already in the JVM's configuration) decides.

@@ -106,7 +106,8 @@ def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
 
     # The rerun goes through spark-submit (etl/submit.py, the project shipped as a zip).
     code, output = run_etl(tmp_path / "etl-final.log", env.args(warehouse, "--topics", TOPIC), command=SPARK_SUBMIT)
-    assert code == 0 and "kafka-etl-project.zip" in output, output
+    assert code == 0 and "kafka-etl-project.zip" in output and "starting Spark (master of spark-submit)" in output, \
+        output
     ends = end_offsets(env.offline, TOPIC, PARTITIONS)
     assert sum(ends.values()) == produced == 115
     rows = warehouse_rows(warehouse, TOPIC)
@@ -136,6 +137,7 @@ def test_the_command_line_exits_1_on_a_failed_run_recorded_in_the_history_and_2_
     errors = [line for line in output.splitlines() if line.startswith("python -m etl: error:")]
     assert code == 1 and len(errors) == 1 and "Traceback" not in output, output
     assert "topic unregistered: no reader schema (subject unregistered-value)" in errors[0]
+    assert "starting Spark" not in output, "a run that fails before loading starts no JVM"
     (failed,) = RunHistory(warehouse, "etl").runs()
     assert failed.outcome == "failed" and "no reader schema" in failed.error
     assert failed.ranges == [RangeReport("unregistered", 0, 0, 1)]
