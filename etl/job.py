@@ -387,6 +387,7 @@ def run_once(config: EtlConfig, spark: SparkSession | Callable[[], SparkSession]
     ``spark`` is the session to load with, or a function giving it, called once the run has something to load
     (None: a session for ``config`` is built then); a run with nothing new, or one that fails before loading,
     starts no JVM.
+
     ``on_progress`` is called with the report after planning and as tasks finish (from a driver thread);
     ``still_locked`` is asked before publishing and before the ZooKeeper commit (False: the run stops, LockLost).
     Raises an EtlError after recording a failed run.

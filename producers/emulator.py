@@ -14,7 +14,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from prometheus_client import start_http_server
 
@@ -187,7 +187,8 @@ class FrontendEmulator:
         rate.drop_backlog(start + self.elapsed_s)
         self._count_skipped(rate)
 
-    def _send(self, events: list[Event], send: Any, encode_for: Any) -> None:
+    def _send(self, events: list[Event], send: Callable[[ProducerData], Any],
+              encode_for: Callable[[str, list[dict]], list[bytes]]) -> None:
         """Hand ``events`` to the producer, a topic's at a time; each is counted by the audit and timestamped under
         its own eventTime, the time the tiers downstream count it under (the audit service and the ETL read it
         from the event, the mirror from the record's timestamp). A SystemMetricsEvent's is its due time, which
