@@ -3,12 +3,12 @@
 ``up``: check the port plan is free, write Prometheus's and supervisord's configuration from the topology, start
 supervisord (or reuse the running one), then start each stage's programs and wait for their health checks
 (ZooKeeper serving, brokers registered, the registry answering, every service's HTTP endpoint, Prometheus ready)
-before the next stage; create the event topics in every datacenter; wait until the first events reached the
-offline cluster; print where to look. A program that exits or misses its deadline stops ``up`` with its name and
-the tail of its log. ``up`` again while it runs starts only what is not running.
+before the next stage; create the event topics in every datacenter; start the ETL once the first events reached
+the offline cluster; print where to look. A program that exits or misses its deadline stops ``up`` with its name
+and the tail of its log. ``up`` again while it runs starts only what is not running.
 
-``down``: stop the programs in reverse stage order (the emulators first, ZooKeeper last), each with SIGTERM and
-its own deadline, then supervisord; the data stays. ``clean``: ``down``, then remove the var directory.
+``down``: stop the programs in reverse stage order (the ETL and the emulators first, ZooKeeper last), each with
+SIGTERM and its own deadline, then supervisord; the data stays. ``clean``: ``down``, then remove the var directory.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
 from infra.deployment import clusters
-from infra.deployment.programs import STAGES, Program, log_file, programs, scrape_jobs
+from infra.deployment.programs import STAGES, Program, http_ok, log_file, programs, scrape_jobs
 from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
 from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, Topology
 from infra.prometheus import config as prometheus_config
@@ -123,6 +123,17 @@ def _first_events_offline(topology: Topology) -> int:
         return 0  # not there yet: no broker registered or answering, no topic yet
 
 
+def _wait_first_events(topology: Topology, everything: list[Program], out: TextIO) -> None:
+    deadline = time.monotonic() + FIRST_EVENTS_TIMEOUT_S
+    while (events := _first_events_offline(topology)) == 0:
+        if time.monotonic() > deadline:
+            mirror = next(p for p in everything if p.name == "mirror")
+            raise DeploymentError(f"no event reached the offline cluster within {FIRST_EVENTS_TIMEOUT_S:.0f}s; "
+                                  f"end of {shown(log_file(topology, mirror))}:\n{log_tail(topology, mirror)}")
+        time.sleep(0.5)
+    print(f"first events in the offline cluster: {events}", file=out, flush=True)
+
+
 def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None:
     """Start everything not running yet, stage by stage; DeploymentError when something does not come up."""
     began = time.monotonic()
@@ -148,6 +159,8 @@ def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None
               f"{shown(topology.logs_dir)}/)", file=out, flush=True)
     states = {info.name: info for info in supervisor.infos()}
     for stage in STAGES:
+        if stage == "loaders" and wait_for_events:
+            _wait_first_events(topology, everything, out)
         members = [program for program in everything if program.stage == stage]
         if not members:
             continue
@@ -158,21 +171,21 @@ def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None
         _wait_healthy(topology, supervisor, members, STAGE_TIMEOUT_S, out)
         if stage == "registry":
             _create_topics(topology, out)
-    if wait_for_events:
-        deadline = time.monotonic() + FIRST_EVENTS_TIMEOUT_S
-        while (events := _first_events_offline(topology)) == 0:
-            if time.monotonic() > deadline:
-                mirror = next(p for p in everything if p.name == "mirror")
-                raise DeploymentError(f"no event reached the offline cluster within {FIRST_EVENTS_TIMEOUT_S:.0f}s; "
-                                      f"end of {shown(log_file(topology, mirror))}:\n{log_tail(topology, mirror)}")
-            time.sleep(0.5)
-        print(f"first events in the offline cluster: {events}", file=out, flush=True)
     print(f"pipeline up in {time.monotonic() - began:.1f}s", file=out, flush=True)
     print(summary(topology), file=out, flush=True)
 
 
 def _stopped(name: str) -> ProcessInfo:
     return ProcessInfo(name, "STOPPED", 0, 0.0, 0, "")
+
+
+def prometheus_alerts_url(base_url: str) -> str:
+    """The alerts page of the Prometheus at ``base_url``: ``/alerts`` of its web UI, or ``/classic/alerts`` where
+    the build has only the classic UI (Debian's package, whose ``/alerts`` answers 404)."""
+    for path in ("/alerts", "/classic/alerts"):
+        if http_ok(base_url + path):
+            return base_url + path
+    return base_url + "/alerts"
 
 
 def summary(topology: Topology) -> str:
@@ -186,7 +199,7 @@ def summary(topology: Topology) -> str:
     return "\n".join([
         "",
         f"  dashboard   {topology.dashboard_url}",
-        f"  prometheus  {topology.prometheus_url}  (alerts: {topology.prometheus_url}/alerts)",
+        f"  prometheus  {topology.prometheus_url}  (alerts: {prometheus_alerts_url(topology.prometheus_url)})",
         f"  registry    {topology.registry_url}/subjects",
         f"  logs        {shown(topology.logs_dir)}/   data {shown(topology.var_dir)}/",
         "",

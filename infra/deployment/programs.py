@@ -24,7 +24,9 @@ __all__ = ["Health", "Program", "STAGES", "programs", "scrape_jobs"]
 
 # Start stages, in order; a stage starts once every program of the stage before answers its health check.
 # supervisord stops programs in the reverse order of their priority, which follows the stages.
-STAGES = ("zookeeper", "brokers", "registry", "services", "sources")
+#: Start order. The ETL loads what the mirror copied: ``up`` starts it once the first events are there, so that
+#: its first run has something to load (the next one is a whole ``every`` later).
+STAGES = ("zookeeper", "brokers", "registry", "services", "sources", "loaders")
 HTTP_TIMEOUT_S = 2.0
 # supervisord notes a start in whole seconds; a registration a moment later is this life's
 CLOCK_SLACK_S = 1.0
@@ -198,7 +200,7 @@ def etl_program(topology: Topology) -> Program:
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
                       *_settings("--set", settings))
     # SIGTERM lets the run in progress finish; a load of a few minutes' events takes well under this.
-    return Program("etl", command, "services", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=180,
+    return Program("etl", command, "loaders", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=180,
                    metrics=("etl", spec.metrics_port, {}), environment={"SPARK_LOCAL_IP": topology.host}, kind="etl")
 
 
@@ -239,8 +241,9 @@ def programs(topology: Topology) -> list[Program]:
         found += broker_programs(topology, cluster)
     found += registry_program(topology)
     found += prometheus_program(topology)
-    found += [audit_program(topology), etl_program(topology), mirror_program(topology)]
+    found += [audit_program(topology), mirror_program(topology)]
     found += emulator_programs(topology)
+    found.append(etl_program(topology))
     return found
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from audit.reconcile import TIERS
-from infra.deployment.programs import programs, scrape_jobs
+from infra.deployment.programs import http_ok, programs, scrape_jobs
 from schemas.events import EVENT_TOPICS
 from tests.support.broker import REPO_ROOT
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
@@ -119,6 +120,8 @@ def test_the_whole_pipeline_from_a_fresh_clone_loses_nothing_through_the_chaos_d
         for shown in (topology.dashboard_url, topology.prometheus_url, topology.registry_url,
                       "python -m audit report", "python -m audit trace", "first events in the offline cluster"):
             assert shown in up.stdout, up.stdout
+        alerts_page = re.search(r"\(alerts: (\S+)\)", up.stdout)
+        assert alerts_page and http_ok(alerts_page.group(1)), up.stdout
 
         # Undisturbed: the windows reconciled at every tier so far are exactly complete, nothing named.
         wait_until(lambda: sum(whole(w) for w in windows(deployment)) >= 2 * len(EVENT_TOPICS), 150, interval=1,

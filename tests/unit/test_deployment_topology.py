@@ -53,8 +53,8 @@ def test_the_default_topology_is_the_paper_s_deployment_on_loopback_ports() -> N
     assert len(ports) == len(set(ports)) == 20
     names = [program.name for program in programs(topology)]
     assert names == ["zookeeper-1", "broker-dc1-1", "broker-dc1-2", "broker-dc2-1", "broker-dc2-2",
-                     "broker-offline-1", "broker-offline-2", "registry", "prometheus", "audit", "etl", "mirror",
-                     "emulators-dc1", "emulators-dc2"]
+                     "broker-offline-1", "broker-offline-2", "registry", "prometheus", "audit", "mirror",
+                     "emulators-dc1", "emulators-dc2", "etl"]
     stages = [STAGES.index(program.stage) for program in programs(topology)]
     assert stages == sorted(stages)
 
