@@ -23,9 +23,8 @@ from schemas.events import EVENT_TOPICS
 __all__ = ["Health", "Program", "STAGES", "programs", "scrape_jobs"]
 
 # Start stages, in order; a stage starts once every program of the stage before answers its health check.
-# supervisord stops programs in the reverse order of their priority, which follows the stages.
-#: Start order. The ETL loads what the mirror copied: ``up`` starts it once the first events are there, so that
-#: its first run has something to load (the next one is a whole ``every`` later).
+# supervisord stops programs in the reverse order of their priority, which follows the stages. ``up`` starts the
+# loaders (the ETL) once the first events reached the offline cluster: its first run then has something to load.
 STAGES = ("zookeeper", "brokers", "registry", "services", "sources", "loaders")
 HTTP_TIMEOUT_S = 2.0
 # supervisord notes a start in whole seconds; a registration a moment later is this life's
