@@ -22,7 +22,7 @@ from typing import Callable, Sequence, TextIO
 from infra.deployment import clusters
 from infra.deployment.programs import STAGES, Program, http_ok, log_file, programs, scrape_jobs
 from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
-from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, Topology
+from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, ClusterSpec, Topology
 from infra.prometheus import config as prometheus_config
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.errors import KafkaProtocolError
@@ -105,15 +105,31 @@ def _wait_healthy(topology: Topology, supervisor: Supervisor, stage: Sequence[Pr
             time.sleep(0.2)
 
 
+def wanted_topics(topology: Topology, cluster: ClusterSpec) -> dict[str, dict[str, str]]:
+    """The topics ``up`` creates in ``cluster``, with their configs: the event topics in a datacenter (the mirror
+    creates their copies in the offline cluster, from the brokers' defaults), the AuditCount topic in every
+    cluster."""
+    topics = {topic: cluster.topic_configs() for topic in EVENT_TOPICS} if cluster in topology.datacenters else {}
+    topics[AUDIT_TOPIC] = cluster.topic_configs(audit=True)
+    return topics
+
+
 def _create_topics(topology: Topology, out: TextIO) -> None:
-    for datacenter in topology.datacenters:
-        if datacenter.external:
+    for cluster in topology.clusters:
+        if cluster.external:
             continue
-        created = clusters.ensure_topics(topology.cluster_zookeeper(datacenter), [*EVENT_TOPICS, AUDIT_TOPIC],
-                                         datacenter.partitions)
-        if created:
-            print(f"  topics of {datacenter.name:<13} {len(created)} created ({datacenter.partitions} partitions "
-                  "each)", file=out, flush=True)
+        ensured = clusters.ensure_topics(topology.cluster_zookeeper(cluster), wanted_topics(topology, cluster),
+                                         cluster.partitions, cluster.replication_factor)
+        if ensured.created:
+            print(f"  topics of {cluster.name:<13} {len(ensured.created)} created ({cluster.partitions} partitions, "
+                  f"{cluster.replication_factor} replicas, min.insync.replicas {cluster.min_insync_replicas})",
+                  file=out, flush=True)
+        if ensured.reconfigured:
+            print(f"  topics of {cluster.name:<13} configs set as the topology says: "
+                  f"{', '.join(ensured.reconfigured)}", file=out, flush=True)
+        for line in ensured.mismatched:
+            print(f"  topics of {cluster.name:<13} {line} as the topology says (existing replicas are not "
+                  "moved: `make pipeline-clean` starts afresh)", file=out, flush=True)
 
 
 def _first_events_offline(topology: Topology) -> int:

@@ -122,7 +122,8 @@ def zookeeper_programs(topology: Topology) -> list[Program]:
     found = []
     for index, port in enumerate(spec.client_ports()):
         arguments = ["--exec", "--data-dir", str(topology.var_dir / "zookeeper" / f"zk{index + 1}"), "--host", host,
-                     "--port", str(port), "--tick-ms", str(spec.tick_ms)]
+                     "--port", str(port), "--tick-ms", str(spec.tick_ms), "--snapshots-kept", str(spec.snapshots_kept),
+                     "--purge-interval-hours", str(spec.purge_interval_hours)]
         if peers:
             arguments += ["--server-id", str(index + 1),
                           "--peers", ",".join(f"{sid}:{peer}:{election}" for sid, peer, election in peers)]
@@ -139,7 +140,8 @@ def broker_programs(topology: Topology, cluster: ClusterSpec) -> list[Program]:
     for broker_id in cluster.broker_ids():
         overrides = {"zookeeper.connect": zookeeper, "broker.id": str(broker_id),
                      "num.partitions": str(cluster.partitions),
-                     "metrics.port": str(cluster.broker_metrics_port(broker_id)), **cluster.settings}
+                     "metrics.port": str(cluster.broker_metrics_port(broker_id)), **cluster.broker_defaults(),
+                     **cluster.settings}
         command = _python("broker", "--log-dir", str(topology.var_dir / "data" / cluster.name / f"broker-{broker_id}"),
                           "--host", topology.host, "--port", str(cluster.broker_port(broker_id)),
                           *_settings("--override", overrides))
@@ -171,7 +173,9 @@ def prometheus_program(topology: Topology) -> list[Program]:
     url = topology.prometheus_url
     directory = topology.var_dir / "prometheus"
     command = ("prometheus", f"--config.file={directory / 'prometheus.yml'}",
-               f"--storage.tsdb.path={directory / 'data'}", "--storage.tsdb.retention.time=2d",
+               f"--storage.tsdb.path={directory / 'data'}",
+               f"--storage.tsdb.retention.time={topology.prometheus.retention_time}",
+               f"--storage.tsdb.retention.size={topology.prometheus.retention_size}B",
                f"--web.listen-address={topology.host}:{topology.prometheus.port}", "--log.level=warn")
     health = Health(f"{url}/-/ready answers", lambda since: http_ok(f"{url}/-/ready"))
     return [Program("prometheus", command, "services", health,
@@ -205,7 +209,10 @@ def etl_program(topology: Topology) -> Program:
 
 def mirror_program(topology: Topology) -> Program:
     spec = topology.mirror
-    settings = {"audit.window.ms": str(topology.audit.window_ms), **spec.settings}
+    # A topic's min.insync.replicas is its cluster's to choose (the offline brokers' default), as MirrorMaker 2
+    # does not copy it either.
+    settings = {"audit.window.ms": str(topology.audit.window_ms), "topic.config.exclude": "min.insync.replicas",
+                **spec.settings}
     command = _python("mirror",
                       *[f"--source={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--target", topology.cluster_zookeeper(topology.offline),

@@ -31,8 +31,9 @@ def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, 
                      brokers: dict[str, int] | None = None, rate: int = 40, window_ms: int = 2000,
                      grace_ms: int = 4000, etl_every: str = "15s") -> dict[str, Any]:
     """A small topology: low emulator rates, short audit windows and ETL interval, brokers per cluster as given
-    (2 in dc1, 1 elsewhere by default), brokers' ZooKeeper sessions of 6 s (a killed broker's registration goes
-    soon), ports from ``first_port`` on (fewer than 60)."""
+    (2 in dc1, 1 elsewhere by default), every topic on every broker of its cluster with one fewer in-sync replica
+    required (at least one), brokers' ZooKeeper sessions of 6 s (a killed broker's registration goes soon), ports
+    from ``first_port`` on (fewer than 60)."""
     brokers = {"dc1": 2, **(brokers or {})}
     ports = iter(range(first_port, first_port + 1000))
 
@@ -45,6 +46,7 @@ def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, 
     def cluster(name: str) -> dict[str, Any]:
         count = brokers.get(name, 1)
         return {"brokers": count, "port": block(count), "metrics_port": block(count), "partitions": 2,
+                "replication_factor": count, "min_insync_replicas": max(1, count - 1),
                 "settings": {"zookeeper.session.timeout.ms": 6000}}
 
     document: dict[str, Any] = {
@@ -169,3 +171,4 @@ def warehouse_events(topology: Topology) -> list[tuple[tuple[str, str, int, int]
             rows.append(((row["source_cluster"], topic, row["source_partition"], row["source_offset"]),
                          row["header"]["eventId"]))
     return rows
+
