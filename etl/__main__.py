@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from etl.commands import add_history_parser, add_query_parser, add_run_parser, add_schedule_parser
-from pipeline.service import log_to_stderr
+from pipeline.service import log_to_stderr, write_owner_only
 
 PROG = "python -m etl"
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    write_owner_only()
     log_to_stderr()
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     return args.handler(args)

@@ -13,8 +13,10 @@ SIGTERM and its own deadline, then supervisord; the data stays. ``clean``: ``dow
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
@@ -26,6 +28,7 @@ from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, ClusterSpec, 
 from infra.prometheus import config as prometheus_config
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.service import write_owner_only
 from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 
@@ -70,6 +73,19 @@ def check_ports_free(topology: Topology) -> None:
         if _port_in_use(topology.host, port):
             raise DeploymentError(f"port {port} ({what}) is already in use on {topology.host}: stop what listens "
                                   f"there or change the port in {shown(topology.path)}")
+
+
+def restrict_to_owner(directory: Path) -> None:
+    """Take every permission of group and others away from ``directory`` and what it holds (symbolic links
+    aside): a var directory written before the deployment's processes created their files owner-only."""
+    below = (Path(root) / name for root, dirs, files in os.walk(directory) for name in (*dirs, *files))
+    for path in (directory, *below):
+        try:
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o077:
+                path.chmod(stat.S_IMODE(mode) & 0o700)
+        except FileNotFoundError:
+            continue  # removed meanwhile by a running process (a deleted segment)
 
 
 def write_prometheus_config(topology: Topology) -> None:
@@ -158,7 +174,9 @@ def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None
     reused = supervisor.running()
     if not reused:
         check_ports_free(topology)
+    write_owner_only()
     topology.var_dir.mkdir(parents=True, exist_ok=True)
+    restrict_to_owner(topology.var_dir)
     write_prometheus_config(topology)
     changed = supervisor.write_config(render(topology, everything))
     if reused:

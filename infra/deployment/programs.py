@@ -29,6 +29,9 @@ STAGES = ("zookeeper", "brokers", "registry", "services", "sources", "loaders")
 HTTP_TIMEOUT_S = 2.0
 # supervisord notes a start in whole seconds; a registration a moment later is this life's
 CLOCK_SLACK_S = 1.0
+# Hadoop writes Spark's output files with its own umask (022) whatever the process's: this one keeps them the
+# owner's, as everything under the var directory is.
+HADOOP_UMASK = {"spark.hadoop.fs.permissions.umask-mode": "077"}
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,7 @@ def audit_program(topology: Topology) -> Program:
 
 def etl_program(topology: Topology) -> Program:
     spec = topology.etl
-    settings = {"audit.window.ms": str(topology.audit.window_ms), **spec.settings}
+    settings = {"audit.window.ms": str(topology.audit.window_ms), **HADOOP_UMASK, **spec.settings}
     command = _python("etl", "schedule", "--zookeeper", topology.cluster_zookeeper(topology.offline),
                       "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),

@@ -47,6 +47,8 @@ def render(topology: Topology, programs: Sequence[Program]) -> str:
     config["supervisord"] = {
         "logfile": str(directory / "supervisord.log"), "logfile_maxbytes": str(topology.logs.max_bytes),
         "logfile_backups": str(topology.logs.backups),
+        # every program inherits it: what the deployment's processes write is their owner's only
+        "umask": "077",
         "pidfile": str(directory / PID_NAME), "childlogdir": str(topology.logs_dir), "directory": str(REPO_ROOT),
         "identifier": f"pipeline:{topology.var_dir}", "minfds": "4096", "nodaemon": "false", "loglevel": "info",
     }

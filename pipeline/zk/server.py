@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from pipeline.service import write_owner_only
+
 JAR_DIR = Path("/usr/share/java")
 SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -276,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="replace this process by the Java server (for a supervisor: its signals then reach "
                              "ZooKeeper itself); the log goes to standard output")
     args = parser.parse_args(argv)
+    write_owner_only()
     if (args.server_id is None) != (args.peers is None):
         parser.error("--server-id and --peers go together")
     if args.peers is not None and args.server_id not in {peer[0] for peer in args.peers}:

@@ -242,7 +242,7 @@ def test_sizes_read_as_supervisord_and_prometheus_read_them(tmp_path: Path) -> N
     assert "--storage.tsdb.retention.time=2d" in command and f"--storage.tsdb.retention.size={512 << 20}B" in command
 
 
-def test_supervisord_rotates_every_log(tmp_path: Path) -> None:
+def test_supervisord_rotates_every_log_and_starts_everything_owner_only(tmp_path: Path) -> None:
     topology = load(write_topology(tmp_path, logs={"max_bytes": "20MB", "backups": 3}))
     topology.supervisor_dir.mkdir(parents=True)
     topology.logs_dir.mkdir()
@@ -250,6 +250,7 @@ def test_supervisord_rotates_every_log(tmp_path: Path) -> None:
     path.write_text(render(topology, programs(topology)))
     options = ServerOptions()
     options.realize(args=["-c", str(path)])
+    assert options.umask == 0o077
     assert (options.logfile_maxbytes, options.logfile_backups) == (20 << 20, 3)
     for group in options.process_group_configs:
         config = group.process_configs[0]
