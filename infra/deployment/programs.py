@@ -29,6 +29,8 @@ STAGES = ("zookeeper", "brokers", "registry", "services", "sources", "loaders")
 HTTP_TIMEOUT_S = 2.0
 # supervisord notes a start in whole seconds; a registration a moment later is this life's
 CLOCK_SLACK_S = 1.0
+# The setting each service's HTTP server (metrics, the audit's dashboard and API) takes its address from.
+LISTEN_SETTINGS = {"emulators": "metrics.host", "mirror": "metrics.host", "etl": "metrics.host", "audit": "http.host"}
 # Hadoop writes Spark's output files with its own umask (022) whatever the process's: this one keeps them the
 # owner's, as everything under the var directory is.
 HADOOP_UMASK = {"spark.hadoop.fs.permissions.umask-mode": "077"}
@@ -114,6 +116,35 @@ def _settings(flag: str, settings: Mapping[str, str]) -> list[str]:
     return [argument for key, value in settings.items() for argument in (flag, f"{key}={value}")]
 
 
+def service_settings(kind: str) -> tuple[str, ...]:
+    """The names of the settings the service of ``kind`` (emulators, mirror, etl, audit) accepts."""
+    if kind == "emulators":
+        from producers.config import EMULATOR_PROPERTIES as table
+    elif kind == "mirror":
+        from mirror.config import MIRROR_PROPERTIES as table
+    elif kind == "etl":
+        from etl.config import ETL_PROPERTIES as table
+    elif kind == "audit":
+        from audit.config import AUDIT_PROPERTIES as table
+    else:
+        raise ValueError(f"no service of kind {kind!r}")
+    return tuple(prop.name for prop in table)
+
+
+def listen_on(kind: str, host: str) -> dict[str, str]:
+    """The setting that keeps the HTTP server of the service of ``kind`` on ``host`` ({} when the service has no
+    such setting: :func:`unbound_servers` names it)."""
+    setting = LISTEN_SETTINGS[kind]
+    return {setting: host} if setting in service_settings(kind) else {}
+
+
+def unbound_servers(topology: Topology) -> list[str]:
+    """A line for each service whose HTTP server cannot be kept on the topology's host (its settings lack the
+    one that says where it listens): it listens on every address."""
+    return [f"{kind}: cannot be told to listen on {topology.host} only (no setting {setting}); its HTTP server "
+            "listens on every address" for kind, setting in LISTEN_SETTINGS.items() if not listen_on(kind, topology.host)]
+
+
 def _metrics_health(host: str, port: int) -> Health:
     url = f"http://{host}:{port}/metrics"
     return Health(f"{url} answers", lambda since: http_ok(url))
@@ -187,7 +218,8 @@ def prometheus_program(topology: Topology) -> list[Program]:
 
 def audit_program(topology: Topology) -> Program:
     spec = topology.audit
-    settings = {"warehouse.dir": str(topology.warehouse), "prometheus.url": topology.prometheus_url, **spec.settings}
+    settings = {"warehouse.dir": str(topology.warehouse), "prometheus.url": topology.prometheus_url,
+                **listen_on("audit", topology.host), **spec.settings}
     command = _python("audit", "run",
                       *[f"--datacenter={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--offline", topology.cluster_zookeeper(topology.offline),
@@ -200,7 +232,8 @@ def audit_program(topology: Topology) -> Program:
 
 def etl_program(topology: Topology) -> Program:
     spec = topology.etl
-    settings = {"audit.window.ms": str(topology.audit.window_ms), **HADOOP_UMASK, **spec.settings}
+    settings = {"audit.window.ms": str(topology.audit.window_ms), **listen_on("etl", topology.host), **HADOOP_UMASK,
+                **spec.settings}
     command = _python("etl", "schedule", "--zookeeper", topology.cluster_zookeeper(topology.offline),
                       "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
@@ -215,13 +248,13 @@ def mirror_program(topology: Topology) -> Program:
     # A topic's min.insync.replicas is its cluster's to choose (the offline brokers' default), as MirrorMaker 2
     # does not copy it either.
     settings = {"audit.window.ms": str(topology.audit.window_ms), "topic.config.exclude": "min.insync.replicas",
-                **spec.settings}
+                **listen_on("mirror", topology.host), **spec.settings}
     command = _python("mirror",
                       *[f"--source={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--target", topology.cluster_zookeeper(topology.offline),
                       "--whitelist", "|".join(EVENT_TOPICS), "--num-streams", str(spec.num_streams),
                       "--metrics-port", str(spec.metrics_port), "--registry", topology.registry_url,
-                      *_settings("--set", settings))
+                      "--state-dir", str(topology.mirror_state_dir), *_settings("--set", settings))
     return Program("mirror", command, "services", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=60,
                    metrics=("mirror", spec.metrics_port, {}), kind="mirror")
 
@@ -236,7 +269,8 @@ def emulator_programs(topology: Topology) -> list[Program]:
         command = _python("producers", "--datacenter", dc.name, "--zookeeper", topology.cluster_zookeeper(dc),
                           "--registry", topology.registry_url, "--servers", str(spec.servers), "--rate", str(rate),
                           "--members", str(spec.members), "--metrics-port", str(spec.metrics_port),
-                          "--audit-window-ms", str(topology.audit.window_ms), *_settings("--set", spec.settings))
+                          "--audit-window-ms", str(topology.audit.window_ms),
+                          *_settings("--set", {**listen_on("emulators", topology.host), **spec.settings}))
         found.append(Program(f"emulators-{dc.name}", command, "sources",
                              _metrics_health(topology.host, spec.metrics_port),
                              metrics=("emulator", spec.metrics_port, {"datacenter": dc.name}), kind="emulators"))

@@ -274,6 +274,10 @@ class Topology:
         return self.var_dir / "audit"
 
     @property
+    def mirror_state_dir(self) -> Path:
+        return self.var_dir / "mirror"
+
+    @property
     def logs_dir(self) -> Path:
         return self.var_dir / "logs"
 
