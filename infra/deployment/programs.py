@@ -20,7 +20,7 @@ from infra.deployment.topology import ClusterSpec, Topology
 from infra.prometheus.config import Job, Target
 from schemas.events import EVENT_TOPICS
 
-__all__ = ["Health", "Program", "STAGES", "programs", "scrape_jobs"]
+__all__ = ["Health", "Program", "STAGES", "broker_log_dir", "programs", "scrape_jobs"]
 
 # Start stages, in order; a stage starts once every program of the stage before answers its health check.
 # supervisord stops programs in the reverse order of their priority, which follows the stages. ``up`` starts the
@@ -168,6 +168,10 @@ def zookeeper_programs(topology: Topology) -> list[Program]:
     return found
 
 
+def broker_log_dir(topology: Topology, cluster: ClusterSpec, broker_id: int) -> Path:
+    return topology.var_dir / "data" / cluster.name / f"broker-{broker_id}"
+
+
 def broker_programs(topology: Topology, cluster: ClusterSpec) -> list[Program]:
     zookeeper = topology.cluster_zookeeper(cluster)
     found = []
@@ -176,7 +180,7 @@ def broker_programs(topology: Topology, cluster: ClusterSpec) -> list[Program]:
                      "num.partitions": str(cluster.partitions),
                      "metrics.port": str(cluster.broker_metrics_port(broker_id)), **cluster.broker_defaults(),
                      **cluster.settings}
-        command = _python("broker", "--log-dir", str(topology.var_dir / "data" / cluster.name / f"broker-{broker_id}"),
+        command = _python("broker", "--log-dir", str(broker_log_dir(topology, cluster, broker_id)),
                           "--host", topology.host, "--port", str(cluster.broker_port(broker_id)),
                           *_settings("--override", overrides))
         found.append(Program(
