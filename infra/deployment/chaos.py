@@ -1,12 +1,13 @@
 """Fault drills against the running deployment: ``python -m pipeline chaos kill-broker|kill-mirror|kill-etl|
-pause-zookeeper|kill-registry|kill-audit``.
+pause-zookeeper|kill-registry|kill-audit|poison-record|fill-disk``.
 
 Each drill says what it will do and what to expect, does it to the processes supervisord runs (every program runs
 in a process group of its own, so a SIGKILL or SIGSTOP reaches its children too: the ETL's Spark JVM, ZooKeeper's
-Java), waits with a deadline until supervisord has restarted what died and what it checks has recovered,
-prints the timeline, and says where to see the outcome. With ``--wait-audit`` it then
+Java) or to what the clusters store, waits with a deadline until supervisord has restarted what died and what
+it checks has recovered, prints the timeline, and says where to see the outcome. With ``--wait-audit`` it then
 waits until the audit has reconciled the windows of event time that cover the drill and prints its verdict per
-tier (:mod:`infra.deployment.drill_audit`); the exit status is non-zero when an event is unaccounted for.
+tier (:mod:`infra.deployment.drill_audit`); the exit status is non-zero when an event is unaccounted for. The
+drills on stored data are in :mod:`infra.deployment.data_drills`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.config import KafkaConfig
 from etl.report import FAILED
+from infra.deployment.data_drills import fill_disk, fill_disk_arguments, poison_record, poison_record_arguments
 from infra.deployment.drill_audit import AuditApi, wait_for_audit
 from infra.deployment.drill_context import (Context, DrillError, PartitionState, choose_broker, chosen_broker,
                                             file_size, group_members, kill_and_wait, metrics_at, parse_metrics,
@@ -389,6 +391,10 @@ DRILLS = (
           lambda parser: None, kill_registry),
     Drill("kill-audit", "SIGKILL the audit service; wait until it restarted and reconciled again", lambda parser: None,
           kill_audit),
+    Drill("poison-record", "write records no tier can load as events into a datacenter's topic; wait until the "
+                           "mirror copied them", poison_record_arguments, poison_record),
+    Drill("fill-disk", "put a broker's log directory on a small filesystem, fill it, free it; wait until the broker "
+                       "caught up", fill_disk_arguments, fill_disk),
 )
 
 

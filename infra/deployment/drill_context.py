@@ -20,10 +20,11 @@ from infra.deployment.lifecycle import DeploymentError, shown
 from infra.deployment.programs import Program, programs
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import ClusterSpec, Topology
+from pipeline.zk import layout
 from pipeline.zk.client import ZooKeeperUnavailable, connect
 from pipeline.zk.registry import ClusterRegistry
 
-__all__ = ["Context", "DrillError", "PartitionState", "choose_broker", "chosen_broker", "file_size", "group_members",
+__all__ = ["Context", "DrillError", "PartitionState", "choose_broker", "chosen_broker", "elect_preferred_leader", "file_size", "group_members",
            "kill_and_wait", "metrics_at", "not_in_sync", "parse_metrics", "partition_leaders", "partition_states",
            "running_pid", "signal_group", "wait_all_healthy", "wait_in_sync", "wait_restarted"]
 
@@ -238,6 +239,34 @@ def wait_in_sync(context: Context, cluster: ClusterSpec, broker_id: int) -> None
     context.wait(lambda: f"broker {broker_id} of {cluster.name} to be back in the ISR of "
                          f"{', '.join(f'{s.topic}-{s.partition}' for s in behind[:5])}", caught_up)
     context.event(f"broker {broker_id} in the ISR of every partition it holds")
+
+
+def elect_preferred_leader(context: Context, cluster: ClusterSpec, broker_id: int) -> None:
+    """Make ``broker_id`` the leader again of the partitions of ``cluster`` whose preferred (first) replica it is,
+    as ``pipeline leader-election`` does, and wait until it leads them."""
+    topology = context.topology
+    preferred = [(s.topic, s.partition) for s in partition_states(topology, cluster)
+                 if s.replicas and s.replicas[0] == broker_id]
+    if not preferred:
+        return
+    client = connect(topology.cluster_zookeeper(cluster), timeout_s=10.0)
+    try:
+        context.wait("an earlier preferred replica election to end",
+                     lambda: client.exists(layout.ADMIN_PREFERRED_REPLICA_ELECTION) is None)
+        client.create(layout.ADMIN_PREFERRED_REPLICA_ELECTION, layout.partition_list(preferred), makepath=True)
+    except KazooException as exc:
+        raise DrillError(f"cannot ask the controller of {cluster.name} for a preferred replica election: {exc}") \
+            from None
+    finally:
+        client.stop()
+        client.close()
+
+    def leads() -> bool:
+        return all(s.leader == broker_id for s in partition_states(topology, cluster)
+                   if (s.topic, s.partition) in preferred)
+
+    context.wait(f"broker {broker_id} of {cluster.name} to lead its {len(preferred)} preferred partitions again", leads)
+    context.event(f"broker {broker_id} leads its {len(preferred)} preferred partitions again")
 
 
 def file_size(path: Path) -> int:

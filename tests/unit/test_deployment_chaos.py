@@ -178,12 +178,16 @@ def test_every_drill_parses_with_its_topology_given_before_or_after_it() -> None
     args = parser.parse_args(["chaos", "kill-etl", "--during-run", "--wait-audit"])
     assert args.during_run and args.wait_audit and args.topology.endswith("topology.yml")
     assert {drill.name for drill in chaos.DRILLS} == {"kill-broker", "kill-mirror", "kill-etl", "pause-zookeeper",
-                                                      "kill-registry", "kill-audit"}
+                                                      "kill-registry", "kill-audit", "poison-record", "fill-disk"}
 
 
 def test_the_new_drills_parse_their_own_arguments() -> None:
     parser = argparse.ArgumentParser()
     chaos.add_parser(parser.add_subparsers(dest="command"), add_topology_option)
+    args = parser.parse_args(["chaos", "poison-record", "dc2", "PageViewEvent", "--wait-audit"])
+    assert (args.drill, args.cluster, args.topic, args.wait_audit) == ("poison-record", "dc2", "PageViewEvent", True)
+    args = parser.parse_args(["chaos", "fill-disk", "offline", "--broker", "3", "--seconds", "5"])
+    assert (args.cluster, args.broker, args.seconds, args.headroom_mb) == ("offline", 3, 5.0, 64)
     assert parser.parse_args(["chaos", "kill-registry"]).drill == "kill-registry"
     assert parser.parse_args(["chaos", "kill-audit"]).drill == "kill-audit"
 
