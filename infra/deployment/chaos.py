@@ -180,7 +180,8 @@ def emulator_failures(topology: Topology, cluster: ClusterSpec) -> float | None:
     if cluster.emulators is None:
         return None
     metrics = metrics_at(f"http://{topology.host}:{cluster.emulators.metrics_port}/metrics")
-    return metrics.get("emulator_events_failed_total") if metrics else None
+    # the counter of a topic appears with its first failure
+    return metrics.get("emulator_events_failed_total", 0.0) if metrics else None
 
 
 def watch_failover(context: Context, cluster: ClusterSpec, broker_id: int) -> None:
