@@ -4,6 +4,7 @@ and ``chaos fill-disk DC`` (a broker's log directory on a filesystem that fills 
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -23,6 +24,9 @@ MIB = 1 << 20
 # The most log a drill moves onto a memory filesystem.
 MOST_MOVED = 1 << 30
 NO_SPACE = "No space left on device"
+# The broker's log lines for a produce request's append it refused, and for a follower's append that failed.
+LEADER_APPEND_FAILED = re.compile(rf"broker\.replica_manager: append to \S+ failed: .*{NO_SPACE}")
+FOLLOWER_APPEND_FAILED = re.compile(rf"broker\.replica_fetcher: .* failed: .*{NO_SPACE}")
 MIRROR_GROUP = "group.id"
 
 
@@ -99,11 +103,12 @@ def _start(context: Context, program: Program) -> None:
     wait_restarted(context, program, old)
 
 
-def _count_lines(path: Path, offset: int, text: str) -> int:
+def _count_lines(path: Path, offset: int, pattern: re.Pattern[str]) -> int:
+    """Lines of the log at ``path`` after ``offset`` that ``pattern`` finds."""
     try:
         with open(path, errors="replace") as log:
             log.seek(offset)
-            return sum(text in line for line in log)
+            return sum(bool(pattern.search(line)) for line in log)
     except OSError:
         return 0
 
@@ -145,8 +150,11 @@ def fill_disk(context: Context, args: argparse.Namespace) -> None:
             left_isr = max(left_isr, len(not_in_sync(partition_states(topology, cluster), broker_id)))
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         state = context.supervisor.info(program.name).state
-        context.event(f"after {args.seconds:.0f}s full: {_count_lines(log, offset, NO_SPACE)} write(s) refused "
-                      f"({NO_SPACE}), out of the ISR of {left_isr} partition(s), {program.name} {state}")
+        refused = _count_lines(log, offset, LEADER_APPEND_FAILED)
+        failed = _count_lines(log, offset, FOLLOWER_APPEND_FAILED)
+        context.event(f"after {args.seconds:.0f}s full ({NO_SPACE}): {refused} produce append(s) refused as leader, "
+                      f"{failed} follower append(s) failed, out of the ISR of {left_isr} partition(s), "
+                      f"{program.name} {state}")
         disk.free()
         context.event("removed the ballast: its filesystem has room again")
         if not context.supervisor.info(program.name).running:

@@ -137,9 +137,9 @@ def _create_topics(topology: Topology, out: TextIO) -> None:
         ensured = clusters.ensure_topics(topology.cluster_zookeeper(cluster), wanted_topics(topology, cluster),
                                          cluster.partitions, cluster.replication_factor)
         if ensured.created:
+            replicas = "1 replica" if cluster.replication_factor == 1 else f"{cluster.replication_factor} replicas"
             print(f"  topics of {cluster.name:<13} {len(ensured.created)} created ({cluster.partitions} partitions, "
-                  f"{cluster.replication_factor} replicas, min.insync.replicas {cluster.min_insync_replicas})",
-                  file=out, flush=True)
+                  f"{replicas}, min.insync.replicas {cluster.min_insync_replicas})", file=out, flush=True)
         if ensured.reconfigured:
             print(f"  topics of {cluster.name:<13} configs set as the topology says: "
                   f"{', '.join(ensured.reconfigured)}", file=out, flush=True)

@@ -93,11 +93,11 @@ class ClusterSpec:
     emulators: EmulatorSpec | None = None
     replication_factor: int = 3
     min_insync_replicas: int = 2
-    log_retention_hours: int = 24
+    log_retention_hours: int = 12
     # per partition, as Kafka's log.retention.bytes (-1: no limit)
-    log_retention_bytes: int = 1 << 30
-    log_segment_bytes: int = 64 << 20
-    audit_retention_hours: int = 72
+    log_retention_bytes: int = 128 << 20
+    log_segment_bytes: int = 32 << 20
+    audit_retention_hours: int = 24
 
     @property
     def external(self) -> bool:
@@ -118,7 +118,8 @@ class ClusterSpec:
         """The configs of a topic the deployment creates in the cluster (``audit``: the AuditCount topic)."""
         configs = {"min.insync.replicas": str(self.min_insync_replicas)}
         if audit:
-            configs["retention.ms"] = str(self.audit_retention_hours * 3_600_000)
+            # bounded by its age alone, as audit_retention_hours says (not by the brokers' log.retention.bytes)
+            configs.update({"retention.ms": str(self.audit_retention_hours * 3_600_000), "retention.bytes": "-1"})
         return configs
 
     def broker_ids(self) -> list[int]:

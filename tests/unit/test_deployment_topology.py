@@ -210,8 +210,8 @@ def test_every_cluster_s_replication_and_retention_reach_its_brokers_and_topics(
     assert {key: overrides[key] for key in ("default.replication.factor", "min.insync.replicas",
                                              "log.retention.hours", "log.retention.bytes", "log.segment.bytes",
                                              "log.roll.hours")} == {
-        "default.replication.factor": "3", "min.insync.replicas": "2", "log.retention.hours": "24",
-        "log.retention.bytes": str(1 << 30), "log.segment.bytes": str(64 << 20), "log.roll.hours": "24"}
+        "default.replication.factor": "3", "min.insync.replicas": "2", "log.retention.hours": "12",
+        "log.retention.bytes": str(128 << 20), "log.segment.bytes": str(32 << 20), "log.roll.hours": "12"}
     # the broker accepts them all, and a cluster's own settings have the last word
     KafkaConfig(overrides)
     small = {a.partition("=")[0]: a.partition("=")[2] for a in commands["broker-dc2-1"] if "=" in a}
@@ -221,10 +221,11 @@ def test_every_cluster_s_replication_and_retention_reach_its_brokers_and_topics(
     # the topics up creates: events and AuditCount in a datacenter, AuditCount alone in the offline cluster
     dc1, dc2 = topology.datacenters
     assert wanted_topics(topology, dc1) == {**{topic: {"min.insync.replicas": "2"} for topic in EVENT_TOPICS},
-                                            AUDIT_TOPIC: {"min.insync.replicas": "2", "retention.ms": "259200000"}}
-    assert wanted_topics(topology, dc2)[AUDIT_TOPIC] == {"min.insync.replicas": "1", "retention.ms": "43200000"}
+                                            AUDIT_TOPIC: {"min.insync.replicas": "2", "retention.ms": "86400000", "retention.bytes": "-1"}}
+    assert wanted_topics(topology, dc2)[AUDIT_TOPIC] == {"min.insync.replicas": "1", "retention.ms": "43200000",
+                                                         "retention.bytes": "-1"}
     assert wanted_topics(topology, topology.offline) == {AUDIT_TOPIC: {"min.insync.replicas": "2",
-                                                                       "retention.ms": "259200000"}}
+                                                                       "retention.ms": "86400000", "retention.bytes": "-1"}}
 
 
 def test_an_external_cluster_s_replication_is_not_checked_against_brokers_it_does_not_run(tmp_path: Path) -> None:
