@@ -2,9 +2,12 @@
 
 A sync producer partitions, encodes and sends on the caller's thread: ``send`` returns once the request is
 written (acks=0) or acknowledged (acks=1/-1), and raises :class:`ProduceError` for what could not be stored
-after the retries. An async producer queues messages in a :class:`RecordAccumulator`; a background thread
-sends batches of ``batch.size`` messages (or whatever waited ``queue.time`` ms), and reports each batch's
-outcome to the ``callback_handler`` -- or, without one, logs failures and counts them in ``failed_messages``.
+after the retries. Retriable errors are retried until ``delivery.timeout.ms`` (120 s) after send() took the
+messages, as Kafka's producer does since 2.1 (see :mod:`pipeline.client.sender`); then they fail with a
+DeliveryTimeoutError naming the last error. An async producer queues messages in a :class:`RecordAccumulator`;
+a background thread sends batches of ``batch.size`` messages (or whatever waited ``queue.time`` ms), and reports
+each batch's outcome to the ``callback_handler`` -- or, without one, logs failures and counts them in
+``failed_messages``.
 A sync Producer is used by one thread at a time (no locks on its hot path); an async one by any number.
 
 Null keys: the partitioner is asked once per ProducerData, so the messages of one keyless ProducerData go
@@ -39,7 +42,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from pipeline.client.accumulator import PendingBatch, QueueFullError, RecordAccumulator
 from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.encoder import Encoder, load_instance
-from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownPartitionError
+from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, KafkaConnectionError, UnknownPartitionError
 from pipeline.client.idempotence import IdempotenceState
 from pipeline.client.partitioner import Partitioner
 from pipeline.client.producer_config import ProducerConfig
@@ -223,7 +226,8 @@ class Producer:
             if cfg.idempotent else None
         self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,
                               retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s,
-                              max_in_flight=cfg.max_in_flight, idempotence=self._idempotence)
+                              delivery_timeout_s=cfg.delivery_timeout_s, max_in_flight=cfg.max_in_flight,
+                              idempotence=self._idempotence)
         self._topics: dict[str, _TopicState] = {}
         self._codec = cfg.compression
         self._max_request = cfg.max_request_size
@@ -255,9 +259,11 @@ class Producer:
                 for item in data:
                     self._enqueue(item)
             return
+        taken = time.monotonic()  # the start of the messages' delivery timeout
         if type(data) is ProducerData and self._idempotence is None:
             batches = self._batches(data)
             if len(batches) == 1:
+                batches[0].created = taken
                 try:
                     self._sender.send_one(batches[0])
                 except (KafkaClientError, KafkaProtocolError) as exc:
@@ -267,6 +273,8 @@ class Producer:
                 return
         else:
             batches = [b for item in ([data] if type(data) is ProducerData else data) for b in self._batches(item)]
+        for batch in batches:
+            batch.created = taken
         failures, _ = self._sender.send(batches)
         failed = sum(b.count for b, _ in failures)
         self.failed_messages += failed
@@ -354,13 +362,19 @@ class Producer:
         return available[self.partitioner.partition(None, len(available))]
 
     def _fetch_partition_count(self, topic: str) -> int:
+        """The topic's partition count from the brokers, retried like a send: within the delivery timeout."""
         attempt = 0
+        deadline = time.monotonic() + self.config.delivery_timeout_s
         while True:
             try:
                 return len(self.cluster.partitions_for(topic, allow_auto_create=True))
             except (KafkaClientError, KafkaProtocolError) as exc:
                 if not getattr(exc, "retriable", False) or attempt >= self.config.retries:
                     raise
+                if time.monotonic() + self.config.retry_backoff_s >= deadline:
+                    raise DeliveryTimeoutError(
+                        f"the partitions of topic {topic!r} are still unknown after delivery.timeout.ms "
+                        f"{self.config.delivery_timeout_s * 1000:.0f}: {exc}", exc) from exc
             attempt += 1
             self.cluster.invalidate()
             time.sleep(self.config.retry_backoff_s)
@@ -522,13 +536,15 @@ class Producer:
         records = encode_batch(pending.values, None if keys.count(None) == n else keys, timestamps=pending.timestamps,
                                headers=pending.headers, compression=self._codec)
         if len(records) - _BATCH_HEADER <= limit:
-            return [ProducerBatch(topic, partition, key, pending.messages, records, n)]
+            return [ProducerBatch(topic, partition, key, pending.messages, records, n, pending.created)]
         run = _Run(pending.messages, pending.values, pending.timestamps, pending.headers)
         out, start = [], 0
         for i in range(1, n + 1):
             if i == n or keys[i] != keys[start]:
                 out.extend(self._split(topic, partition, keys[start], run.cut(start, i), limit))
                 start = i
+        for batch in out:
+            batch.created = pending.created
         return out
 
     def _run_sender(self) -> None:

@@ -5,6 +5,12 @@ failures can name them). :class:`Sender` groups batches by leader broker into on
 (the paper's multiproduce), sends them, reads the answers when acks != 0, and retries retriable failures after
 a metadata refresh and a backoff. It returns what finally failed; it never drops a batch silently.
 
+Retries are bounded by time, as Kafka's since 2.1: a batch fails for good when a non-retriable error comes back,
+when ``delivery.timeout.ms`` passed since send() took its first message (its ``created`` time; the batch then
+fails with :class:`DeliveryTimeoutError` naming the last error), or when it was retried
+``message.send.max.retries`` times (effectively unlimited by default). A broker bounce, a leader election or a
+partition without a leader for a while therefore costs time, not messages.
+
 Produce versions 3-8 (the non-flexible ones) are written directly from cached per-route byte templates rather
 than through the generic codec, which is the hot path of a producer; ``encode_produce_request`` is checked
 against the generic codec by the unit tests.
@@ -18,14 +24,15 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from pipeline.client.cluster import Cluster
 from pipeline.client.connection import BrokerConnection
-from pipeline.client.errors import KafkaClientError, KafkaConnectionError
+from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, KafkaConnectionError
 from pipeline.client.idempotence import IdempotenceState
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import with_producer_fields
 from pipeline.protocol.codec import encode_request, is_flexible
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
-__all__ = ["ProducerBatch", "ProduceResult", "Sender", "encode_produce_request", "is_retriable"]
+__all__ = ["DeliveryTimeoutError", "ProducerBatch", "ProduceResult", "Sender", "encode_produce_request",
+           "is_retriable"]
 
 _PRODUCE = int(ApiKey.PRODUCE)
 _FRAME_HEAD = struct.Struct(">ihhi")  # length, api key, api version, correlation id
@@ -36,9 +43,11 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 
 class ProducerBatch:
     """One RecordBatch bound for ``topic``-``partition``: its encoded bytes, the original messages, and the
-    (serialized) key they share (None when null or when the messages have different keys)."""
+    (serialized) key they share (None when null or when the messages have different keys). ``created`` is when
+    send() took its first message (time.monotonic; 0.0: when the Sender first sees it), the start of its
+    delivery timeout; ``attempts`` counts the sends that failed retriably."""
 
-    __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created", "base_sequence")
+    __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created", "base_sequence", "attempts")
 
     def __init__(self, topic: str, partition: int, key: Any, messages: list, records: bytes | None,
                  count: int, created: float = 0.0) -> None:
@@ -50,6 +59,7 @@ class ProducerBatch:
         self.count = count
         self.created = created
         self.base_sequence = -1  # an idempotent producer's number for the first record, once it was sent
+        self.attempts = 0
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {self.count} messages)"
@@ -119,9 +129,12 @@ class Sender:
     """Sends ProducerBatches with retries; owned by one thread at a time (sync caller or async sender thread)."""
 
     def __init__(self, cluster: Cluster, *, client_id: str, acks: int, timeout_ms: int, retries: int,
-                 retry_backoff_s: float, max_in_flight: int | None = None,
-                 idempotence: IdempotenceState | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 retry_backoff_s: float, delivery_timeout_s: float = 120.0, max_in_flight: int | None = None,
+                 idempotence: IdempotenceState | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
+        self.delivery_timeout_s = delivery_timeout_s
+        self._clock = clock
         self.max_in_flight = max_in_flight
         self._idempotence = idempotence
         self.client_id = client_id
@@ -161,6 +174,8 @@ class Sender:
 
     def send_one(self, batch: ProducerBatch) -> ProduceResult:
         """Send one batch (the sync hot path): retries, then raises the final error."""
+        if not batch.created:
+            batch.created = self._clock()
         route = self._routes.get((batch.topic, batch.partition))
         if route is not None and route.version <= 8 and route.connection.connected:
             connection = route.connection
@@ -175,14 +190,16 @@ class Sender:
                     return ProduceResult(batch.topic, batch.partition, -1)
                 return self._read_one(connection, batch)
             except (KafkaClientError, KafkaProtocolError) as exc:
-                if not is_retriable(exc) or self.retries == 0:
+                if not is_retriable(exc):
                     raise
+                final = self._give_up(batch, exc, self._clock())
+                if final is exc:
+                    raise
+                if final is not None:
+                    raise final from exc
                 self._after_failure([(batch, exc)])
                 self.retried_batches += 1
-                retries_left = self.retries - 1
-        else:
-            retries_left = self.retries
-        failures, stored = self.send([batch], retries=retries_left)
+        failures, stored = self.send([batch])
         if failures:
             raise failures[0][1]
         return stored[0][1]
@@ -198,32 +215,41 @@ class Sender:
         raise KafkaConnectionError(f"broker {connection.host}:{connection.port} did not answer for "
                                    f"{batch.topic}-{batch.partition}")
 
-    def send(self, batches: Sequence[ProducerBatch], *, retries: int | None = None
+    def send(self, batches: Sequence[ProducerBatch]
              ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[tuple[ProducerBatch, ProduceResult]]]:
-        """Send ``batches`` (one request per leader broker), retrying retriable failures.
+        """Send ``batches`` (one request per leader broker), retrying retriable failures until each batch's
+        delivery timeout (or its retries) runs out.
 
         Returns (failures, stored): the batches that finally failed with their errors, and the others each with
         where it was stored (its own base offset; several batches of one partition each have theirs), in no
         particular order.
         """
+        now = self._clock()
+        for batch in batches:
+            if not batch.created:
+                batch.created = now
         idempotence = self._idempotence
         if idempotence is None:
-            return self._send_with_retries(batches, self.retries if retries is None else retries)
+            return self._send_with_retries(batches)
         try:
-            self._number(idempotence, batches)
+            deadline = min((b.created for b in batches), default=now) + self.delivery_timeout_s
+            self._number(idempotence, batches, deadline)
         except (KafkaClientError, KafkaProtocolError) as exc:
-            return [(b, exc) for b in batches], []
-        failures, stored = self._send_with_retries(batches, self.retries if retries is None else retries)
+            now = self._clock()
+            return [(b, self._expired(b, exc, now) if is_retriable(exc) else exc) for b in batches], []
+        failures, stored = self._send_with_retries(batches)
         if failures:
             # Whether the broker stored a batch that failed for good is unknown: number anew under a new id.
             idempotence.reset()
         return failures, stored
 
     @staticmethod
-    def _number(idempotence: IdempotenceState, batches: Sequence[ProducerBatch]) -> None:
+    def _number(idempotence: IdempotenceState, batches: Sequence[ProducerBatch], deadline: float | None = None
+                ) -> None:
         """Give the batches sent for the first time their producer id and sequence numbers (as Kafka's
-        producer does when a batch first leaves the accumulator); a retried batch keeps its numbers."""
-        idempotence.ensure_producer_id()
+        producer does when a batch first leaves the accumulator); a retried batch keeps its numbers. Getting an
+        id is retried until ``deadline`` (monotonic), the delivery timeout of the oldest batch."""
+        idempotence.ensure_producer_id(deadline)
         for batch in batches:
             if batch.base_sequence < 0 and batch.records is not None:
                 sequence = idempotence.sequence(batch.topic, batch.partition)
@@ -232,28 +258,58 @@ class Sender:
                 batch.base_sequence = sequence
                 idempotence.advance(batch.topic, batch.partition, batch.count)
 
-    def _send_with_retries(self, batches: Sequence[ProducerBatch], retries: int) -> tuple[
+    def _send_with_retries(self, batches: Sequence[ProducerBatch]) -> tuple[
             list[tuple[ProducerBatch, BaseException]], list[tuple[ProducerBatch, ProduceResult]]]:
-        pending = list(batches)
         results: list[tuple[ProducerBatch, ProduceResult]] = []
-        attempt = 0
-        while True:
+        final: list[tuple[ProducerBatch, BaseException]] = []
+        now = self._clock()
+        pending = []
+        for batch in batches:
+            # Kafka expires a batch that waited in the accumulator past its delivery timeout without sending it.
+            if now - batch.created >= self.delivery_timeout_s:
+                final.append((batch, self._expired(batch, None, now)))
+            else:
+                pending.append(batch)
+        while pending:
             failures = self._send_once(pending, results)
             if not failures:
-                return [], results
+                break
             retry = self._retriable(failures)
-            if not retry or attempt >= retries:
-                return failures, results
             retrying = {id(b) for b, _ in retry}
-            final = [(b, e) for b, e in failures if id(b) not in retrying]
-            attempt += 1
-            self.retried_batches += len(retry)
-            self._after_failure(retry)
-            if final:
-                more, done = self._send_with_retries([b for b, _ in retry], retries - attempt)
-                results.extend(done)
-                return final + more, results
-            pending = [b for b, _ in retry]
+            final.extend((b, e) for b, e in failures if id(b) not in retrying)
+            now = self._clock()
+            again = []
+            for batch, exc in retry:
+                given_up = self._give_up(batch, exc, now)
+                if given_up is None:
+                    again.append((batch, exc))
+                else:
+                    final.append((batch, given_up))
+            if not again:
+                break
+            self.retried_batches += len(again)
+            self._after_failure(again)
+            pending = [b for b, _ in again]
+        return final, results
+
+    def _give_up(self, batch: ProducerBatch, exc: BaseException, now: float) -> BaseException | None:
+        """After a retriable failure of ``batch``: None to retry it, or the error it finally fails with -- ``exc``
+        once it was retried message.send.max.retries times, a DeliveryTimeoutError when its delivery timeout
+        ends before the backoff does."""
+        batch.attempts += 1
+        if batch.attempts > self.retries:
+            return exc
+        if now + self.retry_backoff_s - batch.created >= self.delivery_timeout_s:
+            return self._expired(batch, exc, now)
+        return None
+
+    def _expired(self, batch: ProducerBatch, last_error: BaseException | None, now: float) -> DeliveryTimeoutError:
+        waited_ms = (now - batch.created) * 1000
+        tried = (f"{batch.attempts} attempts failed, the last with: {last_error}" if last_error is not None
+                 else "it was never sent")
+        return DeliveryTimeoutError(
+            f"expiring {batch.count} record(s) for {batch.topic}-{batch.partition}: {waited_ms:.0f} ms passed since "
+            f"send() took them, delivery.timeout.ms is {self.delivery_timeout_s * 1000:.0f} ({tried})", last_error)
 
     def _retriable(self, failures: list[tuple[ProducerBatch, BaseException]]
                    ) -> list[tuple[ProducerBatch, BaseException]]:

@@ -4,10 +4,12 @@ limits, callbacks, and a broker restarted mid-run."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from kafka.partitioner.default import DefaultPartitioner as KafkaPythonPartitioner
 
+from pipeline.client.errors import DeliveryTimeoutError
 from pipeline.client.producer import CallbackHandler, ProduceError, Producer, ProducerData, QueueFullError
 from tests.support.clients import create_topic, kafka_python_consume, run_kcat
 from tests.support.polling import wait_until
@@ -170,9 +172,10 @@ def test_full_queue_raises_or_blocks_as_configured(broker) -> None:
 
 
 def test_sync_sends_retry_across_a_broker_restart(broker) -> None:
+    """With the default retry settings (bounded by delivery.timeout.ms, 120 s, not by a count of 3 x 100 ms), a
+    broker bounce of over a second costs time, not messages."""
     create_topic(broker.bootstrap, "restart", 1)
-    producer = Producer({"metadata.broker.list": broker.bootstrap, "request.required.acks": 1,
-                         "message.send.max.retries": 100, "retry.backoff.ms": 100})
+    producer = Producer({"metadata.broker.list": broker.bootstrap, "request.required.acks": 1})
     try:
         producer.send(ProducerData("restart", None, b"before"))
         broker.stop()
@@ -217,6 +220,39 @@ def test_failures_reach_caller_and_callback_when_the_broker_is_gone(broker) -> N
         assert async_producer.failed_messages == 25 and async_producer.sent_messages == 1
         assert sorted(m for batch, _ in recorder.failed for m in batch.messages) == sorted(
             f"x{i}".encode() for i in range(25))
+    finally:
+        sync.close()
+        async_producer.close()
+
+
+def test_a_broker_gone_longer_than_the_delivery_timeout_fails_the_batch_clearly(broker) -> None:
+    """Retries go on until delivery.timeout.ms after send() took the messages, then the batch fails for good
+    with a DeliveryTimeoutError naming the timeout and the last error -- sync and async alike."""
+    create_topic(broker.bootstrap, "expire", 1)
+    settings = {"metadata.broker.list": broker.bootstrap, "request.required.acks": 1, "request.timeout.ms": 1000,
+                "delivery.timeout.ms": 2000, "retry.backoff.ms": 50}
+    sync = Producer(settings)
+    recorder = Recorder()
+    async_producer = Producer({**settings, "producer.type": "async", "queue.time": 10}, recorder)
+    try:
+        sync.send(ProducerData("expire", None, b"ok"))
+        async_producer.send(ProducerData("expire", None, b"ok"))
+        wait_until(lambda: recorder.count(recorder.sent) == 1, 10, message="the first async batch")
+        broker.stop()
+        started = time.monotonic()
+        with pytest.raises(ProduceError) as info:
+            sync.send(ProducerData("expire", b"k", [b"late-a", b"late-b"]))
+        waited = time.monotonic() - started
+        (batch, error), = info.value.failures
+        assert isinstance(error, DeliveryTimeoutError), error
+        assert "delivery.timeout.ms is 2000" in str(error) and error.last_error is not None
+        assert batch.attempts > 3, "retried more often than the old 3 retries allowed"
+        assert 1.9 <= waited < 8, waited
+        async_producer.send(ProducerData("expire", None, [b"late-c", b"late-d"]))
+        wait_until(lambda: recorder.count(recorder.failed) == 2, 15, message="the async batch expired")
+        (batch, error), = recorder.failed
+        assert isinstance(error, DeliveryTimeoutError) and "delivery.timeout.ms is 2000" in str(error)
+        assert batch.messages == [b"late-c", b"late-d"]
     finally:
         sync.close()
         async_producer.close()
