@@ -112,9 +112,11 @@ MIRROR_PROPERTIES = (
 
 # What the mirror's guarantees rest on: set by the mirror, refused from the user.
 _PRODUCER_FIXED = {"producer.type": "async", "request.required.acks": -1, "enable.idempotence": True}
+# Retries without end (as Kafka's MirrorMaker sets delivery.timeout.ms): a target down for hours is waited out, the
+# source offsets uncommitted meanwhile.
 _PRODUCER_DEFAULTS = {"batch.size": 500, "queue.time": 10, "queue.buffering.max.messages": 20_000,
-                      "message.send.max.retries": INT32_MAX, "retry.backoff.ms": 500,
-                      "client.id": "mirror"}
+                      "message.send.max.retries": INT32_MAX, "delivery.timeout.ms": INT32_MAX,
+                      "retry.backoff.ms": 500, "client.id": "mirror"}
 _CONSUMER_FIXED = {"auto.commit.enable": False, "auto.offset.reset": "smallest", "consumer.timeout.ms": 200}
 _CONSUMER_FIXED_STATIC = {k: v for k, v in _CONSUMER_FIXED.items() if k != "auto.commit.enable"}
 # Property names (aliases included) of each kind of source's consumer.
