@@ -80,6 +80,12 @@ class IdempotenceState:
         key = (topic, partition)
         self._sequences[key] = (self._sequences.get(key, 0) + count) & _SEQUENCE_MASK
 
+    def rewind(self, topic: str, partition: int, count: int) -> None:
+        """A batch of ``count`` records numbered before was refused by the broker for good (never stored): the
+        numbers after it move down by ``count``."""
+        key = (topic, partition)
+        self._sequences[key] = (self._sequences.get(key, 0) - count) & _SEQUENCE_MASK
+
     def reset(self) -> None:
         """Forget the producer id and every sequence number; the next batch gets a new id first."""
         self.producer_id = NO_PRODUCER_ID

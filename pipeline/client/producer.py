@@ -231,6 +231,8 @@ class Producer:
         self._topics: dict[str, _TopicState] = {}
         self._codec = cfg.compression
         self._max_request = cfg.max_request_size
+        # Topic -> most record bytes one of its batches may hold (size_for_topic); unlisted: max.request.size's.
+        self._batch_limits: dict[str, int] = {}
         self._request_overhead = _REQUEST_OVERHEAD + len(cfg.client_id.encode())
         self.closed = False
         self.sent_messages = 0
@@ -328,6 +330,22 @@ class Producer:
         if close_discovery is not None:
             close_discovery()
 
+    def size_for_topic(self, topic: str, max_message_bytes: int) -> None:
+        """Fit ``topic``'s batches to a broker that takes batches of at most ``max_message_bytes`` there (the
+        topic's max.message.bytes): several records go together only within it, and a request may be as large
+        as one such batch needs (max.request.size grows to that, never shrinks). A single record above it is
+        still sent, alone, for the broker to judge. For a service such as the mirror, whose records' sizes are
+        bounded by their source topic's limit rather than by a setting of its own."""
+        self._batch_limits[topic] = max_message_bytes - _BATCH_HEADER
+        needed = max_message_bytes + self._request_overhead + len(topic.encode())
+        if needed > self._max_request:
+            self._max_request = needed
+
+    @property
+    def max_request_size(self) -> int:
+        """The largest Produce request this producer sends: max.request.size, or more after size_for_topic."""
+        return self._max_request
+
     def __enter__(self) -> "Producer":
         return self
 
@@ -398,7 +416,9 @@ class Producer:
             partition = self._partition(topic, key, self._partitions(topic))
         else:
             self._check_partition(topic, partition)
-        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
+        limit = single_limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
+        if self._batch_limits:
+            limit = min(limit, self._batch_limits.get(topic, limit))
         klen = 0 if key is None else len(key)
         estimate = sum(map(len, filter(None, values))) + n * (klen + _RECORD_OVERHEAD)
         timestamps, headers = data.timestamps, data.headers
@@ -409,7 +429,8 @@ class Producer:
                                    compression=self._codec)
             if len(records) - _BATCH_HEADER <= limit:
                 return [ProducerBatch(topic, partition, key, data.messages, records, n)]
-        return self._split(topic, partition, key, _Run(data.messages, values, timestamps, headers), limit)
+        return self._split(topic, partition, key, _Run(data.messages, values, timestamps, headers), limit,
+                           single_limit)
 
     def _check_partition(self, topic: str, partition: int) -> None:
         """An explicit partition must exist; the topic's partition count is looked up anew before saying no."""
@@ -421,8 +442,12 @@ class Producer:
         if partition >= partitions:
             raise UnknownPartitionError(topic, partition, partitions)
 
-    def _split(self, topic: str, partition: int, key: bytes | None, run: _Run, limit: int) -> list[ProducerBatch]:
+    def _split(self, topic: str, partition: int, key: bytes | None, run: _Run, limit: int,
+               single_limit: int | None = None) -> list[ProducerBatch]:
+        """Cut ``run`` into batches within ``limit`` bytes of records; a record above it goes alone when it is
+        within ``single_limit`` (the request's room), and is refused (MessageSizeTooLargeError) otherwise."""
         batches = []
+        single_limit = limit if single_limit is None else single_limit
         start = 0
         values, headers = run.values, run.headers
         n = len(values)
@@ -435,7 +460,7 @@ class Producer:
                     break
                 size += grow
                 end += 1
-            if size > limit:
+            if size > single_limit:
                 too_big = ProducerBatch(topic, partition, key, run.messages[start:end], None, end - start)
                 raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
                     ErrorCode.MESSAGE_TOO_LARGE, f"a message of {size} bytes exceeds max.request.size "
@@ -535,13 +560,16 @@ class Producer:
         limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
         records = encode_batch(pending.values, None if keys.count(None) == n else keys, timestamps=pending.timestamps,
                                headers=pending.headers, compression=self._codec)
+        single_limit = limit
+        if self._batch_limits:
+            limit = min(limit, self._batch_limits.get(topic, limit))
         if len(records) - _BATCH_HEADER <= limit:
             return [ProducerBatch(topic, partition, key, pending.messages, records, n, pending.created)]
         run = _Run(pending.messages, pending.values, pending.timestamps, pending.headers)
         out, start = [], 0
         for i in range(1, n + 1):
             if i == n or keys[i] != keys[start]:
-                out.extend(self._split(topic, partition, keys[start], run.cut(start, i), limit))
+                out.extend(self._split(topic, partition, keys[start], run.cut(start, i), limit, single_limit))
                 start = i
         for batch in out:
             batch.created = pending.created

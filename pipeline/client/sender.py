@@ -28,17 +28,20 @@ from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, Kafka
 from pipeline.client.idempotence import IdempotenceState
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import with_producer_fields
+from pipeline.protocol.records import decode_batch, encode_batch
 from pipeline.protocol.codec import encode_request, is_flexible
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
-__all__ = ["DeliveryTimeoutError", "ProducerBatch", "ProduceResult", "Sender", "encode_produce_request",
-           "is_retriable"]
+__all__ = ["DeliveryTimeoutError", "RECORD_REFUSALS", "ProducerBatch", "ProduceResult", "Sender",
+           "encode_produce_request", "is_record_refusal", "is_retriable"]
 
 _PRODUCE = int(ApiKey.PRODUCE)
 _FRAME_HEAD = struct.Struct(">ihhi")  # length, api key, api version, correlation id
 _INT32 = struct.Struct(">i")
 _INT32_PAIR = struct.Struct(">ii")
 _ACKS_TIMEOUT = struct.Struct(">hi")
+_COMPRESSION_MASK = 0x07
+_SEQUENCE_MASK = 0x7FFFFFFF
 
 
 class ProducerBatch:
@@ -76,6 +79,16 @@ class ProduceResult(NamedTuple):
 def is_retriable(exc: BaseException) -> bool:
     """Whether a send that failed with ``exc`` may succeed when tried again."""
     return bool(getattr(exc, "retriable", False))
+
+
+# Errors a broker answers when it refuses a batch for what its records are (too large, invalid); it stored none.
+RECORD_REFUSALS = frozenset((ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_RECORD,
+                             ErrorCode.INVALID_TIMESTAMP))
+
+
+def is_record_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is a broker's refusal of a batch's records, for good (see RECORD_REFUSALS)."""
+    return getattr(exc, "code", None) in RECORD_REFUSALS
 
 
 def _string(text: str) -> bytes:
@@ -238,8 +251,9 @@ class Sender:
             now = self._clock()
             return [(b, self._expired(b, exc, now) if is_retriable(exc) else exc) for b in batches], []
         failures, stored = self._send_with_retries(batches)
-        if failures:
-            # Whether the broker stored a batch that failed for good is unknown: number anew under a new id.
+        if any(not is_record_refusal(e) for _, e in failures):
+            # Whether the broker stored a batch that failed for good is unknown: number anew under a new id. (A
+            # batch it refused for its records was not stored, and the numbering was closed over it already.)
             idempotence.reset()
         return failures, stored
 
@@ -274,23 +288,78 @@ class Sender:
             failures = self._send_once(pending, results)
             if not failures:
                 break
-            retry = self._retriable(failures)
+            # A batch of several records refused for what a record is goes again one record a batch (Kafka's
+            # split on RECORD_TOO_LARGE), so that only the records the broker refuses fail.
+            split = {id(b): self._singles(b) for b, e in failures if is_record_refusal(e) and b.count > 1}
+            retry = self._retriable(failures, {(b.topic, b.partition) for b, _ in failures if id(b) in split})
             retrying = {id(b) for b, _ in retry}
-            final.extend((b, e) for b, e in failures if id(b) not in retrying)
+            refused = []
             now = self._clock()
             again = []
-            for batch, exc in retry:
-                given_up = self._give_up(batch, exc, now)
-                if given_up is None:
-                    again.append((batch, exc))
+            for batch, exc in failures:
+                if id(batch) in split:
+                    again.extend((single, exc) for single in split[id(batch)])
+                elif id(batch) not in retrying:
+                    final.append((batch, exc))
+                    if is_record_refusal(exc):
+                        refused.append(batch)
                 else:
-                    final.append((batch, given_up))
+                    given_up = self._give_up(batch, exc, now)
+                    if given_up is None:
+                        again.append((batch, exc))
+                    else:
+                        final.append((batch, given_up))
+            if refused and self._idempotence is not None:
+                again += self._close_sequence_gaps(refused, final, again)
             if not again:
                 break
             self.retried_batches += len(again)
             self._after_failure(again)
             pending = [b for b, _ in again]
         return final, results
+
+    def _singles(self, batch: ProducerBatch) -> list[ProducerBatch]:
+        """``batch`` as one batch per record, in order; an idempotent producer's keep the batch's sequence range
+        (the broker stored none of it), so the numbering goes on unbroken."""
+        header, records = decode_batch(batch.records)  # type: ignore[arg-type]
+        singles = []
+        for index, (record, message) in enumerate(zip(records, batch.messages)):
+            numbered = batch.base_sequence >= 0
+            encoded = encode_batch([record.value], [record.key], timestamps=[record.timestamp],
+                                   headers=[record.headers] if record.headers else None,
+                                   compression=header.attributes & _COMPRESSION_MASK,
+                                   producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                                   base_sequence=(batch.base_sequence + index) & _SEQUENCE_MASK if numbered else -1)
+            single = ProducerBatch(batch.topic, batch.partition, record.key, [message], encoded, 1, batch.created)
+            single.base_sequence = (batch.base_sequence + index) & _SEQUENCE_MASK if numbered else -1
+            single.attempts = batch.attempts
+            singles.append(single)
+        return singles
+
+    def _close_sequence_gaps(self, refused: list[ProducerBatch], final: list[tuple[ProducerBatch, BaseException]],
+                             again: list[tuple[ProducerBatch, BaseException]]) -> list[tuple[ProducerBatch, BaseException]]:
+        """After batches the broker refused for good (and so never stored), number the batches behind them in
+        their partitions down by the refused records, as Kafka's producer does, so that the broker, still
+        expecting the refused batch's sequence, takes them: those in ``again`` in place, and those that failed
+        with OUT_OF_ORDER_SEQUENCE_NUMBER only because of the gap taken out of ``final`` to be sent again."""
+        idempotence = self._idempotence
+        assert idempotence is not None
+        resent: list[tuple[ProducerBatch, BaseException]] = []
+        for gap in sorted(refused, key=lambda b: -b.base_sequence):
+            where = (gap.topic, gap.partition)
+            for batch, exc in list(final):
+                if ((batch.topic, batch.partition) == where and batch.base_sequence > gap.base_sequence
+                        and getattr(exc, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+                    final.remove((batch, exc))
+                    resent.append((batch, exc))
+            for batch, _ in again + resent:
+                if (batch.topic, batch.partition) == where and batch.base_sequence > gap.base_sequence:
+                    batch.base_sequence -= gap.count
+                    batch.records = with_producer_fields(batch.records, idempotence.producer_id,  # type: ignore
+                                                         idempotence.epoch, batch.base_sequence)
+            idempotence.rewind(gap.topic, gap.partition, gap.count)
+        resent.sort(key=lambda item: item[0].base_sequence)
+        return resent
 
     def _give_up(self, batch: ProducerBatch, exc: BaseException, now: float) -> BaseException | None:
         """After a retriable failure of ``batch``: None to retry it, or the error it finally fails with -- ``exc``
@@ -311,15 +380,16 @@ class Sender:
             f"expiring {batch.count} record(s) for {batch.topic}-{batch.partition}: {waited_ms:.0f} ms passed since "
             f"send() took them, delivery.timeout.ms is {self.delivery_timeout_s * 1000:.0f} ({tried})", last_error)
 
-    def _retriable(self, failures: list[tuple[ProducerBatch, BaseException]]
+    def _retriable(self, failures: list[tuple[ProducerBatch, BaseException]],
+                   split: set[tuple[str, int]] = frozenset()  # type: ignore[assignment]
                    ) -> list[tuple[ProducerBatch, BaseException]]:
         """The failures worth another attempt. For an idempotent producer that includes OUT_OF_ORDER_SEQUENCE_NUMBER
-        of a batch that followed a retried batch of its partition: it failed only because its predecessor did,
-        and both are resent in order with their sequence numbers."""
+        of a batch that followed a retried (or ``split``) batch of its partition: it failed only because its
+        predecessor did, and both are resent in order with their sequence numbers."""
         if self._idempotence is None:
             return [(b, e) for b, e in failures if is_retriable(e)]
         retry = []
-        retried: set[tuple[str, int]] = set()
+        retried: set[tuple[str, int]] = set(split)
         for batch, exc in failures:
             where = (batch.topic, batch.partition)
             if is_retriable(exc) or (where in retried

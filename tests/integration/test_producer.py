@@ -299,3 +299,33 @@ def test_async_callbacks_report_each_batch_at_its_own_offset(broker, idempotent:
     wrong = {value: offset for value, offset in recorder.offsets.items() if stored.get(offset) != value}
     assert len(recorder.offsets) == len(values)
     assert not wrong, f"{len(wrong)} messages misreported, e.g. {list(wrong.items())[:3]}"
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_refused_record_fails_alone_and_the_rest_of_its_batch_is_stored_in_order(broker, idempotent: bool) -> None:
+    """A batch the broker refuses for one record (MESSAGE_TOO_LARGE) is sent again one record a batch, as Kafka's
+    producer splits it: only that record fails; an idempotent producer numbers the records behind it down over
+    the gap and keeps its producer id, so later sends are taken too."""
+    from pipeline.protocol.errors import ErrorCode
+
+    create_topic(broker.bootstrap, "refuse", 1, configs={"max.message.bytes": "2000"})
+    recorder = Recorder()
+    producer = Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "async", "queue.time": 200,
+                         "batch.size": 100, "enable.idempotence": idempotent, "request.required.acks": -1},
+                        recorder)
+    values = [b"a" * 100, b"b" * 100, b"B" * 3000, b"c" * 100, b"d" * 100]
+    try:
+        producer.send([ProducerData("refuse", None, [value], partition=0) for value in values])
+        assert producer.flush(30)
+        producer_id = producer._idempotence.producer_id if idempotent else None
+        producer.send(ProducerData("refuse", None, [b"e" * 100], partition=0))
+        assert producer.flush(30)
+        assert [m for batch, _ in recorder.failed for m in batch.messages] == [b"B" * 3000]
+        assert all(getattr(error, "code", None) == ErrorCode.MESSAGE_TOO_LARGE for _, error in recorder.failed)
+        if idempotent:
+            assert producer._idempotence.producer_id == producer_id
+    finally:
+        producer.close()
+    records = kafka_python_consume(broker.bootstrap, "refuse", [0], 5)
+    assert [r.value for r in sorted(records, key=lambda r: r.offset)] == [
+        b"a" * 100, b"b" * 100, b"c" * 100, b"d" * 100, b"e" * 100]
