@@ -148,10 +148,14 @@ class AuditCounter:
                     window.failed_sketch.add(ids)
 
     def quarantined(self, server: str, topic: str, event_time_ms: int, size: int, reason: str,
-                    event_id: str | bytes | None) -> None:
-        """A record (not in flight: never ``sent``) set aside for good for ``reason``, with its event id if known."""
-        key = (server, topic, event_time_ms - event_time_ms % self.window_ms, reason)
+                    event_id: str | bytes | None, *, in_flight: bool = False) -> None:
+        """A record set aside for good for ``reason``, with its event id if known; ``in_flight``: it was ``sent``
+        and is settled by this (neither acknowledged nor failed)."""
+        start = event_time_ms - event_time_ms % self.window_ms
+        key = (server, topic, start, reason)
         with self._lock:
+            if in_flight:
+                self._windows[(server, topic, start)].in_flight -= 1
             window = self._quarantined.get(key)
             if window is None:
                 window = self._quarantined[key] = _Quarantined()

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from pipeline.durable_file import make_private_dir
+
 __all__ = ["CreatedLog"]
 
 
@@ -20,8 +22,7 @@ class CreatedLog:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if not self.path.parent.exists():
-            self.path.parent.mkdir(mode=0o700, parents=True)
+        make_private_dir(self.path.parent)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._file = os.fdopen(fd, "a", encoding="ascii", buffering=1 << 16)
         self._lines: list[str] = []
