@@ -22,6 +22,7 @@ from tests.support.audit import (
     AuditProcess,
     all_reconciled,
     audit_args,
+    listening_addresses,
     publish_phantom_count,
     run_pipeline,
     wait_committed,
@@ -50,6 +51,7 @@ def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registr
     args = audit_args(dc1, offline, registry, tmp_path / "audit")
     audit = AuditProcess(tmp_path, args).wait_ready()
     try:
+        assert listening_addresses(audit.port) == ["127.0.0.1"]  # --http-host, not every interface
         windows = wait_until(lambda: all_reconciled(audit, stored, TIERS), 90, interval=0.3,
                              message=f"{stored} events reconciled at four tiers")
         for w in windows:

@@ -33,7 +33,8 @@ class AuditProcess:
         self.log_path = tmp_path / f"audit-{self.port}.log"
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "audit", "run", *args, "--http-port", str(self.port)], cwd=REPO_ROOT,
+                [sys.executable, "-m", "audit", "run", *args, "--http-host", "127.0.0.1", "--http-port", str(self.port)],
+                cwd=REPO_ROOT,
                 stdout=log, stderr=subprocess.STDOUT)
 
     def wait_ready(self) -> "AuditProcess":
@@ -62,6 +63,18 @@ class AuditProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def listening_addresses(port: int) -> list[str]:
+    """The IPv4 addresses something listens on at TCP ``port`` (from /proc/net/tcp)."""
+    found = []
+    with open("/proc/net/tcp") as table:
+        for line in list(table)[1:]:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if fields[3] == "0A" and int(hex_port, 16) == port:
+                found.append(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return found
 
 
 def publish_phantom_count(cluster: BrokerCluster, registry: RegistryProcess, topic: str, window_start: int,
