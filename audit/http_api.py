@@ -19,7 +19,7 @@ import plotly
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from audit.reconcile import TIERS, WindowKey
+from audit.reconcile import TIERS
 from audit.service import AuditService
 from etl.history import RunHistory
 
@@ -157,15 +157,6 @@ class AuditHttpServer:
         status = 200 if self.service.health()["healthy"] else 503
         return web.Response(body=body, status=status, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    def _live(self, data: dict[str, Any]) -> dict[str, Any]:
-        """``data`` with what its pending tiers wait for now (their lag moves between reconciliations)."""
-        if not data.get("pending"):
-            return data
-        key = WindowKey(data["topic"], data["datacenter"], data["windowStart"], data["windowEnd"])
-        ready = {t: m for t, m in (data.get("ready") or {}).items() if isinstance(m, int)}
-        return {**data, "pending": {tier: self.service.readiness.waiting_for(key, tier, ready)
-                                    for tier in data["pending"]}}
-
     async def _windows(self, request: web.Request) -> web.Response:
         topic = request.query.get("topic")
         try:
@@ -175,7 +166,7 @@ class AuditHttpServer:
         with self.service.lock:
             found = [d for k, d in sorted(self.service.results.items())
                      if (topic is None or k.topic == topic) and k.window_start >= since]
-        return web.json_response({"windows": [_summary(self._live(d)) for d in found]})
+        return web.json_response({"windows": [_summary(d) for d in found]})
 
     async def _window(self, request: web.Request) -> web.Response:
         info = request.match_info
@@ -187,5 +178,5 @@ class AuditHttpServer:
             found = [d for key, d in self.service.results.items()
                      if (key.topic, key.datacenter, key.window_start) == (info["topic"], info["datacenter"], start)]
         if found:
-            return web.json_response(self._live(found[0]))
+            return web.json_response(found[0])
         raise web.HTTPNotFound(text="no reconciled window there")

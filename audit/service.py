@@ -324,6 +324,7 @@ class AuditService:
                 retained = list(self.results.values())
             self.results_log.rewrite(retained)
         self._export_pending(now_ms)
+        self._refresh_pending()
         for result in fresh:
             if result.state == "incomplete":
                 log.warning("window %s %s %d: %s", result.key.topic, result.key.datacenter, result.key.window_start,
@@ -373,6 +374,17 @@ class AuditService:
         for tier, ends in pending.items():
             self.metrics.pending_windows.labels(tier).set(len(ends))
             self.metrics.pending_age.labels(tier).set(max(0.0, (now_ms - min(ends)) / 1000) if ends else 0.0)
+
+    def _refresh_pending(self) -> None:
+        """What the pending tiers of each stored result wait for now (their lag moves between results; served, not
+        written)."""
+        with self.lock:
+            for key in self._awaiting:
+                data = self.results.get(key)
+                if data is not None and data.get("pending"):
+                    ready_at = self._ready_at.get(key, {})
+                    self.results[key] = {**data, "pending": {tier: self.readiness.waiting_for(key, tier, ready_at)
+                                                             for tier in data["pending"]}}
 
     def _take_changes(self, now_ms: int) -> None:
         """Note the windows the readers counted since the last pass (and which measures), and forget those past
