@@ -62,7 +62,6 @@ class ClusterReader:
         self._on_skip = on_skip
         self._backoff = retry_backoff_s
         self._positions: dict[tuple[str, int], int] = {}
-        self._positions_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._next_checkpoint = 0.0
         self.failure: BaseException | None = None
@@ -83,8 +82,7 @@ class ClusterReader:
     def positions(self) -> dict[tuple[str, int], int]:
         """(topic, partition) -> the offset after the last record counted (or skipped), for every partition read
         (with those the checkpoint stood at when it started)."""
-        with self._positions_lock:
-            return dict(self._positions)
+        return dict(self._positions)
 
     def state(self) -> str:
         """``reading``, ``retrying: ...``, ``stopped: ...`` or ``not started``, for the health check."""
@@ -98,8 +96,7 @@ class ClusterReader:
 
     def _run(self, stop: threading.Event) -> None:
         try:
-            with self._positions_lock:
-                self._positions.update(self.counts.load())
+            self._positions.update(self.counts.load())
             (stream,) = self.connector.create_message_streams_by_filter(self._topics, 1)
             self._next_checkpoint = time.monotonic() + self._checkpoint_s
             while not stop.is_set():
@@ -109,10 +106,17 @@ class ClusterReader:
                     record = None
                 except StopIteration:
                     break
-                if record is not None and self._count(record, stop):
-                    with self._positions_lock:
-                        self._positions[(record.topic, record.partition)] = record.offset + 1
-                self._checkpoint_when_due()
+                if record is not None:
+                    try:
+                        self._handle(record)
+                        self.records += 1
+                    except (RetriableError, UnreadableRecord) as exc:
+                        if not self._count_again(record, exc, stop):
+                            break
+                    # (A plain store: ``positions`` copies the dict whole, which no other thread interleaves with.)
+                    self._positions[(record.topic, record.partition)] = record.offset + 1
+                if time.monotonic() >= self._next_checkpoint:
+                    self._checkpoint_when_due()
             self.checkpoint()
         except Exception as exc:  # noqa: BLE001 -- whatever stops a reader stops the service, loudly
             self.failure = exc
@@ -122,35 +126,37 @@ class ClusterReader:
             self.connector.shutdown()
             self.counts.close()
 
-    def _count(self, record: ConsumerRecord, stop: threading.Event) -> bool:
-        """Count ``record``: True once counted or skipped, False when the service stops while it is retried."""
+    def _count_again(self, record: ConsumerRecord, error: Exception, stop: threading.Event) -> bool:
+        """After ``record`` could not be counted (``error``): retry it with backoff while that cannot be done now,
+        skip it when it can never be; True once counted or skipped, False when the service stops meanwhile."""
         backoff = self._backoff[0]
         where = f"{record.topic}-{record.partition}@{record.offset}"
-        while True:
+        while isinstance(error, RetriableError):
+            if self.retrying is None:
+                log.warning("audit reader %s: cannot count %s now, retrying (every %g s at most): %s",
+                            self.name, where, self._backoff[1], error)
+            self.retrying = f"{where}: {error}"
+            self._checkpoint_when_due()
+            if stop.wait(backoff):
+                return False
+            backoff = min(backoff * 2, self._backoff[1])
             try:
                 self._handle(record)
-            except RetriableError as exc:
-                if self.retrying is None:
-                    log.warning("audit reader %s: cannot count %s now, retrying (every %g s at most): %s",
-                                self.name, where, self._backoff[1], exc)
-                self.retrying = f"{where}: {exc}"
-                self._checkpoint_when_due()
-                if stop.wait(backoff):
-                    return False
-                backoff = min(backoff * 2, self._backoff[1])
-                continue
-            except UnreadableRecord as exc:
-                self.skipped += 1
-                log.warning("audit reader %s skipped %s, it can never be counted (%s): %s", self.name, where,
-                            exc.reason, exc.detail)
-                if self._on_skip is not None:
-                    self._on_skip(self.name, exc.reason)
+            except (RetriableError, UnreadableRecord) as again:
+                error = again
             else:
                 self.records += 1
-            if self.retrying is not None:
-                log.info("audit reader %s counts again from %s", self.name, where)
-                self.retrying = None
-            return True
+                break
+        if isinstance(error, UnreadableRecord):
+            self.skipped += 1
+            log.warning("audit reader %s skipped %s, it can never be counted (%s): %s", self.name, where,
+                        error.reason, error.detail)
+            if self._on_skip is not None:
+                self._on_skip(self.name, error.reason)
+        if self.retrying is not None:
+            log.info("audit reader %s counts again from %s", self.name, where)
+            self.retrying = None
+        return True
 
     def _checkpoint_when_due(self) -> None:
         if time.monotonic() >= self._next_checkpoint:
@@ -160,8 +166,7 @@ class ClusterReader:
     def checkpoint(self) -> None:
         """Write the counts and the offsets they include (a commit of what was handed out so far); with nothing
         new, drop the windows past retention."""
-        with self._positions_lock:
-            positions = dict(self._positions)
+        positions = dict(self._positions)
         if not (positions and self.connector.commit_offsets(positions)):
             self.counts.expire()
 
