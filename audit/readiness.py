@@ -106,10 +106,6 @@ class Follower:
             return False
         return True
 
-    def reads(self, topic: str) -> bool:
-        """Whether the follower stands anywhere on ``topic`` (a group that never committed it does not read it)."""
-        return any(t == topic for t, _ in self._positions)
-
     def first_passing(self, topic: str, since_ms: int) -> tuple[int, int] | None:
         """(sample moment, moment observed) of the first sample taken at ``since_ms`` or later that the follower
         passed (None: none yet)."""
@@ -117,11 +113,6 @@ class Follower:
             if passing[0] >= since_ms:
                 return passing
         return None
-
-    def through(self, topic: str) -> int | None:
-        """The newest moment as of which the follower had read all of ``topic``."""
-        passings = self._passings.get(topic)
-        return passings[-1][0] if passings else None
 
     def lag(self, topic: str) -> int | None:
         """Records of ``topic`` between where the follower stands and the newest sample (None: not sampled)."""

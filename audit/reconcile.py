@@ -256,7 +256,7 @@ class _Window:
         for tier, _ in self.quarantines:
             self.tiers.setdefault(tier, TierCount())
 
-    def _after(self, earlier: str, later: str) -> list[TierCount]:
+    def held_after(self, earlier: str, later: str) -> list[TierCount]:
         """``later``'s count and what the tiers after ``earlier`` up to ``later`` set aside with ids."""
         low, high = TIERS.index(earlier), TIERS.index(later)
         return [self.tiers[later], *(with_ids for (tier, _), (with_ids, _) in sorted(self.quarantines.items())
@@ -266,7 +266,7 @@ class _Window:
         """The difference from ``earlier`` to ``later`` (None: none)."""
         before = [self.tiers[earlier]] + ([self.failed] if earlier == PRODUCER else [])
         count_before, known_before, sketch_before = _sum(before)
-        count_after, known_after, sketch_after = _sum(self._after(earlier, later))
+        count_after, known_after, sketch_after = _sum(self.held_after(earlier, later))
         if not (known_before and known_after):
             if earlier == PRODUCER and known_after and _ids(self.tiers[PRODUCER])[0]:
                 return self._producer_step(later, sketch_after)  # today's records: failures without their ids
@@ -344,7 +344,7 @@ def reconcile(key: WindowKey, counts: Mapping[str, TierCount], order: Iterable[s
     failed_ids = None
     if PRODUCER in compared:
         first = steps[0] if len(chain) > 1 else None
-        after = _sum(window._after(PRODUCER, chain[1]))[2] if len(chain) > 1 else None
+        after = _sum(window.held_after(PRODUCER, chain[1]))[2] if len(chain) > 1 else None
         failed_ids = window.failed_ids(first, after)
     result = WindowResult(key, tier_counts, completeness, [s for s in steps if s is not None],
                           ready=compared, pending={t: {} for t in present if t not in compared},
