@@ -14,8 +14,8 @@ on every partition of a topic: it has then read everything the topic held at ``t
 - ``mirror``: the mirror group passed such a sample of the datacenter's topic (observed at moment ``o``) -- it
   publishes its counts before it commits -- and the offline cluster's audit-topic reader passed a sample taken at
   ``o`` or later;
-- ``offline``: the offline event reader passed a sample of the topic taken at ``o`` or later (``m`` where no mirror
-  group commits that topic);
+- ``offline``: the offline event reader passed a sample of the topic taken at ``o`` or later (``m`` where the audit
+  follows no mirror group: ``mirror.group`` empty, or a datacenter it does not read);
 - ``warehouse``: an ETL run that started after the offline tier's moment finished, and the offline audit-topic
   reader passed a sample taken after it finished (its counts are published before the run is recorded).
 
