@@ -351,7 +351,7 @@ def reconcile(key: WindowKey, counts: Mapping[str, TierCount], order: Iterable[s
                           acknowledged=window.tiers[PRODUCER].count if PRODUCER in window.tiers else None,
                           failed_ids=failed_ids, threshold=threshold)
     for (tier, reason), (with_ids, without) in sorted(window.quarantines.items()):
-        if tier in compared:
+        if tier in compared and (with_ids.count or without):  # (a replay's negative record nets a quarantine out)
             known, ids = _ids(with_ids)
             result.quarantined.append(Quarantine(tier, reason, with_ids.count, without,
                                                  _decode(ids) if known else None))
