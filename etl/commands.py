@@ -39,7 +39,8 @@ PROG = "python -m etl"
 # Command-line options of `run` (and `schedule`) and the setting each one sets.
 RUN_OPTIONS = {"zookeeper": "zookeeper.connect", "warehouse": "warehouse.dir", "topics": "topics",
                "master": "spark.master", "group": "group.id", "registry": "schema.registry.url"}
-_SCHEDULE_OPTIONS = {**RUN_OPTIONS, "every": "schedule.every", "metrics_port": "metrics.port"}
+_SCHEDULE_OPTIONS = {**RUN_OPTIONS, "every": "schedule.every", "metrics_host": "metrics.host",
+                     "metrics_port": "metrics.port"}
 
 
 def add_settings_options(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +95,7 @@ def run_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
 
     from etl.job import EtlError
     from etl.lock import run_locked
-    from etl.schedule import SparkJob
+    from etl.schedule import SparkJob, one_line
 
     spark_job = SparkJob() if job is None else None
     try:
@@ -113,8 +114,14 @@ def run_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
         return 0
     print(f"run {report.run_id} {report.outcome}: {len(report.ranges)} ranges, {report.rows} rows, "
           f"{report.bytes} bytes in {report.duration_s:.1f}s"
-          + (f", {sum(s.count for s in report.skipped)} offsets skipped" if report.skipped else ""))
-    return 0
+          + (f", {sum(s.count for s in report.skipped)} offsets skipped" if report.skipped else "")
+          + (f", {report.quarantined_records} records quarantined (python -m etl quarantine list)"
+             if report.quarantined else ""))
+    if report.maintenance_error:
+        print(f"{PROG}: warning: keeping the warehouse failed: {report.maintenance_error}", file=sys.stderr)
+    for topic, error in sorted(report.topic_errors.items()):
+        print(f"{PROG}: error: topic {topic} not loaded: {one_line(error)}", file=sys.stderr)
+    return 1 if report.topic_errors else 0
 
 
 def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -127,6 +134,8 @@ def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
             "finishes, then exit 0."))
     add_settings_options(parser)
     parser.add_argument("--every", metavar="DURATION", help="time between the runs' starts: 30s, 5m, 1h (default 5m)")
+    parser.add_argument("--metrics-host", metavar="ADDRESS",
+                        help="address the metrics server listens on (default 0.0.0.0)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
     parser.set_defaults(handler=schedule_main)
     return parser
@@ -235,10 +244,12 @@ def query_main(args: argparse.Namespace) -> int:
 
 
 def _json_run(run: RunReport) -> dict[str, Any]:
-    return {**asdict(run), "rows": run.rows, "bytes": run.bytes, "duration_s": run.duration_s}
+    return {**asdict(run), "rows": run.rows, "bytes": run.bytes, "duration_s": run.duration_s,
+            "quarantined_records": run.quarantined_records}
 
 
-_COLUMNS = ("started", "run id", "outcome", "ranges", "rows", "bytes", "duration", "skipped", "error")
+_COLUMNS = ("started", "run id", "outcome", "ranges", "rows", "bytes", "duration", "skipped", "quarantined",
+            "error")
 
 
 def history_table(runs: Iterable[RunReport]) -> str:
@@ -248,10 +259,10 @@ def history_table(runs: Iterable[RunReport]) -> str:
     rows = [(time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(run.started_at)), run.run_id, run.outcome or "running",
              str(len(run.ranges)), str(run.rows), _size(run.bytes),
              "" if run.duration_s is None else f"{run.duration_s:.1f}s",
-             str(sum(s.count for s in run.skipped)), one_line(run.error or ""))
+             str(sum(s.count for s in run.skipped)), str(run.quarantined_records), one_line(run.error or ""))
             for run in runs]
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS)]
-    numeric = {3, 4, 5, 6, 7}
+    numeric = {3, 4, 5, 6, 7, 8}
     return "\n".join("  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
                                for i, cell in enumerate(row)).rstrip()
                      for row in [_COLUMNS, *rows])
