@@ -292,3 +292,50 @@ def test_etl_query_runs_spark_sql_over_every_table_and_the_events_view_of_their_
         code, output = run_etl(tmp_path / f"{directory.name}.log",
                                ["query", "--warehouse", str(directory), "SELECT 1"])
         assert code == 1 and len(output.strip().splitlines()) == 1 and error in output, output
+
+
+def test_closed_hours_are_compacted_by_the_runs_exactly_once_with_lineage_and_evolved_columns(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env.create_topic("compacted", 2)
+    warehouse = tmp_path / "warehouse"
+    # Events of 2023: their hours closed long ago. Three runs add a file per range and hour each; the third
+    # run's upkeep rewrites every hour's small files into one (one task per hour, the target far above).
+    config = env.config(warehouse, topics="compacted", **{"compaction.enable": "true",
+                                                             "compaction.target.bytes": str(1 << 20),
+                                                             "obsolete.files.keep": "0"})
+    no_compaction = env.config(warehouse, topics="compacted")
+    every_ms = 20 * 60_000  # three events an hour
+    env.produce("compacted", page_views(12, every_ms=every_ms), load_schema("PageViewEvent", 1),
+                [lineage_headers("dc2", i % 4, 1000 + i) for i in range(12)])
+    assert run_once(no_compaction, spark).rows == 12
+    env.produce("compacted", page_views(12, every_ms=every_ms, version=2), load_schema("PageViewEvent", 2))
+    assert run_once(no_compaction, spark).rows == 12
+    store = Warehouse(warehouse, "etl")
+    before = {p: len(files) for p, files in store.snapshot().partitions().items()}
+    assert len(before) == 4 and set(before.values()) == {4}, "two runs, two ranges: four files an hour"
+    rows_before = warehouse_rows(warehouse, "compacted")
+
+    env.produce("compacted", page_views(3, 100, every_ms=1), load_schema("PageViewEvent", 1))  # the first hour
+    report = run_once(config, spark)
+    assert report.rows == 3 and report.maintenance_error is None
+    added = len([r for r in report.ranges if r.rows])
+    assert report.maintenance == {"partitions_compacted": 4, "files_compacted": 16 + added, "files_written": 4}
+    after = store.snapshot().partitions()
+    assert {p: len(files) for p, files in after.items()} == {p: 1 for p in before}
+    for partition, (path,) in after.items():
+        assert "-compacted-" in path
+        assert sorted(p.name for p in (warehouse / partition.directory).iterdir()) == [Path(path).name], \
+            "the replaced files are gone (obsolete.files.keep=0)"
+    rows = warehouse_rows(warehouse, "compacted")
+    ends = end_offsets(env.offline, "compacted", 2)
+    assert set(rows) == expected_keys("compacted", ends)
+    for key, row in rows_before.items():
+        assert rows[key] == row, "each row as it was, lineage and evolved columns included"
+    assert sum(1 for row in rows.values() if row.get("sessionId")) == 12
+    assert sum(1 for row in rows.values() if row["source_cluster"] == "dc2") == 12
+    # A run with nothing new and nothing to compact does nothing more; the query reads the compacted files.
+    again = run_once(config, spark)
+    assert again.outcome == "nothing-new" and again.maintenance == {}
+    show_query(spark, warehouse, "SELECT count(*) AS n, count(DISTINCT kafka_partition, kafka_offset) AS d "
+                                 "FROM compacted", 5)
+    assert "|27 |27 |" in capsys.readouterr().out

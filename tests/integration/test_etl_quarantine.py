@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import struct
 import uuid
 from pathlib import Path
@@ -52,6 +54,16 @@ def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iter
         stop_session(session)
 
 
+@pytest.fixture
+def loose_umask() -> Iterator[None]:
+    """The umask most shells have (022): what the ETL writes must be owner-only all the same."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
 def wire(schema_id: int, schema: dict[str, Any], event: dict[str, Any]) -> bytes:
     """``event`` in the Confluent wire format under ``schema_id``, encoded with ``schema``."""
     body = io.BytesIO()
@@ -67,7 +79,8 @@ def audit_counts(env: EtlEnvironment, run_id: str) -> list[dict[str, Any]]:
 
 
 def test_poison_records_are_quarantined_beside_every_good_row_and_replayed_once_their_schema_exists(
-        env: EtlEnvironment, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        loose_umask: None) -> None:
     topic, v1, v2 = "poisoned", load_schema("PageViewEvent", 1), load_schema("PageViewEvent", 2)
     env.create_topic(topic, 1)
     env.produce(topic, page_views(6), v1)  # offsets 0-5
@@ -173,6 +186,11 @@ def test_poison_records_are_quarantined_beside_every_good_row_and_replayed_once_
     assert len(warehouse_rows(warehouse, topic)) == 11
     assert run_once(config, spark).outcome == "nothing-new"
     assert len(warehouse_rows(warehouse, topic)) == 11
+    # Owner-only, though this test's umask is 022: Spark's files, the quarantine's, the replay's, the
+    # checkpoint, the history.
+    loose = {p.relative_to(tmp_path).as_posix(): oct(stat.S_IMODE(p.stat().st_mode)) for p in warehouse.rglob("*")
+             if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)}
+    assert loose == {} and stat.S_IMODE(warehouse.stat().st_mode) == 0o700
 
 
 def test_topics_fail_apart_and_what_failed_loads_at_a_later_run(
