@@ -16,10 +16,12 @@ from typing import Iterator
 import pytest
 
 from etl.history import RunHistory
+from etl.quarantine import quarantine_table
 from etl.store import Warehouse
 from schemas.events import load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
+from tests.support.clients import run_kcat
 from tests.support.etl import (
     EVENT_TIME,
     SPARK_SUBMIT,
@@ -83,6 +85,9 @@ def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
         produced += count
 
     produce(40)
+    # A stray line among them: its quarantine file goes through every kill and recovery with the rows.
+    stray_offset = end_offsets(env.offline, TOPIC, PARTITIONS)[0]
+    run_kcat(["-b", env.offline.bootstrap, "-P", "-t", TOPIC, "-p", "0"], b"a stray line\n")
     _killed_at(env, tmp_path, warehouse, "loading")
     assert list(store.read_manifests()) == [] and store.journals_pending() == [] and store.abandoned_runs()
 
@@ -97,7 +102,7 @@ def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
     # The recovered run's manifest is folded into the checkpoint; the killed run's waits for its journal's steps.
     (manifest,) = store.read_manifests()
     assert [j.manifest.run_id for j in store.journals_pending()] == [manifest.run_id]
-    assert sum(store.checkpoint().loaded.values()) == 70 and sum(store.loaded().values()) == 95
+    assert sum(store.checkpoint().loaded.values()) == 71 and sum(store.loaded().values()) == 96  # stray included
     # The first run's commit was completed by the recovery; the second's has not begun.
     assert _committed(env) != end_offsets(env.offline, TOPIC, PARTITIONS)
 
@@ -110,14 +115,19 @@ def test_a_driver_killed_at_any_point_and_rerun_loads_every_offset_exactly_once(
     assert code == 0 and "kafka-etl-project.zip" in output and "starting Spark (master of spark-submit)" in output, \
         output
     ends = end_offsets(env.offline, TOPIC, PARTITIONS)
-    assert sum(ends.values()) == produced == 115
+    assert sum(ends.values()) == produced + 1 == 116
     rows = warehouse_rows(warehouse, TOPIC)
-    assert set(rows) == expected_keys(TOPIC, ends)
+    assert set(rows) == expected_keys(TOPIC, ends) - {(TOPIC, 0, stray_offset)}
+    (stray,) = quarantine_table([warehouse / f for f in store.snapshot().quarantine_files()[TOPIC]]).to_pylist()
+    assert (stray["kafka_offset"], stray["value"], stray["reason"]) == (stray_offset, b"a stray line",
+                                                                        "not in the Confluent wire format")
     # Each row is its message, as an uninterrupted run writes it.
     with SchemaRegistryClient(env.registry.url) as registry:
         decoder = AvroDecoder(registry)
         for partition, records in read_all(env.offline, TOPIC, PARTITIONS).items():
             for record in records:
+                if (partition, record.offset) == (0, stray_offset):
+                    continue
                 event = decoder.decode(record.value)
                 row = rows[(TOPIC, partition, record.offset)]
                 assert row["header"]["eventId"] == str(event["header"]["eventId"])
