@@ -161,40 +161,20 @@ def show_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
 
 def replay_main(args: argparse.Namespace) -> int:
     """Replay what a parsed ``quarantine replay`` asks for under the group's lock; 0 done, 1 failed, 2 settings."""
-    from etl.commands import load_config
-
-    if args.help_config:
-        from pipeline.config import help_table
-
-        print(help_table(ETL_PROPERTIES))
-        return 0
-    try:
-        config = load_config(args)
-    except (ConfigError, OSError) as error:
-        print(f"{PROG} replay: error: {error}", file=sys.stderr)
-        return 2
-    from kazoo.exceptions import KazooException
-
-    from etl.lock import run_locked
-    from etl.plan import EtlError
+    from etl.commands import RUN_OPTIONS, run_under_lock, settings_of
     from etl.replay import replay_quarantine
-    from pipeline.service import stop_on_signals
+
+    config = settings_of(args, RUN_OPTIONS, "quarantine replay")
+    if isinstance(config, int):
+        return config
 
     def job(settings: Any, *, still_locked: Any) -> Any:
         return replay_quarantine(settings, topics=set(args.topic) if args.topic else None, run=args.run,
                                  still_locked=still_locked)
 
-    try:
-        report = run_locked(config, job, stop_on_signals())  # type: ignore[arg-type]
-    except EtlError as error:
-        print(f"{PROG} replay: error: {error}", file=sys.stderr)
-        return 1
-    except (KazooException, OSError) as error:
-        print(f"{PROG} replay: error: {str(error) or type(error).__name__}", file=sys.stderr)
-        return 1
+    report, code = run_under_lock(config, job, f"{PROG} replay")
     if report is None:
-        print(f"{PROG} replay: stopped while waiting for the lock of ETL group {config['group.id']}", file=sys.stderr)
-        return 0
+        return code or 0
     for topic in sorted(set(report.loaded) | set(report.still_quarantined)):
         print(f"{topic}: {report.loaded.get(topic, 0)} records loaded, {report.still_quarantined.get(topic, 0)} "
               f"still quarantined")

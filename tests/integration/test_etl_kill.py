@@ -11,7 +11,6 @@ The last rerun goes through spark-submit.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -27,6 +26,7 @@ from tests.support.etl import (
     SPARK_SUBMIT,
     EtlEnvironment,
     EtlProcess,
+    environment_fixture,
     expected_keys,
     lineage_headers,
     page_views,
@@ -43,13 +43,7 @@ TOPIC = "killed"
 PARTITIONS = 2
 
 
-@pytest.fixture(scope="module")
-def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
-    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl-kill"))
-    try:
-        yield environment
-    finally:
-        environment.close()
+env = environment_fixture("etl-kill")
 
 
 def _killed_at(env: EtlEnvironment, tmp_path: Path, warehouse: Path, point: str) -> None:

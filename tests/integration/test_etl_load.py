@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -18,17 +17,18 @@ from etl.query import QueryError, show_query
 from etl.report import SkippedOffsets
 from etl.store import Warehouse
 from pipeline.client.simple_consumer import SimpleConsumer
-from etl.spark import build_session, stop_session
 from schemas.events import AUDIT_TOPIC, load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
 from tests.support.etl import (
     EVENT_TIME,
     EtlEnvironment,
+    environment_fixture,
     expected_keys,
     lineage_headers,
     page_views,
     run_etl,
+    spark_fixture,
     warehouse_rows,
 )
 from tests.support.mirror import committed, end_offsets, produce, read_all
@@ -37,23 +37,8 @@ from tests.support.polling import wait_until
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
-    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl"),
-                                 {"log.retention.check.interval.ms": 200})
-    try:
-        yield environment
-    finally:
-        environment.close()
-
-
-@pytest.fixture(scope="module")
-def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    session = build_session(env.config(tmp_path_factory.mktemp("unused")))
-    try:
-        yield session
-    finally:
-        stop_session(session)
+env = environment_fixture("etl", {"log.retention.check.interval.ms": 200})
+spark = spark_fixture()
 
 
 def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_offsets(

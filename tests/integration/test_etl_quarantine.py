@@ -24,34 +24,27 @@ from etl.job import run_once
 from etl.quarantine import quarantine_table
 from etl.query import show_query
 from etl.replay import replay_quarantine
-from etl.spark import build_session, stop_session
 from etl.store import Warehouse
 from schemas.events import AUDIT_NAME, AUDIT_TOPIC, load_schema, subject_for
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
 from tests.support.clients import run_kcat
-from tests.support.etl import EtlEnvironment, expected_keys, page_views, run_etl, warehouse_rows
+from tests.support.etl import (
+    EtlEnvironment,
+    environment_fixture,
+    expected_keys,
+    page_views,
+    run_etl,
+    spark_fixture,
+    warehouse_rows,
+)
 from tests.support.mirror import end_offsets, produce, read_all
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
-    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl-quarantine"))
-    try:
-        yield environment
-    finally:
-        environment.close()
-
-
-@pytest.fixture(scope="module")
-def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    session = build_session(env.config(tmp_path_factory.mktemp("unused")))
-    try:
-        yield session
-    finally:
-        stop_session(session)
+env = environment_fixture("etl-quarantine")
+spark = spark_fixture()
 
 
 @pytest.fixture

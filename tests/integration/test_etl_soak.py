@@ -18,7 +18,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -1,7 +1,8 @@
 """ETL tests: an offline cluster, a registry and events to load; the warehouse read back; `python -m etl` runs.
 
 ``EtlEnvironment`` is one broker on a chroot of the session's ZooKeeper plus a standalone registry (a module
-fixture shares it; each test uses topics and a warehouse of its own). ``warehouse_rows`` reads a table with
+fixture shares it, ``environment_fixture``; each test uses topics and a warehouse of its own), and
+``spark_fixture`` a SparkSession per module. ``warehouse_rows`` reads a table with
 pyarrow (the files the warehouse's snapshot lists), keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl run`` in a session of its
 own, so that the Spark JVM and its Python workers go with it when a test kills it.
 """
@@ -15,11 +16,12 @@ import sys
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+import pytest
 
 from etl.config import EtlConfig
 from etl.store import Warehouse
@@ -87,6 +89,36 @@ class EtlEnvironment:
                     producer.send(ProducerData(topic, b"%d" % index, [event],
                                                headers=[list(headers[index]) if headers else []]))
                 producer.flush()
+
+
+def environment_fixture(name: str, broker_overrides: dict[str, object] | None = None) -> Callable[..., Any]:
+    """A module fixture: an EtlEnvironment under a temporary directory named ``name``, closed after the module."""
+
+    @pytest.fixture(scope="module")
+    def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
+        environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp(name), broker_overrides)
+        try:
+            yield environment
+        finally:
+            environment.close()
+
+    return env
+
+
+def spark_fixture() -> Callable[..., Any]:
+    """A module fixture: the SparkSession of the module's ``env`` settings, stopped (its JVM too) after the module."""
+
+    @pytest.fixture(scope="module")
+    def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+        from etl.spark import build_session, stop_session
+
+        session = build_session(env.config(tmp_path_factory.mktemp("unused")))
+        try:
+            yield session
+        finally:
+            stop_session(session)
+
+    return spark
 
 
 def page_views(count: int, start: int = 0, version: int | None = None, datacenter: str = "dc1",
