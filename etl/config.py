@@ -58,10 +58,10 @@ ETL_PROPERTIES = (
              "when a partition's retention deleted offsets not yet loaded: fail names the partition and the number of "
              "lost offsets; earliest moves on to the log start and records the skipped count in the run's history"),
     Property("on.bad.record", parse_choice("quarantine", "fail"), "quarantine",
-             "a record that cannot be loaded (no value, not in the Confluent wire format, an unknown schema id, a value "
-             "that does not decode into the reader schema): quarantine sets it aside in the warehouse's quarantine "
-             "table with its lineage and error (python -m etl quarantine) and loads the rest; fail fails its topic's "
-             "load naming the record"),
+             "a record that cannot be loaded (no value, not in the Confluent wire format, an unknown schema id, a "
+             "value that does not decode into the reader schema): quarantine sets it aside in the warehouse's "
+             "quarantine table with its lineage and error (python -m etl quarantine) and loads the rest; fail fails "
+             "its topic's load naming the record"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry the events' writer schemas are read from, comma-separated URLs"),
     Property("audit.enable", parse_bool, True, "publish tier-warehouse AuditCount records to the offline cluster"),

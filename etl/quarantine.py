@@ -27,8 +27,9 @@ import pyarrow.parquet as pq
 from etl.files import FILE_MODE, private_directory
 from schemas.serde import event_key
 
-__all__ = ["BadRecord", "event_id_of", "NOT_WIRE_FORMAT", "NULL_VALUE", "QUARANTINE_SCHEMA", "QuarantineWriter", "REASONS",
-           "UNCONVERTIBLE", "UNDECODABLE", "UNKNOWN_SCHEMA_ID", "Quarantined", "quarantined_row"]
+__all__ = ["BadRecord", "NOT_WIRE_FORMAT", "NULL_VALUE", "QUARANTINE_SCHEMA", "QuarantineWriter", "Quarantined",
+           "REASONS", "UNCONVERTIBLE", "UNDECODABLE", "UNKNOWN_SCHEMA_ID", "event_id_of", "quarantine_table",
+           "quarantined_row"]
 
 NULL_VALUE = "null value"
 NOT_WIRE_FORMAT = "not in the Confluent wire format"

@@ -149,7 +149,8 @@ def show_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     lines = [("record", f"{record['kafka_topic']}-{record['kafka_partition']}@{record['kafka_offset']}"),
              ("run", record["run_id"]), ("reason", record["reason"]), ("error", record["error"]),
              ("timestamp", _time(record["kafka_timestamp"])), ("source", _source(record) or "(not mirrored)"),
-             ("event", _event(record)), ("schema id", "" if record["schema_id"] is None else str(record["schema_id"])),
+             ("event", _event(record)),
+             ("schema id", "(none read)" if record["schema_id"] is None else str(record["schema_id"])),
              ("key", _bytes(record["key"])),
              ("headers", ", ".join(f"{h['key']}={_text(h['value'])}" for h in record["headers"] or ()) or "(none)"),
              ("value", _bytes(value)), ("decoded", _decoded(value, settings["schema.registry.url"]))]

@@ -139,7 +139,8 @@ class _Runs:
         return report
 
 
-def _query_count(spark: SparkSession, warehouse: Path, topic: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, float]:
+def _query_count(spark: SparkSession, warehouse: Path, topic: str,
+                 capsys: pytest.CaptureFixture[str]) -> tuple[int, float]:
     began = time.perf_counter()
     show_query(spark, warehouse, f"SELECT count(*) AS n, count(DISTINCT kafka_partition, kafka_offset) AS d "
                                  f"FROM {topic}", 5)

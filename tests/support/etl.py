@@ -2,9 +2,9 @@
 
 ``EtlEnvironment`` is one broker on a chroot of the session's ZooKeeper plus a standalone registry (a module
 fixture shares it, ``environment_fixture``; each test uses topics and a warehouse of its own), and
-``spark_fixture`` a SparkSession per module. ``warehouse_rows`` reads a table with
-pyarrow (the files the warehouse's snapshot lists), keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl run`` in a session of its
-own, so that the Spark JVM and its Python workers go with it when a test kills it.
+``spark_fixture`` a SparkSession per module. ``warehouse_rows`` reads a table with pyarrow (the files the
+warehouse's snapshot lists), keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl run`` in a
+session of its own, so that the Spark JVM and its Python workers go with it when a test kills it.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class EtlEnvironment:
         """A run's settings; the test events are from 2023, so retention and compaction are off unless set."""
         return EtlConfig({"zookeeper.connect": self.offline.zk_connect, "warehouse.dir": str(warehouse),
                           "schema.registry.url": self.registry.url, "spark.master": "local[2]",
-                          "audit.enable": "false", **OLD_EVENTS, **{k.replace("_", "."): v for k, v in settings.items()}})
+                          "audit.enable": "false", **OLD_EVENTS,
+                          **{k.replace("_", "."): v for k, v in settings.items()}})
 
     def args(self, warehouse: Path, *extra: str) -> list[str]:
         return ["run", "--zookeeper", self.offline.zk_connect, "--warehouse", str(warehouse), "--master", "local[2]",
