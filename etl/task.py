@@ -248,8 +248,11 @@ class RowBuilder:
                 row["source_offset"] = lineage.offset
         row["date"] = day
         row["hour"] = (event_ms // 3_600_000) % 24
-        return row, ((str(header.get("datacenter", "")), event_ms - event_ms % self.window_ms),
-                     event_id_of(header.get("eventId")), len(value), event_ms)
+        event_id = header.get("eventId")
+        if not isinstance(event_id, str) or len(event_id) != 36:
+            event_id = None  # one that is not a UUID all the same is left out of the sketch (_sketch_text)
+        return row, ((str(header.get("datacenter", "")), event_ms - event_ms % self.window_ms), event_id,
+                     len(value), event_ms)
 
 
 def to_batch(rows: list[dict[str, Any]], arrow_schema: pa.Schema, target: pa.Schema) -> pa.RecordBatch:
@@ -462,11 +465,16 @@ class _RangeLoader:
 
 
 def _sketch_text(ids: list[str] | None) -> str | None:
-    """The audit sketch of a window's event ids, base64 (it travels in Spark's accumulator and the manifest)."""
+    """The audit sketch of a window's event ids, base64 (it travels in Spark's accumulator and the manifest).
+    Ids that are not UUIDs are left out (checked here, once per window, rather than per row)."""
     if not ids:
         return None
     sketch = EventSketch()
-    sketch.add(ids)
+    try:
+        sketch.add(ids)
+    except ValueError:  # audit.sketch.SketchError, or bytes.fromhex on what is not hex
+        sketch = EventSketch()
+        sketch.add([i for i in ids if event_id_of(i) is not None])
     return base64.b64encode(sketch.to_bytes()).decode()
 
 
