@@ -6,7 +6,8 @@
         (--state-dir var/audit | --around 2026-11-23T10:00:12 [--topic PageViewEvent])
 
 `run` counts what every cluster holds, collects the other tiers' AuditCounts, reconciles each window once its
-grace passed, and serves /metrics and the results' JSON API on --http-port. SIGTERM checkpoints and exits 0.
+grace passed and each tier is ready for it, and serves /metrics, /api/health and the results' JSON API on
+--http-host:--http-port. SIGTERM checkpoints and exits 0; a reader that stops on an error stops the service (exit 1).
 Errors are one line on stderr; exit codes: 0 success, 1 stopped on an error, 2 wrong settings.
 """
 
@@ -22,6 +23,7 @@ from pipeline.service import log_to_stderr, stop_on_signals, write_owner_only
 PROG = "python -m audit"
 
 _OPTIONS = {"offline": "offline.zookeeper.connect", "state_dir": "state.dir", "http_port": "http.port",
+            "http_host": "http.host",
             "registry": "schema.registry.url", "window_ms": "window.ms", "grace_ms": "grace.ms"}
 
 
@@ -32,6 +34,7 @@ def _run_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="a datacenter cluster by name and ZooKeeper (repeat for several)")
     run.add_argument("--offline", metavar="HOST:PORT[/CHROOT]", help="the offline cluster's ZooKeeper")
     run.add_argument("--state-dir", metavar="DIR", help="where counts, offsets and results are kept")
+    run.add_argument("--http-host", metavar="ADDRESS", help="address of /metrics and the JSON API (default 0.0.0.0)")
     run.add_argument("--http-port", type=int, help="port of /metrics and the JSON API (default 8090)")
     run.add_argument("--registry", metavar="URL", help="schema registry of the AuditCount schema")
     run.add_argument("--window-ms", type=int, help="window of event time (default 60000)")
@@ -88,8 +91,7 @@ def trace(args: argparse.Namespace) -> int:
         windows: list[tuple[str, int, int]] = []
         if args.state_dir:
             for key, data in ResultLog(Path(args.state_dir) / "results.jsonl").read().items():
-                named = (d["missing"].keys() | d["duplicated"].keys() for d in data["discrepancies"])
-                if any(args.event_id in ids for ids in named):
+                if args.event_id in named_ids(data):
                     windows.append((key.topic, key.window_start, key.window_end))
         if not windows and args.around:
             moment = _millis(args.around)
@@ -161,8 +163,9 @@ def run(args: argparse.Namespace) -> int:
     server = None
     try:
         if config["http.port"] is not None:
-            server = AuditHttpServer(service, "0.0.0.0", config["http.port"]).start()
-            print(f"{PROG}: serving http://127.0.0.1:{server.port}/ (metrics at /metrics)", file=sys.stderr)
+            server = AuditHttpServer(service, config["http.host"], config["http.port"]).start()
+            shown = "127.0.0.1" if config["http.host"] in ("0.0.0.0", "") else config["http.host"]
+            print(f"{PROG}: serving http://{shown}:{server.port}/ (metrics at /metrics)", file=sys.stderr)
         service.run(stop)
     except (OSError, KazooException, KafkaClientError, SchemaRegistryError) as error:
         print(f"{PROG}: error: {str(error) or type(error).__name__}", file=sys.stderr)
@@ -173,7 +176,41 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def named_ids(data: dict) -> set[str]:
+    """Every event id a stored result names (lost, duplicated, quarantined, or in a step between tiers)."""
+    ids: set[str] = set()
+    for d in data["discrepancies"]:
+        ids.update(d["missing"], d["duplicated"])
+    for named in (data.get("lost") or {}, data.get("duplicated") or {}):
+        for events in named.values():
+            ids.update(events)
+    for q in data.get("quarantined") or []:
+        ids.update(q.get("ids") or {})
+    return ids
+
+
+def describe_named(data: dict) -> str:
+    """What a stored result names, per tier: ``lost 3 at mirror; quarantined 1 at warehouse (null value); ...``."""
+    parts = []
+    lost = {tier: sum(ids.values()) for tier, ids in (data.get("lost") or {}).items()}
+    for tier, n in (data.get("lostByCount") or {}).items():
+        lost[tier] = lost.get(tier, 0) + n
+    parts += [f"lost {n} at {tier}" for tier, n in lost.items() if n]
+    parts += [f"duplicated {sum(ids.values())} at {tier}" for tier, ids in (data.get("duplicated") or {}).items()]
+    parts += [f"quarantined {q['count'] + q['withoutId']} at {q['tier']} ({q['reason']})"
+              for q in data.get("quarantined") or []]
+    parts += [f"{d['earlier']}->{d['later']} too many to name" for d in data["discrepancies"] if not d["decoded"]]
+    identity = data.get("identity")
+    if identity and not identity["holds"]:
+        parts.append(f"unaccounted: created {identity['created']} != {identity['held']} held at {identity['tier']} "
+                     f"- {identity['duplicates']} duplicates + {identity['lost']} lost + {identity['quarantined']} "
+                     f"quarantined")
+    return "; ".join(parts)
+
+
 def report(args: argparse.Namespace) -> int:
+    """The stored results as a table: per window its state, each tier's count and completeness (or ``pending``,
+    with what it waited for when reconciled) and what is named."""
     from pathlib import Path
 
     from audit.reconcile import TIERS
@@ -188,19 +225,25 @@ def report(args: argparse.Namespace) -> int:
             return 2
     results = ResultLog(Path(args.state_dir) / "results.jsonl").read(since)
     rows = [d for k, d in sorted(results.items()) if args.topic is None or k.topic == args.topic]
-    header = ["window (UTC)", "topic", "dc", *TIERS, "named"]
+    header = ["window (UTC)", "topic", "dc", "state", *TIERS, "named"]
     table = [header]
     for d in rows:
         start = datetime.datetime.fromtimestamp(d["windowStart"] / 1000, datetime.timezone.utc)
+        pending = d.get("pending") or {}
         cells = []
         for tier in TIERS:
             count = d["counts"].get(tier)
             ratio = d["completeness"].get(tier)
-            cells.append("-" if count is None else f"{count}" + ("" if ratio is None else f" ({ratio:.3f})"))
-        named = "; ".join(
-            f"{x['later']}: {len(x['missing'])} missing, {len(x['duplicated'])} duplicated"
-            + ("" if x["decoded"] else " (too many to name)") for x in d["discrepancies"])
-        table.append([start.strftime("%Y-%m-%d %H:%M:%S"), d["topic"], d["datacenter"], *cells, named or "-"])
+            if count is None:
+                cells.append("-")
+            elif tier in pending:
+                lag = pending[tier].get("lagRecords")
+                cells.append(f"{count} pending" + ("" if lag is None else f" (lag {lag})"))
+            else:
+                cells.append(f"{count}" + ("" if ratio is None else f" ({ratio:.3f})"))
+        state = d.get("state") or ("incomplete" if d["discrepancies"] else "complete")
+        table.append([start.strftime("%Y-%m-%d %H:%M:%S"), d["topic"], d["datacenter"], state, *cells,
+                      describe_named(d) or "-"])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

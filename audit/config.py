@@ -37,8 +37,14 @@ AUDIT_PROPERTIES = (
     Property("state.dir", parse_str, None, "where the counts, offsets and reconciliation results are kept (required)"),
     Property("checkpoint.interval.ms", parse_int, 5000, "how often counts and offsets are written", at_least=100),
     Property("reconcile.interval.ms", parse_int, 5000, "how often closed windows are reconciled", at_least=100),
+    Property("http.host", parse_str, "0.0.0.0",
+             "address the audit's HTTP API, dashboard and Prometheus /metrics listen on (0.0.0.0: every interface)"),
     Property("http.port", parse_optional_int, 8090,
              "port of the audit's HTTP API, dashboard and Prometheus /metrics", at_least=0, at_most=65535),
+    Property("mirror.group", parse_str, "mirror",
+             "the mirror's consumer group in each datacenter's ZooKeeper: a window is compared at the mirror and "
+             "offline tiers only once that group committed past it (empty: no mirror is followed, those tiers are "
+             "compared once the window's grace passed)"),
     Property("warehouse.dir", parse_str, None,
              "the ETL's warehouse: the dashboard shows its run history (empty: none)"),
     Property("etl.group", parse_str, "etl", "the ETL group whose run history the dashboard shows"),

@@ -1,19 +1,23 @@
-"""Counting for every tier of the audit (the paper's section 5): what each host had acknowledged, per topic
-and window of event time, and the thread that publishes those counts.
+"""Counting for every tier of the audit (the paper's section 5, and docs/accounting.md): what each host created,
+acknowledged, failed and quarantined, per topic and window of event time, and the thread that publishes those counts.
 
 Every event is counted under its server, its topic and the fixed window its `header.eventTime` falls
-in: in flight when handed to the producer, then acknowledged (with its encoded size) or failed. A window
+in: in flight when handed to the producer, then acknowledged (with its encoded size) or failed for good. A window
 closes once the clock has passed its end and none of its events is still in flight; `close_windows`
-then returns one AuditCount record per (server, topic, window) with the acknowledged count and bytes,
-the failures counted apart in `properties` (`failed`, `failedBytes`) and never as acknowledged, and, when
-the tier knows its events' ids, the sketch of the acknowledged ids (:mod:`audit.sketch`) that lets the audit
-name the events two tiers disagree on.
+then returns one AuditCount record per (server, topic, window): `count`/`bytes`/`sketch` the acknowledged events
+(the sketch, :mod:`audit.sketch`, once the tier knows its events' ids), and in `properties` the events `created`
+(acknowledged + failed), the `failed` ones and their `failedBytes` apart, never as acknowledged, with
+`failedSketch` (base64 of the failed ids' sketch) when any failed with a known id.
+A record set aside for good (`quarantined`, e.g. one the mirror's target refuses) is counted in a quarantine
+record of its own per (server, topic, window, reason): `count`/`sketch` the quarantined records with an event
+id, `properties.quarantined` the reason, `properties.withoutId` those without an id.
 `AuditPublisher` sends those records to the audit topic, retrying until the broker takes them. The
 frontend emulators count as tier `producer`, the mirror as tier `mirror`.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import queue
 import threading
@@ -32,7 +36,7 @@ from schemas.events import AUDIT_NAME, load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroEncoder
 
-__all__ = ["AuditCounter", "AuditPublisher", "PRODUCER_TIER"]
+__all__ = ["AuditCounter", "AuditPublisher", "PRODUCER_TIER", "PUBLISHER_PRODUCER_DEFAULTS", "quarantine_record"]
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +44,38 @@ PRODUCER_TIER = "producer"
 
 
 class _Window:
-    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes", "sketch", "latency")
+    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes", "sketch", "failed_sketch", "latency")
 
     def __init__(self) -> None:
         self.in_flight = self.count = self.bytes = self.failed = self.failed_bytes = 0
         #: The acknowledged events' ids, once ids are given (audit.sketch).
         self.sketch: EventSketch | None = None
+        #: The ids of the events that failed for good, once ids are given.
+        self.failed_sketch: EventSketch | None = None
         #: How long after its event time each acknowledged event was acknowledged (audit.latency).
         self.latency = LatencyBuckets()
+
+
+class _Quarantined:
+    """The records of one (server, topic, window, reason) set aside for good."""
+
+    __slots__ = ("count", "bytes", "without_id", "sketch")
+
+    def __init__(self) -> None:
+        self.count = self.bytes = self.without_id = 0
+        self.sketch: EventSketch | None = None
+
+
+def quarantine_record(*, tier: str, topic: str, window_start: int, window_ms: int, host: str, datacenter: str,
+                      application: str, reason: str, count: int, size: int, without_id: int,
+                      sketch: EventSketch | None) -> dict[str, Any]:
+    """The AuditCount record naming quarantined records as docs/accounting.md says: ``count``/``sketch`` those with
+    an event id, ``properties.quarantined`` the reason category, ``properties.withoutId`` those without an id."""
+    return {"topic": topic, "tier": tier, "windowStart": window_start, "windowEnd": window_start + window_ms,
+            "host": host, "datacenter": datacenter, "application": application, "count": count, "bytes": size,
+            "sketch": None if sketch is None else sketch.to_bytes(),
+            "properties": {"quarantined": reason, "withoutId": str(without_id), "recordId": uuid.uuid4().hex,
+                           "latency": LatencyBuckets().to_text()}}
 
 
 class AuditCounter:
@@ -61,6 +89,7 @@ class AuditCounter:
         self.application = application
         self.tier = tier
         self._windows: dict[tuple[str, str, int], _Window] = {}
+        self._quarantined: dict[tuple[str, str, int, str], _Quarantined] = {}
         self._lock = threading.Lock()
 
     def window_start(self, event_time_ms: int) -> int:
@@ -84,8 +113,9 @@ class AuditCounter:
 
     def settled(self, outcomes: list[tuple[str, str, int, int]], acknowledged: bool,
                 event_ids: Sequence[str | bytes | None] | None = None) -> None:
-        """Events (server, topic, event time, encoded bytes) the broker acknowledged, or that failed;
-        ``event_ids`` (one per outcome, None where unknown) go into the windows' sketches when acknowledged."""
+        """Events (server, topic, event time, encoded bytes) the broker acknowledged, or that failed for good;
+        ``event_ids`` (one per outcome, None where unknown) go into the windows' sketches: the acknowledged ones'
+        or the failed ones'."""
         window_ms = self.window_ms
         by_window: dict[tuple[str, str, int], list[str | bytes]] = {}
         now_s = time.time()
@@ -104,11 +134,39 @@ class AuditCounter:
                 else:
                     window.failed += 1
                     window.failed_bytes += size
+                    if event_ids is not None and event_ids[n] is not None:
+                        by_window.setdefault(key, []).append(event_ids[n])  # type: ignore[arg-type]
             for key, ids in by_window.items():
                 window = windows[key]
+                if acknowledged:
+                    if window.sketch is None:
+                        window.sketch = EventSketch()
+                    window.sketch.add(ids)
+                else:
+                    if window.failed_sketch is None:
+                        window.failed_sketch = EventSketch()
+                    window.failed_sketch.add(ids)
+
+    def quarantined(self, server: str, topic: str, event_time_ms: int, size: int, reason: str,
+                    event_id: str | bytes | None, *, in_flight: bool = False) -> None:
+        """A record set aside for good for ``reason``, with its event id if known; ``in_flight``: it was ``sent``
+        and is settled by this (neither acknowledged nor failed)."""
+        start = event_time_ms - event_time_ms % self.window_ms
+        key = (server, topic, start, reason)
+        with self._lock:
+            if in_flight:
+                self._windows[(server, topic, start)].in_flight -= 1
+            window = self._quarantined.get(key)
+            if window is None:
+                window = self._quarantined[key] = _Quarantined()
+            window.bytes += size
+            if event_id is None:
+                window.without_id += 1
+            else:
+                window.count += 1
                 if window.sketch is None:
                     window.sketch = EventSketch()
-                window.sketch.add(ids)
+                window.sketch.add([event_id])
 
     def in_flight(self) -> int:
         with self._lock:
@@ -131,6 +189,7 @@ class AuditCounter:
                     self._windows[key] = window = fresh
                 if not window.in_flight:
                     del self._windows[key]
+            taken.extend(self._take_quarantined(None))
         taken.sort(key=lambda r: (r["windowStart"], r["host"], r["topic"]))
         return taken
 
@@ -145,14 +204,32 @@ class AuditCounter:
                     continue
                 del self._windows[key]
                 closed.append(self._record(server, topic, start, window))
+            closed.extend(self._take_quarantined(now_ms))
         closed.sort(key=lambda r: (r["windowStart"], r["host"], r["topic"]))
         return closed
+
+    def _take_quarantined(self, now_ms: int | None) -> list[dict[str, Any]]:
+        """Quarantine records of the windows that ended by ``now_ms`` (None: all), removed (under the lock)."""
+        taken = []
+        for key, window in list(self._quarantined.items()):
+            server, topic, start, reason = key
+            if now_ms is not None and start + self.window_ms > now_ms:
+                continue
+            del self._quarantined[key]
+            taken.append(quarantine_record(
+                tier=self.tier, topic=topic, window_start=start, window_ms=self.window_ms, host=server,
+                datacenter=self.datacenter, application=self.application, reason=reason, count=window.count,
+                size=window.bytes, without_id=window.without_id, sketch=window.sketch))
+        return taken
 
     def _record(self, server: str, topic: str, start: int, window: _Window) -> dict[str, Any]:
         # recordId tells copies of this record (a retried publish, a mirrored audit topic) from another host's
         # record that happens to say the same.
-        properties = {"failed": str(window.failed), "failedBytes": str(window.failed_bytes),
-                      "recordId": uuid.uuid4().hex, "latency": window.latency.to_text()}
+        properties = {"created": str(window.count + window.failed), "failed": str(window.failed),
+                      "failedBytes": str(window.failed_bytes), "recordId": uuid.uuid4().hex,
+                      "latency": window.latency.to_text()}
+        if window.failed_sketch is not None:
+            properties["failedSketch"] = base64.b64encode(window.failed_sketch.to_bytes()).decode("ascii")
         if window.in_flight:
             properties["unsettled"] = str(window.in_flight)
         return {"topic": topic, "tier": self.tier, "windowStart": start, "windowEnd": start + self.window_ms,
@@ -161,8 +238,15 @@ class AuditCounter:
                 "sketch": None if window.sketch is None else window.sketch.to_bytes(), "properties": properties}
 
 
+# The publishers' producer, unless the caller says otherwise: acks=all and idempotent (a retried publish is stored
+# once), each attempt bounded by a short delivery timeout since the publisher's own loop retries for ever.
+PUBLISHER_PRODUCER_DEFAULTS: dict[str, Any] = {"request.required.acks": -1, "enable.idempotence": True,
+                                               "request.timeout.ms": 5000, "delivery.timeout.ms": 10000}
+
+
 class AuditPublisher:
-    """A thread that publishes AuditCount records to the audit topic, retrying what the broker refused."""
+    """A thread that publishes AuditCount records to the audit topic, retrying what the broker refused; its
+    producer settings are ``config`` over :data:`PUBLISHER_PRODUCER_DEFAULTS`."""
 
     def __init__(self, config: dict[str, Any], registry: SchemaRegistryClient, topic: str, *,
                  published: Counter, failures: Counter, retry_backoff_s: float = 1.0) -> None:
@@ -171,7 +255,8 @@ class AuditPublisher:
         self.failures_total = failures
         self.retry_backoff_s = retry_backoff_s
         self.encoder = AvroEncoder(registry, {topic: load_schema(AUDIT_NAME)})
-        self.producer = Producer({**config, "producer.type": "sync", "serializer.class": self.encoder})
+        self.producer = Producer({**PUBLISHER_PRODUCER_DEFAULTS, **config, "producer.type": "sync",
+                                  "serializer.class": self.encoder})
         self.published = 0
         self._pending: list[dict[str, Any]] = []
         self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()

@@ -1,8 +1,11 @@
 """The audit's HTTP service (aiohttp, on its own thread): the dashboard at ``/``, Prometheus ``/metrics``, and
-the reconciliation results as JSON -- ``/api/windows`` (every retained window: counts, completeness, how many
-events are named) and ``/api/windows/{topic}/{datacenter}/{start}`` (one window with its named events).
-``/api/prometheus/{query,alerts}`` passes the dashboard's questions on to the Prometheus server (same origin
-for the browser; an unreachable Prometheus is an ``error`` answer, not a failed request)."""
+the reconciliation results as JSON -- ``/api/windows`` (every retained window: its state, counts, completeness, the
+tiers pending and what they wait for, how many events are named lost, duplicated and quarantined per tier, the
+identity) and ``/api/windows/{topic}/{datacenter}/{start}`` (one window with its named events, see
+:mod:`audit.results`). ``/api/health`` answers 200 while every reader counts, 503 once one stopped (the service is
+going down; ``/metrics`` answers 503 then too). ``/api/prometheus/{query,alerts}`` passes the dashboard's questions
+on to the Prometheus server (same origin for the browser; an unreachable Prometheus is an ``error`` answer, not a
+failed request)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import plotly
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from audit.reconcile import TIERS
 from audit.service import AuditService
 from etl.history import RunHistory
 
@@ -27,13 +31,32 @@ _PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.m
 _PROMETHEUS_ENDPOINTS = {"query": "/api/v1/query", "alerts": "/api/v1/alerts"}
 
 
+_DETAIL = ("discrepancies", "lost", "duplicated", "quarantined")
+
+
 def _summary(data: dict[str, Any]) -> dict[str, Any]:
-    discrepancies = data["discrepancies"]
-    named = sum(sum(d["missing"].values()) + sum(d["duplicated"].values()) for d in discrepancies)
-    return {**{k: v for k, v in data.items() if k != "discrepancies"}, "namedEvents": named,
-            "namedTiers": sorted({d["later"] for d in discrepancies
-                                  if d["missing"] or d["duplicated"] or not d["decoded"]}),
-            "undecoded": [f"{d['earlier']}->{d['later']}" for d in discrepancies if not d["decoded"]]}
+    """A window without its named ids: how many per tier (and reason), the tiers naming something, the steps left
+    undecoded."""
+    lost = {tier: sum(ids.values()) + data.get("lostByCount", {}).get(tier, 0)
+            for tier, ids in data.get("lost", {}).items()}
+    for tier, n in data.get("lostByCount", {}).items():
+        lost.setdefault(tier, n)
+    duplicated = {tier: sum(ids.values()) for tier, ids in data.get("duplicated", {}).items()}
+    quarantined: dict[str, dict[str, int]] = {}
+    for q in data.get("quarantined", []):
+        quarantined.setdefault(q["tier"], {})[q["reason"]] = q["count"] + q["withoutId"]
+    undecoded = [f"{d['earlier']}->{d['later']}" for d in data["discrepancies"] if not d["decoded"]]
+    named_tiers = {*lost, *duplicated, *quarantined, *(u.split("->")[1] for u in undecoded)}
+    return {**{k: v for k, v in data.items() if k not in _DETAIL}, "lostEvents": lost, "duplicatedEvents": duplicated,
+            "quarantinedEvents": quarantined,
+            "namedEvents": sum(lost.values()) + sum(duplicated.values())
+            + sum(n for reasons in quarantined.values() for n in reasons.values()),
+            "namedTiers": sorted(named_tiers, key=_tier_order), "undecoded": undecoded,
+            "unaccounted": bool(data.get("identity")) and not data["identity"]["holds"]}
+
+
+def _tier_order(tier: str) -> int:
+    return TIERS.index(tier) if tier in TIERS else len(TIERS)
 
 
 class AuditHttpServer:
@@ -69,6 +92,7 @@ class AuditHttpServer:
         app.router.add_get("/static/dashboard.js", self._file(_DASHBOARD / "dashboard.js", "application/javascript"))
         app.router.add_get("/static/plotly.min.js", self._file(_PLOTLY_JS, "application/javascript"))
         app.router.add_get("/api/settings", self._settings)
+        app.router.add_get("/api/health", self._health)
         app.router.add_get("/api/prometheus/{endpoint}", self._prometheus)
         app.router.add_get("/api/etl/runs", self._etl_runs)
         app.router.add_get("/metrics", self._metrics)
@@ -124,16 +148,25 @@ class AuditHttpServer:
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             return web.json_response({"status": "error", "error": f"Prometheus at {url}: {exc or type(exc).__name__}"})
 
+    async def _health(self, request: web.Request) -> web.Response:
+        health = self.service.health()
+        return web.json_response(health, status=200 if health["healthy"] else 503)
+
     async def _metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(self.service.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        status = 200 if self.service.health()["healthy"] else 503
+        return web.Response(body=body, status=status, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _windows(self, request: web.Request) -> web.Response:
         topic = request.query.get("topic")
-        since = int(request.query.get("since", "0"))
-        rows = [_summary(d) for k, d in sorted(self.service.results.items())
-                if (topic is None or k.topic == topic) and k.window_start >= since]
-        return web.json_response({"windows": rows})
+        try:
+            since = int(request.query.get("since", "0"))
+        except ValueError:
+            raise web.HTTPBadRequest(text="since is milliseconds since the epoch") from None
+        with self.service.lock:
+            found = [d for k, d in sorted(self.service.results.items())
+                     if (topic is None or k.topic == topic) and k.window_start >= since]
+        return web.json_response({"windows": [_summary(d) for d in found]})
 
     async def _window(self, request: web.Request) -> web.Response:
         info = request.match_info
@@ -141,7 +174,9 @@ class AuditHttpServer:
             start = int(info["start"])
         except ValueError:
             raise web.HTTPBadRequest(text="the window start is milliseconds since the epoch") from None
-        for key, data in self.service.results.items():
-            if (key.topic, key.datacenter, key.window_start) == (info["topic"], info["datacenter"], start):
-                return web.json_response(data)
+        with self.service.lock:
+            found = [d for key, d in self.service.results.items()
+                     if (key.topic, key.datacenter, key.window_start) == (info["topic"], info["datacenter"], start)]
+        if found:
+            return web.json_response(found[0])
         raise web.HTTPNotFound(text="no reconciled window there")

@@ -1,21 +1,24 @@
-"""Consumer-group lag from the outside (as Burrow does): for every group with offsets in a cluster's ZooKeeper
-(/consumers/GROUP/offsets/TOPIC/PARTITION, where our consumer connectors, the mirror and the ETL commit),
-the partition's latest offset minus the group's committed one."""
+"""Consumer groups from the outside (as Burrow does): the offsets every group committed in a cluster's ZooKeeper
+(/consumers/GROUP/offsets/TOPIC/PARTITION, where our consumer connectors, the mirror and the ETL commit), and each
+group's lag: the partition's latest offset minus the group's committed one."""
 
 from __future__ import annotations
+
+from typing import Callable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from pipeline.client.admin import AdminClient
 from pipeline.zk import layout
 
-__all__ = ["group_lags"]
+__all__ = ["committed_offsets", "group_lags"]
+
+GroupPartition = tuple[str, str, int]
 
 
-def group_lags(zk: KazooClient, admin: AdminClient) -> dict[tuple[str, str, int], int]:
-    """(group, topic, partition) -> records the group has yet to commit past, for every committed offset."""
-    committed: dict[tuple[str, str, int], int] = {}
+def committed_offsets(zk: KazooClient) -> dict[GroupPartition, int]:
+    """(group, topic, partition) -> the offset the group committed, for every committed offset."""
+    committed: dict[GroupPartition, int] = {}
     try:
         groups = zk.get_children(layout.CONSUMERS)
     except NoNodeError:
@@ -36,11 +39,17 @@ def group_lags(zk: KazooClient, admin: AdminClient) -> dict[tuple[str, str, int]
                     committed[(group, topic, int(partition))] = layout.parse_offset(data)
                 except (NoNodeError, ValueError):
                     continue
-    ends: dict[str, dict[int, int | None]] = {}
+    return committed
+
+
+def group_lags(committed: Mapping[GroupPartition, int],
+               ends_of: Callable[[str], Mapping[int, int | None]]) -> dict[GroupPartition, int]:
+    """(group, topic, partition) -> records the group has yet to commit past, given each topic's latest offsets."""
+    ends: dict[str, Mapping[int, int | None]] = {}
     lags = {}
     for (group, topic, partition), offset in committed.items():
         if topic not in ends:
-            ends[topic] = admin.list_offsets(topic)
+            ends[topic] = ends_of(topic)
         end = ends[topic].get(partition)
         if end is not None:
             lags[(group, topic, partition)] = max(0, end - offset)

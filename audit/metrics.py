@@ -1,5 +1,6 @@
-"""The audit service's Prometheus metrics: completeness per topic and tier, incomplete windows, the events named
-lost or duplicated, and each tier's latency from event time."""
+"""The audit service's Prometheus metrics: completeness per topic and tier, incomplete, pending and unaccounted
+windows, the events named lost, duplicated or quarantined, the records its readers skipped, their lag, and each
+tier's latency from event time."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily
 
 from audit.latency import BUCKETS, LatencyBuckets
-from audit.reconcile import WindowKey, WindowResult
+from audit.reconcile import TIERS, WindowKey, WindowResult
 
 __all__ = ["AuditMetrics"]
+
+#: Tier states (WindowResult.tier_states) that make a window incomplete at the tier.
+_BAD_STATES = frozenset({"lost", "quarantined", "duplicated", "short"})
 
 
 class _LatencyCollector:
@@ -41,16 +45,34 @@ class AuditMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         self.completeness = Gauge("audit_window_completeness_ratio",
-                                  "Completeness of the newest reconciled window (count at the tier / at the producer "
-                                  "tier, all datacenters)", ["topic", "tier"], registry=r)
+                                  "Completeness of the newest window ready at the tier (count at the tier / events "
+                                  "created, all datacenters)", ["topic", "tier"], registry=r)
         self.incomplete = Gauge("audit_incomplete_windows",
-                                "Reconciled windows (past their grace, still retained) below the completeness "
-                                "threshold or with named losses or duplicates", ["topic", "tier"], registry=r)
+                                "Retained windows ready at the tier and below the completeness threshold there, or "
+                                "with events named lost, duplicated or quarantined there", ["topic", "tier"],
+                                registry=r)
         self.threshold = Gauge("audit_completeness_threshold", "The completeness threshold setting", registry=r)
-        self.lost = Counter("audit_events_lost", "Events named missing at a tier (their earlier tier had them)",
-                            ["topic", "tier"], registry=r)
+        self.lost = Counter("audit_events_lost", "Events named lost at a tier (the first tier without them; only "
+                            "tiers ready for the window name events)", ["topic", "tier"], registry=r)
         self.duplicated = Counter("audit_events_duplicated", "Extra copies of events named at a tier",
                                   ["topic", "tier"], registry=r)
+        self.quarantined = Counter("audit_events_quarantined", "Records a tier set aside (quarantined), per reason",
+                                   ["topic", "tier", "reason"], registry=r)
+        self.unaccounted = Gauge("audit_unaccounted_windows",
+                                 "Retained windows where events created != distinct events held + lost + quarantined",
+                                 ["topic"], registry=r)
+        self.pending_windows = Gauge("audit_pending_windows",
+                                     "Windows past their grace that a tier has not provably counted everything of yet "
+                                     "(compared once it has)", ["tier"], registry=r)
+        self.pending_age = Gauge("audit_oldest_pending_window_age_seconds",
+                                 "Time since the end of the oldest window pending at the tier (0: none pending)",
+                                 ["tier"], registry=r)
+        self.skipped = Counter("audit_records_skipped", "Records a reader of the audit skipped because they can never "
+                               "be counted (logged with their partition and offset)", ["reader", "reason"],
+                               registry=r)
+        self.reader_lag = Gauge("audit_reader_lag_records",
+                                "Records a reader of the audit has yet to read (to the newest end offsets sampled)",
+                                ["reader"], registry=r)
         self.windows = Counter("audit_windows_reconciled", "Window reconciliations (a window reopened by late data "
                                "counts again)", registry=r)
         self.group_lag = Gauge("kafka_consumergroup_lag",
@@ -59,9 +81,11 @@ class AuditMetrics:
                                ["cluster", "group", "topic", "partition"], registry=r)
         self._latency: dict[tuple[str, str], LatencyBuckets] = {}
         self._threshold = 1.0
-        #: Incomplete windows per (topic, tier), and per topic the newest window's start and results (datacenters).
+        #: Incomplete windows per (topic, tier), unaccounted per topic, and per (topic, tier) the newest window
+        #: start ready there with its results (datacenters).
         self._incomplete: dict[tuple[str, str], int] = {}
-        self._newest: dict[str, tuple[int, dict[WindowKey, WindowResult]]] = {}
+        self._unaccounted: dict[str, int] = {}
+        self._newest: dict[tuple[str, str], tuple[int, dict[WindowKey, tuple[int, int]]]] = {}
         self._latency_lock = threading.Lock()
         r.register(_LatencyCollector(self))
 
@@ -74,6 +98,10 @@ class AuditMetrics:
         """A tier's own latency counts (from its AuditCount) added in."""
         with self._latency_lock:
             self._buckets(topic, tier).merge(latency)
+
+    def count_skipped(self, reader: str, reason: str) -> None:
+        """A record ``reader`` skipped (it can never be counted) for ``reason``."""
+        self.skipped.labels(reader, reason).inc()
 
     def _buckets(self, topic: str, tier: str) -> LatencyBuckets:
         found = self._latency.get((topic, tier))
@@ -88,22 +116,28 @@ class AuditMetrics:
     def count_named(self, result: WindowResult, previous: WindowResult | None) -> None:
         """Count the events ``result`` names that ``previous`` (the window's last result) did not."""
         self.windows.inc()
-        before = {(d.later, "missing"): d.missing for d in (previous.discrepancies if previous else [])}
-        before.update({(d.later, "duplicated"): d.duplicated for d in (previous.discrepancies if previous else [])})
         topic = result.key.topic
-        for d in result.discrepancies:
-            for kind, named, counter in (("missing", d.missing, self.lost), ("duplicated", d.duplicated,
-                                                                             self.duplicated)):
-                old = before.get((d.later, kind), {})
-                new = sum(max(0, copies - old.get(event, 0)) for event, copies in named.items())
-                if new:
-                    counter.labels(topic, d.later).inc(new)
+        for tier in TIERS:
+            lost = _more(result.lost.get(tier, {}), previous.lost.get(tier, {}) if previous else {})
+            lost += max(0, result.lost_by_count.get(tier, 0) - (previous.lost_by_count.get(tier, 0) if previous
+                                                                else 0))
+            if lost:
+                self.lost.labels(topic, tier).inc(lost)
+            duplicated = _more(result.duplicated.get(tier, {}), previous.duplicated.get(tier, {}) if previous else {})
+            if duplicated:
+                self.duplicated.labels(topic, tier).inc(duplicated)
+        before = {(q.tier, q.reason): q.count + q.without_id for q in (previous.quarantined if previous else [])}
+        for q in result.quarantined:
+            more = q.count + q.without_id - before.get((q.tier, q.reason), 0)
+            if more > 0:
+                self.quarantined.labels(topic, q.tier, q.reason).inc(more)
 
     def set_windows(self, results: list[WindowResult], threshold: float) -> None:
         """Gauges from every retained result (at start)."""
         self.threshold.set(threshold)
         self._threshold = threshold
         self._incomplete = {}
+        self._unaccounted = {}
         self._newest = {}
         for result in results:
             self.window_changed(None, result)
@@ -114,32 +148,41 @@ class AuditMetrics:
         changed = previous or result
         if changed is None:
             return
-        topic, start = changed.key.topic, changed.key.window_start
+        topic = changed.key.topic
         for old, sign in ((previous, -1), (result, 1)):
             if old is None:
                 continue
-            named = {d.later for d in old.discrepancies if d.missing or d.duplicated or not d.decoded}
-            for tier in old.counts:
-                ratio = old.completeness.get(tier)
-                bad = tier in named or (ratio is not None and ratio < self._threshold)
+            for tier, state in old.tier_states(self._threshold).items():
+                bad = state in _BAD_STATES
                 value = self._incomplete[(topic, tier)] = self._incomplete.get((topic, tier), 0) + sign * bad
                 self.incomplete.labels(topic, tier).set(value)
-        newest = self._newest.get(topic)
-        if result is not None and (newest is None or newest[0] < start):
-            newest = self._newest[topic] = (start, {})
-        if newest is None or newest[0] != start:
-            return
+            if old.unaccounted:
+                value = self._unaccounted[topic] = self._unaccounted.get(topic, 0) + sign
+                self.unaccounted.labels(topic).set(value)
+        if previous is not None:
+            for tier in previous.counts:
+                newest = self._newest.get((topic, tier))
+                if newest is not None and newest[0] == previous.key.window_start:
+                    newest[1].pop(previous.key, None)
         if result is None:
-            newest[1].pop(changed.key, None)
             return
-        newest[1][result.key] = result
-        totals: dict[str, list[int]] = {}
-        for window in newest[1].values():
-            produced = window.counts.get("producer", 0)
-            for tier, count in window.counts.items():
-                pair = totals.setdefault(tier, [0, 0])
-                pair[0] += count
-                pair[1] += produced
-        for tier, (count, produced) in totals.items():
+        start = result.key.window_start
+        created = result.counts.get("producer", 0)
+        for tier, count in result.counts.items():
+            if tier in result.pending:
+                continue
+            newest = self._newest.get((topic, tier))
+            if newest is None or newest[0] < start:
+                newest = self._newest[(topic, tier)] = (start, {})
+            elif newest[0] > start:
+                continue
+            newest[1][result.key] = (count, created)
+            counted = sum(c for c, _ in newest[1].values())
+            produced = sum(p for _, p in newest[1].values())
             if produced:
-                self.completeness.labels(topic, tier).set(count / produced)
+                self.completeness.labels(topic, tier).set(counted / produced)
+
+
+def _more(named: dict[str, int], before: dict[str, int]) -> int:
+    """Copies ``named`` names beyond those ``before`` did."""
+    return sum(max(0, copies - before.get(event, 0)) for event, copies in named.items())

@@ -5,6 +5,12 @@ A reader is a :class:`~pipeline.client.static_connector.StaticConsumerConnector`
 partition of the topics it follows, new ones included), one thread counting what it hands out and committing
 every ``checkpoint_s`` -- the commit writes the offsets and the counts in one record, so a restart counts every
 record exactly once.
+
+A reader never goes blind: a record that cannot be counted *now* (the schema registry unreachable when a new
+schema id is met) is read again after a backoff, its position kept; a record that can *never* be counted (not
+the wire format, an unknown schema id, another schema, a missing field, ...) is skipped, counted
+(``on_skip(reader, reason)``) and logged with its partition and offset; anything else stops the reader with its
+``failure`` recorded and the service's stop event set, so that the process exits non-zero.
 """
 
 from __future__ import annotations
@@ -15,38 +21,54 @@ import threading
 import time
 from typing import Any, Callable
 
+from fastavro.read import SchemaResolutionError
+
 from audit.latency import LatencyBuckets
-from audit.reconcile import TierCount
-from audit.sketch import EventSketch
+from audit.records import RetriableError, UnreadableRecord, read_audit_count
 from audit.state import CheckpointedCounts
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.consumer_stream import ConsumerTimeout
-from pipeline.client.errors import KafkaClientError
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import TopicFilter
-from pipeline.protocol.errors import KafkaProtocolError
-from schemas.serde import AvroDecoder, event_key
+from schemas.events import AUDIT_NAME, load_schema
+from schemas.registry_client import SchemaRegistryError
+from schemas.serde import AvroDecoder, WireFormatError, event_key, schema_id_of
 
 __all__ = ["AuditCountReader", "ClusterReader", "EventCounter"]
 
 log = logging.getLogger(__name__)
+
+#: Backoff between two attempts at a record that cannot be counted now, doubling up to the last.
+RETRY_BACKOFF_S = (0.5, 30.0)
+_AUDIT_SCHEMA = f"{load_schema(AUDIT_NAME)['namespace']}.{AUDIT_NAME}"
+#: Exceptions of decoding bytes that are not what their schema says.
+_UNDECODABLE = (ValueError, EOFError, IndexError, KeyError, TypeError, OverflowError, UnicodeDecodeError,
+                SchemaResolutionError)
 
 
 class ClusterReader:
     """Counts each record ``handle`` is given, committing offsets with the counts every ``checkpoint_s``."""
 
     def __init__(self, name: str, connector: StaticConsumerConnector, topics: TopicFilter, counts: CheckpointedCounts,
-                 handle: Callable[[ConsumerRecord], None], checkpoint_s: float = 5.0) -> None:
+                 handle: Callable[[ConsumerRecord], None], checkpoint_s: float = 5.0,
+                 on_skip: Callable[[str, str], None] | None = None,
+                 retry_backoff_s: tuple[float, float] = RETRY_BACKOFF_S) -> None:
         self.name = name
         self.connector = connector
         self.counts = counts
         self._topics = topics
         self._handle = handle
         self._checkpoint_s = checkpoint_s
+        self._on_skip = on_skip
+        self._backoff = retry_backoff_s
         self._positions: dict[tuple[str, int], int] = {}
         self._thread: threading.Thread | None = None
+        self._next_checkpoint = 0.0
         self.failure: BaseException | None = None
+        #: What the reader waits for now (a record it retries), None while it reads.
+        self.retrying: str | None = None
         self.records = 0
+        self.skipped = 0
 
     def start(self, stop: threading.Event) -> "ClusterReader":
         self._thread = threading.Thread(target=self._run, args=(stop,), name=f"audit-{self.name}", daemon=True)
@@ -57,10 +79,26 @@ class ClusterReader:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def positions(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the offset after the last record counted (or skipped), for every partition read
+        (with those the checkpoint stood at when it started)."""
+        return dict(self._positions)
+
+    def state(self) -> str:
+        """``reading``, ``retrying: ...``, ``stopped: ...`` or ``not started``, for the health check."""
+        if self.failure is not None:
+            return f"stopped: {self.failure}"
+        if self._thread is None:
+            return "not started"
+        if not self._thread.is_alive():
+            return "stopped"
+        return f"retrying: {self.retrying}" if self.retrying else "reading"
+
     def _run(self, stop: threading.Event) -> None:
-        (stream,) = self.connector.create_message_streams_by_filter(self._topics, 1)
-        next_checkpoint = time.monotonic() + self._checkpoint_s
         try:
+            self._positions.update(self.counts.load())
+            (stream,) = self.connector.create_message_streams_by_filter(self._topics, 1)
+            self._next_checkpoint = time.monotonic() + self._checkpoint_s
             while not stop.is_set():
                 try:
                     record = next(stream)
@@ -69,30 +107,73 @@ class ClusterReader:
                 except StopIteration:
                     break
                 if record is not None:
-                    self._handle(record)
+                    try:
+                        self._handle(record)
+                        self.records += 1
+                    except (RetriableError, UnreadableRecord) as exc:
+                        if not self._count_again(record, exc, stop):
+                            break
+                    # (A plain store: ``positions`` copies the dict whole, which no other thread interleaves with.)
                     self._positions[(record.topic, record.partition)] = record.offset + 1
-                    self.records += 1
-                if time.monotonic() >= next_checkpoint:
-                    self.checkpoint()
-                    next_checkpoint = time.monotonic() + self._checkpoint_s
+                if time.monotonic() >= self._next_checkpoint:
+                    self._checkpoint_when_due()
             self.checkpoint()
-        except (KafkaClientError, KafkaProtocolError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 -- whatever stops a reader stops the service, loudly
             self.failure = exc
-            log.error("audit reader %s stopped: %s", self.name, exc)
+            log.error("audit reader %s stopped: %s", self.name, f"{type(exc).__name__}: {exc}")
             stop.set()
         finally:
             self.connector.shutdown()
             self.counts.close()
 
+    def _count_again(self, record: ConsumerRecord, error: Exception, stop: threading.Event) -> bool:
+        """After ``record`` could not be counted (``error``): retry it with backoff while that cannot be done now,
+        skip it when it can never be; True once counted or skipped, False when the service stops meanwhile."""
+        backoff = self._backoff[0]
+        where = f"{record.topic}-{record.partition}@{record.offset}"
+        while isinstance(error, RetriableError):
+            if self.retrying is None:
+                log.warning("audit reader %s: cannot count %s now, retrying (every %g s at most): %s",
+                            self.name, where, self._backoff[1], error)
+            self.retrying = f"{where}: {error}"
+            self._checkpoint_when_due()
+            if stop.wait(backoff):
+                return False
+            backoff = min(backoff * 2, self._backoff[1])
+            try:
+                self._handle(record)
+            except (RetriableError, UnreadableRecord) as again:
+                error = again
+            else:
+                self.records += 1
+                break
+        if isinstance(error, UnreadableRecord):
+            self.skipped += 1
+            log.warning("audit reader %s skipped %s, it can never be counted (%s): %s", self.name, where,
+                        error.reason, error.detail)
+            if self._on_skip is not None:
+                self._on_skip(self.name, error.reason)
+        if self.retrying is not None:
+            log.info("audit reader %s counts again from %s", self.name, where)
+            self.retrying = None
+        return True
+
+    def _checkpoint_when_due(self) -> None:
+        if time.monotonic() >= self._next_checkpoint:
+            self.checkpoint()
+            self._next_checkpoint = time.monotonic() + self._checkpoint_s
+
     def checkpoint(self) -> None:
-        """Write the counts and the offsets they include (a commit of what was handed out so far)."""
-        if self._positions:
-            self.connector.commit_offsets(dict(self._positions))
+        """Write the counts and the offsets they include (a commit of what was handed out so far); with nothing
+        new, drop the windows past retention."""
+        positions = dict(self._positions)
+        if not (positions and self.connector.commit_offsets(positions)):
+            self.counts.expire()
 
 
 class EventCounter:
     """Counts the events a cluster holds under (tier, topic, datacenter, window), ids into the sketch, and
-    observes each event's age as the audit sees it."""
+    observes each event's age as the audit sees it. A record that is not an event is skipped."""
 
     def __init__(self, tier: str, counts: CheckpointedCounts, window_ms: int,
                  observe_latency: Callable[[str, str, float], None] | None = None) -> None:
@@ -100,14 +181,14 @@ class EventCounter:
         self.counts = counts
         self.window_ms = window_ms
         self._observe = observe_latency
-        self.unreadable = 0
 
     def __call__(self, record: ConsumerRecord) -> None:
         value = record.value
-        found = event_key(value) if value else None
+        if value is None:
+            raise UnreadableRecord("null value", "a record without a value")
+        found = event_key(value)
         if found is None:
-            self.unreadable += 1
-            return
+            raise UnreadableRecord("not an event", "no EventHeader in the Confluent wire format")
         start = found.event_time - found.event_time % self.window_ms
         size = len(value) + (0 if record.key is None else len(record.key))
         self.counts.count((self.tier, record.topic, found.datacenter, start), size,
@@ -117,47 +198,59 @@ class EventCounter:
 
 
 class AuditCountReader:
-    """Adds each AuditCount record of the other tiers to the counts; a copy of a record already counted
-    (re-published after a retry, or mirrored into another cluster's audit topic: the same recordId) is counted
-    once."""
+    """Adds each AuditCount record of the other tiers to the counts (:func:`audit.records.read_audit_count`); a
+    copy of a record already counted (re-published after a retry, or mirrored into another cluster's audit topic:
+    the same recordId) is counted once."""
 
     def __init__(self, counts: CheckpointedCounts, decoder: AvroDecoder, audit_topic: str,
-                 own_tiers: frozenset[str],
+                 own_tiers: frozenset[str], window_ms: int,
                  observe_latency: Callable[[str, str, LatencyBuckets], None] | None = None) -> None:
         self.counts = counts
         self._observe_latency = observe_latency
         self._decoder = decoder
         self._topic = audit_topic
         self._own_tiers = own_tiers
+        self._window_ms = window_ms
 
     def __call__(self, record: ConsumerRecord) -> None:
         value = record.value
-        if not value:
-            return
-        try:
-            audit: dict[str, Any] = self._decoder.decode(value, self._topic)
-        except (ValueError, KeyError, EOFError) as exc:
-            log.warning("unreadable AuditCount at %s-%d@%d: %s", record.topic, record.partition, record.offset, exc)
-            return
-        if audit["tier"] in self._own_tiers:
+        if value is None:
+            raise UnreadableRecord("null value", "a record without a value")
+        audit = read_audit_count(self._decode(value), self._window_ms)
+        if audit.tier in self._own_tiers:
             return
         # A record's copies share its recordId; one without (written by another tool) is known by its bytes.
-        digest = (audit.get("properties") or {}).get("recordId") or hashlib.blake2b(value, digest_size=16).hexdigest()
-        start = _millis(audit["windowStart"])
-        if not self.counts.first_seen(digest, start):
+        digest = audit.record_id or hashlib.blake2b(value, digest_size=16).hexdigest()
+        if not self.counts.first_seen(digest, audit.window_start):
             return
-        sketch = EventSketch.from_bytes(audit["sketch"]) if audit.get("sketch") else None
-        latency = (audit.get("properties") or {}).get("latency")
-        if latency and self._observe_latency is not None:
-            try:
-                self._observe_latency(audit["topic"], audit["tier"], LatencyBuckets.from_text(latency))
-            except ValueError:
-                log.warning("AuditCount at %s-%d@%d: unreadable latency %r", record.topic, record.partition,
-                            record.offset, latency)
-        self.counts.add((audit["tier"], audit["topic"], audit["datacenter"], start),
-                        TierCount(audit["count"], audit["bytes"], sketch))
+        if audit.latency is not None and self._observe_latency is not None:
+            self._observe_latency(audit.topic, audit.tier, audit.latency)
+        for measure, counted in audit.measures:
+            self.counts.add((measure, audit.topic, audit.datacenter, audit.window_start), counted)
 
-
-def _millis(value: Any) -> int:
-    """A timestamp-millis field as fastavro gives it (a datetime) or as written (an int)."""
-    return round(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)
+    def _decode(self, value: bytes) -> dict[str, Any]:
+        """The AuditCount in ``value``; RetriableError while the registry cannot be asked, UnreadableRecord when it
+        is not an AuditCount in the Confluent wire format."""
+        try:
+            schema_id = schema_id_of(value)
+        except WireFormatError as exc:
+            raise UnreadableRecord("not in the Confluent wire format", str(exc)) from None
+        try:
+            writer = self._decoder.registry.schema(schema_id)
+        except SchemaRegistryError as exc:
+            if exc.status in (404, 422) or exc.code in (40403, 40401):
+                raise UnreadableRecord("unknown schema id", f"schema id {schema_id}: {exc.message}") from None
+            raise RetriableError(str(exc)) from None
+        name = writer.parsed.get("name") if isinstance(writer.parsed, dict) else None
+        if name != _AUDIT_SCHEMA:
+            raise UnreadableRecord("another schema", f"schema id {schema_id} is {name or 'not a record'}, "
+                                                     f"not {_AUDIT_SCHEMA}")
+        try:
+            audit = self._decoder.decode(value, self._topic)
+        except SchemaRegistryError as exc:
+            raise RetriableError(str(exc)) from None
+        except _UNDECODABLE as exc:
+            raise UnreadableRecord("undecodable value", f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(audit, dict):
+            raise UnreadableRecord("another schema", f"schema id {schema_id} decodes to a {type(audit).__name__}")
+        return audit

@@ -1,42 +1,85 @@
 """Reconciliation results kept on disk: one JSON line per window each time its result changes, read back at
-start so that a restarted audit service keeps its history (the newest line of a window wins)."""
+start so that a restarted audit service keeps its history (the newest line of a window wins). The service
+rewrites the file with the newest result of each retained window whenever it grew to twice what that rewrite left
+(and at least ``MIN_COMPACT_BYTES``), so its size follows the windows retained (retain.ms), not the time running.
+
+A result's JSON (the API's window): ``topic``, ``datacenter``, ``windowStart``, ``windowEnd``, ``reconciledAt``,
+``state`` (pending, complete, incomplete), ``counts`` and ``completeness`` per tier (the producer tier counts the
+events created; ``acknowledged`` those its cluster acknowledged), ``ready`` (tier -> the moment as of which it had
+counted everything of the window) and ``pending`` (tier -> what it waits for), the ``discrepancies`` between tiers,
+what is named -- ``lost`` (tier -> id -> copies), ``lostByCount`` (tier -> events lost that no sketch names),
+``duplicated`` (tier -> id -> copies), ``quarantined`` (tier, reason, count, withoutId, ids) -- and the
+``identity`` (null until every tier is ready and decoded; ``holds`` false: the window is unaccounted for).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-from audit.reconcile import Discrepancy, WindowKey, WindowResult
-from pipeline.durable_file import write_atomically
+from audit.private_files import FILE_MODE, private_directory, private_file, write_private
+from audit.reconcile import COMPLETE, INCOMPLETE, Discrepancy, Identity, Quarantine, WindowKey, WindowResult
 
-__all__ = ["ResultLog", "result_from_json", "result_to_json"]
+__all__ = ["MIN_COMPACT_BYTES", "ResultLog", "result_from_json", "result_to_json"]
+
+#: The file is rewritten once it grew past twice its size after the last rewrite, and past this.
+MIN_COMPACT_BYTES = 1 << 20
 
 
-def result_to_json(result: WindowResult, reconciled_at_ms: int) -> dict[str, Any]:
+def result_to_json(result: WindowResult, reconciled_at_ms: int, ready_at: dict[str, int] | None = None
+                   ) -> dict[str, Any]:
     key = result.key
+    identity = result.identity
     return {"topic": key.topic, "datacenter": key.datacenter, "windowStart": key.window_start,
-            "windowEnd": key.window_end, "reconciledAt": reconciled_at_ms, "counts": result.counts,
-            "completeness": result.completeness,
+            "windowEnd": key.window_end, "reconciledAt": reconciled_at_ms, "state": result.state,
+            "counts": result.counts, "completeness": result.completeness, "acknowledged": result.acknowledged,
+            "ready": {tier: (ready_at or {}).get(tier) for tier in result.ready}, "pending": result.pending,
+            "tierStates": result.tier_states(),
             "discrepancies": [{"earlier": d.earlier, "later": d.later, "missing": d.missing,
-                               "duplicated": d.duplicated, "decoded": d.decoded, "read": d.read}
-                              for d in result.discrepancies]}
+                               "duplicated": d.duplicated, "decoded": d.decoded, "read": d.read,
+                               "unnamed": d.unnamed}
+                              for d in result.discrepancies],
+            "lost": result.lost, "lostByCount": result.lost_by_count, "duplicated": result.duplicated,
+            "quarantined": [{"tier": q.tier, "reason": q.reason, "count": q.count, "withoutId": q.without_id,
+                             "ids": q.ids} for q in result.quarantined],
+            "identity": None if identity is None else {
+                "tier": identity.tier, "created": identity.created, "held": identity.held,
+                "duplicates": identity.duplicates, "lost": identity.lost, "quarantined": identity.quarantined,
+                "holds": identity.holds},
+            "threshold": result.threshold}
 
 
 def result_from_json(data: dict[str, Any]) -> WindowResult:
+    """The result ``data`` holds (a line of an older audit, without what it did not know, reads as complete or
+    incomplete by its discrepancies)."""
     key = WindowKey(data["topic"], data["datacenter"], data["windowStart"], data["windowEnd"])
-    return WindowResult(key, data["counts"], data["completeness"],
-                        [Discrepancy(d["earlier"], d["later"], d["missing"], d["duplicated"], d["decoded"],
-                                     d.get("read", False))
-                         for d in data["discrepancies"]])
+    discrepancies = [Discrepancy(d["earlier"], d["later"], d["missing"], d["duplicated"], d["decoded"],
+                                 d.get("read", False), d.get("unnamed", 0))
+                     for d in data["discrepancies"]]
+    identity = data.get("identity")
+    return WindowResult(
+        key, data["counts"], data["completeness"], discrepancies,
+        state=data.get("state") or (INCOMPLETE if discrepancies else COMPLETE),
+        ready=list(data.get("ready") or data["counts"]), pending=data.get("pending") or {},
+        acknowledged=data.get("acknowledged"), lost=data.get("lost") or {}, lost_by_count=data.get("lostByCount") or {},
+        duplicated=data.get("duplicated") or {},
+        quarantined=[Quarantine(q["tier"], q["reason"], q["count"], q["withoutId"], q["ids"])
+                     for q in data.get("quarantined") or []],
+        identity=None if identity is None else Identity(identity["tier"], identity["created"], identity["held"],
+                                                         identity["duplicates"], identity["lost"],
+                                                         identity["quarantined"]),
+        threshold=data.get("threshold", 1.0))
 
 
 class ResultLog:
-    """Appends results to ``path`` (fsync'd) and reads the newest per window back."""
+    """Appends results to ``path`` (fsync'd, owner-only) and reads the newest per window back."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        #: The file's size after its last rewrite (None: not rewritten by this process yet).
+        self.compacted_bytes: int | None = None
 
     def read(self, since_ms: int | None = None) -> dict[WindowKey, dict[str, Any]]:
         """The newest stored result of each window (starting at or after ``since_ms``), as JSON dicts."""
@@ -49,18 +92,36 @@ class ResultLog:
     def append(self, results: list[dict[str, Any]]) -> None:
         if not results:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as out:
+        private_directory(self.path.parent)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        with os.fdopen(fd, "a") as out:
             for data in results:
                 out.write(json.dumps(data, sort_keys=True) + "\n")
             out.flush()
             os.fsync(out.fileno())
+        private_file(self.path)
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def needs_compaction(self) -> bool:
+        """Whether the file grew to twice what the last rewrite left (and past ``MIN_COMPACT_BYTES``)."""
+        return self.size() > max(MIN_COMPACT_BYTES, 2 * (self.compacted_bytes or 0))
 
     def compact(self, since_ms: int) -> None:
         """Rewrite the file with only the newest result of each window starting at or after ``since_ms``."""
-        kept = sorted(self.read(since_ms).values(), key=lambda d: (d["windowStart"], d["topic"], d["datacenter"]))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, "".join(json.dumps(data, sort_keys=True) + "\n" for data in kept).encode())
+        self.rewrite(self.read(since_ms).values())
+
+    def rewrite(self, results: Iterable[dict[str, Any]]) -> None:
+        """Replace the file by ``results`` (one per window), atomically."""
+        kept = sorted(results, key=lambda d: (d["windowStart"], d["topic"], d["datacenter"]))
+        private_directory(self.path.parent)
+        data = "".join(json.dumps(d, sort_keys=True) + "\n" for d in kept).encode()
+        write_private(self.path, data)
+        self.compacted_bytes = len(data)
 
     def _lines(self) -> Iterator[dict[str, Any]]:
         try:

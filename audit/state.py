@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from audit.reconcile import TierCount
 from audit.sketch import EventSketch
-from pipeline.durable_file import LockFile, fsync_dir, write_atomically
+from audit.private_files import FILE_MODE, private_directory, private_file, write_private
+from pipeline.durable_file import LockFile, fsync_dir
 
 __all__ = ["CheckpointedCounts", "CountKey"]
 
@@ -123,7 +124,7 @@ class CheckpointedCounts:
 
     def __init__(self, path: str | Path, retain_ms: int, now_ms: Callable[[], int]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_directory(self.path.parent)
         self.checkpoint_path = self.path.with_name(self.path.name + ".checkpoint")
         self.journal_path = self.path.with_name(self.path.name + ".journal")
         self.retain_ms = retain_ms
@@ -144,6 +145,7 @@ class CheckpointedCounts:
         self._journal_bytes = 0
         self._journal: int | None = None
         self._file_lock = LockFile(self.path.with_name(self.path.name + ".lock"), f"audit state {self.path}")
+        private_file(self._file_lock.path)
         try:
             self._read()
         except BaseException:
@@ -244,6 +246,10 @@ class CheckpointedCounts:
         else:
             self._write_checkpoint(checkpoint)
 
+    def expire(self) -> None:
+        """Drop the windows past retention, and write that, between two saves (a cluster with nothing new)."""
+        self.save(self.load())
+
     def close(self) -> None:
         if self._journal is not None:
             os.close(self._journal)
@@ -277,7 +283,7 @@ class CheckpointedCounts:
 
     def _write_checkpoint(self, checkpoint: bytes) -> None:
         """Replace the checkpoint, then empty the journal it includes."""
-        write_atomically(self.checkpoint_path, checkpoint)
+        write_private(self.checkpoint_path, checkpoint)
         assert self._journal is not None
         os.ftruncate(self._journal, 0)
         os.fsync(self._journal)
@@ -304,7 +310,8 @@ class CheckpointedCounts:
                               f"{self.journal_path.name} away to count from the start")
             self._checkpoint_bytes = len(data)
             self._apply(self._parse(self.checkpoint_path, records[0][1], records[0][2]))
-        self._journal = os.open(self.journal_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._journal = os.open(self.journal_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        private_file(self.journal_path)
         journal = self.journal_path.read_bytes()
         end = 0
         for end, sequence, payload in _records(journal):

@@ -129,9 +129,10 @@ def main() -> None:
             records, size = load_events(offline, registry.url, args.events, args.partitions)
             print(f"stored {records:,} events ({size / MB:.1f} MB of Avro values) in "
                   f"{time.monotonic() - started:.1f}s")
+            # The events are of 2023: without these the run's upkeep would compact and then expire what it loaded.
             config = EtlConfig({"zookeeper.connect": offline.zk_connect, "warehouse.dir": str(work / "warehouse"),
                                 "schema.registry.url": registry.url, "spark.master": args.master,
-                                "audit.enable": "false"})
+                                "audit.enable": "false", "warehouse.retention": "0", "compaction.enable": "false"})
             with PeakMemory() as memory:
                 try:
                     report = run_once(config)  # builds its SparkSession, as `python -m etl run` does

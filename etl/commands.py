@@ -32,14 +32,15 @@ from pipeline.service import log_to_stderr, stop_on_signals
 
 __all__ = ["RUN_OPTIONS", "add_history_parser", "add_query_parser", "add_run_parser", "add_schedule_parser",
            "add_settings_options", "history_main", "history_table", "load_config", "query_main", "run_main",
-           "schedule_config", "schedule_main"]
+           "run_under_lock", "schedule_config", "schedule_main", "settings_of"]
 
 PROG = "python -m etl"
 
 # Command-line options of `run` (and `schedule`) and the setting each one sets.
 RUN_OPTIONS = {"zookeeper": "zookeeper.connect", "warehouse": "warehouse.dir", "topics": "topics",
                "master": "spark.master", "group": "group.id", "registry": "schema.registry.url"}
-_SCHEDULE_OPTIONS = {**RUN_OPTIONS, "every": "schedule.every", "metrics_port": "metrics.port"}
+_SCHEDULE_OPTIONS = {**RUN_OPTIONS, "every": "schedule.every", "metrics_host": "metrics.host",
+                     "metrics_port": "metrics.port"}
 
 
 def add_settings_options(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +73,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(args: argparse.Namespace, options: dict[str, str], command: str) -> EtlConfig | int:
+def settings_of(args: argparse.Namespace, options: dict[str, str], command: str) -> EtlConfig | int:
     """The EtlConfig of a command line, or the exit code when there is nothing to run: 0 after printing the
     settings table (--help-config), 2 after a one-line error about a wrong setting."""
     if args.help_config:
@@ -87,34 +88,51 @@ def _settings(args: argparse.Namespace, options: dict[str, str], command: str) -
 
 def run_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
     """One run of a parsed ``run`` command line; 0 done, 1 the run failed, 2 wrong settings."""
-    config = _settings(args, RUN_OPTIONS, "")
+    config = settings_of(args, RUN_OPTIONS, "")
     if isinstance(config, int):
         return config
-    from kazoo.exceptions import KazooException
-
-    from etl.job import EtlError
-    from etl.lock import run_locked
-    from etl.schedule import SparkJob
+    from etl.schedule import SparkJob, one_line
 
     spark_job = SparkJob() if job is None else None
     try:
-        report = run_locked(config, job or spark_job, stop_on_signals())  # type: ignore[arg-type]
-    except EtlError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
-    except (KazooException, OSError) as error:
-        print(f"{PROG}: error: {str(error) or type(error).__name__}", file=sys.stderr)
-        return 1
+        report, code = run_under_lock(config, job or spark_job, PROG)
     finally:
         if spark_job is not None:
             spark_job.close()
     if report is None:
-        print(f"{PROG}: stopped while waiting for the lock of ETL group {config['group.id']}", file=sys.stderr)
-        return 0
+        return code or 0
     print(f"run {report.run_id} {report.outcome}: {len(report.ranges)} ranges, {report.rows} rows, "
           f"{report.bytes} bytes in {report.duration_s:.1f}s"
-          + (f", {sum(s.count for s in report.skipped)} offsets skipped" if report.skipped else ""))
-    return 0
+          + (f", {sum(s.count for s in report.skipped)} offsets skipped" if report.skipped else "")
+          + (f", {report.quarantined_records} records quarantined (python -m etl quarantine list)"
+             if report.quarantined else ""))
+    if report.maintenance_error:
+        print(f"{PROG}: warning: keeping the warehouse failed: {report.maintenance_error}", file=sys.stderr)
+    for topic, error in sorted(report.topic_errors.items()):
+        print(f"{PROG}: error: topic {topic} not loaded: {one_line(error)}", file=sys.stderr)
+    return 1 if report.topic_errors else 0
+
+
+def run_under_lock(config: EtlConfig, job: Any, prog: str) -> tuple[Any, int | None]:
+    """``job(config, still_locked=...)`` under the group's lock (etl.lock.run_locked), stopped by SIGTERM or SIGINT
+    while waiting: (its result, None), or (None, the exit code) after a one-line error (1) or a stop (0)."""
+    from kazoo.exceptions import KazooException
+
+    from etl.lock import run_locked
+    from etl.plan import EtlError
+
+    try:
+        result = run_locked(config, job, stop_on_signals())
+    except EtlError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return None, 1
+    except (KazooException, OSError) as error:
+        print(f"{prog}: error: {str(error) or type(error).__name__}", file=sys.stderr)
+        return None, 1
+    if result is None:
+        print(f"{prog}: stopped while waiting for the lock of ETL group {config['group.id']}", file=sys.stderr)
+        return None, 0
+    return result, None
 
 
 def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -127,6 +145,8 @@ def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
             "finishes, then exit 0."))
     add_settings_options(parser)
     parser.add_argument("--every", metavar="DURATION", help="time between the runs' starts: 30s, 5m, 1h (default 5m)")
+    parser.add_argument("--metrics-host", metavar="ADDRESS",
+                        help="address the metrics server listens on (default 0.0.0.0)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
     parser.set_defaults(handler=schedule_main)
     return parser
@@ -140,7 +160,7 @@ def schedule_config(args: argparse.Namespace) -> EtlConfig:
 def schedule_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
     """Run the scheduler of a parsed ``schedule`` command line until SIGTERM or SIGINT; ``job`` replaces the
     Spark load (tests)."""
-    config = _settings(args, _SCHEDULE_OPTIONS, "schedule")
+    config = settings_of(args, _SCHEDULE_OPTIONS, "schedule")
     if isinstance(config, int):
         return config
     log_to_stderr()
@@ -235,10 +255,12 @@ def query_main(args: argparse.Namespace) -> int:
 
 
 def _json_run(run: RunReport) -> dict[str, Any]:
-    return {**asdict(run), "rows": run.rows, "bytes": run.bytes, "duration_s": run.duration_s}
+    return {**asdict(run), "rows": run.rows, "bytes": run.bytes, "duration_s": run.duration_s,
+            "quarantined_records": run.quarantined_records}
 
 
-_COLUMNS = ("started", "run id", "outcome", "ranges", "rows", "bytes", "duration", "skipped", "error")
+_COLUMNS = ("started", "run id", "outcome", "ranges", "rows", "bytes", "duration", "skipped", "quarantined",
+            "error")
 
 
 def history_table(runs: Iterable[RunReport]) -> str:
@@ -248,10 +270,10 @@ def history_table(runs: Iterable[RunReport]) -> str:
     rows = [(time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(run.started_at)), run.run_id, run.outcome or "running",
              str(len(run.ranges)), str(run.rows), _size(run.bytes),
              "" if run.duration_s is None else f"{run.duration_s:.1f}s",
-             str(sum(s.count for s in run.skipped)), one_line(run.error or ""))
+             str(sum(s.count for s in run.skipped)), str(run.quarantined_records), one_line(run.error or ""))
             for run in runs]
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS)]
-    numeric = {3, 4, 5, 6, 7}
+    numeric = {3, 4, 5, 6, 7, 8}
     return "\n".join("  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
                                for i, cell in enumerate(row)).rstrip()
                      for row in [_COLUMNS, *rows])

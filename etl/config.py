@@ -57,6 +57,11 @@ ETL_PROPERTIES = (
     Property("out.of.range", parse_choice("fail", "earliest"), "fail",
              "when a partition's retention deleted offsets not yet loaded: fail names the partition and the number of "
              "lost offsets; earliest moves on to the log start and records the skipped count in the run's history"),
+    Property("on.bad.record", parse_choice("quarantine", "fail"), "quarantine",
+             "a record that cannot be loaded (no value, not in the Confluent wire format, an unknown schema id, a "
+             "value that does not decode into the reader schema): quarantine sets it aside in the warehouse's "
+             "quarantine table with its lineage and error (python -m etl quarantine) and loads the rest; fail fails "
+             "its topic's load naming the record"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry the events' writer schemas are read from, comma-separated URLs"),
     Property("audit.enable", parse_bool, True, "publish tier-warehouse AuditCount records to the offline cluster"),
@@ -64,8 +69,23 @@ ETL_PROPERTIES = (
     Property("audit.topic", parse_str, AUDIT_TOPIC, "topic the AuditCount records go to"),
     Property("schedule.every", parse_duration, 300.0, "the scheduler starts a run this long after the last one started"),
     Property("history.keep", parse_int, 1000, "run history entries kept (the oldest are deleted)", at_least=1),
+    Property("warehouse.retention", parse_duration, 7 * 86400.0,
+             "hour partitions of the tables and of the quarantine whose hour (of event time) ended longer ago than "
+             "this are deleted by the runs; 0 keeps them forever"),
+    Property("obsolete.files.keep", parse_duration, 600.0,
+             "files a commit replaced (compaction, replay) or expired (retention) stay on disk this long for the "
+             "queries already reading them, then a run deletes them"),
+    Property("compaction.enable", parse_bool, True,
+             "runs rewrite the small files of closed hour partitions into files of about compaction.target.bytes"),
+    Property("compaction.target.bytes", parse_int, 128 << 20, "size of the files compaction writes", at_least=1024),
+    Property("compaction.delay", parse_duration, 3600.0,
+             "an hour partition is closed, and compacted, once its hour ended this long ago (later events land in "
+             "a new file, compacted again at a later run)"),
+    Property("compaction.max.partitions", parse_int, 48,
+             "hour partitions a run compacts at most (the oldest first; the rest at the next runs)", at_least=1),
+    Property("metrics.host", parse_str, "0.0.0.0", "address the scheduler's metrics server listens on"),
     Property("metrics.port", parse_optional_int, None,
-             "the scheduler serves Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)",
+             "the scheduler serves Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)",
              at_least=0, at_most=65535),
 )
 
@@ -95,6 +115,11 @@ class EtlConfig(Config):
             raise ConfigError(f"group.id must not contain '/', got {self['group.id']!r}")
         if self["schedule.every"] <= 0:
             raise ConfigError("schedule.every must be positive")
+        for name in ("warehouse.retention", "obsolete.files.keep", "compaction.delay"):
+            if self[name] < 0:
+                raise ConfigError(f"{name} must not be negative")
+        if not self["metrics.host"]:
+            raise ConfigError("metrics.host must name an address, e.g. 127.0.0.1")
         #: Settings for the SparkSession builder, ``spark.master`` apart.
         self.spark_settings = spark
 

@@ -1,6 +1,6 @@
 """The run history: one JSON file per finished run under ``WAREHOUSE/_etl/GROUP/history``, newest kept.
 
-Written atomically (pipeline.durable_file), so a reader never sees half a report; a driver killed while
+Written atomically and owner-only (etl.files), so a reader never sees half a report; a driver killed while
 writing leaves at most a stray temporary file, ignored and cleaned up by the next record.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from etl.files import private_directory, write_bytes_atomically
 from etl.report import SUCCEEDED, RunReport
-from pipeline.durable_file import write_atomically
 
 __all__ = ["RunHistory"]
 
@@ -25,9 +25,9 @@ class RunHistory:
         """Store ``report`` (a finished run) and delete the oldest entries beyond ``keep``."""
         if report.finished_at is None:
             raise ValueError(f"run {report.run_id} has not finished")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_directory(self.directory)
         path = self.directory / f"{int(report.started_at * 1000):015d}-{report.run_id}.json"
-        write_atomically(path, report.to_json().encode())
+        write_bytes_atomically(path, report.to_json().encode())
         for old in self._files()[self.keep:]:
             old.unlink(missing_ok=True)
         for stray in self.directory.glob("*.json.tmp"):

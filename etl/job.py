@@ -1,54 +1,49 @@
-"""One run of the ETL: recover, plan, load, publish, commit, audit, and record what it did.
+"""One run of the ETL: recover, plan, load, publish, commit, audit, keep the warehouse, and record what it did.
 
     recover   journals of dead runs are rolled forward (moves, manifest, then the steps after it);
-              staging and plans of runs that died before publishing are discarded
-    plan      ranges from the manifests' ends to the latest offsets (etl.plan), written before any data is read
-    load      one Spark task per range into the run's staging directory (etl.load, etl.task)
+              staging and plans of runs that died before publishing are discarded (etl.commit)
+    plan      ranges from the loaded ends to the latest offsets (etl.plan), for the topics with a reader
+              schema, written before any data is read; a topic without one is reported and waits
+    load      one Spark job per topic, one task per range, into the run's staging directory (etl.load,
+              etl.task), records that cannot be rows into the staged quarantine; a topic whose job fails is
+              reported and loaded again by the next run, the others go on
     publish   a journal of the moves and the manifest, fsynced; the moves; the manifest (the commit point)
     commit    the offsets to /consumers/GROUP/offsets/TOPIC/PARTITION in ZooKeeper, for consumers who look there
-    audit     tier-warehouse AuditCount records: rows per topic, datacenter and event-time window
-    finish    the journal, staging and plan removed
+    audit     tier-warehouse AuditCount records: rows, and quarantined records, per topic, datacenter and window
+    upkeep    retention and compaction, each a commit of its own (etl.maintenance)
+    finish    the journal, staging and plan removed, the manifests folded into the checkpoint
 
 Every run, failed or with nothing new, is recorded in the run history before ``run_once`` returns or raises.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
-import socket
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from prometheus_client import CollectorRegistry, Counter
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from audit.counting import AuditPublisher
-from audit.latency import LatencyBuckets
-from audit.sketch import EventSketch
+from etl.audit_counts import WAREHOUSE_TIER, AuditCounts
+from etl.avro_types import UnsupportedSchema
+from etl.commit import Committer, LockLost, OfflineCluster
 from etl.config import EtlConfig
-from etl.faults import pause_at
+from etl.files import fsync_file
 from etl.history import RunHistory
-from etl.load import ColumnClash, load_topic, staged_moves
-from etl.plan import EtlError, OffsetRange, PartitionBounds, loaded_ends, plan_ranges
-from etl.report import FAILED, NOTHING_NEW, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
-from etl.store import Journal, Manifest, RunInProgress, Warehouse, fsync_file, new_run_id
+from etl.load import ColumnClash, load_topic, staged_moves, staged_quarantine_moves
+from etl.maintenance import keep_warehouse
+from etl.plan import EtlError, OffsetRange, plan_ranges
+from etl.report import FAILED, NOTHING_NEW, PARTIAL, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
+from etl.store import Manifest, Move, RunInProgress, Warehouse, new_run_id
 from etl.task import TASK_ERROR, StatsParam, TaskContext
-from mirror.config import topic_filter
-from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
-from pipeline.client.cluster import Cluster
 from pipeline.client.errors import KafkaClientError
-from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.zk import layout
-from pipeline.zk.client import BoundedZooKeeper, connect
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 
@@ -56,93 +51,11 @@ __all__ = ["EtlError", "LockLost", "WAREHOUSE_TIER", "run_once"]
 
 log = logging.getLogger(__name__)
 
-WAREHOUSE_TIER = "warehouse"
-ZOOKEEPER_STEP = "zookeeper"
-AUDIT_STEP = "audit"
-_AUDIT_TIMEOUT_S = 30.0
 _PROGRESS_INTERVAL_S = 0.5
 
 
-class LockLost(EtlError):
-    """The scheduler's lock was lost during the run: it stopped before the next step (publish or commit)."""
-
-
-class _Offline:
-    """The offline cluster: its ZooKeeper session, metadata, and offset look-ups."""
-
-    def __init__(self, config: EtlConfig) -> None:
-        self.zk: KazooClient = connect(config["zookeeper.connect"])
-        self.discovery = ZooKeeperBrokerDiscovery(self.zk)
-        self.cluster = Cluster(self.discovery, client_id="etl")
-        self.admin = AdminClient(self.cluster)
-
-    def close(self) -> None:
-        self.cluster.close()
-        self.discovery.close()
-        self.zk.stop()
-        self.zk.close()
-
-    def bounds(self, topics_regex: str, exclude_regex: str) -> dict[tuple[str, int], PartitionBounds]:
-        wanted = topic_filter(topics_regex, exclude_regex).select(self.admin.list_topics())
-        bounds = {}
-        for topic in wanted:
-            earliest = self.admin.list_offsets(topic, None, EARLIEST_TIMESTAMP)
-            latest = self.admin.list_offsets(topic)
-            for partition, end in latest.items():
-                start = earliest.get(partition)
-                end = 0 if end is None else end
-                bounds[(topic, partition)] = PartitionBounds(end if start is None else start, end)
-        return bounds
-
-    def brokers(self) -> str:
-        return ",".join(f"{host}:{port}" for host, port in sorted(self.cluster.brokers().values()))
-
-    def commit_offsets(self, group: str, manifest: Manifest) -> None:
-        """Write where the manifest's ranges end to /consumers/GROUP/offsets/TOPIC/PARTITION (idempotent)."""
-        zk = BoundedZooKeeper(self.zk, 15.0)
-        for (topic, partition), end in sorted(loaded_ends([*manifest.ranges, *manifest.skipped]).items()):
-            path = layout.offset_path(group, topic, partition)
-            data = str(end).encode()
-            if zk.exists(path) is None:
-                zk.ensure_path(path)
-            zk.set(path, data)
-            pause_at("committing")
-
-
-def _audit_records(manifest_run: str, topic_windows: dict[tuple[str, str, int], list[Any]],
-                   window_ms: int) -> list[dict[str, Any]]:
-    """The run's AuditCount records as the manifest keeps them (JSON: the sketch in base64)."""
-    host = f"etl-{socket.gethostname()}"
-    return [{"topic": topic, "tier": WAREHOUSE_TIER, "windowStart": start, "windowEnd": start + window_ms,
-             "host": host, "datacenter": datacenter, "application": "etl", "count": count, "bytes": size,
-             "sketch": None if sketch is None else base64.b64encode(sketch.to_bytes()).decode(),
-             "properties": {"run": manifest_run, "latency": latency.to_text()}}
-            for (topic, datacenter, start), (count, size, sketch, latency) in sorted(topic_windows.items())]
-
-
-def _publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
-    if not records:
-        return
-    metrics = CollectorRegistry()
-    registry = SchemaRegistryClient(config["schema.registry.url"])
-    publisher = AuditPublisher({"zookeeper.connect": config["zookeeper.connect"], "request.required.acks": -1},
-                               registry, config["audit.topic"],
-                               published=Counter("etl_audit_published", "", registry=metrics),
-                               failures=Counter("etl_audit_failures", "", registry=metrics))
-    try:
-        try:
-            publisher.start()
-        except BaseException:
-            publisher.producer.close()
-            raise
-        publisher.publish([{**r, "sketch": None if r.get("sketch") is None else base64.b64decode(r["sketch"])}
-                           for r in records])
-        left = publisher.close(_AUDIT_TIMEOUT_S)
-    finally:
-        registry.close()
-    if left:
-        raise EtlError(f"{left} of {len(records)} audit counts could not be published to {config['audit.topic']} "
-                       f"(the data is committed; the next run publishes them)")
+class _TopicFailed(Exception):
+    """One topic could not be loaded (the others go on)."""
 
 
 class _Run:
@@ -159,6 +72,7 @@ class _Run:
         started = time.time()
         self.report = RunReport(new_run_id(started), self.group, started)
         self.ranges: list[OffsetRange] = []
+        self.readers: dict[str, str] = {}
 
     # -- the steps -------------------------------------------------------------------------------------
 
@@ -174,66 +88,44 @@ class _Run:
             raise EtlError(str(error)) from None
 
     def run_alone(self) -> None:
-        offline = _Offline(self.config)
+        offline = OfflineCluster(self.config)
         try:
-            self.recover(offline)
-            bounds = offline.bounds(self.config["topics"], self.config["exclude.topics"])
-            self.ranges, skipped = plan_ranges(bounds, self.warehouse.loaded(), self.config["max.range.records"],
-                                               self.config["out.of.range"])
-            report = self.report
-            report.ranges = [RangeReport(r.topic, r.partition, r.start, r.end) for r in self.ranges]
-            report.skipped = skipped
-            if not self.ranges and not skipped:
-                return
-            self.warehouse.write_plan(report.run_id, self.ranges, skipped)
-            log.info("run %s: %d ranges of %d offsets planned%s", report.run_id, len(self.ranges),
-                     sum(r.count for r in self.ranges),
-                     f", {sum(s.count for s in skipped)} offsets skipped" if skipped else "")
-            self.progress()
-            stats = self.load(offline) if self.ranges else {}
-            manifest = self.manifest(stats)
-            self.check_lock("publishing")
-            journal = Journal(manifest)
-            self.warehouse.write_journal(journal)
-            self.warehouse.publish(journal)
-            pause_at("published")
-            self.complete(offline, journal)
+            committer = Committer(self.config, self.warehouse, offline, self.still_locked)
+            committer.recover()
+            self.load_new_offsets(offline, committer)
+            keep_warehouse(self.config, self.warehouse, committer, self.session, self.report)
+            committer.fold()
         finally:
             offline.close()
 
-    def recover(self, offline: _Offline) -> None:
-        warehouse = self.warehouse
-        warehouse.remove_strays()
-        for journal in warehouse.journals_pending():
-            log.warning("run %s stopped after it began publishing; completing it", journal.manifest.run_id)
-            warehouse.publish(journal)
-            self.complete(offline, journal)
-        for run_id in warehouse.abandoned_runs():
-            log.warning("run %s died before publishing; discarding its staging", run_id)
-            warehouse.discard(run_id)
-
-    def complete(self, offline: _Offline, journal: Journal) -> None:
-        """The steps after a manifest: the ZooKeeper commit and the audit (those not done yet), then cleanup."""
-        manifest = journal.manifest
-        if ZOOKEEPER_STEP not in journal.steps:
-            self.check_lock("committing")
-            offline.commit_offsets(self.group, manifest)
-            self.warehouse.step_done(journal, ZOOKEEPER_STEP)
-        if AUDIT_STEP not in journal.steps:
-            if self.config["audit.enable"]:
-                _publish_audit(self.config, manifest.audit)
-            self.warehouse.step_done(journal, AUDIT_STEP)
-        self.warehouse.finish(manifest.run_id)
+    def load_new_offsets(self, offline: OfflineCluster, committer: Committer) -> None:
+        report = self.report
+        bounds = offline.bounds(self.config["topics"], self.config["exclude.topics"])
+        ranges, skipped = plan_ranges(bounds, self.warehouse.loaded(), self.config["max.range.records"],
+                                      self.config["out.of.range"])
+        readers = self.readers = self.reader_schemas(sorted({r.topic for r in ranges} | {s.topic for s in skipped}))
+        self.ranges = [r for r in ranges if r.topic in readers]
+        report.ranges = [RangeReport(r.topic, r.partition, r.start, r.end) for r in self.ranges]
+        report.skipped = [s for s in skipped if s.topic in readers]
+        if not self.ranges and not report.skipped:
+            return
+        self.warehouse.write_plan(report.run_id, self.ranges, report.skipped)
+        log.info("run %s: %d ranges of %d offsets planned%s", report.run_id, len(self.ranges),
+                 sum(r.count for r in self.ranges),
+                 f", {sum(s.count for s in report.skipped)} offsets skipped" if report.skipped else "")
+        self.progress()
+        stats = self.load(offline) if self.ranges else {}
+        manifest = self.manifest(stats)
+        if manifest.ranges or manifest.skipped:
+            committer.commit(manifest)
+        else:
+            self.warehouse.discard(report.run_id)
 
     def discard_unpublished(self) -> None:
         """After a failure: the run's staging and plan, unless its publish began (recovery completes that)."""
         run_id = self.report.run_id
         if not self.warehouse.journal_path(run_id).exists():
             self.warehouse.discard(run_id)
-
-    def check_lock(self, step: str) -> None:
-        if self.still_locked is not None and not self.still_locked():
-            raise LockLost(f"the scheduler's lock was lost; stopped before {step}")
 
     # -- loading ---------------------------------------------------------------------------------------
 
@@ -246,20 +138,25 @@ class _Run:
             self._spark = self._spark()
         return self._spark
 
-    def reader_schemas(self) -> dict[str, str]:
-        """The reader schema (JSON text) of every topic with ranges: its subject's latest version."""
+    def reader_schemas(self, topics: list[str]) -> dict[str, str]:
+        """The reader schema (JSON text) of each of ``topics``: its subject's latest version. A topic without one
+        is reported in the run's ``topic_errors`` and left out."""
         readers = {}
+        if not topics:
+            return readers
         with SchemaRegistryClient(self.config["schema.registry.url"]) as registry:
-            for topic, _, _ in self.by_topic():
+            for topic in topics:
                 try:
                     readers[topic] = registry.latest(subject_for(topic))[2].text
                 except SchemaRegistryError as error:
-                    raise EtlError(f"topic {topic}: no reader schema (subject {subject_for(topic)}): "
-                                   f"{error}") from None
+                    self.topic_failed(topic, f"no reader schema (subject {subject_for(topic)}): {error}")
         return readers
 
-    def load(self, offline: _Offline) -> dict[int, dict[str, Any]]:
-        readers = self.reader_schemas()
+    def topic_failed(self, topic: str, error: str) -> None:
+        log.error("run %s: topic %s not loaded: %s", self.report.run_id, topic, error)
+        self.report.topic_errors[topic] = error
+
+    def load(self, offline: OfflineCluster) -> dict[int, dict[str, Any]]:
         spark = self.session()
         accumulator = spark.sparkContext.accumulator({}, StatsParam())
         brokers = offline.brokers()
@@ -268,43 +165,41 @@ class _Run:
                                    daemon=True)
         watcher.start()
         try:
-            self.load_topics(spark, readers, brokers, accumulator)
+            self.load_topics(spark, brokers, accumulator)
         finally:
             watcher_stop.set()
             watcher.join()
         stats = dict(accumulator.value)
         self.apply(stats)
-        missing = [str(self.ranges[i]) for i in range(len(self.ranges)) if i not in stats]
-        if missing:
-            raise EtlError(f"no task reported loading {', '.join(missing)}")
         return stats
 
-    def load_topics(self, spark: SparkSession, readers: dict[str, str], brokers: str, accumulator: Any) -> None:
-        """One Spark job per topic, up to concurrent.topics at once (their tasks share the executors); the
-        first to fail cancels the others and is the run's error."""
-        staging = self.warehouse.staging_dir(self.report.run_id)
+    def load_topics(self, spark: SparkSession, brokers: str, accumulator: Any) -> None:
+        """One Spark job per topic, up to concurrent.topics at once (their tasks share the executors); a topic
+        whose job fails is reported in ``topic_errors``, the others go on."""
+        run_id = self.report.run_id
+        quarantine = self.config["on.bad.record"] == "quarantine"
+        readers = self.readers
 
         def load(topic: str, first: int, ranges: list[OffsetRange]) -> None:
             context = TaskContext(topic, brokers, self.config["schema.registry.url"], readers[topic],
-                                  self.config["fetch.size"], self.config["out.of.range"] == "earliest")
-            spark.sparkContext.setJobGroup(self.report.run_id, f"etl run {self.report.run_id}: {topic}")
+                                  self.config["fetch.size"], self.config["out.of.range"] == "earliest", run_id,
+                                  str(self.warehouse.staged_quarantine(run_id, topic)) if quarantine else None)
+            spark.sparkContext.setJobGroup(f"{run_id}-{topic}", f"etl run {run_id}: {topic}")
             try:
-                load_topic(spark, context, ranges, first, staging / topic, self.config["audit.window.ms"],
-                           accumulator)
-            except ColumnClash as error:
-                raise EtlError(str(error)) from None
+                load_topic(spark, context, ranges, first, self.warehouse.staged_table(run_id, topic),
+                           self.config["audit.window.ms"], accumulator)
+            except (ColumnClash, UnsupportedSchema) as error:
+                raise _TopicFailed(str(error)) from None
             except (Py4JError, PySparkException) as error:
-                raise EtlError(_spark_error(topic, error)) from None
+                raise _TopicFailed(_spark_error(topic, error)) from None
 
-        failure: EtlError | None = None
         with ThreadPoolExecutor(self.config["concurrent.topics"], thread_name_prefix="etl-topic") as pool:
-            for done in as_completed([pool.submit(load, *item) for item in self.by_topic()]):
+            futures = {pool.submit(load, topic, first, ranges): topic for topic, first, ranges in self.by_topic()}
+            for done in as_completed(futures):
                 error = done.exception()
-                if error is not None and failure is None:
-                    failure = error if isinstance(error, EtlError) else EtlError(str(error))
-                    spark.sparkContext.cancelJobGroup(self.report.run_id)
-        if failure is not None:
-            raise failure
+                if error is not None:
+                    self.topic_failed(futures[done], str(error) if isinstance(error, _TopicFailed)
+                                      else f"{type(error).__name__}: {error}")
 
     def by_topic(self) -> list[tuple[str, int, list[OffsetRange]]]:
         groups: list[tuple[str, int, list[OffsetRange]]] = []
@@ -334,40 +229,64 @@ class _Run:
         if self.on_progress is not None:
             self.on_progress(self.report)
 
+    # -- the manifest ------------------------------------------------------------------------------------
+
     def manifest(self, stats: dict[int, dict[str, Any]]) -> Manifest:
-        run_id = self.report.run_id
-        files = []
-        for topic, first, ranges in self.by_topic():
-            files += staged_moves(self.warehouse.root, self.warehouse.staging_dir(run_id) / topic, topic, ranges,
-                                  first)
-        windows: dict[tuple[str, str, int], list[Any]] = {}
-        skipped = list(self.report.skipped)
-        range_stats = {}
-        for index, s in sorted(stats.items()):
-            topic = self.ranges[index].topic
-            range_stats[index] = (s["rows"], s["bytes"])
-            for datacenter, start, count, size, sketch, latency in s["windows"]:
-                counts = windows.setdefault((topic, datacenter, start), [0, 0, None, LatencyBuckets()])
-                counts[0] += count
-                counts[1] += size
-                counts[3].merge(LatencyBuckets.from_text(latency))
-                if sketch is not None:
-                    found = EventSketch.from_bytes(base64.b64decode(sketch))
-                    counts[2] = found if counts[2] is None else counts[2] + found
-            partition = self.ranges[index].partition
-            skipped += [SkippedOffsets(topic, partition, a, b) for a, b in s["skipped"]]
-        written = {}
-        for move in files:
-            written[move.range_index] = written.get(move.range_index, 0) + move.rows
-        for index, (rows, _) in range_stats.items():
-            if written.get(index, 0) != rows:
-                raise EtlError(f"{self.ranges[index]}: the task loaded {rows} rows but {written.get(index, 0)} "
-                               f"were staged")
-        self.report.skipped = skipped
+        """The manifest of what the run loaded: the ranges of every topic loaded in full (renumbered), their
+        staged files and quarantined records, skipped offsets, audit counts. A topic whose tasks' reports do not
+        match the files they staged is not published (topic_errors)."""
+        run_id, report = self.report.run_id, self.report
+        ranges: list[OffsetRange] = []
+        files: list[Move] = []
+        range_stats: dict[int, tuple[int, int]] = {}
+        audit = AuditCounts(self.config["audit.window.ms"])
+        skipped = [s for s in report.skipped if s.topic not in report.topic_errors]
+        for topic, first, topic_ranges in self.by_topic():
+            if topic in report.topic_errors:
+                continue
+            try:
+                moves = self.topic_moves(topic, first, topic_ranges, stats)
+            except _TopicFailed as error:
+                self.topic_failed(topic, str(error))
+                continue
+            renumber = {first + i: len(ranges) + i for i in range(len(topic_ranges))}
+            files += [Move(m.staged, m.published, renumber[m.range_index], m.rows, m.bytes) for m in moves]
+            for old, new in renumber.items():
+                s = stats[old]
+                range_stats[new] = (s["rows"], s["bytes"])
+                audit.add_task_stats(topic, s)
+                skipped += [SkippedOffsets(topic, self.ranges[old].partition, a, b) for a, b in s["skipped"]]
+            ranges += topic_ranges
         for path in {self.warehouse.root / m.staged for m in files}:
             fsync_file(path)
-        return Manifest(run_id, self.ranges, files, skipped,
-                        _audit_records(run_id, windows, self.config["audit.window.ms"]), range_stats)
+        report.ranges = [RangeReport(r.topic, r.partition, r.start, r.end, *range_stats[i])
+                         for i, r in enumerate(ranges)]
+        report.skipped = skipped
+        report.quarantined = audit.quarantined_by_topic()
+        return Manifest(run_id, ranges, files, skipped, audit.records(run_id), range_stats)
+
+    def topic_moves(self, topic: str, first: int, ranges: list[OffsetRange],
+                    stats: dict[int, dict[str, Any]]) -> list[Move]:
+        """The staged files of one topic, checked against what its tasks reported (run-wide range indexes)."""
+        missing = [str(r) for i, r in enumerate(ranges) if first + i not in stats]
+        if missing:
+            raise _TopicFailed(f"no task reported loading {', '.join(missing)}")
+        run_id = self.report.run_id
+        rows = staged_moves(self.warehouse.root, self.warehouse.staged_table(run_id, topic), topic, ranges, first)
+        quarantined = staged_quarantine_moves(self.warehouse.root, self.warehouse.staged_quarantine(run_id, topic),
+                                              topic, ranges, first)
+        for kind, moves, expected in (("rows", rows, lambda s: s["rows"]),
+                                      ("quarantined records", quarantined,
+                                       lambda s: sum(q[3] + q[6] for q in s.get("quarantined", ())))):
+            written: dict[int, int] = {}
+            for move in moves:
+                written[move.range_index] = written.get(move.range_index, 0) + move.rows
+            for i, r in enumerate(ranges):
+                reported = expected(stats[first + i])
+                if written.get(first + i, 0) != reported:
+                    raise _TopicFailed(f"{r}: the task reported {reported} {kind} but "
+                                       f"{written.get(first + i, 0)} were staged")
+        return rows + quarantined
 
 
 def _spark_error(topic: str, error: BaseException) -> str:
@@ -379,18 +298,26 @@ def _spark_error(topic: str, error: BaseException) -> str:
     return f"loading {topic} failed in Spark: {first}"
 
 
+def _outcome(report: RunReport) -> str:
+    if report.topic_errors:
+        return PARTIAL
+    return SUCCEEDED if report.ranges or report.skipped else NOTHING_NEW
+
+
 def run_once(config: EtlConfig, spark: SparkSession | Callable[[], SparkSession] | None = None, *,
              on_progress: Callable[[RunReport], None] | None = None,
              still_locked: Callable[[], bool] | None = None) -> RunReport:
-    """Plan, load, publish and commit one run; record it in the run history and return its report.
+    """Plan, load, publish and commit one run, then keep the warehouse (retention, compaction); record it in
+    the run history and return its report.
 
     ``spark`` is the session to load with, or a function giving it, called once the run has something to load
-    (None: a session for ``config`` is built then); a run with nothing new, or one that fails before loading,
-    starts no JVM.
+    or compact (None: a session for ``config`` is built then); a run with nothing to do, or one that fails
+    before loading, starts no JVM.
 
     ``on_progress`` is called with the report after planning and as tasks finish (from a driver thread);
-    ``still_locked`` is asked before publishing and before the ZooKeeper commit (False: the run stops, LockLost).
-    Raises an EtlError after recording a failed run.
+    ``still_locked`` is asked before each publish and before the ZooKeeper commit (False: the run stops, LockLost).
+    A topic that cannot be loaded makes the run ``partial`` (returned, the topics in ``topic_errors``); any other
+    failure raises an EtlError after recording a failed run.
     """
     run = _Run(config, spark, on_progress, still_locked)
     report = run.report
@@ -407,9 +334,11 @@ def run_once(config: EtlConfig, spark: SparkSession | Callable[[], SparkSession]
         report.finish(FAILED, time.time(), str(failure))
         log.error("run %s failed: %s", report.run_id, failure)
     else:
-        loaded = bool(report.ranges or report.skipped)
-        report.finish(SUCCEEDED if loaded else NOTHING_NEW, time.time())
-        log.info("run %s %s: %d rows, %d bytes in %.1fs", report.run_id, report.outcome, report.rows, report.bytes,
+        outcome = _outcome(report)
+        error = "; ".join(f"topic {topic}: {text}" for topic, text in sorted(report.topic_errors.items())) or None
+        report.finish(outcome, time.time(), error)
+        log.info("run %s %s: %d rows, %d bytes%s in %.1fs", report.run_id, report.outcome, report.rows, report.bytes,
+                 f", {report.quarantined_records} records quarantined" if report.quarantined else "",
                  report.duration_s or 0.0)
     history.record(report)
     run.progress()

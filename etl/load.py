@@ -4,7 +4,8 @@ The ranges become a DataFrame of one row per partition (``parallelize(ranges, le
 after it), so task (and Spark output file) ``part-NNNNN`` is range NNNNN; ``mapInArrow`` runs
 :func:`etl.task.load_ranges` on each, and the rows are written partitioned by date and hour. Afterwards
 ``staged_moves`` names every staged file's published place, deterministic per range:
-``<topic>/date=D/hour=H/<topic>-<partition>-<start>-<end>-<n>.parquet``.
+``<topic>/date=D/hour=H/<topic>-<partition>-<start>-<end>-<n>.parquet``, and ``staged_quarantine_moves`` those of
+the records the tasks quarantined: ``_quarantine/<topic>/date=D/hour=H/<topic>-<partition>-<start>-<end>.parquet``.
 """
 
 from __future__ import annotations
@@ -21,15 +22,18 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
 from etl.avro_types import spark_schema
+from etl.checkpoint import QUARANTINE_DIR
+from etl.files import private_directory
 from etl.plan import OffsetRange
 from etl.store import Move
 from etl.task import LINEAGE_FIELDS, PARTITION_COLUMNS, TaskContext, load_ranges
 
-__all__ = ["load_topic", "staged_moves", "table_schema"]
+__all__ = ["ColumnClash", "load_topic", "staged_moves", "staged_quarantine_moves", "table_schema"]
 
 _RANGE_ROWS = T.StructType([T.StructField("index", T.IntegerType()), T.StructField("partition", T.IntegerType()),
                             T.StructField("start", T.LongType()), T.StructField("end", T.LongType())])
 _PART_FILE = re.compile(r"^part-(\d+)-.*?\.c(\d+)(?:\.[a-z0-9]+)?\.parquet$")
+_QUARANTINE_FILE = re.compile(r"^part-(\d+)\.parquet$")
 
 
 class ColumnClash(ValueError):
@@ -52,6 +56,7 @@ def load_topic(spark: SparkSession, context: TaskContext, ranges: list[OffsetRan
                staging: Path, window_ms: int, accumulator: Any) -> None:
     """Load ``ranges`` (all of ``context.topic``, the run's ranges from ``first_index`` on) into Parquet under
     ``staging`` (which must not exist); each task reports its stats under its range's index in the run."""
+    private_directory(staging.parent)
     schema = table_schema(json.loads(context.reader_schema))
     target = to_arrow_schema(schema, timezone="UTC")
     rows = [(first_index + i, r.partition, r.start, r.end) for i, r in enumerate(ranges)]
@@ -76,5 +81,25 @@ def staged_moves(warehouse: Path, staging: Path, topic: str, ranges: list[Offset
         directory = file.parent.relative_to(staging)
         published = Path(topic) / directory / f"{topic}-{r.partition}-{r.start}-{r.end}-{int(match.group(2))}.parquet"
         moves.append(Move(str(file.relative_to(warehouse)), str(published), range_offset + index,
+                          pq.ParquetFile(file).metadata.num_rows, file.stat().st_size))
+    return moves
+
+
+def staged_quarantine_moves(warehouse: Path, staging: Path, topic: str, ranges: list[OffsetRange],
+                            range_offset: int) -> list[Move]:
+    """Every quarantine file the tasks of ``topic`` staged (``part-NNNNN.parquet``, NNNNN the range's index in the
+    run) and its published place."""
+    moves = []
+    if not staging.is_dir():
+        return moves
+    for file in sorted(staging.rglob("part-*.parquet")):
+        match = _QUARANTINE_FILE.match(file.name)
+        if match is None:
+            continue
+        index = int(match.group(1))
+        r = ranges[index - range_offset]
+        directory = file.parent.relative_to(staging)
+        published = Path(QUARANTINE_DIR) / topic / directory / f"{topic}-{r.partition}-{r.start}-{r.end}.parquet"
+        moves.append(Move(str(file.relative_to(warehouse)), str(published), index,
                           pq.ParquetFile(file).metadata.num_rows, file.stat().st_size))
     return moves

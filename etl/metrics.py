@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from etl.history import RunHistory
-from etl.report import FAILED, OUTCOMES, SUCCEEDED, RunReport
+from etl.report import FAILED, OUTCOMES, PARTIAL, SUCCEEDED, RunReport
 
 __all__ = ["EtlMetrics"]
 
@@ -21,7 +21,8 @@ _DURATION_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 18
 
 
 class EtlMetrics:
-    """Runs by outcome, the last run's rows, bytes and duration, totals, failures in a row, skipped offsets."""
+    """Runs by outcome, the last run's rows, bytes and duration, totals, failures in a row, skipped offsets,
+    quarantined records, topics not loaded, and the warehouse's upkeep."""
 
     def __init__(self, group: str) -> None:
         self.group = group
@@ -38,7 +39,8 @@ class EtlMetrics:
         self._last_first_task = Gauge("etl_last_run_first_task_seconds",
                                       "From the newest run's start to its first Spark task", g, registry=r)
         self._consecutive_failures = Gauge("etl_consecutive_failures",
-                                           "Runs failed since the last run that did not fail", g, registry=r)
+                                           "Runs failed, or partial (a topic not loaded), since the last run that "
+                                           "loaded everything", g, registry=r)
         self._in_progress = Gauge("etl_run_in_progress", "1 while a run of this scheduler loads", g, registry=r)
         self._rows = Counter("etl_rows", "Rows written by this scheduler's runs", g, registry=r)
         self._bytes = Counter("etl_bytes", "Bytes of Kafka messages loaded by this scheduler's runs", g, registry=r)
@@ -46,10 +48,23 @@ class EtlMetrics:
         self._skipped = Counter("etl_skipped_offsets",
                                 "Offsets retention deleted before they were loaded, skipped (out.of.range=earliest)",
                                 ["group", "topic", "partition"], registry=r)
+        self._quarantined = Counter("etl_records_quarantined",
+                                    "Records set aside in the warehouse's quarantine (python -m etl quarantine list)",
+                                    ["group", "topic", "reason"], registry=r)
+        self._topic_failures = Counter("etl_topic_failures", "Runs that could not load a topic (it waits for the "
+                                                             "next run)", ["group", "topic"], registry=r)
+        self._expired = Counter("etl_partitions_expired", "Hour partitions deleted by warehouse.retention", g,
+                                registry=r)
+        self._compacted = Counter("etl_files_compacted", "Small files rewritten by compaction", g, registry=r)
+        self._maintenance_failures = Counter("etl_maintenance_failures",
+                                             "Runs whose upkeep of the warehouse (retention, compaction) failed", g,
+                                             registry=r)
         self._duration = Histogram("etl_run_duration_seconds", "How long this scheduler's runs took", g,
                                    buckets=_DURATION_BUCKETS, registry=r)
         for outcome in OUTCOMES:
             self._runs.labels(group, outcome)
+        for unlabelled in (self._expired, self._compacted, self._maintenance_failures):
+            unlabelled.labels(group)
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -64,7 +79,7 @@ class EtlMetrics:
             self._last_success.labels(self.group).set(success.finished_at)
         failures = 0
         for run in runs:
-            if run.outcome != FAILED:
+            if run.outcome not in (FAILED, PARTIAL):
                 break
             failures += 1
         self._consecutive_failures.labels(self.group).set(failures)
@@ -79,7 +94,7 @@ class EtlMetrics:
             outcome = FAILED if report is None else report.outcome or FAILED
             self._runs.labels(self.group, outcome).inc()
             failures = self._consecutive_failures.labels(self.group)
-            if outcome == FAILED:
+            if outcome in (FAILED, PARTIAL):
                 failures.inc()
             else:
                 failures.set(0)
@@ -94,6 +109,15 @@ class EtlMetrics:
                 self._last_success.labels(self.group).set(report.finished_at)
             for skipped in report.skipped:
                 self._skipped.labels(self.group, skipped.topic, str(skipped.partition)).inc(skipped.count)
+            for topic, reasons in report.quarantined.items():
+                for reason, count in reasons.items():
+                    self._quarantined.labels(self.group, topic, reason).inc(count)
+            for topic in report.topic_errors:
+                self._topic_failures.labels(self.group, topic).inc()
+            self._expired.labels(self.group).inc(report.maintenance.get("partitions_expired", 0))
+            self._compacted.labels(self.group).inc(report.maintenance.get("files_compacted", 0))
+            if report.maintenance_error:
+                self._maintenance_failures.labels(self.group).inc()
 
     def _set_last(self, report: RunReport) -> None:
         if report.finished_at is not None:
@@ -105,8 +129,8 @@ class EtlMetrics:
         if report.first_task_s is not None:
             self._last_first_task.labels(self.group).set(report.first_task_s)
 
-    def serve(self, port: int, address: str = "0.0.0.0") -> int:
-        """Serve /metrics on ``port`` (0: any free port) until :meth:`close`; the port served."""
+    def serve(self, port: int, address: str) -> int:
+        """Serve /metrics on ``address``:``port`` (0: any free port) until :meth:`close`; the port served."""
         self._server, _ = start_http_server(port, addr=address, registry=self.registry)
         return self._server.server_address[1]
 

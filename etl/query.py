@@ -3,9 +3,12 @@
 ``kafka_partition``, ``kafka_offset``, ..., ``header``, ``date``, ``hour``), so that one query can count or
 follow events across topics.
 
-A table is a directory ``WAREHOUSE/<topic>`` holding Parquet files (``date=D/hour=H/...``); the ETL's own
-directories (``_etl`` and anything else starting with ``_`` or ``.``) are not tables. Tables are read with
-their schemas merged, so that files written before a schema evolution lack nothing.
+A table is a directory ``WAREHOUSE/<topic>`` of Parquet files (``date=D/hour=H/...``), and a query reads the
+files the warehouse's snapshot lists (etl.checkpoint; every ETL group's of the warehouse), never a directory
+listing: a compaction or a replay committed while a query runs is seen whole or not at all, and the files it
+replaced stay until the query is long done. The quarantined records are the view ``quarantine`` (their lineage,
+reason, error, key, value and headers; etl.quarantine). Tables are read with their schemas merged, so that files
+written before a schema evolution lack nothing.
 """
 
 from __future__ import annotations
@@ -18,32 +21,59 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["EVENTS_VIEW", "QueryError", "events_frame", "register_views", "run_query", "show_query", "tables"]
+from etl.checkpoint import QUARANTINE_DIR
+from etl.store import Warehouse
+
+__all__ = ["EVENTS_VIEW", "QUARANTINE_VIEW", "QueryError", "events_frame", "register_views", "run_query", "show_query",
+           "tables"]
 
 EVENTS_VIEW = "events"
+QUARANTINE_VIEW = "quarantine"
 
 
 class QueryError(RuntimeError):
     """The warehouse has no table, or the query could not run (the message is Spark's first line)."""
 
 
-def tables(warehouse: Path) -> dict[str, Path]:
-    """Each table of ``warehouse``, by topic, in name order: its directories that hold Parquet files."""
-    if not warehouse.is_dir():
-        return {}
-    return {path.name: path for path in sorted(warehouse.iterdir())
-            if path.is_dir() and not path.name.startswith(("_", ".")) and next(path.rglob("*.parquet"), None)}
+def tables(warehouse: Path) -> dict[str, list[Path]]:
+    """The live files of each table of ``warehouse``, by topic in name order (the quarantine's under
+    ``_quarantine``): the snapshots of every ETL group that loads into it."""
+    found: dict[str, set[str]] = {}
+    groups = warehouse / "_etl"
+    for group in sorted(groups.iterdir()) if groups.is_dir() else ():
+        if not group.is_dir():
+            continue
+        snapshot = Warehouse(warehouse, group.name).snapshot()
+        for topic, files in snapshot.table_files().items():
+            found.setdefault(topic, set()).update(files)
+        for files in snapshot.quarantine_files().values():
+            found.setdefault(QUARANTINE_DIR, set()).update(files)
+    return {topic: [warehouse / f for f in sorted(files)] for topic, files in sorted(found.items())}
 
 
 def register_views(session: "SparkSession", warehouse: Path) -> list[str]:
-    """Register every table of ``warehouse`` and ``events`` as temporary views; their names. QueryError when the
-    warehouse has no table."""
+    """Register every table of ``warehouse``, ``events`` and ``quarantine`` (when a record is quarantined) as
+    temporary views; their names. QueryError when the warehouse has no table."""
     found = _check_tables(warehouse)
-    frames = {topic: session.read.option("mergeSchema", "true").parquet(str(path)) for topic, path in found.items()}
+    quarantined = found.pop(QUARANTINE_DIR, [])
+    frames = {topic: session.read.option("basePath", str(warehouse / topic)).option("mergeSchema", "true")
+              .parquet(*map(str, files)) for topic, files in found.items()}
     for topic, frame in frames.items():
         frame.createOrReplaceTempView(topic)
     events_frame(list(frames.values())).createOrReplaceTempView(EVENTS_VIEW)
-    return [*frames, EVENTS_VIEW]
+    names = [*frames, EVENTS_VIEW]
+    if quarantined and QUARANTINE_VIEW not in frames:
+        by_topic: dict[str, list[str]] = {}
+        for path in quarantined:
+            by_topic.setdefault(path.relative_to(warehouse / QUARANTINE_DIR).parts[0], []).append(str(path))
+        parts = [session.read.option("basePath", str(warehouse / QUARANTINE_DIR / topic)).parquet(*paths)
+                 for topic, paths in sorted(by_topic.items())]
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part, allowMissingColumns=True)
+        union.createOrReplaceTempView(QUARANTINE_VIEW)
+        names.append(QUARANTINE_VIEW)
+    return names
 
 
 def events_frame(frames: list["DataFrame"]) -> "DataFrame":
@@ -92,9 +122,9 @@ def show_query(session: "SparkSession", warehouse: Path, sql: str, limit: int) -
         raise QueryError(_first_line(str(exc.java_exception.toString()))) from None
 
 
-def _check_tables(warehouse: Path) -> dict[str, Path]:
+def _check_tables(warehouse: Path) -> dict[str, list[Path]]:
     found = tables(warehouse)
-    if not found:
+    if not [topic for topic in found if topic != QUARANTINE_DIR]:
         raise QueryError(f"the warehouse {warehouse} has no table yet (the ETL loads them: python -m etl run)"
                          if warehouse.is_dir() else f"there is no warehouse at {warehouse}")
     return found

@@ -1,4 +1,10 @@
-"""What one ETL run did: its ranges, rows, bytes, duration, outcome and error, as recorded in the run history."""
+"""What one ETL run did: its ranges, rows, bytes, duration, outcome and error, the topics it could not load, the
+records it quarantined and the warehouse's maintenance, as recorded in the run history.
+
+Outcomes: ``succeeded`` (new offsets loaded), ``nothing-new``, ``partial`` (every topic was loaded but those named
+in ``topic_errors``, which are loaded again by the next run), ``failed`` (nothing was published, or the run could
+not finish its maintenance; ``error`` says why).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FAILED", "NOTHING_NEW", "OUTCOMES", "RangeReport", "RunReport", "SUCCEEDED", "SkippedOffsets"]
+__all__ = ["FAILED", "NOTHING_NEW", "OUTCOMES", "PARTIAL", "RangeReport", "RunReport", "SUCCEEDED", "SkippedOffsets"]
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 NOTHING_NEW = "nothing-new"
-OUTCOMES = (SUCCEEDED, FAILED, NOTHING_NEW)
+PARTIAL = "partial"
+OUTCOMES = (SUCCEEDED, FAILED, NOTHING_NEW, PARTIAL)
 
 
 @dataclass
@@ -54,6 +61,15 @@ class RunReport:
     skipped: list[SkippedOffsets] = field(default_factory=list)
     #: Seconds from the run's start to its first Spark task starting (None: no task ran).
     first_task_s: float | None = None
+    #: Topics not loaded and why (no reader schema, their Spark job failed); their offsets wait for the next run.
+    topic_errors: dict[str, str] = field(default_factory=dict)
+    #: Records set aside in the quarantine: topic -> reason -> count.
+    quarantined: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The warehouse's upkeep: partitions_expired, files_expired, partitions_compacted, files_compacted,
+    #: files_written (by compaction).
+    maintenance: dict[str, int] = field(default_factory=dict)
+    #: Why the upkeep (retention, compaction) failed, if it did; the run's loading stands.
+    maintenance_error: str | None = None
 
     @property
     def rows(self) -> int:
@@ -62,6 +78,10 @@ class RunReport:
     @property
     def bytes(self) -> int:
         return sum(r.bytes for r in self.ranges)
+
+    @property
+    def quarantined_records(self) -> int:
+        return sum(sum(reasons.values()) for reasons in self.quarantined.values())
 
     @property
     def duration_s(self) -> float | None:

@@ -96,8 +96,9 @@ class Scheduler:
         every = self.config["schedule.every"]
         try:
             if self.config["metrics.port"] is not None:
-                self.metrics_port = self.metrics.serve(self.config["metrics.port"])
-                log.info("Prometheus metrics at http://0.0.0.0:%d/metrics", self.metrics_port)
+                host = self.config["metrics.host"]
+                self.metrics_port = self.metrics.serve(self.config["metrics.port"], host)
+                log.info("Prometheus metrics at http://%s:%d/metrics", host, self.metrics_port)
             log.info("running the ETL of group %s every %gs", self.config["group.id"], every)
             next_start = time.monotonic()
             while not self.stop.wait(max(0.0, next_start - time.monotonic())):
@@ -134,9 +135,12 @@ class Scheduler:
             else:
                 log.error("run failed: %s: %s", type(error).__name__, one_line(str(error)))
         else:
-            log.info("run %s %s: %d rows, %d bytes, %d ranges, %d offsets skipped, %.1fs", report.run_id,
-                     report.outcome, report.rows, report.bytes, len(report.ranges),
-                     sum(s.count for s in report.skipped), report.duration_s or 0.0)
+            log.info("run %s %s: %d rows, %d bytes, %d ranges, %d offsets skipped, %d records quarantined, %.1fs",
+                     report.run_id, report.outcome, report.rows, report.bytes, len(report.ranges),
+                     sum(s.count for s in report.skipped), report.quarantined_records, report.duration_s or 0.0)
+            if report.topic_errors:
+                log.error("run %s could not load %s: %s", report.run_id, ", ".join(sorted(report.topic_errors)),
+                          one_line(report.error or ""))
         finally:
             self.metrics.run_finished(report)
 

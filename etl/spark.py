@@ -4,7 +4,8 @@ On a local master (not under spark-submit) the executors' Python workers are chi
 and find the project through ``PYTHONPATH`` (set here for them); on a cluster master or under spark-submit
 the project's packages are zipped and shipped with ``addPyFile`` (and spark-submit's ``--master`` wins).
 The Spark UI and its console progress bar are off unless set (``spark.ui.enabled=true``), timestamps are
-written as Parquet INT64 microseconds (readable by pyarrow and every engine), the session's time zone is UTC.
+written as Parquet INT64 microseconds (readable by pyarrow and every engine), the session's time zone is UTC,
+and what Spark writes (the warehouse's staging) is owner-only (Hadoop's ``fs.permissions.umask-mode`` 077).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 _DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
              "spark.sql.session.timeZone": "UTC", "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
              "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
+             "spark.hadoop.fs.permissions.umask-mode": "077",
              # A task writes the few date/hour directories of its range at once instead of sorting its rows by
              # them first (measured: about half the load time; past 16 directories Spark falls back to sorting).
              "spark.sql.maxConcurrentOutputFileWriters": "16"}

@@ -1,24 +1,28 @@
-"""The warehouse on disk: tables, plans, staging, journal and manifests, and the commit protocol's file steps.
+"""The warehouse on disk: tables, plans, staging, journal, manifests and checkpoint, and the commit protocol's
+file steps.
 
-    WAREHOUSE/<topic>/date=YYYY-MM-DD/hour=H/<topic>-<partition>-<start>-<end>-<n>.parquet   the tables
+    WAREHOUSE/<topic>/date=YYYY-MM-DD/hour=H/<name>.parquet              the tables
+    WAREHOUSE/_quarantine/<topic>/date=YYYY-MM-DD/hour=H/<name>.parquet  records that could not be loaded
     WAREHOUSE/_etl/<group>/plans/<run>.json        the run's ranges, written before any data is read
-    WAREHOUSE/_etl/<group>/staging/<run>/...       what Spark wrote, not yet published
+    WAREHOUSE/_etl/<group>/staging/<run>/...       what the run wrote, not yet published
     WAREHOUSE/_etl/<group>/journal/<run>.json      the moves of a publish and its manifest, written before them
-    WAREHOUSE/_etl/<group>/manifests/<run>.json    a published run: ranges, files, skipped offsets, audit counts
+    WAREHOUSE/_etl/<group>/manifests/<run>.json    a published commit not folded yet: ranges, files added and
+                                                   removed, skipped offsets, audit counts
+    WAREHOUSE/_etl/<group>/checkpoint.json         every manifest folded so far (etl.checkpoint)
     WAREHOUSE/_etl/<group>/history/...             the run history (etl.history)
     WAREHOUSE/_etl/<group>/run.lock                held (flock) by the run in progress
 
-A manifest is the commit point: its ranges are loaded, and the next run starts where they end. The journal
-lives from just before the first move until the steps after the manifest (the ZooKeeper commit, the audit)
-are done; ``Journal.steps`` says which of those are. Every file that matters is written to a temporary name,
-fsynced, renamed into place with ``os.replace`` and its directory fsynced. Run ids sort in time order.
+A manifest is the commit point: its ranges are loaded, its files are live and the files it removes are not, and
+the next run starts where its ranges end. The journal lives from just before the first move until the steps
+after the manifest (the ZooKeeper commit, the audit) are done; ``Journal.steps`` says which of those are. Once
+a commit is complete its manifest is folded into the checkpoint and deleted. Every file that matters is
+written atomically and crash-safely (etl.files), owner-only. Run ids sort in time order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import secrets
@@ -28,11 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from etl.checkpoint import QUARANTINE_DIR, Checkpoint, Snapshot, fold, manifest_files, read_snapshot
 from etl.faults import pause_at
-from etl.plan import OffsetRange, loaded_ends
+from etl.files import fsync_directory, private_directory, read_json, write_atomically
+from etl.plan import OffsetRange
 from etl.report import SkippedOffsets
 
-__all__ = ["Journal", "Manifest", "Move", "RunInProgress", "Warehouse", "new_run_id", "write_atomically"]
+__all__ = ["LOAD", "Journal", "Manifest", "Move", "RunInProgress", "Warehouse", "new_run_id"]
+
+#: What a commit did (``Manifest.kind``): loaded new offsets, or changed the files of what was loaded.
+LOAD = "load"
 
 log = logging.getLogger(__name__)
 
@@ -42,39 +51,6 @@ def new_run_id(now: float | None = None) -> str:
     now = time.time() if now is None else now
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{int(now * 1000) % 1000:03d}"
     return f"{stamp}-{secrets.token_hex(3)}"
-
-
-def fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON to ``path``: a temporary file fsynced, renamed into place, the directory fsynced."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w") as out:
-        json.dump(data, out, sort_keys=True)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    fsync_directory(path.parent)
-
-
-def _read(path: Path) -> dict[str, Any]:
-    with open(path) as source:
-        return json.load(source)
 
 
 @dataclass(frozen=True)
@@ -90,7 +66,8 @@ class Move:
 
 @dataclass
 class Manifest:
-    """A published run: its ranges, its files (with the range each belongs to), skipped offsets, audit counts."""
+    """A published commit: its ranges, its files (with the range each belongs to), skipped offsets, audit counts,
+    the files it removes from the live set (compaction, replay, retention) and what kind of commit it is."""
 
     run_id: str
     ranges: list[OffsetRange]
@@ -100,10 +77,13 @@ class Manifest:
     audit: list[dict[str, Any]] = field(default_factory=list)
     #: Per range index: rows written and bytes of the messages loaded.
     range_stats: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Live files this commit replaces or expires (relative to the warehouse).
+    removed: list[str] = field(default_factory=list)
+    kind: str = LOAD
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "ranges": [r.as_dict() for r in self.ranges],
-                "files": [m.__dict__ for m in self.files],
+        return {"run_id": self.run_id, "kind": self.kind, "ranges": [r.as_dict() for r in self.ranges],
+                "files": [m.__dict__ for m in self.files], "removed": list(self.removed),
                 "skipped": [s.__dict__ for s in self.skipped], "audit": self.audit,
                 "range_stats": {str(k): list(v) for k, v in self.range_stats.items()}}
 
@@ -112,7 +92,8 @@ class Manifest:
         return cls(data["run_id"], [OffsetRange.from_dict(r) for r in data["ranges"]],
                    [Move(**m) for m in data.get("files", [])],
                    [SkippedOffsets(**s) for s in data.get("skipped", [])], list(data.get("audit", [])),
-                   {int(k): (int(v[0]), int(v[1])) for k, v in data.get("range_stats", {}).items()})
+                   {int(k): (int(v[0]), int(v[1])) for k, v in data.get("range_stats", {}).items()},
+                   list(data.get("removed", [])), data.get("kind", LOAD))
 
 
 @dataclass
@@ -145,12 +126,21 @@ class Warehouse:
         self.staging = self.etl / "staging"
         self.journals = self.etl / "journal"
         self.manifests = self.etl / "manifests"
+        self.checkpoint_path = self.etl / "checkpoint.json"
 
     def table(self, topic: str) -> Path:
         return self.root / topic
 
     def staging_dir(self, run_id: str) -> Path:
         return self.staging / run_id
+
+    def staged_table(self, run_id: str, topic: str) -> Path:
+        """Where the run's Spark job writes ``topic``'s rows (it must not exist before)."""
+        return self.staging / run_id / "tables" / topic
+
+    def staged_quarantine(self, run_id: str, topic: str) -> Path:
+        """Where the run's tasks write ``topic``'s quarantined records."""
+        return self.staging / run_id / QUARANTINE_DIR / topic
 
     # -- plans -------------------------------------------------------------------------------------
 
@@ -166,15 +156,39 @@ class Warehouse:
         return self.manifests / f"{run_id}.json"
 
     def read_manifests(self) -> Iterator[Manifest]:
-        """Every published run's manifest, oldest first."""
-        if not self.manifests.is_dir():
-            return
-        for path in sorted(self.manifests.glob("*.json")):
-            yield Manifest.from_dict(_read(path))
+        """The manifests not folded into the checkpoint yet, oldest first."""
+        for path in manifest_files(self.manifests):
+            yield Manifest.from_dict(read_json(path))
+
+    def snapshot(self) -> Snapshot:
+        """The live state: the checkpoint and the manifests not folded into it (safe without the run lock)."""
+        return read_snapshot(self.checkpoint_path, self.manifests)
 
     def loaded(self) -> dict[tuple[str, int], int]:
         """Per topic-partition, where the published ranges (and the skipped offsets) end."""
-        return loaded_ends(r for m in self.read_manifests() for r in [*m.ranges, *m.skipped])
+        return self.snapshot().loaded
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint.read(self.checkpoint_path)
+
+    def fold(self, keep_obsolete_s: float, now: float | None = None) -> int:
+        """Fold the complete commits' manifests into the checkpoint and delete the files that stopped being live
+        at least ``keep_obsolete_s`` ago; the number of manifests folded. Under the run lock."""
+        pending = frozenset(j.manifest.run_id for j in self.journals_pending())
+        return fold(self.checkpoint_path, self.manifests, now=time.time() if now is None else now,
+                    keep_obsolete_s=keep_obsolete_s, delete=self._delete_obsolete, pending=pending)[1]
+
+    def _delete_obsolete(self, path: str) -> None:
+        """Delete a file no longer live, and the hour and date directories it leaves empty."""
+        file = self.root / path
+        file.unlink(missing_ok=True)
+        directory = file.parent
+        for _ in range(2):
+            try:
+                directory.rmdir()
+            except OSError:  # not empty, or gone
+                break
+            directory = directory.parent
 
     # -- journal and publishing --------------------------------------------------------------------
 
@@ -188,7 +202,7 @@ class Warehouse:
         """The journals left by runs that died while publishing or before the steps after it, oldest first."""
         if not self.journals.is_dir():
             return []
-        return [Journal.from_dict(_read(p)) for p in sorted(self.journals.glob("*.json"))]
+        return [Journal.from_dict(read_json(p)) for p in sorted(self.journals.glob("*.json"))]
 
     def publish(self, journal: Journal) -> None:
         """Make the journal's moves (those not made yet) and write its manifest: the commit point.
@@ -202,17 +216,22 @@ class Warehouse:
         for move in manifest.files:
             staged, published = self.root / move.staged, self.root / move.published
             if staged.exists():
-                published.parent.mkdir(parents=True, exist_ok=True)
+                private_directory(published.parent)
                 os.replace(staged, published)
                 directories.add(published.parent)
                 pause_at("publishing")
             elif not published.exists():
                 raise FileNotFoundError(f"run {manifest.run_id}: neither the staged file {staged} nor the published "
                                         f"{published} exists; the warehouse was changed by hand")
+        # The moves, and the directories they created, durable up to the warehouse itself.
+        synced: set[Path] = set()
         for directory in sorted(directories):
-            fsync_directory(directory)
-            fsync_directory(directory.parent)
-            fsync_directory(directory.parent.parent)
+            while directory not in synced:
+                fsync_directory(directory)
+                synced.add(directory)
+                if directory == self.root or self.root not in directory.parents:
+                    break
+                directory = directory.parent
         write_atomically(self.manifest_path(manifest.run_id), manifest.as_dict())
 
     def step_done(self, journal: Journal, step: str) -> None:
@@ -244,8 +263,8 @@ class Warehouse:
     def exclusive(self) -> Iterator[None]:
         """Hold the group's run lock (``_etl/<group>/run.lock``, flock) for a run; RunInProgress if another
         process of this host holds it. The kernel drops it when the holder dies, however it dies."""
-        self.etl.mkdir(parents=True, exist_ok=True)
-        with open(self.etl / "run.lock", "a+") as lock:
+        private_directory(self.etl)
+        with open(os.open(self.etl / "run.lock", os.O_RDWR | os.O_CREAT, 0o600), "r+") as lock:
             try:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -263,7 +282,7 @@ class Warehouse:
 
     def remove_strays(self) -> None:
         """Temporary files of atomic writes that a dead run left."""
-        for directory in (self.plans, self.journals, self.manifests):
+        for directory in (self.plans, self.journals, self.manifests, self.etl):
             if directory.is_dir():
                 for stray in directory.glob("*.tmp"):
                     stray.unlink(missing_ok=True)

@@ -6,10 +6,17 @@ it reaches ``end`` (offsets missing inside the range -- compacted, aborted, cont
 not there), decodes each value in the Confluent wire format with the writer schema fetched once per id
 from the registry (one client per process) into the topic's reader schema, and yields one Arrow batch per
 fetch: the event's fields, the lineage columns and the event time's ``date`` and ``hour`` (UTC; a record
-without ``header.eventTime`` uses its Kafka timestamp). A value that does not decode fails the task naming
-topic, partition and offset. What the task loaded (rows, message bytes, audit counts per datacenter and
-window, its start time, offsets retention deleted under it) goes into a dict accumulator keyed by range
-index, so a task run twice reports once.
+without ``header.eventTime`` uses its Kafka timestamp).
+
+A record that cannot become a row (no value, not in the wire format, a schema id the registry does not know, a
+value that does not decode into the reader schema, a row Arrow refuses) is a :class:`~etl.quarantine.BadRecord`:
+with on.bad.record=quarantine the task writes it to the run's staged quarantine (etl.quarantine) and goes on;
+with fail it fails the task naming topic, partition and offset. A registry that cannot be reached fails the
+task: nothing is quarantined for a passing fault.
+
+What the task loaded (rows, message bytes, audit counts per datacenter and window, quarantined records per
+reason, datacenter and window, its start time, offsets retention deleted under it) goes into a dict accumulator
+keyed by range index, so a task run twice reports once.
 """
 
 from __future__ import annotations
@@ -23,24 +30,40 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from pathlib import Path
+
 import fastavro
 import pyarrow as pa
+from fastavro.read import SchemaResolutionError
+from fastavro.schema import SchemaParseException
 from pyspark.accumulators import AccumulatorParam
 
 from audit.latency import LatencyBuckets
 from audit.sketch import EventSketch
 from etl.faults import dropped_event_ids, pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
+from etl.quarantine import (
+    NOT_WIRE_FORMAT,
+    NULL_VALUE,
+    UNCONVERTIBLE,
+    UNDECODABLE,
+    UNKNOWN_SCHEMA_ID,
+    BadRecord,
+    Quarantined,
+    event_id_of,
+    QuarantineWriter,
+    quarantined_row,
+)
 from mirror.lineage import lineage_of
 from pipeline.client.cluster import Cluster, StaticBrokerList
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, OffsetOutOfRange
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from schemas.registry_client import SchemaRegistryClient
+from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 from schemas.serde import WireFormatError, schema_id_of
 
-__all__ = ["LINEAGE_FIELDS", "PARTITION_COLUMNS", "RangeStats", "StatsParam", "TaskContext", "TaskError",
-           "load_ranges", "table_arrow_schema"]
+__all__ = ["Decoder", "LINEAGE_FIELDS", "PARTITION_COLUMNS", "RangeStats", "RowBuilder", "StatsParam",
+           "TaskContext", "TaskError", "load_ranges", "table_arrow_schema"]
 
 #: Columns every table has after the event's own fields: where the record was in the offline cluster and,
 #: for a mirrored record, in its source cluster (null otherwise).
@@ -55,6 +78,11 @@ _PREFIX_SIZE = 5
 _EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 _NOT_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _ATTEMPTS = 10
+#: What fastavro and our checks raise for bytes that do not decode into the reader schema.
+_UNDECODABLE = (WireFormatError, ValueError, TypeError, EOFError, IndexError, KeyError, OverflowError,
+                SchemaResolutionError)
+#: What Arrow raises for values it cannot put in the table's columns.
+_UNCONVERTIBLE = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
 _registries: dict[str, SchemaRegistryClient] = {}
 
@@ -68,7 +96,8 @@ class TaskError(Exception):
 
 @dataclass(frozen=True)
 class TaskContext:
-    """What the tasks of one topic need: brokers, registry, the reader schema (JSON text), fetch settings."""
+    """What the tasks of one topic need: brokers, registry, the reader schema (JSON text), fetch settings, and
+    where bad records go (``quarantine_dir``: the topic's staged quarantine; None: on.bad.record=fail)."""
 
     topic: str
     brokers: str
@@ -76,6 +105,8 @@ class TaskContext:
     reader_schema: str
     fetch_size: int
     skip_out_of_range: bool
+    run_id: str = ""
+    quarantine_dir: str | None = None
 
 
 RangeStats = dict[str, Any]
@@ -106,26 +137,58 @@ def _registry(url: str) -> SchemaRegistryClient:
     return client
 
 
-class _Decoder:
-    """Wire-format values of one topic into reader-schema dicts (raw logical values), writers cached by id."""
+class Decoder:
+    """Wire-format values of one topic into reader-schema dicts (raw logical values), writers cached by id, ids the
+    registry does not know remembered (one look-up per id per task)."""
 
-    def __init__(self, context: TaskContext) -> None:
-        self.registry = _registry(context.registry_url)
-        self.reader = fastavro.parse_schema(without_logical_types(json.loads(context.reader_schema)))
+    def __init__(self, registry: SchemaRegistryClient, reader_schema: str) -> None:
+        self.registry = registry
+        self.reader = fastavro.parse_schema(without_logical_types(json.loads(reader_schema)))
         self.writers: dict[int, Any] = {}
+        self.unknown: dict[int, str] = {}
 
-    def decode(self, value: bytes) -> dict[str, Any]:
-        schema_id = schema_id_of(value)
+    def decode(self, value: bytes | None) -> dict[str, Any]:
+        """The record ``value`` holds; BadRecord when it cannot be decoded, SchemaRegistryError when the registry
+        cannot be asked."""
+        if value is None:
+            raise BadRecord(NULL_VALUE, "the record has no value to decode")
+        try:
+            schema_id = schema_id_of(value)
+        except WireFormatError as error:
+            raise BadRecord(NOT_WIRE_FORMAT, f"cannot decode the value: {error}") from None
         writer = self.writers.get(schema_id)
         if writer is None:
-            text = self.registry.schema(schema_id).text
-            writer = self.writers[schema_id] = fastavro.parse_schema(without_logical_types(json.loads(text)))
+            writer = self._writer(schema_id)
         stream = io.BytesIO(value)
         stream.seek(_PREFIX_SIZE)
-        record = fastavro.schemaless_reader(stream, writer, self.reader)
+        try:
+            record = fastavro.schemaless_reader(stream, writer, self.reader)
+        except _UNDECODABLE as error:
+            raise BadRecord(UNDECODABLE, f"cannot decode the value: {type(error).__name__}: {error}",
+                            schema_id) from None
         if stream.tell() != len(value):
-            raise WireFormatError(f"{len(value) - stream.tell()} bytes left after the record (schema id {schema_id})")
+            raise BadRecord(UNDECODABLE, f"cannot decode the value: {len(value) - stream.tell()} bytes left after "
+                                         f"the record (schema id {schema_id})", schema_id)
         return record
+
+    def _writer(self, schema_id: int) -> Any:
+        known = self.unknown.get(schema_id)
+        if known is not None:
+            raise BadRecord(UNKNOWN_SCHEMA_ID, known, schema_id)
+        try:
+            text = self.registry.schema(schema_id).text
+        except SchemaRegistryError as error:
+            if error.status != 404:
+                raise
+            message = self.unknown[schema_id] = f"cannot decode the value: unknown schema id {schema_id}: {error}"
+            raise BadRecord(UNKNOWN_SCHEMA_ID, message, schema_id) from None
+        try:
+            writer = fastavro.parse_schema(without_logical_types(json.loads(text)))
+        except (SchemaParseException, ValueError, TypeError, KeyError) as error:
+            raise BadRecord(UNDECODABLE, f"cannot decode the value: the writer schema {schema_id} does not parse: "
+                                         f"{error}", schema_id) from None
+        self.writers[schema_id] = writer
+        return writer
 
 
 def _day(ms: int, cache: dict[int, str]) -> str:
@@ -136,28 +199,112 @@ def _day(ms: int, cache: dict[int, str]) -> str:
     return text
 
 
-class _RangeLoader:
-    """Reads one range and turns each fetch into an Arrow batch; keeps the range's stats."""
+#: What the audit counts a row under: ((datacenter, window start), event id or None, message bytes, event time ms).
+Mark = tuple[tuple[str, int], "str | None", int, int]
 
-    def __init__(self, context: TaskContext, decoder: _Decoder, arrow_schema: pa.Schema, window_ms: int,
-                 partition: int, start: int, end: int) -> None:
-        self.context = context
+
+class RowBuilder:
+    """Records of one topic-partition into rows of its table: the decoded event, its lineage columns, the event
+    time's date and hour; and for each row what the audit counts it under (a :data:`Mark`). Shared by the tasks
+    and the quarantine's replay."""
+
+    def __init__(self, topic: str, partition: int, decoder: Decoder, window_ms: int,
+                 drop: frozenset[str] = frozenset()) -> None:
+        self.topic = topic
+        self.partition = partition
         self.decoder = decoder
+        self.window_ms = window_ms
+        self.drop = drop
+        self._days: dict[int, str] = {}
+
+    def row(self, record: Any) -> tuple[dict[str, Any], Mark] | None:
+        """The row of ``record`` (a fetched Record) and its mark; None for an event the fault injection drops.
+        BadRecord when it cannot be a row."""
+        value = record.value
+        row = self.decoder.decode(value)
+        header = row.get("header")
+        if not isinstance(header, dict):
+            header = {}
+        drop = self.drop
+        if drop and header.get("eventId") in drop:
+            return None
+        event_ms = header.get("eventTime")
+        if not isinstance(event_ms, int):
+            event_ms = record.timestamp
+        try:
+            day = _day(event_ms, self._days)
+        except (ValueError, OverflowError):
+            raise BadRecord(UNCONVERTIBLE, f"cannot convert the value to a row: its event time {event_ms} ms is "
+                                           f"outside the calendar", schema_id_of(value)) from None
+        row["kafka_topic"] = self.topic
+        row["kafka_partition"] = self.partition
+        row["kafka_offset"] = record.offset
+        row["kafka_timestamp"] = record.timestamp
+        if record.headers:
+            lineage = lineage_of(self.topic, record.headers)
+            if lineage is not None:
+                row["source_cluster"] = lineage.cluster
+                row["source_partition"] = lineage.partition
+                row["source_offset"] = lineage.offset
+        row["date"] = day
+        row["hour"] = (event_ms // 3_600_000) % 24
+        event_id = header.get("eventId")
+        if not isinstance(event_id, str) or len(event_id) != 36:
+            event_id = None  # one that is not a UUID all the same is left out of the sketch (_sketch_text)
+        return row, ((str(header.get("datacenter", "")), event_ms - event_ms % self.window_ms), event_id,
+                     len(value), event_ms)
+
+
+def to_batch(rows: list[dict[str, Any]], arrow_schema: pa.Schema, target: pa.Schema) -> pa.RecordBatch:
+    """Rows as one Arrow batch of the table's Spark types; raises what Arrow raises for a value it refuses."""
+    return pa.RecordBatch.from_pylist(rows, schema=arrow_schema).cast(target)
+
+
+def convertible(rows: list[dict[str, Any]], arrow_schema: pa.Schema,
+                target: pa.Schema) -> tuple[pa.RecordBatch, list[tuple[int, BadRecord]]]:
+    """Rows as one batch, the rows Arrow refuses left out: (the batch, [(index of a refused row, why)])."""
+    try:
+        return to_batch(rows, arrow_schema, target), []
+    except _UNCONVERTIBLE:
+        pass
+    good, refused = [], []
+    for index, row in enumerate(rows):
+        try:
+            to_batch([row], arrow_schema, target)
+        except _UNCONVERTIBLE as error:
+            refused.append((index, BadRecord(UNCONVERTIBLE, f"cannot convert the value to a row: "
+                                                            f"{type(error).__name__}: {error}")))
+        else:
+            good.append(row)
+    return to_batch(good, arrow_schema, target), refused
+
+
+class _RangeLoader:
+    """Reads one range and turns each fetch into an Arrow batch; keeps the range's stats and quarantines what
+    cannot be loaded."""
+
+    def __init__(self, context: TaskContext, decoder: Decoder, arrow_schema: pa.Schema, target: pa.Schema,
+                 window_ms: int, partition: int, start: int, end: int,
+                 quarantine: QuarantineWriter | None) -> None:
+        self.context = context
+        self.builder = RowBuilder(context.topic, partition, decoder, window_ms, dropped_event_ids())
         self.arrow_schema = arrow_schema
+        self.target = target
         self.window_ms = window_ms
         self.partition = partition
         self.start = start
         self.end = end
+        self.quarantine = quarantine
         self.rows = 0
         self.bytes = 0
         self.windows: dict[tuple[str, int], list[int]] = {}
-        self._drop = dropped_event_ids()
         #: How long after its event time each row of a window was loaded (audit.latency).
         self.window_latency: dict[tuple[str, int], LatencyBuckets] = {}
         #: The event ids of each window, for the audit's sketch.
         self.window_ids: dict[tuple[str, int], list[str]] = {}
+        #: Quarantined records per (reason, datacenter, window): [with an id, their bytes, ids, without an id].
+        self.quarantined: dict[tuple[str, str, int], list[Any]] = {}
         self.skipped: list[tuple[int, int]] = []
-        self._days: dict[int, str] = {}
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         context = self.context
@@ -170,7 +317,7 @@ class _RangeLoader:
                     if consumer is None:
                         consumer = self._consumer(cluster)
                     messages = consumer.fetch(FetchRequest(context.topic, self.partition, offset, context.fetch_size))
-                    rows = self._rows(messages, offset)
+                    rows, marks, sources, bad = self._rows(messages, offset)
                 except OffsetOutOfRange as error:
                     offset = self._out_of_range(offset, error)
                     continue
@@ -186,6 +333,8 @@ class _RangeLoader:
                     time.sleep(0.2 * stuck)
                     cluster.refresh([context.topic])
                     continue
+                except SchemaRegistryError as error:
+                    raise TaskError(f"{self._where(offset)}: the writer schema could not be read: {error}") from None
                 if messages.next_offset <= offset:
                     stuck += 1
                     if stuck >= _ATTEMPTS:
@@ -195,8 +344,18 @@ class _RangeLoader:
                     continue
                 stuck = 0
                 offset = messages.next_offset
+                batch = None
                 if rows:
-                    yield pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
+                    batch, refused = convertible(rows, self.arrow_schema, self.target)
+                    if refused:
+                        gone = {index for index, _ in refused}
+                        bad += [(sources[index], error) for index, error in refused]
+                        marks = [mark for index, mark in enumerate(marks) if index not in gone]
+                    self._count(marks)
+                if bad:
+                    self._set_aside(bad)
+                if batch is not None and batch.num_rows:
+                    yield batch
         except (KafkaClientError, OSError) as error:
             raise TaskError(f"{self._where(offset)}: {error}") from None
         finally:
@@ -226,44 +385,38 @@ class _RangeLoader:
     def _where(self, offset: int) -> str:
         return f"{self.context.topic}-{self.partition} offset {offset}"
 
-    def _rows(self, messages: Any, offset: int) -> list[dict[str, Any]]:
-        topic, partition, end, window_ms = self.context.topic, self.partition, self.end, self.window_ms
-        decode, windows, window_ids, days = self.decoder.decode, self.windows, self.window_ids, self._days
-        drop, latencies, now_s = self._drop, self.window_latency, time.time()
-        rows = []
+    def _rows(self, messages: Any, offset: int) -> tuple[list[dict[str, Any]], list[Mark], list[Any],
+                                                         list[tuple[Any, BadRecord]]]:
+        """The rows of one fetch from ``offset`` to the range's end, their marks and records, and the records that
+        cannot be rows (with why)."""
+        end, row_of = self.end, self.builder.row
+        rows: list[dict[str, Any]] = []
+        marks: list[Mark] = []
+        sources: list[Any] = []
+        bad: list[tuple[Any, BadRecord]] = []
         for record in messages:
             if record.offset < offset:
                 continue
             if record.offset >= end:
                 break
-            value = record.value
-            if value is None:
-                raise TaskError(f"{topic}-{partition} offset {record.offset}: the record has no value to decode")
             try:
-                row = decode(value)
-            except (WireFormatError, ValueError, TypeError, EOFError, IndexError, KeyError) as error:
-                raise TaskError(f"{topic}-{partition} offset {record.offset}: cannot decode the value: "
-                                f"{type(error).__name__}: {error}") from None
-            header = row.get("header")
-            if drop and isinstance(header, dict) and header.get("eventId") in drop:
+                built = row_of(record)
+            except BadRecord as error:
+                if self.quarantine is None:
+                    raise TaskError(f"{self._where(record.offset)}: {error.message}") from None
+                bad.append((record, error))
                 continue
-            event_ms = header.get("eventTime") if isinstance(header, dict) else None
-            if not isinstance(event_ms, int):
-                event_ms = record.timestamp
-            datacenter = header.get("datacenter", "") if isinstance(header, dict) else ""
-            lineage = lineage_of(topic, record.headers) if record.headers else None
-            row["kafka_topic"] = topic
-            row["kafka_partition"] = partition
-            row["kafka_offset"] = record.offset
-            row["kafka_timestamp"] = record.timestamp
-            if lineage is not None:
-                row["source_cluster"] = lineage.cluster
-                row["source_partition"] = lineage.partition
-                row["source_offset"] = lineage.offset
-            row["date"] = _day(event_ms, days)
-            row["hour"] = (event_ms // 3_600_000) % 24
-            rows.append(row)
-            key = (str(datacenter), event_ms - event_ms % window_ms)
+            if built is not None:
+                rows.append(built[0])
+                marks.append(built[1])
+                sources.append(record)
+        return rows, marks, sources, bad
+
+    def _count(self, marks: list[Mark]) -> None:
+        """Count loaded rows under their datacenter and window."""
+        windows, window_ids, latencies, now_s = self.windows, self.window_ids, self.window_latency, time.time()
+        size = 0
+        for key, event_id, length, event_ms in marks:
             counts = windows.get(key)
             if counts is None:
                 counts = windows[key] = [0, 0]
@@ -271,43 +424,81 @@ class _RangeLoader:
                 latencies[key] = LatencyBuckets()
             latencies[key].add(now_s - event_ms / 1000)
             counts[0] += 1
-            counts[1] += len(value)
-            event_id = header.get("eventId") if isinstance(header, dict) else None
-            if isinstance(event_id, str) and len(event_id) == 36:
+            counts[1] += length
+            if event_id is not None:
                 window_ids[key].append(event_id)
-            self.bytes += len(value)
-        self.rows += len(rows)
-        return rows
+            size += length
+        self.rows += len(marks)
+        self.bytes += size
+
+    def _set_aside(self, bad: list[tuple[Any, BadRecord]]) -> None:
+        """Write records that cannot be rows to the quarantine and count them (on.bad.record=quarantine)."""
+        if self.quarantine is None:
+            record, error = bad[0]
+            raise TaskError(f"{self._where(record.offset)}: {error.message}")
+        context, window_ms = self.context, self.window_ms
+        records: list[Quarantined] = []
+        for record, error in sorted(bad, key=lambda item: item[0].offset):
+            lineage = lineage_of(context.topic, record.headers) if record.headers else None
+            found = quarantined_row(context.run_id, context.topic, self.partition, record, error, lineage)
+            records.append(found)
+            key = (error.reason, found.datacenter, found.time_ms - found.time_ms % window_ms)
+            counts = self.quarantined.get(key)
+            if counts is None:
+                counts = self.quarantined[key] = [0, 0, [], 0]
+            if found.event_id is not None:
+                counts[0] += 1
+                counts[1] += found.size
+                counts[2].append(found.event_id)
+            else:
+                counts[3] += 1
+        self.quarantine.write(records)
 
     def stats(self, started: float) -> RangeStats:
         return {"rows": self.rows, "bytes": self.bytes, "started": started, "host": socket.gethostname(),
                 "windows": [[dc, start, c, b, _sketch_text(self.window_ids.get((dc, start))),
                              self.window_latency[(dc, start)].to_text()]
                             for (dc, start), (c, b) in sorted(self.windows.items())],
+                "quarantined": [[reason, dc, start, c, b, _sketch_text(ids), without]
+                                for (reason, dc, start), (c, b, ids, without) in sorted(self.quarantined.items())],
                 "skipped": [list(s) for s in self.skipped]}
 
 
 def _sketch_text(ids: list[str] | None) -> str | None:
-    """The audit sketch of a window's event ids, base64 (it travels in Spark's accumulator and the manifest)."""
+    """The audit sketch of a window's event ids, base64 (it travels in Spark's accumulator and the manifest).
+    Ids that are not UUIDs are left out (checked here, once per window, rather than per row)."""
     if not ids:
         return None
     sketch = EventSketch()
-    sketch.add(ids)
+    try:
+        sketch.add(ids)
+    except ValueError:  # audit.sketch.SketchError, or bytes.fromhex on what is not hex
+        sketch = EventSketch()
+        sketch.add([i for i in ids if event_id_of(i) is not None])
     return base64.b64encode(sketch.to_bytes()).decode()
 
 
 def load_ranges(context: TaskContext, window_ms: int, accumulator: Any, target: pa.Schema,
                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The mapInArrow function: for each (index, partition, start, end) row, the range's Arrow batches, cast
-    to ``target`` (Spark's Arrow form of the table's schema)."""
+    to ``target`` (Spark's Arrow form of the table's schema), its bad records written to the staged quarantine."""
     started = time.time()
-    decoder = _Decoder(context)
+    decoder = Decoder(_registry(context.registry_url), context.reader_schema)
     arrow_schema = table_arrow_schema(json.loads(context.reader_schema))
     for batch in batches:
         for item in batch.to_pylist():
-            loader = _RangeLoader(context, decoder, arrow_schema, window_ms, item["partition"], item["start"],
-                                  item["end"])
-            for loaded in loader.batches():
-                yield loaded.cast(target)
-                pause_at("loading")
+            quarantine = None if context.quarantine_dir is None else \
+                QuarantineWriter(Path(context.quarantine_dir), item["index"])
+            loader = _RangeLoader(context, decoder, arrow_schema, target, window_ms, item["partition"],
+                                  item["start"], item["end"], quarantine)
+            try:
+                for loaded in loader.batches():
+                    yield loaded
+                    pause_at("loading")
+                if quarantine is not None:
+                    quarantine.close()
+            except BaseException:
+                if quarantine is not None:
+                    quarantine.abort()
+                raise
             accumulator.add({item["index"]: loader.stats(started)})

@@ -26,7 +26,7 @@ PROG = "python -m mirror"
 # Command-line options and the setting each one sets.
 _OPTIONS = {"state_dir": "state.dir", "target": "target.zookeeper.connect", "target_bootstrap_server": "target.bootstrap.servers",
             "whitelist": "whitelist", "blacklist": "blacklist", "group": "group.id", "num_streams": "num.streams",
-            "metrics_port": "metrics.port", "registry": "schema.registry.url"}
+            "metrics_port": "metrics.port", "metrics_host": "metrics.host", "registry": "schema.registry.url"}
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--source-bootstrap-server", action="append", default=[], metavar="NAME=HOST:PORT[,...]",
                         help="a source cluster by name and brokers (repeat for several): this process reads all "
                              "of its partitions, offsets kept under --state-dir")
-    parser.add_argument("--state-dir", metavar="DIR", help="where the offsets of sources given by brokers are kept")
+    parser.add_argument("--state-dir", metavar="DIR", help="the mirror's state: the quarantine of records the target "
+                                                           "refuses, the offsets of sources given by brokers")
     _add_target(parser)
     parser.add_argument("--whitelist", metavar="REGEX", help="topics to mirror (whole names; a comma means or)")
     parser.add_argument("--blacklist", metavar="REGEX", help="topics never mirrored")
@@ -56,6 +57,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="skip offsets the source's retention deleted before they were mirrored (counted and "
                              "reported) instead of stopping")
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    parser.add_argument("--metrics-host", metavar="ADDRESS",
+                        help="address the metrics server listens on (default 0.0.0.0)")
     parser.add_argument("--registry", metavar="URL", help="schema registry for the audit counts")
     parser.add_argument("--no-audit", action="store_true", help="publish no tier-mirror audit counts")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -109,7 +112,8 @@ def run(argv: list[str]) -> int:
     server = None
     try:
         if config["metrics.port"] is not None:
-            server, _ = start_http_server(config["metrics.port"], registry=service.metrics.registry)
+            server, _ = start_http_server(config["metrics.port"], addr=config["metrics.host"],
+                                          registry=service.metrics.registry)
         service.run(stop)
     except (MirrorError, MirrorTopicError, SchemaRegistryError, KafkaClientError, KafkaProtocolError,
             KazooException, ConfigError, OSError) as error:

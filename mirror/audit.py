@@ -6,7 +6,8 @@ datacenter (so the counts line up with that datacenter's producer tier) and this
 host. A record's event time is its timestamp. A record mirrored twice (after a restart, from the last
 commit) is counted twice: duplicates show as a mirror count above the producer count of the window.
 Windows are published once their end has passed and nothing of them is in flight, and all of them at
-shutdown, by the retrying audit.counting.AuditPublisher.
+shutdown, by the retrying audit.counting.AuditPublisher. A record the target refused for good and the mirror
+quarantined is counted in a quarantine record (properties.quarantined = the reason), not as mirrored.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ class MirrorAudit:
             ids.append(None if found is None else found.event_id)
         for source, (outcomes, ids) in by_source.items():
             self.counters[source].settled(outcomes, acknowledged, ids)
+
+    def quarantined(self, source: str, topic: str, event_time_ms: int, size: int, reason: str,
+                    event_id: str | None) -> None:
+        """A record handed to the target and refused for good, quarantined for ``reason``: counted in a quarantine
+        record of tier mirror (docs/accounting.md), no longer in flight."""
+        self.counters[source].quarantined(self.host, topic, event_time_ms, size, reason, event_id, in_flight=True)
 
     def publish_counted(self, timeout_s: float) -> bool:
         """Publish the counts of every record acknowledged so far (open windows too: their later records add up)

@@ -83,8 +83,10 @@ MIRROR_PROPERTIES = (
              "source clusters given by their brokers instead: NAME=HOST:PORT[,HOST:PORT...][,NAME=...]; one process "
              "reads all of such a source's partitions, its offsets kept under state.dir"),
     Property("state.dir", parse_str, None,
-             "directory of the offsets of the sources given by brokers (STATE/GROUP/SOURCE.offsets.json, locked "
-             "to one process); required with source.bootstrap.servers"),
+             "the mirror's own state, owner-only: the quarantine of records the target refuses for good "
+             "(STATE/GROUP/quarantine/SOURCE.jsonl) and the offsets of the sources given by brokers "
+             "(STATE/GROUP/SOURCE.offsets.json, locked to one process); required with source.bootstrap.servers, and "
+             "without it a record the target refuses stops the mirror"),
     Property("target.zookeeper.connect", parse_str, None, "the target (offline) cluster's ZooKeeper"),
     Property("target.bootstrap.servers", parse_str, None, "the target cluster's brokers instead, HOST:PORT[,...]"),
     Property("whitelist", parse_regex, None, "regular expression of the topics to mirror (required)"),
@@ -101,7 +103,8 @@ MIRROR_PROPERTIES = (
     Property("shutdown.timeout.s", parse_float, 30.0,
              "at SIGTERM, longest wait for the records in flight to be acknowledged"),
     Property("metrics.port", parse_optional_int, None,
-             "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)", at_least=0, at_most=65535),
+             "serve Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)", at_least=0, at_most=65535),
+    Property("metrics.host", parse_str, "0.0.0.0", "address the metrics server listens on"),
     Property("audit.enable", parse_bool, True, "publish tier-mirror AuditCount records to the target"),
     Property("audit.window.ms", parse_int, 60_000, "audit window of event time", at_least=1),
     Property("audit.topic", parse_str, AUDIT_TOPIC,
@@ -112,9 +115,11 @@ MIRROR_PROPERTIES = (
 
 # What the mirror's guarantees rest on: set by the mirror, refused from the user.
 _PRODUCER_FIXED = {"producer.type": "async", "request.required.acks": -1, "enable.idempotence": True}
+# Retries without end (as Kafka's MirrorMaker sets delivery.timeout.ms): a target down for hours is waited out, the
+# source offsets uncommitted meanwhile.
 _PRODUCER_DEFAULTS = {"batch.size": 500, "queue.time": 10, "queue.buffering.max.messages": 20_000,
-                      "message.send.max.retries": INT32_MAX, "retry.backoff.ms": 500,
-                      "client.id": "mirror"}
+                      "message.send.max.retries": INT32_MAX, "delivery.timeout.ms": INT32_MAX,
+                      "retry.backoff.ms": 500, "client.id": "mirror"}
 _CONSUMER_FIXED = {"auto.commit.enable": False, "auto.offset.reset": "smallest", "consumer.timeout.ms": 200}
 _CONSUMER_FIXED_STATIC = {k: v for k, v in _CONSUMER_FIXED.items() if k != "auto.commit.enable"}
 # Property names (aliases included) of each kind of source's consumer.
@@ -188,6 +193,10 @@ class MirrorConfig(Config):
     def offsets_file(self, source: str) -> Path:
         """Where the offsets of a source given by brokers are kept."""
         return Path(self["state.dir"]) / self["group.id"] / f"{source}.offsets.json"
+
+    def quarantine_dir(self) -> Path | None:
+        """Where records the target refused for good are kept (None without state.dir)."""
+        return Path(self["state.dir"]) / self["group.id"] / "quarantine" if self["state.dir"] else None
 
     def producer_config(self) -> ProducerConfig:
         """The target producer: async, acks=all, idempotent, retrying (practically) forever."""

@@ -16,7 +16,7 @@ from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.protocol.records import Header
 
 __all__ = ["CLUSTER_HEADER", "LINEAGE_HEADERS", "Lineage", "OFFSET_HEADER", "PARTITION_HEADER", "lineage_headers",
-           "lineage_of", "look_up"]
+           "lineage_of", "lineage_overhead", "look_up"]
 
 CLUSTER_HEADER = "mirror.cluster"
 PARTITION_HEADER = "mirror.partition"
@@ -34,6 +34,14 @@ class Lineage(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.cluster} {self.topic}-{self.partition}@{self.offset}"
+
+
+def lineage_overhead(cluster: str) -> int:
+    """The most bytes this hop's lineage headers can add to a record of source ``cluster`` (a partition of up to
+    10 digits, an offset of up to 19; each header's two length varints; the record's own length and header-count
+    varints growing), so that a target holds whatever the source held."""
+    names = sum(len(name) for name in (CLUSTER_HEADER, PARTITION_HEADER, OFFSET_HEADER))
+    return names + len(cluster.encode()) + 10 + 19 + 3 * (5 + 5) + 5 + 5
 
 
 def lineage_headers(headers: Sequence[Header], cluster: bytes, partition: int, offset: int) -> list[Header]:

@@ -11,7 +11,8 @@ _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 
 class MirrorMetrics:
-    """Records and bytes mirrored, lag, record age, latency, errors, commits, lost offsets, audit publishing."""
+    """Records and bytes mirrored, lag, record age, latency, errors, commits, lost offsets, quarantined records,
+    audit publishing."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -38,6 +39,9 @@ class MirrorMetrics:
         self.lost = Counter("mirror_lost_offsets_total",
                             "Source offsets deleted by retention before they were mirrored, skipped "
                             "(skip.lost.offsets=true)", ["source", "topic", "partition"], registry=r)
+        self.quarantined = Counter("mirror_records_quarantined_total",
+                                   "Records the target refused for good, set aside in the quarantine under state.dir",
+                                   ["source", "topic", "reason"], registry=r)
         self.topics_created = Counter("mirror_target_topics_created_total", "Target topics created", registry=r)
         self.audit_published = Counter("mirror_audit_counts_published_total",
                                        "AuditCount records published to the audit topic", registry=r)

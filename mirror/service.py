@@ -15,7 +15,12 @@ tier-mirror audit counts of everything acknowledged so far are published, so tha
 counted (a mirror killed before its commit sends those records again, and they are counted again: duplicates
 the audit names as such, never a loss). The producer retries
 retriable errors (the target down) practically forever, so nothing is committed while the target is down
-and mirroring resumes by itself; an error that reaches the mirror is not retriable and stops it. Offsets
+and mirroring resumes by itself. A record the target refuses for good (too large for the target topic, invalid
+there) is quarantined (:mod:`mirror.quarantine`, under state.dir): kept whole with its lineage and the error,
+counted (``mirror_records_quarantined_total``, a tier-mirror quarantine AuditCount) and acknowledged, so the
+mirror goes on with the records after it instead of stopping at it after every restart. Target topics are
+sized for the largest record their sources hold plus the lineage headers (:mod:`mirror.topics`), and the
+producer's requests with them. Any other error that reaches the mirror is not retriable and stops it. Offsets
 the source's retention deleted before they were mirrored stop it too, naming the partition and the count,
 unless skip.lost.offsets is set (then each gap is counted and reported).
 
@@ -41,19 +46,21 @@ from pipeline.client.consumer_stream import ConsumerTimeout, KafkaStream
 from pipeline.client.offset_store import FileOffsetStore
 from pipeline.client.encoder import Encoder
 from pipeline.client.errors import KafkaClientError
-from pipeline.client.producer import CallbackHandler, Producer, ProducerData
+from pipeline.client.producer import CallbackHandler, MessageSizeTooLargeError, Producer, ProducerData
 from pipeline.client.rebalance import TopicPartition
-from pipeline.client.sender import ProducerBatch
+from pipeline.client.sender import ProducerBatch, is_record_refusal
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.protocol.records import Header
 from pipeline.zk import layout
 from schemas.serde import event_key
 from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig, topic_filter
 from mirror.faults import dropped_event_ids
-from mirror.lineage import lineage_headers
+from mirror.lineage import lineage_headers, lineage_overhead
 from mirror.metrics import MirrorMetrics
+from mirror.quarantine import MirrorQuarantine
 from mirror.topics import BrokerSourceTopics, MirrorTopicError, SourceTopics, TopicSync, ZooKeeperSourceTopics
 from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
 
@@ -91,15 +98,17 @@ class _Stopped(Exception):
 
 
 class _Pending:
-    """One record on its way to the target: what acknowledging it needs."""
+    """One record on its way to the target: what acknowledging (or quarantining) it needs."""
 
-    __slots__ = ("where", "offset", "value", "size", "timestamp", "taken_at")
+    __slots__ = ("where", "offset", "key", "value", "headers", "size", "timestamp", "taken_at")
 
-    def __init__(self, where: SourcePartition, offset: int, value: bytes | None, size: int, timestamp: int,
-                 taken_at: float) -> None:
+    def __init__(self, where: SourcePartition, offset: int, key: bytes | None, value: bytes | None,
+                 headers: Sequence[Header], size: int, timestamp: int, taken_at: float) -> None:
         self.where = where
         self.offset = offset
+        self.key = key
         self.value = value
+        self.headers = headers
         self.size = size
         self.timestamp = timestamp
         self.taken_at = taken_at
@@ -144,7 +153,6 @@ class _Source(ConsumerRebalanceListener):
         if name in config.zookeeper_sources:
             self.connector = ConsumerConnector(config.consumer_config(name), acknowledge_on_next=False,
                                                rebalance_listener=self)
-            self.topics = ZooKeeperSourceTopics(self.connector.zookeeper)
             discovery: Any = ZooKeeperBrokerDiscovery(self.connector.zookeeper)
             self.offsets_at = (f"{layout.offsets_path(config['group.id'], '<topic>')} in that source's "
                                f"ZooKeeper")
@@ -155,7 +163,9 @@ class _Source(ConsumerRebalanceListener):
             discovery = StaticBrokerList(config.broker_sources[name])
             self.offsets_at = f"its offset in {config.offsets_file(name)} (with the mirror stopped)"
         self.admin = AdminClient(Cluster(discovery, client_id="mirror-source"), close_cluster=True)
-        if name in config.broker_sources:
+        if name in config.zookeeper_sources:
+            self.topics = ZooKeeperSourceTopics(self.connector.zookeeper, self.admin)  # type: ignore[union-attr]
+        else:
             self.topics = BrokerSourceTopics(self.admin)
 
     def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> None:
@@ -189,6 +199,10 @@ class MirrorService(CallbackHandler):
         self._audit: MirrorAudit | None = None
         self._lag_labels: set[tuple[str, str, str]] = set()
         self._drop = dropped_event_ids()
+        quarantine_dir = config.quarantine_dir()
+        self.quarantine = MirrorQuarantine(quarantine_dir) if quarantine_dir is not None else None
+        #: Topics whose target batches the producer was fitted to (Producer.size_for_topic).
+        self._sized_topics: set[str] = set()
 
     # -- running -----------------------------------------------------------------------------------
 
@@ -226,7 +240,11 @@ class MirrorService(CallbackHandler):
         for name in sorted(config.sources):
             self._sources.append(_Source(name, self))
         self._topics = TopicSync({s.name: s.topics for s in self._sources},
-                                 AdminClient(self._target_cluster), config["topic.config.exclude"])
+                                 AdminClient(self._target_cluster), config["topic.config.exclude"],
+                                 header_allowance=max(lineage_overhead(name) for name in config.sources))
+        if self.quarantine is None:
+            log.warning("no state.dir: a record the target refuses for good cannot be quarantined and stops the "
+                        "mirror")
         self._start_audit()
         topics = topic_filter(config["whitelist"], config["blacklist"])
         for source in self._sources:
@@ -317,13 +335,17 @@ class MirrorService(CallbackHandler):
         key = record.key
         size = (0 if key is None else len(key)) + (0 if value is None else len(value))
         timestamp = record.timestamp
-        pending = _Pending(where, record.offset, value, size, timestamp, time.monotonic())
+        pending = _Pending(where, record.offset, key, value, record.headers, size, timestamp, time.monotonic())
         if self._audit is not None and record.topic != audit_topic:
             self._audit.sent(source.name, record.topic, timestamp)
-        self._producer.send(ProducerData(
-            record.topic, key, [pending], partition=record.partition,
-            timestamps=[timestamp] if timestamp >= 0 else None,
-            headers=[lineage_headers(record.headers, source.encoded_name, record.partition, record.offset)]))
+        try:
+            self._producer.send(ProducerData(
+                record.topic, key, [pending], partition=record.partition,
+                timestamps=[timestamp] if timestamp >= 0 else None,
+                headers=[lineage_headers(record.headers, source.encoded_name, record.partition, record.offset)]))
+        except MessageSizeTooLargeError as exc:
+            # Larger than any request the target topic takes: refused before it was sent.
+            self._quarantine([pending], exc)
 
     def _dropped(self, where: SourcePartition, record: ConsumerRecord) -> bool:
         """Fault injection (mirror.faults): lose the record if its event is one to drop."""
@@ -342,6 +364,11 @@ class MirrorService(CallbackHandler):
         while True:
             try:
                 self._topics.ensure(topic, partition)
+                if topic not in self._sized_topics:
+                    limit = self._topics.max_message_bytes(topic)
+                    if limit is not None and self._producer is not None:
+                        self._producer.size_for_topic(topic, limit)
+                    self._sized_topics.add(topic)
                 return
             except (KafkaClientError, KafkaProtocolError) as exc:
                 if not exc.retriable:
@@ -364,10 +391,14 @@ class MirrorService(CallbackHandler):
     # -- acknowledgements (the producer's sender thread) ------------------------------------------------
 
     def after_send(self, batch: ProducerBatch, result: Any) -> None:
-        """Track the target's acknowledgement of a batch; a failure stops the mirror (it is not retriable)."""
+        """Track the target's acknowledgement of a batch; records it refused for good are quarantined; any other
+        failure stops the mirror (it is not retriable)."""
         messages: list[_Pending] = batch.messages
         if isinstance(result, BaseException):
             first = messages[0]
+            if is_record_refusal(result) or isinstance(result, MessageSizeTooLargeError):
+                self._quarantine(messages, result)
+                return
             self._settle_audit(messages, False)
             if self._stopping.is_set() and isinstance(result, TimeoutError):
                 # Still queued when the shutdown's time ran out: not committed, mirrored again after a restart.
@@ -401,6 +432,37 @@ class MirrorService(CallbackHandler):
         self._settle_audit(messages, True)
         with self._lock:
             self.mirrored += len(messages)
+
+    def _quarantine(self, messages: list[_Pending], error: BaseException) -> None:
+        """Set aside records the target refused for good: written durably with their lineage, counted in the
+        metrics and the audit, then acknowledged so that the mirror commits past them and goes on."""
+        quarantine = self.quarantine
+        audit_topic = self.config["audit.topic"]
+        for message in messages:
+            where = message.where
+            if quarantine is None:
+                self.fail(MirrorError(f"the target refused source {where.source} {where.topic}-{where.partition}@"
+                                      f"{message.offset} for good ({error}) and without state.dir it cannot be "
+                                      f"quarantined: give state.dir (--state-dir)"))
+                return
+            found = event_key(message.value) if message.value else None
+            event_id = None if found is None else found.event_id
+            try:
+                reason = quarantine.add(source=where.source, topic=where.topic, partition=where.partition,
+                                        offset=message.offset, timestamp=message.timestamp, key=message.key,
+                                        value=message.value, headers=message.headers, error=error,
+                                        event_id=event_id)
+            except OSError as exc:
+                self.fail(MirrorError(f"cannot quarantine source {where.source} {where.topic}-{where.partition}@"
+                                      f"{message.offset} in {quarantine.directory}: {exc}"))
+                return
+            self.metrics.quarantined.labels(where.source, where.topic, reason).inc()
+            if self._audit is not None and where.topic != audit_topic:
+                self._audit.quarantined(where.source, where.topic, message.timestamp, message.size, reason, event_id)
+            log.warning("quarantined source %s %s-%d@%d (%s%s): %s; in %s", where.source, where.topic,
+                        where.partition, message.offset, reason, f", event {event_id}" if event_id else "", error,
+                        quarantine.path(where.source))
+            self.tracker.acknowledged(where, [message.offset])
 
     # -- commits and releases ------------------------------------------------------------------------
 

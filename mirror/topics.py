@@ -10,6 +10,12 @@ target was made smaller by hand) is grown with CreatePartitions to the largest s
 of the first new source partition comes; mirror processes racing to grow it find it grown. Only a target that
 cannot be grown (its brokers refuse or do not serve CreatePartitions) is an error: sending the record
 elsewhere would break the per-partition order and the key -> partition mapping.
+
+Sizes: the mirror adds lineage headers, so a record as large as its source topic allows (its max.message.bytes,
+in effect: the topic's own or the source broker's default) would not fit a target topic of the same limit. A
+target topic is created with max.message.bytes = the largest source limit + ``header_allowance``; an existing
+one below that is raised to it (IncrementalAlterConfigs), or, when the target refuses, kept (its records above
+it are then quarantined by the mirror). :meth:`TopicSync.max_message_bytes` says what the target takes.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -30,6 +36,10 @@ from pipeline.zk import layout
 __all__ = ["BrokerSourceTopics", "MirrorTopicError", "SourceTopics", "TopicSync", "ZooKeeperSourceTopics"]
 
 log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = "max.message.bytes"
+
+_T = TypeVar("_T")
 
 # How often a topic created by another mirror is looked up until the target shows it.
 VISIBILITY_POLL_S = 0.1
@@ -50,12 +60,40 @@ class SourceTopics(Protocol):
         """The topic's config overrides; None if the source does not have it."""
         ...
 
+    def max_message_bytes(self, topic: str) -> int | None:
+        """The largest record batch the source takes for the topic (max.message.bytes in effect); None if the
+        source does not have it."""
+        ...
+
+
+def _unless_unknown(ask: Callable[[], _T]) -> _T | None:
+    """``ask()``, or None when the topic it asks about does not exist."""
+    try:
+        return ask()
+    except UnknownTopicError:
+        return None
+    except KafkaProtocolError as exc:
+        if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return None
+        raise
+
+
+def _effective_max_message_bytes(admin: AdminClient, topic: str) -> int | None:
+    configs = _unless_unknown(lambda: admin.describe_configs(topic))
+    value = None if configs is None else configs.get(MAX_MESSAGE_BYTES)
+    return None if value is None else int(value)
+
 
 class ZooKeeperSourceTopics:
-    """A source's topics as its ZooKeeper registry holds them."""
+    """A source's topics as its ZooKeeper registry holds them; their limits (which may be the brokers' defaults,
+    not in ZooKeeper) as its brokers describe them."""
 
-    def __init__(self, zk: KazooClient) -> None:
+    def __init__(self, zk: KazooClient, admin: AdminClient | None = None) -> None:
         self._zk = zk
+        self._admin = admin
+
+    def max_message_bytes(self, topic: str) -> int | None:
+        return None if self._admin is None else _effective_max_message_bytes(self._admin, topic)
 
     def partitions(self, topic: str) -> int | None:
         try:
@@ -78,14 +116,7 @@ class BrokerSourceTopics:
         self._admin = admin
 
     def partitions(self, topic: str) -> int | None:
-        try:
-            return len(self._admin.describe_topics([topic])[0].partitions)
-        except UnknownTopicError:
-            return None
-        except KafkaProtocolError as exc:
-            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                return None
-            raise
+        return _unless_unknown(lambda: len(self._admin.describe_topics([topic])[0].partitions))
 
     def configs(self, topic: str) -> dict[str, str] | None:
         try:
@@ -93,15 +124,21 @@ class BrokerSourceTopics:
         except UnknownTopicError:
             return None
 
+    def max_message_bytes(self, topic: str) -> int | None:
+        return _effective_max_message_bytes(self._admin, topic)
+
 
 class TopicSync:
     """Ensures target topics exist with enough partitions; thread-safe, cached per topic."""
 
-    def __init__(self, sources: Mapping[str, SourceTopics], admin: AdminClient, exclude: tuple[str, ...] = ()) -> None:
+    def __init__(self, sources: Mapping[str, SourceTopics], admin: AdminClient, exclude: tuple[str, ...] = (),
+                 header_allowance: int = 0) -> None:
         self._sources = dict(sorted(sources.items()))
         self._admin = admin
         self._exclude = frozenset(exclude)
+        self._header_allowance = header_allowance
         self._partitions: dict[str, int] = {}
+        self._limits: dict[str, int] = {}
         self._lock = threading.Lock()
         #: Topics this process created in the target (for logs and tests).
         self.created: list[str] = []
@@ -118,7 +155,40 @@ class TopicSync:
                 known = self._visible_partitions(topic)
             if partition >= known:
                 known = self._grow(topic, known, partition)
+            if topic not in self._limits:
+                self._limits[topic] = self._sized(topic)
             self._partitions[topic] = known
+
+    def max_message_bytes(self, topic: str) -> int | None:
+        """The largest batch the target takes for ``topic``, once ``ensure`` saw it (None before)."""
+        return self._limits.get(topic)
+
+    def needed_max_message_bytes(self, topic: str) -> int | None:
+        """The largest source limit of ``topic`` plus the lineage headers; None if no source says."""
+        limits = [limit for source in self._sources.values()
+                  if (limit := source.max_message_bytes(topic)) is not None]
+        return max(limits) + self._header_allowance if limits else None
+
+    def _sized(self, topic: str) -> int:
+        """The target topic's max.message.bytes, raised to what the sources need when it is below that."""
+        current = _effective_max_message_bytes(self._admin, topic)
+        needed = self.needed_max_message_bytes(topic)
+        if current is None:
+            raise MirrorTopicError(f"target topic {topic!r} does not say its max.message.bytes")
+        if needed is None or current >= needed:
+            return current
+        try:
+            self._admin.alter_configs(topic, {MAX_MESSAGE_BYTES: str(needed)})
+        except KafkaProtocolError as exc:
+            if exc.retriable:
+                raise
+            log.warning("target topic %s takes batches of up to %d bytes, below the %d its sources' records may need "
+                        "with the lineage headers, and cannot be raised (%s): larger records are quarantined",
+                        topic, current, needed, exc)
+            return current
+        log.info("raised max.message.bytes of target topic %s from %d to %d (the sources' limit plus the lineage "
+                 "headers)", topic, current, needed)
+        return needed
 
     def _visible_partitions(self, topic: str) -> int:
         """The partition count of a topic just created, here or by a racing mirror whose creation the target
@@ -188,6 +258,9 @@ class TopicSync:
         if not counts:
             raise MirrorTopicError(f"topic {topic!r} is in no source cluster any more")
         configs = self.source_configs(topic)
+        needed = self.needed_max_message_bytes(topic)
+        if needed is not None:
+            configs[MAX_MESSAGE_BYTES] = str(max(needed, int(configs.get(MAX_MESSAGE_BYTES, 0))))
         partitions = max(counts.values())
         try:
             self._admin.create_topics(topic, partitions=partitions, configs=configs)

@@ -29,14 +29,14 @@ def fsync_dir(directory: Path) -> None:
     fsync_and_close([os.open(directory, os.O_RDONLY | os.O_DIRECTORY)])
 
 
-def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_atomically(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` atomically; with ``durable`` (the default) also crash-safely.
 
     ``durable=False`` skips both fsyncs, for a caller that syncs the file and its directory later
-    (off the event loop, see Log.flush).
+    (off the event loop, see Log.flush). ``mode``: the new file's permissions (less the umask).
     """
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
@@ -50,6 +50,19 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def make_private_dir(directory: Path) -> None:
+    """Create ``directory`` and each missing parent owner-only (0700); existing ones are left as they are."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+
+
 class FileLockedError(OSError):
     """Another process holds the lock file."""
 
@@ -58,9 +71,9 @@ class LockFile:
     """An exclusive ``flock`` on ``path`` (created if missing) holding this process's pid, until ``close``:
     one process at a time per state file; the second is refused with the holder's pid."""
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, path: Path, what: str, mode: int = 0o644) -> None:
         self.path = path
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, mode)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

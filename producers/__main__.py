@@ -23,7 +23,8 @@ from schemas.registry_client import SchemaRegistryError
 _OPTIONS = {
     "datacenter": "datacenter", "bootstrap_server": "bootstrap.servers", "zookeeper": "zookeeper.connect",
     "registry": "schema.registry.url", "servers": "servers", "rate": "rate", "duration": "duration.s",
-    "seed": "seed", "members": "members", "metrics_port": "metrics.port", "audit_window_ms": "audit.window.ms",
+    "seed": "seed", "members": "members", "metrics_port": "metrics.port", "metrics_host": "metrics.host",
+    "audit_window_ms": "audit.window.ms", "created_log": "created.log",
 }
 
 
@@ -41,9 +42,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--servers", type=int, help="frontend servers to emulate (default 10)")
     parser.add_argument("--rate", type=float, help="events per second, all servers together (default 1000)")
     parser.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long (default: never)")
-    parser.add_argument("--seed", type=int, help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, help="seed of the workload's shape (default 0; event ids are unique "
+                                                 "whatever the seed)")
     parser.add_argument("--members", type=int, help="members of the site (default 1000000)")
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    parser.add_argument("--metrics-host", metavar="ADDRESS", help="address the metrics server listens on "
+                                                                  "(default 0.0.0.0)")
+    parser.add_argument("--created-log", metavar="FILE",
+                        help="list every event created in FILE: <eventId> <topic> <eventTime ms> a line")
     parser.add_argument("--audit-window-ms", type=int, help="audit window of event time (default 60000)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any other setting of --help-config")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipeline.client.producer_config import parse_acks
-from pipeline.config import Config, ConfigError, Property, parse_optional_int, parse_str
+from pipeline.config import Config, ConfigError, Property, parse_bool, parse_optional_int, parse_str
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["EMULATOR_PROPERTIES", "EmulatorConfig", "PRODUCER_SETTINGS"]
@@ -49,17 +49,26 @@ EMULATOR_PROPERTIES = (
     Property("audit.window.ms", _parse_int, 60_000, "audit window of event time", at_least=1),
     Property("audit.topic", parse_str, AUDIT_TOPIC, "topic the AuditCount records go to"),
     Property("metrics.port", parse_optional_int, None,
-             "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (empty: none)", at_least=0, at_most=65535),
+             "serve Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)", at_least=0, at_most=65535),
+    Property("metrics.host", parse_str, "0.0.0.0", "address the metrics server listens on"),
+    Property("created.log", parse_str, "",
+             "append one line per created event, <eventId> <topic> <eventTime ms>, to this file (written out at "
+             "least every audit window and at exit; empty: none)"),
     Property("compression.codec", parse_str, "lz4", "producer compression"),
     Property("batch.size", _parse_int, 500, "producer: messages per batch", at_least=1),
     Property("queue.time", _parse_int, 50, "producer: longest wait in ms for a batch to fill", at_least=0),
     Property("queue.buffering.max.messages", _parse_int, 100_000, "producer: most messages queued", at_least=1),
     Property("request.required.acks", parse_acks, -1, "producer acknowledgements: 1, or -1 (all)"),
+    Property("enable.idempotence", parse_bool, True,
+             "producer: idempotent, so that a retried batch is stored once (needs request.required.acks=-1)"),
+    Property("delivery.timeout.ms", _parse_int, 120_000,
+             "producer: an event not acknowledged this long after it was created fails for good (retriable errors, "
+             "a broker bounce or a leader election, are retried until then)", at_least=1),
     Property("shutdown.timeout.s", _parse_float, 30.0, "at SIGTERM, longest wait for queued events to be sent"),
 )
 
 PRODUCER_SETTINGS = ("compression.codec", "batch.size", "queue.time", "queue.buffering.max.messages",
-                     "request.required.acks")
+                     "request.required.acks", "enable.idempotence", "delivery.timeout.ms")
 """Settings passed to the event Producer under the same names."""
 
 
@@ -76,6 +85,9 @@ class EmulatorConfig(Config):
             raise ConfigError(f"rate must be positive, got {self['rate']}")
         if self["request.required.acks"] == 0:
             raise ConfigError("request.required.acks=0 cannot be audited: nothing says what the broker stored")
+        if self["enable.idempotence"] and self["request.required.acks"] != -1:
+            raise ConfigError(f"enable.idempotence=true needs request.required.acks=-1 (all), got "
+                              f"{self['request.required.acks']}; set enable.idempotence=false to use it")
 
     def producer_config(self) -> dict[str, Any]:
         """The event Producer's settings (async, keyed sends)."""

@@ -4,8 +4,11 @@
 hands each to one async Producer (batching, compression), keyed by member id, encoded in the Confluent
 wire format with the id the registry gave the topic's schema. The producer's callback settles every
 event in the `AuditCounter` as acknowledged or failed; windows that closed are published as AuditCount
-records by the `AuditPublisher` thread (audit.counting), retried until the broker takes them. Stopping (SIGTERM, or the
-duration) sends what is queued, then publishes the counts of the windows still open.
+records by the `AuditPublisher` thread (audit.counting), retried until the broker takes them: per (server, topic,
+window) the events created, acknowledged and failed (with the failed ids' sketch), as docs/accounting.md says. An
+event the producer refuses at send() already is failed too, with its id. With `created.log` set, every event
+created is also listed there (producers.created_log). Stopping (SIGTERM, or the duration) sends what is queued,
+then publishes the counts of the windows still open.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pipeline.client.encoder import Encoder
 from pipeline.client.producer import CallbackHandler, ProducerBatch
 from pipeline.protocol.errors import KafkaProtocolError
 from producers.config import EmulatorConfig
+from producers.created_log import CreatedLog
 from producers.metrics import EmulatorMetrics, total
 from producers.rate import RateController
 from producers.workload import Event, Workload
@@ -111,14 +115,20 @@ class FrontendEmulator:
         self.skipped = 0
         self.elapsed_s = 0.0
         self._metrics_server: Any = None
+        self._created_log: CreatedLog | None = None
+        # The audit windows close, and the created log is written out, this often (at least once a window).
+        self._close_every_s = min(_CLOSE_EVERY_S, config["audit.window.ms"] / 1000)
 
     def run(self, stop: threading.Event) -> None:
         """Publish until `stop` is set or the duration passed; then flush, publish the open windows, close."""
         config = self.config
         for topic in EVENT_TOPICS:
             self.encoder.writer_for(topic)
+        if config["created.log"]:
+            self._created_log = CreatedLog(config["created.log"])
         if config["metrics.port"] is not None:
-            self._metrics_server, _ = start_http_server(config["metrics.port"], registry=self.metrics.registry)
+            self._metrics_server, _ = start_http_server(config["metrics.port"], addr=config["metrics.host"],
+                                                        registry=self.metrics.registry)
         producer_config = config.producer_config()
         publisher = AuditPublisher({k: v for k, v in producer_config.items()
                                     if k in ("metadata.broker.list", "zookeeper.connect", "client.id")}
@@ -144,11 +154,14 @@ class FrontendEmulator:
                 if self._metrics_server is not None:
                     self._metrics_server.shutdown()
                     self._metrics_server.server_close()
+                if self._created_log is not None:
+                    self._created_log.close()
                 self.registry.close()
-        log.info("sent %d events in %.1f s (%.0f events/s; %d acknowledged, %d failed, %d skipped behind "
-                 "schedule); %d audit counts published", self.sent, self.elapsed_s,
+        log.info("created %d events in %.1f s (%.0f events/s; %d acknowledged, %d failed, %d skipped behind "
+                 "schedule); %d audit counts published%s", self.sent, self.elapsed_s,
                  self.sent / self.elapsed_s if self.elapsed_s else 0.0, total(self.metrics.acknowledged),
-                 total(self.metrics.failed), self.skipped, publisher.published)
+                 total(self.metrics.failed), self.skipped, publisher.published,
+                 f"; every id in {self._created_log.path}" if self._created_log is not None else "")
         if self.skipped:
             log.warning("cannot keep up: %.0f events/s of the %.0f asked for over the run (%d events behind schedule "
                         "dropped)", self.sent / self.elapsed_s, config["rate"], self.skipped)
@@ -162,15 +175,19 @@ class FrontendEmulator:
         audit, workload = self.audit, self.workload
         send = producer.send
         encode_for = self.encoder.encode_for
-        next_close = start + _CLOSE_EVERY_S
+        close_every_s = self._close_every_s
+        created_log = self._created_log
+        next_close = start + close_every_s
         status_at, status_sent, status_skipped = start + _STATUS_EVERY_S, 0, 0
         while not stop.is_set():
             now = time.monotonic()
             if end is not None and now >= end:
                 break
             if now >= next_close:
+                if created_log is not None:
+                    created_log.flush()
                 publisher.publish(audit.close_windows(int(time.time() * 1000)))
-                next_close = now + _CLOSE_EVERY_S
+                next_close = now + close_every_s
             if now >= status_at:
                 self._report(now - status_at + _STATUS_EVERY_S, self.sent - status_sent, rate.skipped - status_skipped)
                 status_at, status_sent, status_skipped = now + _STATUS_EVERY_S, self.sent, rate.skipped
@@ -203,6 +220,9 @@ class FrontendEmulator:
                 group.append(event)
         # In flight before the producer can call back about any of them.
         audit.sent_all(collections.Counter((e.server, e.topic, e.value["header"]["eventTime"]) for e in events))
+        if self._created_log is not None:
+            self._created_log.add((e.value["header"]["eventId"], e.topic, e.value["header"]["eventTime"])
+                                  for e in events)
         sent_at = time.monotonic()
         for topic, group in by_topic.items():
             values = encode_for(topic, [e.value for e in group])

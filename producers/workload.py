@@ -2,8 +2,11 @@
 
 `Workload(datacenter, servers).next_events(now_ms, count)` returns the next `count` events of the fleet
 (spread evenly over the servers, each stamped with eventTime now_ms) plus the SystemMetricsEvents that fell
-due. It is pure and deterministic: the same seed and the same calls give the same events, event ids
-included (they come from the seeded generators, not from uuid4()). Encoding and producing are the caller's.
+due. The seed makes the workload's shape reproducible -- the same seed and the same calls give the same events,
+topics, keys and values -- but never the event ids: each `header.eventId` is a version 4 UUID whose 122 random
+bits come from the operating system's generator (os.urandom), so ids are unique across restarts, processes and
+datacenters whatever the seed, and drawing them leaves the seeded generators untouched. Encoding and producing
+are the caller's.
 
 The model:
 - Members 1..members, their popularity Zipf-distributed (`producers.sampling.Zipf`); popularity ranks are
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import random
 from typing import Any, Callable, NamedTuple
 
@@ -191,7 +195,7 @@ class Workload:
         sessions whenever its queue runs dry."""
         queue, name, datacenter, service = server.queue, server.name, self.datacenter, self.service
         sequence = server.sequence
-        for event_id in uuid4_texts(server.rng, quota):
+        for event_id in unique_event_ids(quota):
             while not queue:
                 self._step(server)
             topic, key, value = queue.popleft()
@@ -372,8 +376,17 @@ class Workload:
 
 
 def uuid4_texts(rng: random.Random, count: int) -> list[str]:
-    """`count` random (version 4) UUIDs in canonical text form, their 122 random bits from `rng`."""
-    digits = rng.randbytes(16 * count).hex()
+    """`count` random (version 4) UUIDs in canonical text form, their 122 random bits from `rng` (reproducible:
+    for what belongs to the workload's shape, such as session ids)."""
+    return _uuid4_texts(rng.randbytes(16 * count).hex(), count)
+
+
+def unique_event_ids(count: int) -> list[str]:
+    """`count` version 4 UUIDs in canonical text form from os.urandom: unique whatever the seed, in any process."""
+    return _uuid4_texts(os.urandom(16 * count).hex(), count)
+
+
+def _uuid4_texts(digits: str, count: int) -> list[str]:
     return [f"{digits[i:i + 8]}-{digits[i + 8:i + 12]}-4{digits[i + 13:i + 16]}-"
             f"{_VARIANT[digits[i + 16]]}{digits[i + 17:i + 20]}-{digits[i + 20:i + 32]}"
             for i in range(0, 32 * count, 32)]

@@ -4,7 +4,12 @@
 
 const TIERS = ["producer", "datacenter", "mirror", "offline", "warehouse"];
 const REFRESH_MS = 3000;
-let threshold = 0.999;
+// A cell's colour by the tier's state in the window (the audit's tierStates): red where events were lost (or the
+// tier could not be named, or the window is unaccounted for), amber where events were quarantined, duplicated or
+// are short (lost or set aside before), grey while the tier is pending (not compared yet: lag, not loss), green.
+const STATE_Z = {lost: 0, quarantined: 1, duplicated: 1, short: 1, pending: 2, complete: 3};
+const COLOURS = [[0, "#d32f2f"], [0.2, "#d32f2f"], [0.2, "#ffa000"], [0.5, "#ffa000"], [0.5, "#9e9e9e"],
+                 [0.8, "#9e9e9e"], [0.8, "#43a047"], [1, "#43a047"]];
 
 async function getJson(path) {
   const answer = await fetch(path, {cache: "no-store"});
@@ -20,9 +25,15 @@ function timeLabel(ms) {
   return new Date(ms).toISOString().substring(11, 19);
 }
 
-function colour(ratio) {
-  // red below the threshold, green at 1.0 and above (duplicates are named apart)
-  return ratio === null ? null : (ratio >= threshold ? 1 : 0);
+function cellText(w, tier) {
+  const count = w.counts[tier];
+  if (count === undefined) return "not counted";
+  const ratio = w.completeness[tier];
+  const state = (w.tierStates || {})[tier] || "complete";
+  let text = count + " events" + (ratio === null || ratio === undefined ? "" : ", completeness " + ratio.toFixed(4));
+  if (state === "pending") return text + ", pending: " + ((w.pending || {})[tier] || {}).waitingFor;
+  if (state !== "complete") text += ", " + state;
+  return text;
 }
 
 function drawGrid(windows) {
@@ -48,20 +59,11 @@ function drawGrid(windows) {
       grid.appendChild(div);
     }
     const x = rows.map(w => timeLabel(w.windowStart));
-    const z = TIERS.map(t => rows.map(w => {
-      const named = w.namedTiers.includes(t);
-      const ratio = w.completeness[t] === undefined ? null : w.completeness[t];
-      return named ? 0 : colour(ratio);
-    }));
-    const text = TIERS.map(t => rows.map(w => {
-      const count = w.counts[t];
-      if (count === undefined) return "not counted";
-      const ratio = w.completeness[t];
-      return count + " events" + (ratio === null || ratio === undefined ? "" : ", completeness " + ratio.toFixed(4))
-        + (w.namedTiers.includes(t) ? ", events named" : "");
-    }));
-    const data = [{type: "heatmap", x: x, y: TIERS, z: z, text: text, hoverinfo: "x+y+text", zmin: 0, zmax: 1,
-                   colorscale: [[0, "#d32f2f"], [1, "#43a047"]], showscale: false, xgap: 2, ygap: 2,
+    const z = TIERS.map(t => rows.map(w => w.counts[t] === undefined ? null
+                                            : STATE_Z[(w.tierStates || {})[t] || "complete"]));
+    const text = TIERS.map(t => rows.map(w => cellText(w, t)));
+    const data = [{type: "heatmap", x: x, y: TIERS, z: z, text: text, hoverinfo: "x+y+text", zmin: 0, zmax: 3,
+                   colorscale: COLOURS, showscale: false, xgap: 2, ygap: 2,
                    customdata: TIERS.map(() => rows.map(w => w.windowStart))}];
     const layout = {title: {text: key, font: {size: 13}}, height: 210, margin: {l: 90, r: 10, t: 30, b: 40},
                     yaxis: {autorange: "reversed"}, xaxis: {type: "category"}};
@@ -73,21 +75,51 @@ function drawGrid(windows) {
   }
 }
 
+function idLines(ids, sign) {
+  return Object.entries(ids || {}).map(([id, copies]) => `    ${id}` + (copies > 1 ? ` ${sign}${copies}` : ""));
+}
+
 async function showNamed(key, windowStart) {
   const [topic, datacenter] = key.split(" / ");
   const box = document.getElementById("named");
   const w = await getJson(`api/windows/${encodeURIComponent(topic)}/${encodeURIComponent(datacenter)}/${windowStart}`);
-  const lines = [`${topic} ${datacenter} window ${new Date(windowStart).toISOString()}`];
-  if (!w.discrepancies || w.discrepancies.length === 0) lines.push("no events named: every tier agrees");
-  for (const d of w.discrepancies || []) {
-    lines.push(`${d.earlier} -> ${d.later}:` + (d.decoded ? "" : " (more than the sketch can name)"));
-    for (const [id, copies] of Object.entries(d.missing)) {
-      lines.push(`  missing    ${id}` + (copies > 1 ? ` x${copies}` : ""));
-    }
-    for (const [id, copies] of Object.entries(d.duplicated)) {
-      lines.push(`  duplicated ${id}` + (copies > 1 ? ` +${copies}` : ""));
+  const lines = [`${topic} ${datacenter} window ${new Date(windowStart).toISOString()}: ${w.state}`];
+  let named = 0;
+  for (const [tier, wait] of Object.entries(w.pending || {})) {
+    lines.push(`pending at ${tier} (not compared yet): waiting for ${wait.waitingFor}`);
+  }
+  for (const tier of TIERS) {
+    const ids = (w.lost || {})[tier] || {};
+    const unnamed = (w.lostByCount || {})[tier] || 0;
+    const lost = Object.values(ids).reduce((a, b) => a + b, 0) + unnamed;
+    if (lost) {
+      named += lost;
+      lines.push(`lost at ${tier} (the first tier without them): ${lost}`
+                 + (unnamed ? ` (${unnamed} not named: too many for the sketches)` : ""));
+      lines.push(...idLines(ids, "x"));
     }
   }
+  for (const q of w.quarantined || []) {
+    named += q.count + q.withoutId;
+    lines.push(`quarantined at ${q.tier} (${q.reason}): ${q.count + q.withoutId}`
+               + (q.withoutId ? ` (${q.withoutId} without an event id)` : "")
+               + (q.ids === null ? " (more than the sketch can name)" : ""));
+    lines.push(...idLines(q.ids, "x"));
+  }
+  for (const [tier, ids] of Object.entries(w.duplicated || {})) {
+    named += Object.keys(ids).length;
+    lines.push(`duplicated at ${tier}: ${Object.keys(ids).length}`);
+    lines.push(...idLines(ids, "+"));
+  }
+  for (const d of w.discrepancies || []) {
+    if (!d.decoded) lines.push(`${d.earlier} -> ${d.later}: more than the sketch can name`);
+  }
+  if (w.identity) {
+    const i = w.identity;
+    lines.push(`identity at ${i.tier}: created ${i.created} = held ${i.held} - duplicates ${i.duplicates} + lost `
+               + `${i.lost} + quarantined ${i.quarantined}: ` + (i.holds ? "holds" : "DOES NOT HOLD (unaccounted for)"));
+  }
+  if (!named && !(w.discrepancies || []).length) lines.push("no events named: every tier agrees");
   box.textContent = lines.join("\n");
   box.style.display = "block";
 }
@@ -151,7 +183,6 @@ function drawEtlRuns(runs) {
 async function refresh() {
   try {
     const windows = (await getJson("api/windows")).windows;
-    threshold = (await getJson("api/settings")).threshold;
     drawGrid(windows);
     const alerts = await getJson("api/prometheus/alerts");
     drawAlerts(alerts.status === "success" ? alerts.data.alerts : null);
@@ -170,8 +201,12 @@ async function refresh() {
                                "etl_last_run_duration_seconds", "sum by (group) (etl_runs_total)",
                                "etl_consecutive_failures"].map(prometheus)));
     drawEtlRuns((await getJson("api/etl/runs")).runs);
+    const count = state => windows.filter(w => w.state === state).length;
+    const unaccounted = windows.filter(w => w.unaccounted).length;
     document.getElementById("status").textContent =
-      `${windows.length} windows reconciled; updated ${new Date().toISOString().substring(11, 19)} UTC`;
+      `${windows.length} windows reconciled: ${count("complete")} complete, ${count("incomplete")} incomplete, `
+      + `${count("pending")} pending, ${unaccounted} unaccounted for; `
+      + `updated ${new Date().toISOString().substring(11, 19)} UTC`;
   } catch (error) {
     document.getElementById("status").textContent = "audit service unreachable, retrying";
   }

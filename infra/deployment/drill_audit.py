@@ -1,12 +1,14 @@
 """What the audit says of a fault drill: the reconciled windows of event time that cover it, tallied per tier.
 
 The audit's JSON API (``/api/windows`` and ``/api/windows/{topic}/{datacenter}/{start}``, see
-:mod:`audit.http_api`) gives, per window, each tier's count and the events named between adjacent tiers.
-:func:`tally` turns the windows into one line per tier *relative to what the producers acknowledged*: an event's
-copies at a tier are one plus the duplicates minus the missing named on the way there, so a tier that merely
-under-counted (a mirror killed before it published its counts) does not make the tiers after it look lost.
-:func:`wait_for_audit` polls until every covering window is reconciled and nothing is missing any more (a later
-tier, the warehouse after the ETL's next run, may still catch up), or its deadline passes.
+:mod:`audit.http_api` and :mod:`audit.results`) gives, per window, each tier's count against the events created,
+the tiers still pending, and what it names: events lost (with the tier where they went missing), duplicated (at the
+data tier where the extra copy appears) and quarantined (with the tier and the reason), and whether the identity
+``created = held - duplicates + lost + quarantined`` holds. :func:`tally` adds those up per tier over the drill's
+windows; the :class:`Verdict` fails (``lost``) when an event is lost, a window is unaccounted for, or a tier that
+holds the events differs from the one before it by more than the audit could name. :func:`wait_for_audit` polls
+until every covering window is reconciled and no tier is pending any more (the warehouse after the ETL's next run),
+or its deadline passes.
 """
 
 from __future__ import annotations
@@ -15,72 +17,95 @@ import json
 import time
 import urllib.parse
 import urllib.request
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, TextIO
 
-from audit.reconcile import TIERS
+from audit.reconcile import DATA_TIERS, TIERS
 
 __all__ = ["AuditApi", "TierTally", "Verdict", "covering", "tally", "wait_for_audit"]
 
 HTTP_TIMEOUT_S = 5.0
 SHOWN_IDS = 5
-# The tiers that hold the events (the others are counts that clients publish of what they were acknowledged):
-# an event missing there is lost; a mirror killed before it published its counts only under-counts its tier.
-DATA_TIERS = frozenset({"datacenter", "offline", "warehouse"})
 
 
 @dataclass
 class TierTally:
-    """One tier over the drill's windows: events counted, completeness against the producers, named events."""
+    """One tier over the drill's windows: events counted, completeness against the events created, what is named
+    there, and the windows it is still pending in or could not be named in."""
 
     tier: str
     count: int = 0
-    produced: int = 0
-    missing: list[str] = field(default_factory=list)
+    created: int = 0
+    lost: list[str] = field(default_factory=list)
+    lost_by_count: int = 0
     duplicated: list[str] = field(default_factory=list)
+    quarantined: dict[str, int] = field(default_factory=dict)
+    pending: int = 0
     undecoded: int = 0
 
     @property
     def completeness(self) -> float | None:
-        return None if not self.produced else self.count / self.produced
+        return None if not self.created else self.count / self.created
+
+    @property
+    def lost_events(self) -> int:
+        return len(self.lost) + self.lost_by_count
 
     def describe(self) -> str:
         completeness = "n/a" if self.completeness is None else f"{self.completeness:.3f}"
-        parts = [f"{self.tier:<10} completeness {completeness} ({self.count} of {self.produced})",
-                 f"missing {_ids(self.missing)}", f"duplicated {_ids(self.duplicated)}"]
+        parts = [f"{self.tier:<10} completeness {completeness} ({self.count} of {self.created} created)",
+                 f"lost {_ids(self.lost, self.lost_by_count)}", f"duplicated {_ids(self.duplicated)}",
+                 "quarantined " + (", ".join(f"{n} ({reason})" for reason, n in sorted(self.quarantined.items()))
+                                   or "0")]
+        if self.pending:
+            parts.append(f"pending in {self.pending} window(s)")
         if self.undecoded:
             parts.append(f"{self.undecoded} window(s) differ by more than the audit could name")
         return ", ".join(parts)
 
 
-def _ids(ids: list[str]) -> str:
-    if not ids:
+def _ids(ids: list[str], unnamed: int = 0) -> str:
+    if not ids and not unnamed:
         return "0"
     shown = ", ".join(ids[:SHOWN_IDS])
     more = f", ... {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
-    return f"{len(ids)} ({shown}{more})"
+    named = f" ({shown}{more})" if ids else ""
+    without = f" ({unnamed} not named: too many for the sketches)" if unnamed else ""
+    return f"{len(ids) + unnamed}{named}{without}"
 
 
 @dataclass
 class Verdict:
-    """The tiers' tallies; ``lost`` (one line) when an event is missing from a tier that holds the events, or such
-    a tier differs from the one before it by more than the audit could name."""
+    """The tiers' tallies over the drill's windows, and those unaccounted for; ``lost`` (one line) when an event is
+    lost, a window is unaccounted for, or a tier that holds the events differs from the one before it by more than
+    the audit could name."""
 
     tiers: list[TierTally]
     windows: int
+    unaccounted: list[str] = field(default_factory=list)
+    pending: int = 0
 
     @property
     def lost(self) -> str | None:
         for tier in self.tiers:
-            if tier.tier not in DATA_TIERS:
-                continue
-            if tier.missing:
-                return f"{len(tier.missing)} event(s) missing at tier {tier.tier} (first: {tier.missing[0]})"
-            if tier.undecoded:
+            if tier.lost_events:
+                first = f" (first: {tier.lost[0]})" if tier.lost else ""
+                return f"{tier.lost_events} event(s) lost at tier {tier.tier}{first}"
+        if self.unaccounted:
+            return f"{len(self.unaccounted)} window(s) unaccounted for (first: {self.unaccounted[0]})"
+        for tier in self.tiers:
+            if tier.tier in DATA_TIERS and tier.undecoded:
                 return (f"tier {tier.tier} differs from the tier before it by more than the audit could name in "
                         f"{tier.undecoded} window(s)")
         return None
+
+    def describe(self) -> list[str]:
+        """One line per tier, then the windows still pending and those unaccounted for."""
+        lines = [tier.describe() for tier in self.tiers]
+        if self.pending:
+            lines.append(f"{self.pending} window(s) still pending at some tier (not compared there yet)")
+        lines += [f"unaccounted for: {window}" for window in self.unaccounted]
+        return lines
 
 
 def covering(windows: Iterable[Mapping[str, Any]], start_ms: int, end_ms: int) -> list[Mapping[str, Any]]:
@@ -88,34 +113,49 @@ def covering(windows: Iterable[Mapping[str, Any]], start_ms: int, end_ms: int) -
     return [w for w in windows if w["windowStart"] <= end_ms and w["windowEnd"] > start_ms]
 
 
+def _unaccounted(window: Mapping[str, Any]) -> str:
+    i = window["identity"]
+    return (f"{window['topic']} {window['datacenter']} {window['windowStart']}: created {i['created']} != "
+            f"{i['held']} held at {i['tier']} - {i['duplicates']} duplicates + {i['lost']} lost + "
+            f"{i['quarantined']} quarantined")
+
+
 def tally(windows: Iterable[Mapping[str, Any]]) -> Verdict:
-    """Per tier over ``windows`` (each with its ``discrepancies``, as /api/windows/{topic}/{dc}/{start} gives it)."""
+    """Per tier over ``windows`` (as /api/windows/{topic}/{dc}/{start} gives them, or their summaries when they name
+    nothing)."""
     tallies = {tier: TierTally(tier) for tier in TIERS}
     seen: set[str] = set()
-    count = 0
+    count = pending = 0
+    unaccounted = []
     for window in windows:
         count += 1
         counts = window["counts"]
-        produced = counts.get(TIERS[0], 0)
+        created = counts.get(TIERS[0], 0)
         for tier, counted in counts.items():
             if tier in tallies:
                 seen.add(tier)
                 tallies[tier].count += counted
-                tallies[tier].produced += produced
-        # An event's copies at each tier, from the producers on: +duplicated -missing at every step.
-        copies: Counter[str] = Counter()
-        by_later = {d["later"]: d for d in window["discrepancies"]}
-        for tier in TIERS[1:]:
-            discrepancy = by_later.get(tier)
-            if discrepancy is not None:
-                copies.update(discrepancy["duplicated"])
-                copies.subtract(discrepancy["missing"])
-                if not discrepancy["decoded"]:
-                    tallies[tier].undecoded += 1
-            if tier in counts:
-                tallies[tier].missing += sorted(i for i, n in copies.items() if n < 0)
-                tallies[tier].duplicated += sorted(i for i, n in copies.items() if n > 0)
-    return Verdict([tallies[tier] for tier in TIERS if tier in seen], count)
+                tallies[tier].created += created
+        for tier in window.get("pending") or {}:
+            if tier in tallies:
+                tallies[tier].pending += 1
+        pending += bool(window.get("pending"))
+        for tier, ids in (window.get("lost") or {}).items():
+            tallies[tier].lost += sorted(ids)
+        for tier, n in (window.get("lostByCount") or {}).items():
+            tallies[tier].lost_by_count += n
+        for tier, ids in (window.get("duplicated") or {}).items():
+            tallies[tier].duplicated += sorted(ids)
+        for q in window.get("quarantined") or []:
+            reasons = tallies[q["tier"]].quarantined
+            reasons[q["reason"]] = reasons.get(q["reason"], 0) + q["count"] + q["withoutId"]
+        for d in window.get("discrepancies") or []:
+            if not d["decoded"] and d["later"] in tallies:
+                tallies[d["later"]].undecoded += 1
+        identity = window.get("identity")
+        if identity and not identity["holds"]:
+            unaccounted.append(_unaccounted(window))
+    return Verdict([tallies[tier] for tier in TIERS if tier in seen], count, unaccounted, pending)
 
 
 class AuditApi:
@@ -132,7 +172,7 @@ class AuditApi:
         return self._get(f"/api/windows?since={since_ms}")["windows"]
 
     def window(self, summary: Mapping[str, Any]) -> dict[str, Any]:
-        """One window with its named events (``discrepancies``)."""
+        """One window with its named events."""
         return self._get(window_path(summary))
 
 
@@ -146,11 +186,15 @@ def _settled(summary: Mapping[str, Any], grace_ms: int) -> bool:
     return summary["reconciledAt"] >= summary["windowEnd"] + grace_ms
 
 
+def _names(summary: Mapping[str, Any]) -> bool:
+    return bool(summary.get("namedEvents") or summary.get("undecoded"))
+
+
 def wait_for_audit(api: AuditApi, start_ms: int, end_ms: int, *, window_ms: int, grace_ms: int, deadline_s: float,
                    out: TextIO, now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                    sleep: Callable[[float], None] = time.sleep) -> Verdict:
-    """Wait until the windows covering [start_ms, end_ms] are past their grace and reconciled, then until nothing
-    is missing any more or ``deadline_s`` passes; the verdict over them. ``OSError`` when the audit never answered."""
+    """Wait until the windows covering [start_ms, end_ms] are past their grace and reconciled, then until no tier
+    is pending in them or ``deadline_s`` passes; the verdict over them. ``OSError`` when the audit never answered."""
     deadline = time.monotonic() + deadline_s
     closed_at = end_ms - end_ms % window_ms + window_ms + grace_ms
     if closed_at > now_ms():
@@ -164,13 +208,13 @@ def wait_for_audit(api: AuditApi, start_ms: int, end_ms: int, *, window_ms: int,
             try:
                 summaries = covering(api.windows(start_ms - window_ms), start_ms, end_ms)
                 if summaries and all(_settled(s, grace_ms) for s in summaries):
-                    verdict = tally(api.window(s) if s["namedEvents"] or s["undecoded"] else {**s, "discrepancies": []}
-                                    for s in summaries)
-                    if verdict.lost is None:
+                    verdict = tally(api.window(s) if _names(s) else s for s in summaries)
+                    if not verdict.pending:
                         return verdict
                     if not announced:
-                        print(f"the audit names missing events now ({verdict.lost}); waiting for later tiers to "
-                              f"catch up (at most {max(0.0, deadline - time.monotonic()):.0f}s more)",
+                        tiers = sorted({t for s in summaries for t in s.get("pending") or {}}, key=TIERS.index)
+                        print(f"{verdict.pending} window(s) still pending at {', '.join(tiers)}: waiting for those "
+                              f"tiers to catch up (at most {max(0.0, deadline - time.monotonic()):.0f}s more)",
                               file=out, flush=True)
                         announced = True
                 failure = None

@@ -15,8 +15,8 @@ Where the figures come from:
   source cluster. The mirror's own ``mirror_lag_records`` covers only the partitions it owns at the moment and
   vanishes with it; the outside view keeps counting while the mirror is down, which is when it matters.
 - the last ETL run: the run history in the warehouse (:class:`etl.history.RunHistory`).
-- audit completeness: the audit's JSON API (``/api/settings``, ``/api/windows`` and, for the windows naming lost
-  or duplicated events, ``/api/windows/TOPIC/DC/START``).
+- audit: the audit's JSON API (``/api/settings`` and ``/api/windows``, whose summaries say per window its state,
+  the tiers pending with their lag, and how many events are named lost, duplicated and quarantined per tier).
 - alerts: Prometheus's ``/api/v1/alerts``.
 """
 
@@ -33,7 +33,6 @@ import xmlrpc.client
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
-from infra.deployment.drill_audit import window_path
 from infra.deployment.programs import Program, programs
 from infra.deployment.supervisor import ProcessInfo, Supervisor
 from infra.deployment.topology import Topology, load
@@ -215,50 +214,73 @@ def last_etl_run(topology: Topology) -> dict[str, Any] | None:
             "last_success_at": success.started_at if success is not None else None}
 
 
-def audit_answers(topology: Topology) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The audit's settings, every retained window's summary, and the full result of the newest windows that name
-    lost or duplicated events."""
+def audit_answers(topology: Topology) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The audit's settings and every retained window's summary."""
     base = f"http://{topology.host}:{topology.audit.http_port}"
     settings = get_json(f"{base}/api/settings", "the audit")
     windows = get_json(f"{base}/api/windows", "the audit")
     try:
-        rows = windows["windows"]
-        named = sorted((w for w in rows if w["namedEvents"]), key=lambda w: w["windowStart"])[-NAMED_WINDOWS:]
+        return settings, list(windows["windows"])
     except (KeyError, TypeError):
         raise SourceError("the audit answered an unexpected /api/windows") from None
-    details = [get_json(base + window_path(w), "the audit") for w in named]
-    return settings, rows, details
 
 
-def audit_figure(settings: Mapping[str, Any], windows: list[dict[str, Any]],
-                 details: list[dict[str, Any]]) -> dict[str, Any]:
-    """Completeness per tier of the newest reconciled windows (the worst topic and datacenter of each window), the
-    number of incomplete windows (below the threshold at a tier, or naming events there) and the events named."""
+def audit_figure(settings: Mapping[str, Any], windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The audit's results in figures: completeness per tier of the newest windows (the worst topic and datacenter
+    of each window; a tier still pending in one of them is shown pending), how many windows are incomplete, pending
+    and unaccounted for, the tiers pending with their lag, and the newest windows naming events (lost, duplicated,
+    quarantined per reason, per tier)."""
     from audit.reconcile import TIERS
 
     try:
         threshold = float(settings["threshold"])
         worst: dict[tuple[int, int], dict[str, float]] = {}
-        incomplete = 0
+        waiting: dict[tuple[int, int], set[str]] = {}
+        pending_tiers: dict[str, dict[str, Any]] = {}
+        states = {"incomplete": 0, "pending": 0, "unaccounted": 0}
+        named = []
         for window in windows:
-            ratios = window["completeness"]
-            span = worst.setdefault((window["windowStart"], window["windowEnd"]), {})
-            for tier, ratio in ratios.items():
-                if ratio is not None:
-                    span[tier] = min(ratio, span.get(tier, ratio))
-            incomplete += bool(window["namedTiers"]) or any(r is not None and r < threshold for r in ratios.values())
-        named = [{"topic": d["topic"], "datacenter": d["datacenter"], "window_start": d["windowStart"],
-                  "tier": x["later"], "lost": sum(x["missing"].values()), "duplicated": sum(x["duplicated"].values()),
-                  "decoded": x["decoded"]}
-                 for d in details for x in d["discrepancies"] if x["missing"] or x["duplicated"] or not x["decoded"]]
+            span = (window["windowStart"], window["windowEnd"])
+            pending = window.get("pending") or {}
+            ratios = worst.setdefault(span, {})
+            for tier, ratio in window["completeness"].items():
+                if ratio is not None and tier not in pending:
+                    ratios[tier] = min(ratio, ratios.get(tier, ratio))
+            waiting.setdefault(span, set()).update(pending)
+            states["incomplete"] += window["state"] == "incomplete"
+            states["pending"] += window["state"] == "pending"
+            states["unaccounted"] += bool(window.get("unaccounted"))
+            for tier, wait in pending.items():
+                figure = pending_tiers.setdefault(tier, {"windows": 0, "lag_records": None, "oldest": span[0]})
+                figure["windows"] += 1
+                figure["oldest"] = min(figure["oldest"], span[0])
+                if wait.get("lagRecords") is not None:
+                    figure["lag_records"] = max(figure["lag_records"] or 0, wait["lagRecords"])
+            named += _named(window)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise SourceError("the audit answered an unexpected result") from None
     order = {tier: index for index, tier in enumerate(TIERS)}
     recent = [{"window_start": start, "window_end": end,
-               "completeness": dict(sorted(ratios.items(), key=lambda item: order.get(item[0], len(order))))}
+               "completeness": dict(sorted(ratios.items(), key=lambda item: order.get(item[0], len(order)))),
+               "pending": sorted(waiting[(start, end)], key=lambda t: order.get(t, len(order)))}
               for (start, end), ratios in sorted(worst.items())[-RECENT_WINDOWS:]]
-    return {"threshold": threshold, "windows": len(windows), "incomplete": incomplete,
-            "named_windows": sum(1 for w in windows if w.get("namedEvents")), "recent": recent, "named": named}
+    named.sort(key=lambda n: (n["window_start"], n["topic"], n["datacenter"], order.get(n["tier"], len(order))))
+    return {"threshold": threshold, "windows": len(windows), **states,
+            "named_windows": len({(n["topic"], n["datacenter"], n["window_start"]) for n in named}),
+            "recent": recent, "pending_tiers": dict(sorted(pending_tiers.items(), key=lambda i: order.get(i[0], len(order)))),
+            "named": named[-NAMED_WINDOWS:]}
+
+
+def _named(window: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per tier, what ``window`` (an /api/windows summary) names."""
+    lost, duplicated = window.get("lostEvents") or {}, window.get("duplicatedEvents") or {}
+    quarantined = window.get("quarantinedEvents") or {}
+    undecoded = {step.split("->")[-1] for step in window.get("undecoded") or []}
+    tiers = [t for t in window["counts"] if lost.get(t) or duplicated.get(t) or quarantined.get(t) or t in undecoded]
+    return [{"topic": window["topic"], "datacenter": window["datacenter"], "window_start": window["windowStart"],
+             "tier": tier, "lost": lost.get(tier, 0), "duplicated": duplicated.get(tier, 0),
+             "quarantined": dict(sorted((quarantined.get(tier) or {}).items())), "decoded": tier not in undecoded}
+            for tier in tiers]
 
 
 def alerts_figure(answer: Any) -> dict[str, Any]:

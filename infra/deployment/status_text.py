@@ -93,15 +93,26 @@ def _audit(audit: Mapping[str, Any], now: float) -> list[str]:
     for window in audit["recent"]:
         start = time.strftime("%H:%M:%S", time.gmtime(window["window_start"] / 1000))
         end = time.strftime("%H:%M:%S", time.gmtime(window["window_end"] / 1000))
-        tiers = "  ".join(f"{tier} {ratio:.3f}" for tier, ratio in window["completeness"].items())
+        shown = {tier: f"{ratio:.3f}" for tier, ratio in window["completeness"].items()}
+        for tier in window["pending"]:
+            shown[tier] = "pending"
+        tiers = "  ".join(f"{tier} {text}" for tier, text in shown.items())
         lines.append(f"  {start}-{end}  {tiers}")
-    lines.append(f"incomplete windows: {audit['incomplete']} of {audit['windows']} reconciled; "
-                 f"{audit['named_windows']} name lost or duplicated events")
+    lines.append(f"incomplete windows: {audit['incomplete']} of {audit['windows']} reconciled; {audit['pending']} "
+                 f"pending, {audit['unaccounted']} unaccounted for; {audit['named_windows']} name lost, duplicated "
+                 f"or quarantined events")
+    for tier, pending in audit["pending_tiers"].items():
+        lag = "" if pending["lag_records"] is None else f", {pending['lag_records']} records behind"
+        oldest = time.strftime("%H:%M:%S", time.gmtime(pending["oldest"] / 1000))
+        lines.append(f"  pending at {tier}: {pending['windows']} window(s) since {oldest}{lag} (lag, not loss)")
     for named in audit["named"][-MAX_NAMED:]:
         start = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(named["window_start"] / 1000))
-        what = f"{named['lost']} lost, {named['duplicated']} duplicated" + ("" if named["decoded"]
-                                                                          else " (too many to name)")
-        lines.append(f"  {named['topic']} {named['datacenter']} {start} at {named['tier']}: {what}")
+        what = [f"{named['lost']} lost"] if named["lost"] else []
+        what += [f"{named['duplicated']} duplicated"] if named["duplicated"] else []
+        what += [f"{n} quarantined ({reason})" for reason, n in named["quarantined"].items()]
+        if not named["decoded"]:
+            what.append("too many to name")
+        lines.append(f"  {named['topic']} {named['datacenter']} {start} at {named['tier']}: {', '.join(what)}")
     return lines
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
-__all__ = ["KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
+__all__ = ["DeliveryTimeoutError", "KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
            "OffsetOutOfRange", "UnknownPartitionError", "UnknownTopicError", "UnsupportedVersionError", "ErrorCode"]
 
 
@@ -22,6 +22,15 @@ class KafkaConnectionError(KafkaClientError):
 
 class NoBrokersAvailable(KafkaConnectionError):
     """None of the configured brokers answered."""
+
+
+class DeliveryTimeoutError(KafkaClientError):
+    """Messages were not stored within delivery.timeout.ms of send() taking them (Kafka's TimeoutException on
+    expiry); ``last_error`` is what the last attempt met (None if they were never sent). Final, not retried."""
+
+    def __init__(self, message: str, last_error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.last_error = last_error
 
 
 class UnsupportedVersionError(KafkaClientError):

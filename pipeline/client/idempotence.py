@@ -35,8 +35,9 @@ class IdempotenceState:
     """Producer id, epoch and per-partition sequence numbers of one idempotent producer (one thread at a time)."""
 
     def __init__(self, cluster: Cluster, *, retries: int, retry_backoff_s: float,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
+        self._clock = clock
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self._sleep = sleep
@@ -44,8 +45,9 @@ class IdempotenceState:
         self.epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}
 
-    def ensure_producer_id(self) -> None:
-        """Get a producer id from any broker unless we hold one; retriable errors are retried ``retries`` times."""
+    def ensure_producer_id(self, deadline: float | None = None) -> None:
+        """Get a producer id from any broker unless we hold one; retriable errors are retried ``retries`` times
+        and, given a ``deadline`` (time.monotonic), not past it: the last error is raised then."""
         if self.producer_id != NO_PRODUCER_ID:
             return
         attempt = 0
@@ -58,7 +60,8 @@ class IdempotenceState:
                     raise KafkaProtocolError(response["error_code"], "InitProducerId")
                 break
             except (KafkaClientError, KafkaProtocolError) as exc:
-                if not getattr(exc, "retriable", False) or attempt >= self.retries:
+                if not getattr(exc, "retriable", False) or attempt >= self.retries or (
+                        deadline is not None and self._clock() + self.retry_backoff_s >= deadline):
                     raise
                 if isinstance(exc, KafkaConnectionError):
                     self.cluster.invalidate()
@@ -76,6 +79,12 @@ class IdempotenceState:
         """A batch of ``count`` records numbered from :meth:`sequence` is going to be sent."""
         key = (topic, partition)
         self._sequences[key] = (self._sequences.get(key, 0) + count) & _SEQUENCE_MASK
+
+    def rewind(self, topic: str, partition: int, count: int) -> None:
+        """A batch of ``count`` records numbered before was refused by the broker for good (never stored): the
+        numbers after it move down by ``count``."""
+        key = (topic, partition)
+        self._sequences[key] = (self._sequences.get(key, 0) - count) & _SEQUENCE_MASK
 
     def reset(self) -> None:
         """Forget the producer id and every sequence number; the next batch gets a new id first."""

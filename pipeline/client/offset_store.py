@@ -4,7 +4,7 @@ One JSON file of ``{"topic": {"partition": offset}}``; every save writes a tempo
 renames it into place and fsyncs the directory, so a crash leaves either the old offsets or the new ones.
 A lock file beside it (``flock``) is held while the store is open: a second process given the same file
 is refused with the first one's pid, instead of two consumers reading the same partitions and
-overwriting each other's offsets.
+overwriting each other's offsets. Files are created owner-only (0600), directories made for them 0700.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.durable_file import FileLockedError, LockFile, write_atomically
+from pipeline.durable_file import FileLockedError, LockFile, make_private_dir, write_atomically
 
 __all__ = ["FileOffsetStore", "OffsetStoreError", "OffsetStoreLocked"]
 
@@ -32,9 +32,9 @@ class FileOffsetStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)
         try:
-            self._lock = LockFile(self.path.with_name(self.path.name + ".lock"), str(self.path))
+            self._lock = LockFile(self.path.with_name(self.path.name + ".lock"), str(self.path), mode=0o600)
         except FileLockedError as exc:
             raise OffsetStoreLocked(f"{exc}; one consumer per offsets file") from None
 
@@ -55,7 +55,7 @@ class FileOffsetStore:
         data: dict[str, dict[str, int]] = {}
         for (topic, partition), offset in sorted(offsets.items()):
             data.setdefault(topic, {})[str(partition)] = offset
-        write_atomically(self.path, json.dumps(data, sort_keys=True).encode())
+        write_atomically(self.path, json.dumps(data, sort_keys=True).encode(), mode=0o600)
 
     def close(self) -> None:
         """Release the lock (the offsets stay)."""

@@ -2,9 +2,12 @@
 
 A sync producer partitions, encodes and sends on the caller's thread: ``send`` returns once the request is
 written (acks=0) or acknowledged (acks=1/-1), and raises :class:`ProduceError` for what could not be stored
-after the retries. An async producer queues messages in a :class:`RecordAccumulator`; a background thread
-sends batches of ``batch.size`` messages (or whatever waited ``queue.time`` ms), and reports each batch's
-outcome to the ``callback_handler`` -- or, without one, logs failures and counts them in ``failed_messages``.
+after the retries. Retriable errors are retried until ``delivery.timeout.ms`` (120 s) after send() took the
+messages, as Kafka's producer does since 2.1 (see :mod:`pipeline.client.sender`); then they fail with a
+DeliveryTimeoutError naming the last error. An async producer queues messages in a :class:`RecordAccumulator`;
+a background thread sends batches of ``batch.size`` messages (or whatever waited ``queue.time`` ms), and reports
+each batch's outcome to the ``callback_handler`` -- or, without one, logs failures and counts them in
+``failed_messages``.
 A sync Producer is used by one thread at a time (no locks on its hot path); an async one by any number.
 
 Null keys: the partitioner is asked once per ProducerData, so the messages of one keyless ProducerData go
@@ -39,7 +42,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from pipeline.client.accumulator import PendingBatch, QueueFullError, RecordAccumulator
 from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.encoder import Encoder, load_instance
-from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownPartitionError
+from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, KafkaConnectionError, UnknownPartitionError
 from pipeline.client.idempotence import IdempotenceState
 from pipeline.client.partitioner import Partitioner
 from pipeline.client.producer_config import ProducerConfig
@@ -223,10 +226,13 @@ class Producer:
             if cfg.idempotent else None
         self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,
                               retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s,
-                              max_in_flight=cfg.max_in_flight, idempotence=self._idempotence)
+                              delivery_timeout_s=cfg.delivery_timeout_s, max_in_flight=cfg.max_in_flight,
+                              idempotence=self._idempotence)
         self._topics: dict[str, _TopicState] = {}
         self._codec = cfg.compression
         self._max_request = cfg.max_request_size
+        # Topic -> most record bytes one of its batches may hold (size_for_topic); unlisted: max.request.size's.
+        self._batch_limits: dict[str, int] = {}
         self._request_overhead = _REQUEST_OVERHEAD + len(cfg.client_id.encode())
         self.closed = False
         self.sent_messages = 0
@@ -255,9 +261,11 @@ class Producer:
                 for item in data:
                     self._enqueue(item)
             return
+        taken = time.monotonic()  # the start of the messages' delivery timeout
         if type(data) is ProducerData and self._idempotence is None:
             batches = self._batches(data)
             if len(batches) == 1:
+                batches[0].created = taken
                 try:
                     self._sender.send_one(batches[0])
                 except (KafkaClientError, KafkaProtocolError) as exc:
@@ -267,6 +275,8 @@ class Producer:
                 return
         else:
             batches = [b for item in ([data] if type(data) is ProducerData else data) for b in self._batches(item)]
+        for batch in batches:
+            batch.created = taken
         failures, _ = self._sender.send(batches)
         failed = sum(b.count for b, _ in failures)
         self.failed_messages += failed
@@ -320,6 +330,22 @@ class Producer:
         if close_discovery is not None:
             close_discovery()
 
+    def size_for_topic(self, topic: str, max_message_bytes: int) -> None:
+        """Fit ``topic``'s batches to a broker that takes batches of at most ``max_message_bytes`` there (the
+        topic's max.message.bytes): several records go together only within it, and a request may be as large
+        as one such batch needs (max.request.size grows to that, never shrinks). A single record above it is
+        still sent, alone, for the broker to judge. For a service such as the mirror, whose records' sizes are
+        bounded by their source topic's limit rather than by a setting of its own."""
+        self._batch_limits[topic] = max_message_bytes - _BATCH_HEADER
+        needed = max_message_bytes + self._request_overhead + len(topic.encode())
+        if needed > self._max_request:
+            self._max_request = needed
+
+    @property
+    def max_request_size(self) -> int:
+        """The largest Produce request this producer sends: max.request.size, or more after size_for_topic."""
+        return self._max_request
+
     def __enter__(self) -> "Producer":
         return self
 
@@ -354,13 +380,19 @@ class Producer:
         return available[self.partitioner.partition(None, len(available))]
 
     def _fetch_partition_count(self, topic: str) -> int:
+        """The topic's partition count from the brokers, retried like a send: within the delivery timeout."""
         attempt = 0
+        deadline = time.monotonic() + self.config.delivery_timeout_s
         while True:
             try:
                 return len(self.cluster.partitions_for(topic, allow_auto_create=True))
             except (KafkaClientError, KafkaProtocolError) as exc:
                 if not getattr(exc, "retriable", False) or attempt >= self.config.retries:
                     raise
+                if time.monotonic() + self.config.retry_backoff_s >= deadline:
+                    raise DeliveryTimeoutError(
+                        f"the partitions of topic {topic!r} are still unknown after delivery.timeout.ms "
+                        f"{self.config.delivery_timeout_s * 1000:.0f}: {exc}", exc) from exc
             attempt += 1
             self.cluster.invalidate()
             time.sleep(self.config.retry_backoff_s)
@@ -384,7 +416,9 @@ class Producer:
             partition = self._partition(topic, key, self._partitions(topic))
         else:
             self._check_partition(topic, partition)
-        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
+        limit = single_limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
+        if self._batch_limits:
+            limit = min(limit, self._batch_limits.get(topic, limit))
         klen = 0 if key is None else len(key)
         estimate = sum(map(len, filter(None, values))) + n * (klen + _RECORD_OVERHEAD)
         timestamps, headers = data.timestamps, data.headers
@@ -395,7 +429,8 @@ class Producer:
                                    compression=self._codec)
             if len(records) - _BATCH_HEADER <= limit:
                 return [ProducerBatch(topic, partition, key, data.messages, records, n)]
-        return self._split(topic, partition, key, _Run(data.messages, values, timestamps, headers), limit)
+        return self._split(topic, partition, key, _Run(data.messages, values, timestamps, headers), limit,
+                           single_limit)
 
     def _check_partition(self, topic: str, partition: int) -> None:
         """An explicit partition must exist; the topic's partition count is looked up anew before saying no."""
@@ -407,8 +442,12 @@ class Producer:
         if partition >= partitions:
             raise UnknownPartitionError(topic, partition, partitions)
 
-    def _split(self, topic: str, partition: int, key: bytes | None, run: _Run, limit: int) -> list[ProducerBatch]:
+    def _split(self, topic: str, partition: int, key: bytes | None, run: _Run, limit: int,
+               single_limit: int | None = None) -> list[ProducerBatch]:
+        """Cut ``run`` into batches within ``limit`` bytes of records; a record above it goes alone when it is
+        within ``single_limit`` (the request's room), and is refused (MessageSizeTooLargeError) otherwise."""
         batches = []
+        single_limit = limit if single_limit is None else single_limit
         start = 0
         values, headers = run.values, run.headers
         n = len(values)
@@ -421,7 +460,7 @@ class Producer:
                     break
                 size += grow
                 end += 1
-            if size > limit:
+            if size > single_limit:
                 too_big = ProducerBatch(topic, partition, key, run.messages[start:end], None, end - start)
                 raise MessageSizeTooLargeError([(too_big, KafkaProtocolError(
                     ErrorCode.MESSAGE_TOO_LARGE, f"a message of {size} bytes exceeds max.request.size "
@@ -521,14 +560,19 @@ class Producer:
         limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER
         records = encode_batch(pending.values, None if keys.count(None) == n else keys, timestamps=pending.timestamps,
                                headers=pending.headers, compression=self._codec)
+        single_limit = limit
+        if self._batch_limits:
+            limit = min(limit, self._batch_limits.get(topic, limit))
         if len(records) - _BATCH_HEADER <= limit:
-            return [ProducerBatch(topic, partition, key, pending.messages, records, n)]
+            return [ProducerBatch(topic, partition, key, pending.messages, records, n, pending.created)]
         run = _Run(pending.messages, pending.values, pending.timestamps, pending.headers)
         out, start = [], 0
         for i in range(1, n + 1):
             if i == n or keys[i] != keys[start]:
-                out.extend(self._split(topic, partition, keys[start], run.cut(start, i), limit))
+                out.extend(self._split(topic, partition, keys[start], run.cut(start, i), limit, single_limit))
                 start = i
+        for batch in out:
+            batch.created = pending.created
         return out
 
     def _run_sender(self) -> None:

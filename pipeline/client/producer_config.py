@@ -9,10 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from pipeline.config import Config, ConfigError, Property, parse_bool, parse_choice, parse_str
+from pipeline.config import INT32_MAX, Config, ConfigError, Property, parse_bool, parse_choice, parse_str
 from pipeline.protocol.compression import UnknownCodecError, codec_from_name
 
-__all__ = ["MAX_IN_FLIGHT_IDEMPOTENT", "PRODUCER_PROPERTIES", "ProducerConfig", "parse_acks"]
+__all__ = ["DEFAULT_DELIVERY_TIMEOUT_MS", "MAX_IN_FLIGHT_IDEMPOTENT", "PRODUCER_PROPERTIES", "ProducerConfig",
+           "parse_acks"]
+
+# Kafka's defaults since 2.1: retries bounded by time (delivery.timeout.ms), the count effectively unlimited.
+DEFAULT_DELIVERY_TIMEOUT_MS = 120000
 
 
 def parse_acks(text: str) -> int:
@@ -59,8 +63,13 @@ PRODUCER_PROPERTIES = (
              aliases=("acks",)),
     Property("request.timeout.ms", _parse_int, 10000,
              "how long the broker may wait for acks, and we for its answer", aliases=("request.timeout",)),
-    Property("message.send.max.retries", _parse_int, 3,
-             "times a failed send is retried on retriable errors", aliases=("retries",)),
+    Property("message.send.max.retries", _parse_int, INT32_MAX,
+             "most times a batch is retried on retriable errors; the default, effectively unlimited, leaves the "
+             "bound to delivery.timeout.ms", aliases=("retries",)),
+    Property("delivery.timeout.ms", _parse_int, DEFAULT_DELIVERY_TIMEOUT_MS,
+             "longest time from send() taking a message until it is reported stored or failed: retriable errors "
+             "(no leader, a broker down, an election) are retried until then; at least queue.time (async) + "
+             "request.timeout.ms"),
     Property("retry.backoff.ms", _parse_int, 100, "pause before each retry, after a metadata refresh"),
     Property("compression.codec", parse_str, "none",
              "none, gzip, snappy, lz4 or zstd (whole batches are compressed)", aliases=("compression.type",)),
@@ -129,6 +138,7 @@ class ProducerConfig(Config):
         self.queue_max: int = self["queue.buffering.max.messages"]
         self.enqueue_timeout_ms: int = self["queue.enqueue.timeout.ms"]
         self.retries: int = self["message.send.max.retries"]
+        self.delivery_timeout_s: float = self._delivery_timeout_ms() / 1000.0
         self.retry_backoff_s: float = self["retry.backoff.ms"] / 1000.0
         self.request_timeout_ms: int = self["request.timeout.ms"]
         self.max_request_size: int = self["max.request.size"]
@@ -140,6 +150,21 @@ class ProducerConfig(Config):
             raise ConfigError(f"{self.kind} max.in.flight.requests.per.connection must be positive, got {in_flight}")
         self.max_in_flight: int | None = MAX_IN_FLIGHT_IDEMPOTENT if in_flight is None and self.idempotent \
             else in_flight
+
+    def _delivery_timeout_ms(self) -> int:
+        """delivery.timeout.ms, checked against Kafka's rule that it covers the linger and one request: given too
+        small, a ConfigError; left at its default while the other two add up to more, raised to their sum."""
+        linger_ms = self["queue.time"] if self["producer.type"] == "async" else 0
+        floor = linger_ms + self["request.timeout.ms"]
+        timeout = self["delivery.timeout.ms"]
+        if "delivery.timeout.ms" in self.given:
+            if timeout < floor:
+                raise ConfigError(
+                    f"{self.kind} delivery.timeout.ms={timeout} must be at least "
+                    + (f"queue.time (linger.ms) {linger_ms} + " if linger_ms else "")
+                    + f"request.timeout.ms {self['request.timeout.ms']} = {floor}")
+            return timeout
+        return max(timeout, floor)
 
     def _check_idempotence(self) -> None:
         """Kafka's rules for enable.idempotence=true: acks=all (set when not given), retries, a small window."""

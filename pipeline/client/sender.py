@@ -5,6 +5,12 @@ failures can name them). :class:`Sender` groups batches by leader broker into on
 (the paper's multiproduce), sends them, reads the answers when acks != 0, and retries retriable failures after
 a metadata refresh and a backoff. It returns what finally failed; it never drops a batch silently.
 
+Retries are bounded by time, as Kafka's since 2.1: a batch fails for good when a non-retriable error comes back,
+when ``delivery.timeout.ms`` passed since send() took its first message (its ``created`` time; the batch then
+fails with :class:`DeliveryTimeoutError` naming the last error), or when it was retried
+``message.send.max.retries`` times (effectively unlimited by default). A broker bounce, a leader election or a
+partition without a leader for a while therefore costs time, not messages.
+
 Produce versions 3-8 (the non-flexible ones) are written directly from cached per-route byte templates rather
 than through the generic codec, which is the hot path of a producer; ``encode_produce_request`` is checked
 against the generic codec by the unit tests.
@@ -18,27 +24,33 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from pipeline.client.cluster import Cluster
 from pipeline.client.connection import BrokerConnection
-from pipeline.client.errors import KafkaClientError, KafkaConnectionError
+from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, KafkaConnectionError
 from pipeline.client.idempotence import IdempotenceState
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import with_producer_fields
+from pipeline.protocol.records import decode_batch, encode_batch
 from pipeline.protocol.codec import encode_request, is_flexible
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
-__all__ = ["ProducerBatch", "ProduceResult", "Sender", "encode_produce_request", "is_retriable"]
+__all__ = ["DeliveryTimeoutError", "RECORD_REFUSALS", "ProducerBatch", "ProduceResult", "Sender",
+           "encode_produce_request", "is_record_refusal", "is_retriable"]
 
 _PRODUCE = int(ApiKey.PRODUCE)
 _FRAME_HEAD = struct.Struct(">ihhi")  # length, api key, api version, correlation id
 _INT32 = struct.Struct(">i")
 _INT32_PAIR = struct.Struct(">ii")
 _ACKS_TIMEOUT = struct.Struct(">hi")
+_COMPRESSION_MASK = 0x07
+_SEQUENCE_MASK = 0x7FFFFFFF
 
 
 class ProducerBatch:
     """One RecordBatch bound for ``topic``-``partition``: its encoded bytes, the original messages, and the
-    (serialized) key they share (None when null or when the messages have different keys)."""
+    (serialized) key they share (None when null or when the messages have different keys). ``created`` is when
+    send() took its first message (time.monotonic; 0.0: when the Sender first sees it), the start of its
+    delivery timeout; ``attempts`` counts the sends that failed retriably."""
 
-    __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created", "base_sequence")
+    __slots__ = ("topic", "partition", "key", "messages", "records", "count", "created", "base_sequence", "attempts")
 
     def __init__(self, topic: str, partition: int, key: Any, messages: list, records: bytes | None,
                  count: int, created: float = 0.0) -> None:
@@ -50,6 +62,7 @@ class ProducerBatch:
         self.count = count
         self.created = created
         self.base_sequence = -1  # an idempotent producer's number for the first record, once it was sent
+        self.attempts = 0
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {self.count} messages)"
@@ -66,6 +79,16 @@ class ProduceResult(NamedTuple):
 def is_retriable(exc: BaseException) -> bool:
     """Whether a send that failed with ``exc`` may succeed when tried again."""
     return bool(getattr(exc, "retriable", False))
+
+
+# Errors a broker answers when it refuses a batch for what its records are (too large, invalid); it stored none.
+RECORD_REFUSALS = frozenset((ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_RECORD,
+                             ErrorCode.INVALID_TIMESTAMP))
+
+
+def is_record_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is a broker's refusal of a batch's records, for good (see RECORD_REFUSALS)."""
+    return getattr(exc, "code", None) in RECORD_REFUSALS
 
 
 def _string(text: str) -> bytes:
@@ -119,9 +142,12 @@ class Sender:
     """Sends ProducerBatches with retries; owned by one thread at a time (sync caller or async sender thread)."""
 
     def __init__(self, cluster: Cluster, *, client_id: str, acks: int, timeout_ms: int, retries: int,
-                 retry_backoff_s: float, max_in_flight: int | None = None,
-                 idempotence: IdempotenceState | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 retry_backoff_s: float, delivery_timeout_s: float = 120.0, max_in_flight: int | None = None,
+                 idempotence: IdempotenceState | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
+        self.delivery_timeout_s = delivery_timeout_s
+        self._clock = clock
         self.max_in_flight = max_in_flight
         self._idempotence = idempotence
         self.client_id = client_id
@@ -161,6 +187,8 @@ class Sender:
 
     def send_one(self, batch: ProducerBatch) -> ProduceResult:
         """Send one batch (the sync hot path): retries, then raises the final error."""
+        if not batch.created:
+            batch.created = self._clock()
         route = self._routes.get((batch.topic, batch.partition))
         if route is not None and route.version <= 8 and route.connection.connected:
             connection = route.connection
@@ -175,14 +203,16 @@ class Sender:
                     return ProduceResult(batch.topic, batch.partition, -1)
                 return self._read_one(connection, batch)
             except (KafkaClientError, KafkaProtocolError) as exc:
-                if not is_retriable(exc) or self.retries == 0:
+                if not is_retriable(exc):
                     raise
+                final = self._give_up(batch, exc, self._clock())
+                if final is exc:
+                    raise
+                if final is not None:
+                    raise final from exc
                 self._after_failure([(batch, exc)])
                 self.retried_batches += 1
-                retries_left = self.retries - 1
-        else:
-            retries_left = self.retries
-        failures, stored = self.send([batch], retries=retries_left)
+        failures, stored = self.send([batch])
         if failures:
             raise failures[0][1]
         return stored[0][1]
@@ -198,32 +228,42 @@ class Sender:
         raise KafkaConnectionError(f"broker {connection.host}:{connection.port} did not answer for "
                                    f"{batch.topic}-{batch.partition}")
 
-    def send(self, batches: Sequence[ProducerBatch], *, retries: int | None = None
+    def send(self, batches: Sequence[ProducerBatch]
              ) -> tuple[list[tuple[ProducerBatch, BaseException]], list[tuple[ProducerBatch, ProduceResult]]]:
-        """Send ``batches`` (one request per leader broker), retrying retriable failures.
+        """Send ``batches`` (one request per leader broker), retrying retriable failures until each batch's
+        delivery timeout (or its retries) runs out.
 
         Returns (failures, stored): the batches that finally failed with their errors, and the others each with
         where it was stored (its own base offset; several batches of one partition each have theirs), in no
         particular order.
         """
+        now = self._clock()
+        for batch in batches:
+            if not batch.created:
+                batch.created = now
         idempotence = self._idempotence
         if idempotence is None:
-            return self._send_with_retries(batches, self.retries if retries is None else retries)
+            return self._send_with_retries(batches)
         try:
-            self._number(idempotence, batches)
+            deadline = min((b.created for b in batches), default=now) + self.delivery_timeout_s
+            self._number(idempotence, batches, deadline)
         except (KafkaClientError, KafkaProtocolError) as exc:
-            return [(b, exc) for b in batches], []
-        failures, stored = self._send_with_retries(batches, self.retries if retries is None else retries)
-        if failures:
-            # Whether the broker stored a batch that failed for good is unknown: number anew under a new id.
+            now = self._clock()
+            return [(b, self._expired(b, exc, now) if is_retriable(exc) else exc) for b in batches], []
+        failures, stored = self._send_with_retries(batches)
+        if any(not is_record_refusal(e) for _, e in failures):
+            # Whether the broker stored a batch that failed for good is unknown: number anew under a new id. (A
+            # batch it refused for its records was not stored, and the numbering was closed over it already.)
             idempotence.reset()
         return failures, stored
 
     @staticmethod
-    def _number(idempotence: IdempotenceState, batches: Sequence[ProducerBatch]) -> None:
+    def _number(idempotence: IdempotenceState, batches: Sequence[ProducerBatch], deadline: float | None = None
+                ) -> None:
         """Give the batches sent for the first time their producer id and sequence numbers (as Kafka's
-        producer does when a batch first leaves the accumulator); a retried batch keeps its numbers."""
-        idempotence.ensure_producer_id()
+        producer does when a batch first leaves the accumulator); a retried batch keeps its numbers. Getting an
+        id is retried until ``deadline`` (monotonic), the delivery timeout of the oldest batch."""
+        idempotence.ensure_producer_id(deadline)
         for batch in batches:
             if batch.base_sequence < 0 and batch.records is not None:
                 sequence = idempotence.sequence(batch.topic, batch.partition)
@@ -232,38 +272,124 @@ class Sender:
                 batch.base_sequence = sequence
                 idempotence.advance(batch.topic, batch.partition, batch.count)
 
-    def _send_with_retries(self, batches: Sequence[ProducerBatch], retries: int) -> tuple[
+    def _send_with_retries(self, batches: Sequence[ProducerBatch]) -> tuple[
             list[tuple[ProducerBatch, BaseException]], list[tuple[ProducerBatch, ProduceResult]]]:
-        pending = list(batches)
         results: list[tuple[ProducerBatch, ProduceResult]] = []
-        attempt = 0
-        while True:
+        final: list[tuple[ProducerBatch, BaseException]] = []
+        now = self._clock()
+        pending = []
+        for batch in batches:
+            # Kafka expires a batch that waited in the accumulator past its delivery timeout without sending it.
+            if now - batch.created >= self.delivery_timeout_s:
+                final.append((batch, self._expired(batch, None, now)))
+            else:
+                pending.append(batch)
+        while pending:
             failures = self._send_once(pending, results)
             if not failures:
-                return [], results
-            retry = self._retriable(failures)
-            if not retry or attempt >= retries:
-                return failures, results
+                break
+            # A batch of several records refused for what a record is goes again one record a batch (Kafka's
+            # split on RECORD_TOO_LARGE), so that only the records the broker refuses fail.
+            split = {id(b): self._singles(b) for b, e in failures if is_record_refusal(e) and b.count > 1}
+            retry = self._retriable(failures, {(b.topic, b.partition) for b, _ in failures if id(b) in split})
             retrying = {id(b) for b, _ in retry}
-            final = [(b, e) for b, e in failures if id(b) not in retrying]
-            attempt += 1
-            self.retried_batches += len(retry)
-            self._after_failure(retry)
-            if final:
-                more, done = self._send_with_retries([b for b, _ in retry], retries - attempt)
-                results.extend(done)
-                return final + more, results
-            pending = [b for b, _ in retry]
+            refused = []
+            now = self._clock()
+            again = []
+            for batch, exc in failures:
+                if id(batch) in split:
+                    again.extend((single, exc) for single in split[id(batch)])
+                elif id(batch) not in retrying:
+                    final.append((batch, exc))
+                    if is_record_refusal(exc):
+                        refused.append(batch)
+                else:
+                    given_up = self._give_up(batch, exc, now)
+                    if given_up is None:
+                        again.append((batch, exc))
+                    else:
+                        final.append((batch, given_up))
+            if refused and self._idempotence is not None:
+                again += self._close_sequence_gaps(refused, final, again)
+            if not again:
+                break
+            self.retried_batches += len(again)
+            self._after_failure(again)
+            pending = [b for b, _ in again]
+        return final, results
 
-    def _retriable(self, failures: list[tuple[ProducerBatch, BaseException]]
+    def _singles(self, batch: ProducerBatch) -> list[ProducerBatch]:
+        """``batch`` as one batch per record, in order; an idempotent producer's keep the batch's sequence range
+        (the broker stored none of it), so the numbering goes on unbroken."""
+        header, records = decode_batch(batch.records)  # type: ignore[arg-type]
+        singles = []
+        for index, (record, message) in enumerate(zip(records, batch.messages)):
+            numbered = batch.base_sequence >= 0
+            encoded = encode_batch([record.value], [record.key], timestamps=[record.timestamp],
+                                   headers=[record.headers] if record.headers else None,
+                                   compression=header.attributes & _COMPRESSION_MASK,
+                                   producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                                   base_sequence=(batch.base_sequence + index) & _SEQUENCE_MASK if numbered else -1)
+            single = ProducerBatch(batch.topic, batch.partition, record.key, [message], encoded, 1, batch.created)
+            single.base_sequence = (batch.base_sequence + index) & _SEQUENCE_MASK if numbered else -1
+            single.attempts = batch.attempts
+            singles.append(single)
+        return singles
+
+    def _close_sequence_gaps(self, refused: list[ProducerBatch], final: list[tuple[ProducerBatch, BaseException]],
+                             again: list[tuple[ProducerBatch, BaseException]]) -> list[tuple[ProducerBatch, BaseException]]:
+        """After batches the broker refused for good (and so never stored), number the batches behind them in
+        their partitions down by the refused records, as Kafka's producer does, so that the broker, still
+        expecting the refused batch's sequence, takes them: those in ``again`` in place, and those that failed
+        with OUT_OF_ORDER_SEQUENCE_NUMBER only because of the gap taken out of ``final`` to be sent again."""
+        idempotence = self._idempotence
+        assert idempotence is not None
+        resent: list[tuple[ProducerBatch, BaseException]] = []
+        for gap in sorted(refused, key=lambda b: -b.base_sequence):
+            where = (gap.topic, gap.partition)
+            for batch, exc in list(final):
+                if ((batch.topic, batch.partition) == where and batch.base_sequence > gap.base_sequence
+                        and getattr(exc, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+                    final.remove((batch, exc))
+                    resent.append((batch, exc))
+            for batch, _ in again + resent:
+                if (batch.topic, batch.partition) == where and batch.base_sequence > gap.base_sequence:
+                    batch.base_sequence -= gap.count
+                    batch.records = with_producer_fields(batch.records, idempotence.producer_id,  # type: ignore
+                                                         idempotence.epoch, batch.base_sequence)
+            idempotence.rewind(gap.topic, gap.partition, gap.count)
+        resent.sort(key=lambda item: item[0].base_sequence)
+        return resent
+
+    def _give_up(self, batch: ProducerBatch, exc: BaseException, now: float) -> BaseException | None:
+        """After a retriable failure of ``batch``: None to retry it, or the error it finally fails with -- ``exc``
+        once it was retried message.send.max.retries times, a DeliveryTimeoutError when its delivery timeout
+        ends before the backoff does."""
+        batch.attempts += 1
+        if batch.attempts > self.retries:
+            return exc
+        if now + self.retry_backoff_s - batch.created >= self.delivery_timeout_s:
+            return self._expired(batch, exc, now)
+        return None
+
+    def _expired(self, batch: ProducerBatch, last_error: BaseException | None, now: float) -> DeliveryTimeoutError:
+        waited_ms = (now - batch.created) * 1000
+        tried = (f"{batch.attempts} attempts failed, the last with: {last_error}" if last_error is not None
+                 else "it was never sent")
+        return DeliveryTimeoutError(
+            f"expiring {batch.count} record(s) for {batch.topic}-{batch.partition}: {waited_ms:.0f} ms passed since "
+            f"send() took them, delivery.timeout.ms is {self.delivery_timeout_s * 1000:.0f} ({tried})", last_error)
+
+    def _retriable(self, failures: list[tuple[ProducerBatch, BaseException]],
+                   split: set[tuple[str, int]] = frozenset()  # type: ignore[assignment]
                    ) -> list[tuple[ProducerBatch, BaseException]]:
         """The failures worth another attempt. For an idempotent producer that includes OUT_OF_ORDER_SEQUENCE_NUMBER
-        of a batch that followed a retried batch of its partition: it failed only because its predecessor did,
-        and both are resent in order with their sequence numbers."""
+        of a batch that followed a retried (or ``split``) batch of its partition: it failed only because its
+        predecessor did, and both are resent in order with their sequence numbers."""
         if self._idempotence is None:
             return [(b, e) for b, e in failures if is_retriable(e)]
         retry = []
-        retried: set[tuple[str, int]] = set()
+        retried: set[tuple[str, int]] = set(split)
         for batch, exc in failures:
             where = (batch.topic, batch.partition)
             if is_retriable(exc) or (where in retried

@@ -90,9 +90,12 @@ def test_losses_at_three_tiers_are_named_exactly_where_they_happened(
                 assert set(summary["completeness"].values()) == {1.0}, summary
                 continue
             found = audit.get(f"/api/windows/{summary['topic']}/{summary['datacenter']}/{summary['windowStart']}")
-            for d in found["discrepancies"]:
-                assert d["decoded"] and d["duplicated"] == {} and set(d["missing"].values()) == {1}, d
-                named.setdefault(d["later"], set()).update(d["missing"])
+            assert all(d["decoded"] and d["duplicated"] == {} for d in found["discrepancies"]), found
+            assert found["duplicated"] == {} and found["identity"]["holds"], found
+            for tier, ids in found["lost"].items():
+                assert set(ids.values()) == {1}, found
+                named.setdefault(tier, set()).update(ids)
+        # Each at the first tier without it (the offline cluster and the warehouse miss the mirror's too).
         assert named == {"datacenter": never_stored, "mirror": dropped_by_mirror, "warehouse": dropped_by_etl}
         assert audit.stop() == 0
     finally:
@@ -158,16 +161,19 @@ def test_a_mirror_killed_and_restarted_has_its_duplicates_named_as_duplicates_of
             counts = {t: sum(w["counts"].get(t, 0) for w in windows) for t in ("datacenter", "offline")}
             if counts != {"datacenter": stored, "offline": stored + len(twice)}:
                 return {}
-            found: dict[str, dict[str, int]] = {"missing": {}, "duplicated": {}}
+            found: dict[str, dict[str, int]] = {"lost": {}, "duplicated": {}}
             for w in windows:
                 if w["namedEvents"] or w["undecoded"]:
-                    for d in audit.get(f"/api/windows/{w['topic']}/dc1/{w['windowStart']}")["discrepancies"]:
-                        assert d["decoded"], d
-                        found["missing"].update(d["missing"])
-                        found["duplicated"].update(d["duplicated"])
+                    window = audit.get(f"/api/windows/{w['topic']}/dc1/{w['windowStart']}")
+                    assert all(d["decoded"] for d in window["discrepancies"]), window
+                    for ids in window["lost"].values():
+                        found["lost"].update(ids)
+                    for tier, ids in window["duplicated"].items():
+                        assert tier == "offline", window  # where the extra copy appears
+                        found["duplicated"].update(ids)
             return found if len(found["duplicated"]) >= len(twice) else {}
         found = wait_until(named, 90, interval=0.5, message="the duplicates named")
-        assert found == {"missing": {}, "duplicated": dict.fromkeys(sorted(twice), 1)}
+        assert found == {"lost": {}, "duplicated": dict.fromkeys(sorted(twice), 1)}
         assert audit.stop() == 0
     finally:
         audit.kill()

@@ -22,6 +22,7 @@ from tests.support.audit import (
     AuditProcess,
     all_reconciled,
     audit_args,
+    listening_addresses,
     publish_phantom_count,
     run_pipeline,
     wait_committed,
@@ -50,6 +51,7 @@ def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registr
     args = audit_args(dc1, offline, registry, tmp_path / "audit")
     audit = AuditProcess(tmp_path, args).wait_ready()
     try:
+        assert listening_addresses(audit.port) == ["127.0.0.1"]  # --http-host, not every interface
         windows = wait_until(lambda: all_reconciled(audit, stored, TIERS), 90, interval=0.3,
                              message=f"{stored} events reconciled at four tiers")
         for w in windows:
@@ -67,6 +69,9 @@ def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registr
         assert (discrepancy["earlier"], discrepancy["later"]) == ("producer", "datacenter")
         assert discrepancy["missing"] == dict.fromkeys(lost, 1) and discrepancy["duplicated"] == {}
         assert window["completeness"]["datacenter"] < 1.0
+        # Lost at the datacenter tier, the first without them (the tiers after it only follow).
+        assert window["lost"] == {"datacenter": dict.fromkeys(lost, 1)} and window["identity"]["holds"]
+        assert window["state"] == "incomplete" and window["tierStates"]["offline"] == "short"
         metrics = audit.get("/metrics")
         assert 'audit_events_lost_total{tier="datacenter",topic="PageViewEvent"} 3.0' in metrics
         # Latency from event time to every tier, per topic: one observation per event the tier counted (the
@@ -85,7 +90,7 @@ def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registr
     # The results outlive the process: the report reads them back, and a restart serves them again.
     report = subprocess.run([sys.executable, "-m", "audit", "report", "--state-dir", str(tmp_path / "audit"),
                              "--topic", "PageViewEvent"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
-    assert report.returncode == 0 and "3 missing" in report.stdout, report.stdout + report.stderr
+    assert report.returncode == 0 and "lost 3 at datacenter" in report.stdout, report.stdout + report.stderr
     # A named event is looked for at every tier: nowhere (it was lost before dc1); a stored one is in both.
     where = ["--datacenter", f"dc1={dc1.zk_connect}", "--offline", offline.zk_connect]
     missing = subprocess.run([sys.executable, "-m", "audit", "trace", lost[0], *where, "--state-dir",
@@ -131,17 +136,19 @@ def test_a_mirror_that_copies_everything_again_has_its_duplicates_named_by_readi
             expected = {"producer": stored, "datacenter": stored, "mirror": 2 * stored, "offline": 2 * stored}
             return windows if counted == expected and all(w["namedEvents"] for w in windows) else []
         windows = wait_until(doubled, 90, interval=0.3, message=lambda: "the second copy counted and named: " + str(
-            [(w["topic"], w["counts"], w["namedEvents"], w["undecoded"]) for w in audit.get("/api/windows")["windows"]
-             ][:6]) + f" stored {stored}")
+            [(w["topic"], w["counts"], w["state"], w["pending"], w["namedEvents"], w["undecoded"])
+             for w in audit.get("/api/windows")["windows"] if not w["namedEvents"]][:6]) + f" stored {stored}")
         held = {w["windowStart"]: w for w in windows if w["topic"] == "PageViewEvent"}
         biggest = max(held.values(), key=lambda w: w["counts"]["datacenter"])
         assert biggest["counts"]["datacenter"] > 120, "far more duplicates than the sketch decodes"
         window = audit.get(f"/api/windows/PageViewEvent/dc1/{biggest['windowStart']}")
-        (discrepancy,) = window["discrepancies"]
-        assert (discrepancy["earlier"], discrepancy["later"], discrepancy["read"]) == ("datacenter", "mirror", True)
-        assert discrepancy["missing"] == {}
         in_dc1 = {f.event_id for f in scan_dc1(dc1, "PageViewEvent", biggest["windowStart"])}
-        assert discrepancy["duplicated"] == dict.fromkeys(sorted(in_dc1), 1)
+        # Named at the data tier where the extra copies appear; the mirror's own count is read the same way.
+        assert window["lost"] == {} and window["duplicated"] == {"offline": dict.fromkeys(sorted(in_dc1), 1)}
+        steps = {(d["earlier"], d["later"]): d for d in window["discrepancies"]}
+        assert sorted(steps) == [("datacenter", "mirror"), ("datacenter", "offline")]
+        assert all(d["read"] and d["decoded"] and d["missing"] == {} for d in steps.values())
+        assert window["identity"]["holds"] and window["identity"]["duplicates"] == len(in_dc1)
         assert audit.stop() == 0
     finally:
         audit.kill()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -18,17 +17,18 @@ from etl.query import QueryError, show_query
 from etl.report import SkippedOffsets
 from etl.store import Warehouse
 from pipeline.client.simple_consumer import SimpleConsumer
-from etl.spark import build_session, stop_session
 from schemas.events import AUDIT_TOPIC, load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
 from tests.support.etl import (
     EVENT_TIME,
     EtlEnvironment,
+    environment_fixture,
     expected_keys,
     lineage_headers,
     page_views,
     run_etl,
+    spark_fixture,
     warehouse_rows,
 )
 from tests.support.mirror import committed, end_offsets, produce, read_all
@@ -37,23 +37,8 @@ from tests.support.polling import wait_until
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
-    environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp("etl"),
-                                 {"log.retention.check.interval.ms": 200})
-    try:
-        yield environment
-    finally:
-        environment.close()
-
-
-@pytest.fixture(scope="module")
-def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    session = build_session(env.config(tmp_path_factory.mktemp("unused")))
-    try:
-        yield session
-    finally:
-        stop_session(session)
+env = environment_fixture("etl", {"log.retention.check.interval.ms": 200})
+spark = spark_fixture()
 
 
 def test_rows_equal_messages_with_exact_lineage_and_reruns_add_exactly_the_new_offsets(
@@ -183,21 +168,25 @@ def test_offsets_deleted_before_loading_fail_the_run_with_the_count_or_are_skipp
     end = end_offsets(env.offline, "retained", 1)[0]
     assert set(warehouse_rows(warehouse, "retained")) == (expected_keys("retained", {0: 20})
                                                           | expected_keys("retained", {0: end}, {0: log_start}))
-    manifests = Warehouse(warehouse, "etl").read_manifests()
-    assert [m.skipped for m in manifests][-1] == [SkippedOffsets("retained", 0, 20, log_start)]
+    # The skipped offsets count as done: the next run starts at the end (the manifest is folded already).
+    assert Warehouse(warehouse, "etl").loaded() == {("retained", 0): end}
+    assert list(Warehouse(warehouse, "etl").read_manifests()) == []
     assert RunHistory(warehouse, "etl").runs(1)[0].skipped == [SkippedOffsets("retained", 0, 20, log_start)]
 
 
-def test_a_record_that_does_not_decode_fails_the_run_naming_topic_partition_and_offset(
+def test_with_on_bad_record_fail_a_record_that_does_not_decode_fails_its_topic_naming_partition_and_offset(
         env: EtlEnvironment, spark: SparkSession, tmp_path: Path) -> None:
     env.create_topic("broken", 1)
     env.produce("broken", page_views(3), load_schema("PageViewEvent", 1))
     produce(env.offline, "broken", [(b"k", b"\x00\x00\x00\x00\x01garbage", EVENT_TIME, [])])
     warehouse = tmp_path / "warehouse"
-    with pytest.raises(EtlError, match="broken-0 offset 3: cannot decode the value"):
-        run_once(env.config(warehouse, topics="broken"), spark)
-    assert warehouse_rows(warehouse, "broken") == {}
-    assert RunHistory(warehouse, "etl").runs()[0].outcome == "failed"
+    report = run_once(env.config(warehouse, topics="broken", **{"on.bad.record": "fail"}), spark)
+    assert report.outcome == "partial" and report.ranges == [] and report.quarantined == {}
+    assert report.topic_errors.keys() == {"broken"}
+    assert "broken-0 offset 3: cannot decode the value" in report.topic_errors["broken"]
+    assert warehouse_rows(warehouse, "broken") == {} and Warehouse(warehouse, "etl").loaded() == {}
+    (recorded,) = RunHistory(warehouse, "etl").runs()
+    assert recorded.outcome == "partial" and "topic broken: broken-0 offset 3: cannot decode" in recorded.error
 
 
 def test_a_lost_lock_stops_the_run_before_publishing_or_before_the_commit_and_the_next_run_completes_it(
@@ -288,3 +277,50 @@ def test_etl_query_runs_spark_sql_over_every_table_and_the_events_view_of_their_
         code, output = run_etl(tmp_path / f"{directory.name}.log",
                                ["query", "--warehouse", str(directory), "SELECT 1"])
         assert code == 1 and len(output.strip().splitlines()) == 1 and error in output, output
+
+
+def test_closed_hours_are_compacted_by_the_runs_exactly_once_with_lineage_and_evolved_columns(
+        env: EtlEnvironment, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env.create_topic("compacted", 2)
+    warehouse = tmp_path / "warehouse"
+    # Events of 2023: their hours closed long ago. Three runs add a file per range and hour each; the third
+    # run's upkeep rewrites every hour's small files into one (one task per hour, the target far above).
+    config = env.config(warehouse, topics="compacted", **{"compaction.enable": "true",
+                                                             "compaction.target.bytes": str(1 << 20),
+                                                             "obsolete.files.keep": "0"})
+    no_compaction = env.config(warehouse, topics="compacted")
+    every_ms = 20 * 60_000  # three events an hour
+    env.produce("compacted", page_views(12, every_ms=every_ms), load_schema("PageViewEvent", 1),
+                [lineage_headers("dc2", i % 4, 1000 + i) for i in range(12)])
+    assert run_once(no_compaction, spark).rows == 12
+    env.produce("compacted", page_views(12, every_ms=every_ms, version=2), load_schema("PageViewEvent", 2))
+    assert run_once(no_compaction, spark).rows == 12
+    store = Warehouse(warehouse, "etl")
+    before = {p: len(files) for p, files in store.snapshot().partitions().items()}
+    assert len(before) == 4 and set(before.values()) == {4}, "two runs, two ranges: four files an hour"
+    rows_before = warehouse_rows(warehouse, "compacted")
+
+    env.produce("compacted", page_views(3, 100, every_ms=1), load_schema("PageViewEvent", 1))  # the first hour
+    report = run_once(config, spark)
+    assert report.rows == 3 and report.maintenance_error is None
+    added = len([r for r in report.ranges if r.rows])
+    assert report.maintenance == {"partitions_compacted": 4, "files_compacted": 16 + added, "files_written": 4}
+    after = store.snapshot().partitions()
+    assert {p: len(files) for p, files in after.items()} == {p: 1 for p in before}
+    for partition, (path,) in after.items():
+        assert "-compacted-" in path
+        assert sorted(p.name for p in (warehouse / partition.directory).iterdir()) == [Path(path).name], \
+            "the replaced files are gone (obsolete.files.keep=0)"
+    rows = warehouse_rows(warehouse, "compacted")
+    ends = end_offsets(env.offline, "compacted", 2)
+    assert set(rows) == expected_keys("compacted", ends)
+    for key, row in rows_before.items():
+        assert rows[key] == row, "each row as it was, lineage and evolved columns included"
+    assert sum(1 for row in rows.values() if row.get("sessionId")) == 12
+    assert sum(1 for row in rows.values() if row["source_cluster"] == "dc2") == 12
+    # A run with nothing new and nothing to compact does nothing more; the query reads the compacted files.
+    again = run_once(config, spark)
+    assert again.outcome == "nothing-new" and again.maintenance == {}
+    show_query(spark, warehouse, "SELECT count(*) AS n, count(DISTINCT kafka_partition, kafka_offset) AS d "
+                                 "FROM compacted", 5)
+    assert "|27 |27 |" in capsys.readouterr().out

@@ -173,7 +173,8 @@ def test_sigterm_during_a_run_lets_it_finish_then_exits_0(zk_connect: str, tmp_p
 def test_metrics_after_runs_and_after_a_restart_from_the_history(
         zk_connect: str, tmp_path: Path, run_scheduler: Callable[[Scheduler], Running]) -> None:
     record, port = tmp_path / "runs.txt", free_port()
-    config = make_config(zk_connect, tmp_path / "wh", **{"schedule.every": 0.2, "metrics.port": port})
+    config = make_config(zk_connect, tmp_path / "wh", **{"schedule.every": 0.2, "metrics.port": port,
+                                                         "metrics.host": "127.0.0.1"})
     first_gate = threading.Event()
     first = run_scheduler(Scheduler(config, GatedJob(record, first_gate, free_calls=3, fail=lambda call: call >= 2)))
     # Three runs (succeeded, succeeded, failed), then the fourth holds still while the metrics are read. (A run's
@@ -192,6 +193,7 @@ def test_metrics_after_runs_and_after_a_restart_from_the_history(
     assert value(samples, "etl_skipped_offsets_total", topic="t", partition="1") == 2 * 3
     assert value(samples, "etl_last_run_rows") == 0 and value(samples, "etl_last_run_first_task_seconds") == 0.1
     assert value(samples, "etl_run_duration_seconds_count") == 3
+    assert first.scheduler.metrics._server.server_address == ("127.0.0.1", port), "listens where it is told only"
     first_gate.set()
     first.stop()
     runs = RunHistory(tmp_path / "wh", GROUP).runs()

@@ -60,7 +60,10 @@ def test_broker_list_sources_resume_from_their_offsets_file_and_follow_new_topic
     try:
         wait_for_count(offline, "events", 2, 700, [mirror])
         with AdminClient(offline.bootstrap) as admin:
-            assert admin.describe_configs("events", overrides_only=True) == {"retention.ms": "7200000"}
+            overrides = admin.describe_configs("events", overrides_only=True)
+            # The source's settings, and room for the lineage headers on top of the source's record limit.
+            assert overrides.pop("retention.ms") == "7200000"
+            assert overrides.keys() == {"max.message.bytes"} and int(overrides["max.message.bytes"]) > 1048588
         # One process per offsets file: a second mirror of the same sources and group stops with the reason.
         _, error = mirror_error(tmp_path / "second.log", args)
         assert "in use by another process" in error and str(state) in error

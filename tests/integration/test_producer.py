@@ -4,10 +4,12 @@ limits, callbacks, and a broker restarted mid-run."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from kafka.partitioner.default import DefaultPartitioner as KafkaPythonPartitioner
 
+from pipeline.client.errors import DeliveryTimeoutError
 from pipeline.client.producer import CallbackHandler, ProduceError, Producer, ProducerData, QueueFullError
 from tests.support.clients import create_topic, kafka_python_consume, run_kcat
 from tests.support.polling import wait_until
@@ -170,9 +172,10 @@ def test_full_queue_raises_or_blocks_as_configured(broker) -> None:
 
 
 def test_sync_sends_retry_across_a_broker_restart(broker) -> None:
+    """With the default retry settings (bounded by delivery.timeout.ms, 120 s, not by a count of 3 x 100 ms), a
+    broker bounce of over a second costs time, not messages."""
     create_topic(broker.bootstrap, "restart", 1)
-    producer = Producer({"metadata.broker.list": broker.bootstrap, "request.required.acks": 1,
-                         "message.send.max.retries": 100, "retry.backoff.ms": 100})
+    producer = Producer({"metadata.broker.list": broker.bootstrap, "request.required.acks": 1})
     try:
         producer.send(ProducerData("restart", None, b"before"))
         broker.stop()
@@ -222,6 +225,39 @@ def test_failures_reach_caller_and_callback_when_the_broker_is_gone(broker) -> N
         async_producer.close()
 
 
+def test_a_broker_gone_longer_than_the_delivery_timeout_fails_the_batch_clearly(broker) -> None:
+    """Retries go on until delivery.timeout.ms after send() took the messages, then the batch fails for good
+    with a DeliveryTimeoutError naming the timeout and the last error -- sync and async alike."""
+    create_topic(broker.bootstrap, "expire", 1)
+    settings = {"metadata.broker.list": broker.bootstrap, "request.required.acks": 1, "request.timeout.ms": 1000,
+                "delivery.timeout.ms": 2000, "retry.backoff.ms": 50}
+    sync = Producer(settings)
+    recorder = Recorder()
+    async_producer = Producer({**settings, "producer.type": "async", "queue.time": 10}, recorder)
+    try:
+        sync.send(ProducerData("expire", None, b"ok"))
+        async_producer.send(ProducerData("expire", None, b"ok"))
+        wait_until(lambda: recorder.count(recorder.sent) == 1, 10, message="the first async batch")
+        broker.stop()
+        started = time.monotonic()
+        with pytest.raises(ProduceError) as info:
+            sync.send(ProducerData("expire", b"k", [b"late-a", b"late-b"]))
+        waited = time.monotonic() - started
+        (batch, error), = info.value.failures
+        assert isinstance(error, DeliveryTimeoutError), error
+        assert "delivery.timeout.ms is 2000" in str(error) and error.last_error is not None
+        assert batch.attempts > 3, "retried more often than the old 3 retries allowed"
+        assert 1.9 <= waited < 8, waited
+        async_producer.send(ProducerData("expire", None, [b"late-c", b"late-d"]))
+        wait_until(lambda: recorder.count(recorder.failed) == 2, 15, message="the async batch expired")
+        (batch, error), = recorder.failed
+        assert isinstance(error, DeliveryTimeoutError) and "delivery.timeout.ms is 2000" in str(error)
+        assert batch.messages == [b"late-c", b"late-d"]
+    finally:
+        sync.close()
+        async_producer.close()
+
+
 class _OffsetRecorder(CallbackHandler):
     """Where the callbacks say each message was stored, and how many batches each drain sent together."""
 
@@ -263,3 +299,33 @@ def test_async_callbacks_report_each_batch_at_its_own_offset(broker, idempotent:
     wrong = {value: offset for value, offset in recorder.offsets.items() if stored.get(offset) != value}
     assert len(recorder.offsets) == len(values)
     assert not wrong, f"{len(wrong)} messages misreported, e.g. {list(wrong.items())[:3]}"
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_refused_record_fails_alone_and_the_rest_of_its_batch_is_stored_in_order(broker, idempotent: bool) -> None:
+    """A batch the broker refuses for one record (MESSAGE_TOO_LARGE) is sent again one record a batch, as Kafka's
+    producer splits it: only that record fails; an idempotent producer numbers the records behind it down over
+    the gap and keeps its producer id, so later sends are taken too."""
+    from pipeline.protocol.errors import ErrorCode
+
+    create_topic(broker.bootstrap, "refuse", 1, configs={"max.message.bytes": "2000"})
+    recorder = Recorder()
+    producer = Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "async", "queue.time": 200,
+                         "batch.size": 100, "enable.idempotence": idempotent, "request.required.acks": -1},
+                        recorder)
+    values = [b"a" * 100, b"b" * 100, b"B" * 3000, b"c" * 100, b"d" * 100]
+    try:
+        producer.send([ProducerData("refuse", None, [value], partition=0) for value in values])
+        assert producer.flush(30)
+        producer_id = producer._idempotence.producer_id if idempotent else None
+        producer.send(ProducerData("refuse", None, [b"e" * 100], partition=0))
+        assert producer.flush(30)
+        assert [m for batch, _ in recorder.failed for m in batch.messages] == [b"B" * 3000]
+        assert all(getattr(error, "code", None) == ErrorCode.MESSAGE_TOO_LARGE for _, error in recorder.failed)
+        if idempotent:
+            assert producer._idempotence.producer_id == producer_id
+    finally:
+        producer.close()
+    records = kafka_python_consume(broker.bootstrap, "refuse", [0], 5)
+    assert [r.value for r in sorted(records, key=lambda r: r.offset)] == [
+        b"a" * 100, b"b" * 100, b"c" * 100, b"d" * 100, b"e" * 100]

@@ -4,9 +4,11 @@ failed sends counted apart; SIGTERM flushes and publishes the open windows."""
 
 from __future__ import annotations
 
+import base64
 import collections
 import os
 import signal
+import stat
 import subprocess
 import sys
 import urllib.request
@@ -15,6 +17,7 @@ from typing import Iterator
 
 import pytest
 
+from audit.sketch import EventSketch
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.client.admin import AdminClient
@@ -22,6 +25,7 @@ from schemas.events import AUDIT_TOPIC, EVENT_TOPICS, subject_for
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder, schema_id_of
 from tests.support import BrokerProcess
+from tests.support.listening import listening_addresses
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.registry import RegistryProcess, standalone_registry
@@ -193,11 +197,19 @@ def test_twelve_seconds_at_the_target_rate_audited(tmp_path: Path, broker: Broke
 
 
 def test_failed_sends_are_counted_apart(tmp_path: Path, broker: BrokerProcess, registry: RegistryProcess) -> None:
+    """Every event created is accounted for (docs/accounting.md): the created log lists each id once, and each is
+    either stored (in the acknowledged count) or named in its window's failedSketch; created = count + failed."""
     # SearchEvent batches exceed this topic's max.message.bytes: the broker refuses every one of them.
     with AdminClient(broker.bootstrap) as admin:
         admin.create_topics(["SearchEvent"], partitions=2, configs={"max.message.bytes": "64"})
-    with Emulator(tmp_path / "emulator.log", *emulator_args(broker, registry, "--rate", "300", "--duration", "6",
-                                                           "--audit-window-ms", "2000")) as emulator:
+    metrics_port = free_port()
+    created_log = tmp_path / "state" / "created.log"
+    with Emulator(tmp_path / "emulator.log", *emulator_args(
+            broker, registry, "--rate", "300", "--duration", "6", "--audit-window-ms", "2000",
+            "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port),
+            "--created-log", str(created_log))) as emulator:
+        wait_until(lambda: listening_addresses(metrics_port), timeout=30, message="the metrics server")
+        assert listening_addresses(metrics_port) == {"127.0.0.1"}
         assert emulator.wait(90) == 0, emulator.log()[-3000:]
     decoder = AvroDecoder(SchemaRegistryClient(registry.url))
     stored, events = stored_by_window(broker.bootstrap, decoder, 2_000)
@@ -208,6 +220,29 @@ def test_failed_sends_are_counted_apart(tmp_path: Path, broker: BrokerProcess, r
     assert sum(int(c["properties"]["failed"]) for c in searches) > 0
     others = {key: count["count"] for key, count in audit.items() if key[1] != "SearchEvent" and count["count"]}
     assert others == dict(stored)
+
+    lines = [line.split(" ") for line in created_log.read_text().splitlines()]
+    created = {event_id for event_id, _, _ in lines}
+    assert len(created) == len(lines), "an id listed twice"
+    assert stat.S_IMODE(created_log.stat().st_mode) == 0o600
+    assert stat.S_IMODE(created_log.parent.stat().st_mode) == 0o700
+    stored_ids = {str(event["header"]["eventId"]) for _, _, event in events}
+    failed_ids: set[str] = set()
+    for count in audit.values():
+        properties = count["properties"]
+        assert int(properties["created"]) == count["count"] + int(properties["failed"])
+        if int(properties["failed"]):
+            decoded = EventSketch.from_bytes(base64.b64decode(properties["failedSketch"])).decode()
+            assert decoded.complete and set(decoded.missing) == set()
+            failed_ids |= set(decoded.counts)
+        else:
+            assert "failedSketch" not in properties
+    assert failed_ids and not failed_ids & stored_ids
+    assert created == stored_ids | failed_ids
+    assert sum(int(c["properties"]["created"]) for c in audit.values()) == len(created)
+    assert {topic for event_id, topic, _ in lines if event_id in failed_ids} == {"SearchEvent"}
+    summary = [line for line in emulator.log().splitlines() if "events in" in line and "acknowledged" in line]
+    assert summary and f"created {len(created)} events" in summary[-1] and f"{len(failed_ids)} failed" in summary[-1]
 
 
 def test_sigterm_flushes_and_publishes_the_open_windows(tmp_path: Path, broker: BrokerProcess,

@@ -33,7 +33,8 @@ class AuditProcess:
         self.log_path = tmp_path / f"audit-{self.port}.log"
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "audit", "run", *args, "--http-port", str(self.port)], cwd=REPO_ROOT,
+                [sys.executable, "-m", "audit", "run", *args, "--http-host", "127.0.0.1", "--http-port", str(self.port)],
+                cwd=REPO_ROOT,
                 stdout=log, stderr=subprocess.STDOUT)
 
     def wait_ready(self) -> "AuditProcess":
@@ -64,21 +65,43 @@ class AuditProcess:
             self.process.wait()
 
 
+def listening_addresses(port: int) -> list[str]:
+    """The IPv4 addresses something listens on at TCP ``port`` (from /proc/net/tcp)."""
+    found = []
+    with open("/proc/net/tcp") as table:
+        for line in list(table)[1:]:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if fields[3] == "0A" and int(hex_port, 16) == port:
+                found.append(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return found
+
+
 def publish_phantom_count(cluster: BrokerCluster, registry: RegistryProcess, topic: str, window_start: int,
                           ids: list[str]) -> None:
     """A producer-tier AuditCount for events the cluster never got: what a loss between a producer and its
     cluster looks like to the audit (acknowledged, then gone)."""
     sketch = EventSketch()
     sketch.add(ids)
-    record = {"topic": topic, "tier": "producer", "windowStart": window_start, "windowEnd": window_start + WINDOW_MS,
-              "host": "fe-phantom", "datacenter": "dc1", "application": "frontend", "count": len(ids),
-              "bytes": 100 * len(ids), "sketch": sketch.to_bytes(), "properties": {}}
+    publish_audit_count(cluster, registry, audit_count(topic, "producer", window_start, len(ids), sketch))
+
+
+def audit_count(topic: str, tier: str, window_start: int, count: int, sketch: EventSketch | None = None,
+                **properties: str) -> dict[str, Any]:
+    """An AuditCount record of ``tier`` (of datacenter dc1) as a tier publishes it."""
+    return {"topic": topic, "tier": tier, "windowStart": window_start, "windowEnd": window_start + WINDOW_MS,
+            "host": f"{tier}-test", "datacenter": "dc1", "application": tier, "count": count, "bytes": 100 * count,
+            "sketch": None if sketch is None else sketch.to_bytes(), "properties": properties}
+
+
+def publish_audit_count(cluster: BrokerCluster, registry: RegistryProcess, record: dict[str, Any]) -> None:
+    """``record`` published to ``cluster``'s audit topic (acks=all)."""
     client = SchemaRegistryClient(registry.url)
     try:
         encoder = AvroEncoder(client, {AUDIT_TOPIC: load_schema("AuditCount")})
         with Producer({"zookeeper.connect": cluster.zk_connect, "request.required.acks": -1,
                        "serializer.class": encoder}) as producer:
-            producer.send(ProducerData(AUDIT_TOPIC, topic.encode(), [record]))
+            producer.send(ProducerData(AUDIT_TOPIC, record["topic"].encode(), [record]))
     finally:
         client.close()
 

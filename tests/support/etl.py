@@ -1,9 +1,10 @@
 """ETL tests: an offline cluster, a registry and events to load; the warehouse read back; `python -m etl` runs.
 
 ``EtlEnvironment`` is one broker on a chroot of the session's ZooKeeper plus a standalone registry (a module
-fixture shares it; each test uses topics and a warehouse of its own). ``warehouse_rows`` reads a table with
-pyarrow, keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl run`` in a session of its
-own, so that the Spark JVM and its Python workers go with it when a test kills it.
+fixture shares it, ``environment_fixture``; each test uses topics and a warehouse of its own), and
+``spark_fixture`` a SparkSession per module. ``warehouse_rows`` reads a table with pyarrow (the files the
+warehouse's snapshot lists), keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl run`` in a
+session of its own, so that the Spark JVM and its Python workers go with it when a test kills it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import sys
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
 
 from etl.config import EtlConfig
+from etl.store import Warehouse
 from pipeline.client.admin import AdminClient
 from pipeline.client.producer import Producer, ProducerData
 from schemas.events import load_schema
@@ -32,6 +37,8 @@ from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import unique_chroot
 
 EVENT_TIME = 1_700_000_000_000
+#: Settings that keep the warehouse's upkeep away from test events of 2023 (retention would expire them).
+OLD_EVENTS = {"warehouse.retention": "0", "compaction.enable": "false"}
 
 
 class EtlEnvironment:
@@ -55,13 +62,16 @@ class EtlEnvironment:
         self._stack.close()
 
     def config(self, warehouse: Path, **settings: Any) -> EtlConfig:
+        """A run's settings; the test events are from 2023, so retention and compaction are off unless set."""
         return EtlConfig({"zookeeper.connect": self.offline.zk_connect, "warehouse.dir": str(warehouse),
                           "schema.registry.url": self.registry.url, "spark.master": "local[2]",
-                          "audit.enable": "false", **{k.replace("_", "."): v for k, v in settings.items()}})
+                          "audit.enable": "false", **OLD_EVENTS,
+                          **{k.replace("_", "."): v for k, v in settings.items()}})
 
     def args(self, warehouse: Path, *extra: str) -> list[str]:
         return ["run", "--zookeeper", self.offline.zk_connect, "--warehouse", str(warehouse), "--master", "local[2]",
-                "--registry", self.registry.url, "--set", "audit.enable=false", *extra]
+                "--registry", self.registry.url, "--set", "audit.enable=false",
+                *(item for name, value in OLD_EVENTS.items() for item in ("--set", f"{name}={value}")), *extra]
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
         with AdminClient(self.offline.bootstrap) as admin:
@@ -82,6 +92,36 @@ class EtlEnvironment:
                 producer.flush()
 
 
+def environment_fixture(name: str, broker_overrides: dict[str, object] | None = None) -> Callable[..., Any]:
+    """A module fixture: an EtlEnvironment under a temporary directory named ``name``, closed after the module."""
+
+    @pytest.fixture(scope="module")
+    def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
+        environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp(name), broker_overrides)
+        try:
+            yield environment
+        finally:
+            environment.close()
+
+    return env
+
+
+def spark_fixture() -> Callable[..., Any]:
+    """A module fixture: the SparkSession of the module's ``env`` settings, stopped (its JVM too) after the module."""
+
+    @pytest.fixture(scope="module")
+    def spark(env: EtlEnvironment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+        from etl.spark import build_session, stop_session
+
+        session = build_session(env.config(tmp_path_factory.mktemp("unused")))
+        try:
+            yield session
+        finally:
+            stop_session(session)
+
+    return spark
+
+
 def page_views(count: int, start: int = 0, version: int | None = None, datacenter: str = "dc1",
                every_ms: int = 60_000) -> list[dict]:
     """PageViewEvents (schema ``version``), one every ``every_ms`` of event time from EVENT_TIME."""
@@ -97,14 +137,18 @@ def page_views(count: int, start: int = 0, version: int | None = None, datacente
     return events
 
 
-def warehouse_rows(warehouse: Path, topic: str) -> dict[tuple[str, int, int], dict[str, Any]]:
-    """Every row of ``topic``'s table keyed by (kafka_topic, kafka_partition, kafka_offset); AssertionError on a
-    duplicate key."""
-    table = warehouse / topic
-    if not table.exists():
+def warehouse_rows(warehouse: Path, topic: str, group: str = "etl") -> dict[tuple[str, int, int], dict[str, Any]]:
+    """Every row of ``topic``'s table (its live files) keyed by (kafka_topic, kafka_partition, kafka_offset);
+    AssertionError on a duplicate key."""
+    files = Warehouse(warehouse, group).snapshot().table_files().get(topic)
+    if not files:
         return {}
     rows: dict[tuple[str, int, int], dict[str, Any]] = {}
-    dataset = ds.dataset(str(table), format="parquet", partitioning="hive")
+    paths = [str(warehouse / f) for f in files]
+    partitioning = ds.partitioning(pa.schema([("date", pa.string()), ("hour", pa.int32())]), flavor="hive")
+    schema = pa.unify_schemas([pq.read_schema(p) for p in paths] + [partitioning.schema])
+    dataset = ds.dataset(paths, schema=schema, format="parquet", partitioning=partitioning,
+                         partition_base_dir=str(warehouse / topic))
     for row in dataset.to_table().to_pylist():
         key = (row["kafka_topic"], row["kafka_partition"], row["kafka_offset"])
         assert key not in rows, f"row {key} is in the warehouse twice"

@@ -1,7 +1,9 @@
 """The warehouse tier is counted by the ETL's runs, minutes apart: a window's warehouse counts are compared only
-once a run that started after the window's end plus grace has finished (its counts had grace to arrive), so
-windows the ETL has not loaded yet are pending there, not lost; once covered, a window missing events at the
-warehouse names them. (The readers' checkpointed counts and the run history are real; no cluster: pure logic.)"""
+once a run that started after the offline tier was ready for the window has finished (its counts had grace to
+arrive: without a reader of the offline cluster, the offline tier is ready by the clock, at the window's end plus
+grace), so windows the ETL has not loaded yet are pending there, not lost; once covered, a window missing events at
+the warehouse names them. (The readers' checkpointed counts and the run history are real; no cluster: pure
+logic.)"""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from audit.config import AuditConfig
+from audit.reconcile import INCOMPLETE, PENDING
 from audit.service import AuditService
 from audit.state import CheckpointedCounts
 from etl.history import RunHistory
@@ -63,7 +66,9 @@ def test_the_warehouse_is_pending_until_an_etl_run_covers_the_window_then_its_lo
 
     pending = results(service, NOW)
     assert sorted(pending) == [first, second, third]
-    assert all(r.complete() and "warehouse" not in r.counts for r in pending.values())
+    assert all(r.state == PENDING and list(r.pending) == ["warehouse"] and r.lost == {} for r in pending.values())
+    assert pending[first].counts["warehouse"] == 2 and pending[second].counts["warehouse"] == 0
+    assert "an ETL run started after" in pending[first].pending["warehouse"]["waitingFor"]
 
     # A run that failed, and one whose counts are still within grace, cover nothing.
     run(service, "failed", NOW - 5 * WINDOW, NOW - 4 * WINDOW, FAILED)
@@ -73,9 +78,9 @@ def test_the_warehouse_is_pending_until_an_etl_run_covers_the_window_then_its_lo
     # Covered: the run started after the first two windows ended plus grace (not the third's).
     covered = results(service, NOW + WINDOW)
     assert sorted(covered) == [first, second]
-    (lost,) = [d for d in covered[first].discrepancies if d.later == "warehouse"]
-    assert lost.missing == {str(uuid.UUID(bytes=ids[first][2])): 1}
+    assert covered[first].lost == {"warehouse": {str(uuid.UUID(bytes=ids[first][2])): 1}}
     assert covered[second].counts["warehouse"] == 0 and covered[second].completeness["warehouse"] == 0.0
+    assert covered[second].state == INCOMPLETE and len(covered[second].lost["warehouse"]) == 3
 
     # The next run loads the rest; the windows it covers are compared again, complete.
     count(service, "warehouse", first, ids[first][2:])

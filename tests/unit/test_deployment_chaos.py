@@ -22,18 +22,23 @@ from infra.deployment.topology import load
 from tests.support.polling import wait_until
 
 
-def _window(start: int, counts: dict[str, int], discrepancies: list[dict[str, Any]] | None = None,
-            reconciled: int | None = None) -> dict[str, Any]:
-    return {"topic": "PageViewEvent", "datacenter": "dc1", "windowStart": start, "windowEnd": start + 1000,
-            "reconciledAt": start + 1000 + 500 if reconciled is None else reconciled, "counts": counts,
-            "namedEvents": sum(len(d["missing"]) + len(d["duplicated"]) for d in discrepancies or []),
-            "undecoded": [], "discrepancies": discrepancies or []}
+def _window(start: int, counts: dict[str, int], reconciled: int | None = None, **named: Any) -> dict[str, Any]:
+    """A window as the audit's API gives it with its named events (``lost``, ``lostByCount``, ``duplicated``,
+    ``quarantined``, ``pending``, ``identity``, ``discrepancies``)."""
+    window = {"topic": "PageViewEvent", "datacenter": "dc1", "windowStart": start, "windowEnd": start + 1000,
+              "reconciledAt": start + 1000 + 500 if reconciled is None else reconciled, "counts": counts,
+              "lost": {}, "lostByCount": {}, "duplicated": {}, "quarantined": [], "pending": {}, "discrepancies": [],
+              "identity": None, **named}
+    window["namedEvents"] = (sum(len(ids) for ids in window["lost"].values()) + sum(window["lostByCount"].values())
+                             + sum(len(ids) for ids in window["duplicated"].values()) + len(window["quarantined"]))
+    window["undecoded"] = [d for d in window["discrepancies"] if not d["decoded"]]
+    return window
 
 
-def _step(earlier: str, later: str, missing: dict[str, int] | None = None,
-          duplicated: dict[str, int] | None = None, decoded: bool = True) -> dict[str, Any]:
-    return {"earlier": earlier, "later": later, "missing": missing or {}, "duplicated": duplicated or {},
-            "decoded": decoded}
+def _identity(created: int, held: int, tier: str = "warehouse", duplicates: int = 0, lost: int = 0,
+              quarantined: int = 0) -> dict[str, Any]:
+    return {"tier": tier, "created": created, "held": held, "duplicates": duplicates, "lost": lost,
+            "quarantined": quarantined, "holds": created == held - duplicates + lost + quarantined}
 
 
 def test_kill_broker_picks_the_broker_leading_most_partitions_the_lowest_of_a_tie_else_the_first() -> None:
@@ -100,29 +105,46 @@ def test_windows_covering_the_drill_are_those_overlapping_it() -> None:
     assert [w["windowStart"] for w in covering(windows, 1000, 1000)] == [1000]
 
 
-def test_the_tally_counts_copies_against_the_producers_so_a_tier_that_under_counted_loses_nothing_after_it() -> None:
-    # the mirror tier missed "a" (its counts died with it) though the offline cluster holds it, twice even
-    windows = [_window(0, {"producer": 3, "datacenter": 3, "mirror": 2, "offline": 4},
-                       [_step("datacenter", "mirror", missing={"a": 1}),
-                        _step("mirror", "offline", duplicated={"a": 2})]),
-               _window(1000, {"producer": 2, "datacenter": 2, "mirror": 2, "offline": 2})]
+def test_the_tally_reads_completeness_against_the_events_created_and_every_name_with_its_tier() -> None:
+    windows = [_window(0, {"producer": 5, "datacenter": 4, "mirror": 3, "offline": 4, "warehouse": 3},
+                       lost={"producer": {"f": 1}}, duplicated={"offline": {"a": 1}},
+                       quarantined=[{"tier": "warehouse", "reason": "null value", "count": 1, "withoutId": 0,
+                                     "ids": {"q": 1}},
+                                    {"tier": "warehouse", "reason": "not in the Confluent wire format", "count": 0,
+                                     "withoutId": 2, "ids": {}}],
+                       identity=_identity(5, 3, lost=1, quarantined=1)),
+               _window(1000, {"producer": 2, "datacenter": 2, "mirror": 2, "offline": 2, "warehouse": 2},
+                       identity=_identity(2, 2))]
     verdict = tally(windows)
     by_tier = {t.tier: t for t in verdict.tiers}
-    assert [t.tier for t in verdict.tiers] == ["producer", "datacenter", "mirror", "offline"]
-    assert by_tier["mirror"].missing == ["a"] and by_tier["offline"].missing == []
-    assert by_tier["offline"].duplicated == ["a"] and by_tier["offline"].completeness == 6 / 5
-    assert verdict.lost is None and verdict.windows == 2
-    assert "duplicated 1 (a)" in by_tier["offline"].describe()
+    assert [t.tier for t in verdict.tiers] == ["producer", "datacenter", "mirror", "offline", "warehouse"]
+    assert by_tier["producer"].lost == ["f"] and by_tier["offline"].duplicated == ["a"]
+    assert by_tier["mirror"].lost == [] and by_tier["mirror"].completeness == 5 / 7  # it under-counted: not lost
+    assert by_tier["warehouse"].quarantined == {"null value": 1, "not in the Confluent wire format": 2}
+    assert by_tier["warehouse"].completeness == 5 / 7 and verdict.windows == 2 and verdict.unaccounted == []
+    assert verdict.lost == "1 event(s) lost at tier producer (first: f)"
+    assert by_tier["producer"].describe() == ("producer   completeness 1.000 (7 of 7 created), lost 1 (f), "
+                                              "duplicated 0, quarantined 0")
+    assert "quarantined 2 (not in the Confluent wire format), 1 (null value)" in by_tier["warehouse"].describe()
 
 
-def test_an_event_missing_from_a_tier_that_holds_the_events_is_lost() -> None:
-    verdict = tally([_window(0, {"producer": 2, "datacenter": 2, "offline": 1, "warehouse": 1},
-                             [_step("datacenter", "offline", missing={"b": 1})])])
-    assert {t.tier: t.missing for t in verdict.tiers}["warehouse"] == ["b"]
-    assert verdict.lost == "1 event(s) missing at tier offline (first: b)"
-    undecoded = tally([_window(0, {"producer": 9, "datacenter": 3}, [_step("producer", "datacenter",
-                                                                             decoded=False)])])
+def test_a_window_unaccounted_for_or_not_named_fails_the_verdict_and_pending_tiers_are_shown() -> None:
+    unaccounted = tally([_window(0, {"producer": 3, "datacenter": 3, "warehouse": 1},
+                                 identity=_identity(3, 1))])
+    assert unaccounted.lost is not None and unaccounted.lost.startswith("1 window(s) unaccounted for (first: "
+                                                                        "PageViewEvent dc1 0: created 3 != 1 held")
+    by_count = tally([_window(0, {"producer": 900, "datacenter": 500}, lostByCount={"producer": 400},
+                              identity=_identity(900, 500, "datacenter", lost=400))])
+    assert by_count.lost == "400 event(s) lost at tier producer"
+    assert "lost 400 (400 not named: too many for the sketches)" in by_count.tiers[0].describe()
+    undecoded = tally([_window(0, {"producer": 9, "datacenter": 3}, discrepancies=[
+        {"earlier": "producer", "later": "datacenter", "missing": {}, "duplicated": {}, "decoded": False}])])
     assert undecoded.lost is not None and "more than the audit could name" in undecoded.lost
+    pending = tally([_window(0, {"producer": 2, "datacenter": 2, "offline": 1},
+                             pending={"offline": {"lagRecords": 1, "waitingFor": "..."}})])
+    assert pending.lost is None and pending.pending == 1
+    assert "pending in 1 window(s)" in pending.tiers[2].describe()
+    assert pending.describe()[-1] == "1 window(s) still pending at some tier (not compared there yet)"
 
 
 class FakeAudit:
@@ -143,28 +165,36 @@ class FakeAudit:
         self.now += int(seconds * 1000)
 
 
-def _wait(audit: FakeAudit, deadline_s: float = 60.0) -> Any:
+def _wait(audit: FakeAudit, deadline_s: float = 60.0, out: io.StringIO | None = None) -> Any:
     return wait_for_audit(audit, 1000, 1200, window_ms=1000, grace_ms=500, deadline_s=deadline_s,  # type: ignore[arg-type]
-                          out=io.StringIO(), now_ms=lambda: audit.now, sleep=audit.sleep)
+                          out=out or io.StringIO(), now_ms=lambda: audit.now, sleep=audit.sleep)
 
 
-def test_the_wait_lasts_until_the_windows_passed_their_grace_and_a_later_tier_caught_up() -> None:
+def test_the_wait_lasts_until_the_windows_passed_their_grace_and_no_tier_is_pending() -> None:
     behind = [_window(1000, {"producer": 2, "offline": 2, "warehouse": 0},
-                      [_step("offline", "warehouse", missing={"x": 1, "y": 1})])]
-    caught_up = [_window(1000, {"producer": 2, "offline": 2, "warehouse": 2})]
+                      pending={"warehouse": {"lagRecords": None, "waitingFor": "an ETL run"}})]
+    caught_up = [_window(1000, {"producer": 2, "offline": 2, "warehouse": 2}, identity=_identity(2, 2))]
     not_yet = [_window(1000, {"producer": 2, "offline": 1}, reconciled=1800)]  # before its grace passed
     audit = FakeAudit([not_yet, behind, behind, caught_up])
-    verdict = _wait(audit)
+    out = io.StringIO()
+    verdict = _wait(audit, out=out)
     assert verdict.lost is None and audit.now >= 2500
     assert {t.tier: t.count for t in verdict.tiers} == {"producer": 2, "offline": 2, "warehouse": 2}
+    assert "1 window(s) still pending at warehouse: waiting for those tiers to catch up" in out.getvalue()
 
 
-def test_the_wait_ends_at_its_deadline_with_what_is_still_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_wait_ends_at_its_deadline_with_what_is_still_pending_and_a_loss_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter(range(0, 10_000))
     monkeypatch.setattr(chaos.time, "monotonic", lambda: float(next(clock)))
-    lost = [_window(1000, {"producer": 2, "offline": 1}, [_step("producer", "offline", missing={"z": 1})])]
-    verdict = _wait(FakeAudit([lost]), deadline_s=30)
-    assert verdict.lost == "1 event(s) missing at tier offline (first: z)"
+    stuck = [_window(1000, {"producer": 2, "offline": 1}, pending={"offline": {}})]
+    verdict = _wait(FakeAudit([stuck]), deadline_s=30)
+    assert verdict.lost is None and verdict.pending == 1
+    # A loss named at a ready tier is final: no waiting beyond the windows' grace.
+    lost = [_window(1000, {"producer": 2, "offline": 1}, lost={"offline": {"z": 1}},
+                    identity=_identity(2, 1, "offline", lost=1))]
+    audit = FakeAudit([lost])
+    assert _wait(audit).lost == "1 event(s) lost at tier offline (first: z)" and audit.now == 2500
 
 
 def test_every_drill_parses_with_its_topology_given_before_or_after_it() -> None:

@@ -33,12 +33,14 @@ def process(name: str, state: str = "RUNNING", healthy: bool | None = True) -> d
             "healthy": healthy if running else None, "health": f"{name} answers"}
 
 
-def window(start: int, topic: str = "PageViewEvent", datacenter: str = "dc1", named: int = 0,
-           named_tiers: list[str] | None = None, **completeness: float | None) -> dict[str, Any]:
+def window(start: int, topic: str = "PageViewEvent", datacenter: str = "dc1", state: str = "complete",
+           pending: dict[str, Any] | None = None, **completeness: float | None) -> dict[str, Any]:
+    """A window as the audit's /api/windows summarises it."""
     ratios = {"producer": 1.0, "datacenter": 1.0, "mirror": 1.0, "offline": 1.0, **completeness}
     return {"topic": topic, "datacenter": datacenter, "windowStart": start, "windowEnd": start + 60_000,
-            "counts": {tier: 10 for tier in ratios}, "completeness": ratios, "namedEvents": named,
-            "namedTiers": named_tiers or [], "undecoded": []}
+            "state": state, "counts": {tier: 10 for tier in ratios}, "completeness": ratios, "pending": pending or {},
+            "lostEvents": {}, "duplicatedEvents": {}, "quarantinedEvents": {}, "namedEvents": 0, "namedTiers": [],
+            "undecoded": [], "unaccounted": False}
 
 
 def document(processes: list[dict[str, Any]] | None = None, **figures: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +50,7 @@ def document(processes: list[dict[str, Any]] | None = None, **figures: dict[str,
         "mirror_lag": {"value": {"dc1": 12.0, "dc2": 0.0}},
         "etl": {"value": {"run_id": "20261123T021100000-abcdef", "started_at": NOW - 140, "outcome": "succeeded",
                           "rows": 4321, "duration_s": 8.25, "error": None, "last_success_at": NOW - 140}},
-        "audit": {"value": audit_figure({"threshold": 0.999}, [window(s) for s in starts], [])},
+        "audit": {"value": audit_figure({"threshold": 0.999}, [window(s) for s in starts])},
         "alerts": {"value": {"firing": [], "pending": 0}},
     }
     return {"time": NOW, "topology": "/t/topology.yml", "var_dir": "/t",
@@ -113,28 +115,38 @@ def test_a_failed_etl_run_shows_its_error_and_the_last_success() -> None:
     assert "last ETL run  no run recorded yet" in render(document(etl={"value": None}))
 
 
-def test_audit_figure_shows_the_worst_completeness_of_the_newest_windows_and_counts_the_incomplete_ones() -> None:
+def test_audit_figure_shows_the_newest_windows_pending_tiers_with_their_lag_and_what_is_named_per_tier() -> None:
     minute = 60_000
     windows = [window(i * minute, topic) for i in range(8) for topic in ("PageViewEvent", "ClickEvent")]
-    windows += [window(8 * minute, "PageViewEvent", mirror=0.98, offline=0.98),
-                window(8 * minute, "ClickEvent", warehouse=None),
-                window(9 * minute, "ClickEvent", "dc2", named=3, named_tiers=["offline"], offline=1.01)]
-    details = [{"topic": "ClickEvent", "datacenter": "dc2", "windowStart": 9 * minute, "discrepancies": [
-        {"earlier": "mirror", "later": "offline", "missing": {"e1": 1}, "duplicated": {"e2": 1, "e3": 1},
-         "decoded": True}]}]
-    figure = audit_figure({"threshold": 0.999}, windows, details)
-    assert figure["windows"] == 19 and figure["incomplete"] == 2 and figure["named_windows"] == 1
+    windows += [window(8 * minute, "PageViewEvent", "dc1", "incomplete", mirror=0.98, offline=0.98),
+                window(8 * minute, "ClickEvent", state="pending", offline=0.5,
+                       pending={"offline": {"lagRecords": 1200, "waitingFor": "..."}}),
+                window(9 * minute, "ClickEvent", "dc2", "pending", offline=0.2,
+                       pending={"offline": {"lagRecords": 3400, "waitingFor": "..."}}),
+                {**window(9 * minute, "PageViewEvent", "dc2", "incomplete", warehouse=0.9),
+                 "lostEvents": {"producer": 2}, "duplicatedEvents": {"offline": 1},
+                 "quarantinedEvents": {"warehouse": {"null value": 1}}, "unaccounted": True}]
+    figure = audit_figure({"threshold": 0.999}, windows)
+    assert (figure["windows"], figure["incomplete"], figure["pending"], figure["unaccounted"]) == (20, 2, 2, 1)
     assert [w["window_start"] for w in figure["recent"]] == [i * minute for i in range(5, 10)]
     assert figure["recent"][3]["completeness"] == {"producer": 1.0, "datacenter": 1.0, "mirror": 0.98,
                                                    "offline": 0.98}
-    assert figure["named"] == [{"topic": "ClickEvent", "datacenter": "dc2", "window_start": 9 * minute,
-                                "tier": "offline", "lost": 1, "duplicated": 2, "decoded": True}]
+    assert figure["recent"][3]["pending"] == ["offline"]
+    assert figure["pending_tiers"] == {"offline": {"windows": 2, "lag_records": 3400, "oldest": 8 * minute}}
+    assert figure["named"] == [
+        {"topic": "PageViewEvent", "datacenter": "dc2", "window_start": 9 * minute, "tier": tier, "lost": lost,
+         "duplicated": duplicated, "quarantined": quarantined, "decoded": True}
+        for tier, lost, duplicated, quarantined in (("producer", 2, 0, {}), ("offline", 0, 1, {}),
+                                                    ("warehouse", 0, 0, {"null value": 1}))]
     text = render(document(audit={"value": figure}))
-    assert "00:08:00-00:09:00  producer 1.000  datacenter 1.000  mirror 0.980  offline 0.980" in text
-    assert "incomplete windows: 2 of 19 reconciled; 1 name lost or duplicated events" in text
-    assert "ClickEvent dc2 1970-01-01 00:09:00 at offline: 1 lost, 2 duplicated" in text
+    assert "00:08:00-00:09:00  producer 1.000  datacenter 1.000  mirror 0.980  offline pending" in text
+    assert "incomplete windows: 2 of 20 reconciled; 2 pending, 1 unaccounted for; 1 name lost, duplicated or " \
+           "quarantined events" in text
+    assert "pending at offline: 2 window(s) since 00:08:00, 3400 records behind (lag, not loss)" in text
+    assert "PageViewEvent dc2 1970-01-01 00:09:00 at producer: 2 lost" in text
+    assert "PageViewEvent dc2 1970-01-01 00:09:00 at warehouse: 1 quarantined (null value)" in text
     with pytest.raises(SourceError):
-        audit_figure({"threshold": 0.999}, [{"windowStart": 0}], [])
+        audit_figure({"threshold": 0.999}, [{"windowStart": 0}])
 
 
 def test_alerts_figure_lists_the_firing_ones_grouped_by_name_and_counts_the_pending() -> None:

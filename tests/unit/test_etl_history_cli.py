@@ -34,7 +34,8 @@ def warehouse(tmp_path: Path) -> Path:
     recorded = RunHistory(tmp_path, "etl")
     good = RunReport(run_id="run-ok", group="etl", started_at=1_700_000_000.0,
                      ranges=[RangeReport("page-views", 0, 0, 1500, 1500, 3 << 20), RangeReport("clicks", 1, 5, 9, 4, 400)],
-                     skipped=[SkippedOffsets("clicks", 1, 0, 5)])
+                     skipped=[SkippedOffsets("clicks", 1, 0, 5)],
+                     quarantined={"clicks": {"null value": 2, "unknown schema id": 1}})
     good.finish(SUCCEEDED, 1_700_000_042.5)
     bad = RunReport(run_id="run-bad", group="etl", started_at=1_700_000_300.0)
     bad.finish(FAILED, 1_700_000_301.0, "page-views-0: 120 offsets lost to retention\njava stack line")
@@ -51,11 +52,11 @@ def test_the_table_shows_each_run_newest_first_on_one_line(warehouse: Path) -> N
     assert code == 0
     header, newest, oldest = text.splitlines()
     assert header.split() == ["started", "run", "id", "outcome", "ranges", "rows", "bytes", "duration", "skipped",
-                              "error"]
+                              "quarantined", "error"]
     assert newest.split()[:9] == ["2023-11-14", "22:18:20Z", "run-bad", "failed", "0", "0", "0", "B", "1.0s"]
-    assert newest.endswith("0  page-views-0: 120 offsets lost to retention")
+    assert newest.endswith("0            0  page-views-0: 120 offsets lost to retention")
     assert oldest.split() == ["2023-11-14", "22:13:20Z", "run-ok", "succeeded", "2", "1504", "3.0", "MB", "42.5s",
-                              "5"]
+                              "5", "3"]
 
 
 def test_limit_group_and_json(warehouse: Path) -> None:
@@ -67,6 +68,8 @@ def test_limit_group_and_json(warehouse: Path) -> None:
     assert [run["run_id"] for run in json.loads(text)] == ["run-other-group"]
     _, text = history(["--warehouse", str(warehouse), "--json"])
     assert json.loads(text)[1]["rows"] == 1504 and json.loads(text)[1]["skipped"][0]["start"] == 0
+    assert json.loads(text)[1]["quarantined"] == {"clicks": {"null value": 2, "unknown schema id": 1}}
+    assert json.loads(text)[1]["quarantined_records"] == 3 and json.loads(text)[1]["topic_errors"] == {}
 
 
 def test_warehouse_and_group_from_a_properties_file(warehouse: Path, tmp_path: Path) -> None:
@@ -90,10 +93,10 @@ def test_schedule_options_override_the_file_and_set(tmp_path: Path) -> None:
     config = schedule_config(parse(["schedule", "--config", str(properties), "--set", "schedule.every=10m",
                                     "--set", "history.keep=7", "--warehouse", "/cli", "--every", "30s",
                                     "--metrics-port", "9464", "--group", "g2", "--master", "local[2]",
-                                    "--set", "spark.executor.memory=2g"]))
+                                    "--metrics-host", "127.0.0.1", "--set", "spark.executor.memory=2g"]))
     assert config["schedule.every"] == 30.0 and config["warehouse.dir"] == "/cli" and config["history.keep"] == 7
     assert config["metrics.port"] == 9464 and config["group.id"] == "g2" and config["spark.master"] == "local[2]"
-    assert config["zookeeper.connect"] == "zk:2181/offline"
+    assert config["zookeeper.connect"] == "zk:2181/offline" and config["metrics.host"] == "127.0.0.1"
     assert config.spark_settings == {"spark.executor.memory": "2g"}
 
 

@@ -43,12 +43,18 @@ class FakeAdmin:
         self.refusal = refusal
         self.grown_by_other = grown_by_other
         self.grow_requests: list[tuple[str, int]] = []
+        self.limits: dict[str, int] = {}
 
     def describe_topics(self, names: list[str]) -> list[TopicDescription]:
         for name in names:
             if name not in self.partitions:
                 raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         return [TopicDescription(name, tuple(range(self.partitions[name]))) for name in names]
+
+    def describe_configs(self, topic: str) -> dict[str, str]:
+        if topic not in self.partitions:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        return {"max.message.bytes": str(self.limits.get(topic, 1048588))}
 
     def create_partitions(self, topic: str, total: int) -> None:
         self.grow_requests.append((topic, total))
@@ -122,3 +128,54 @@ def test_a_topic_that_never_shows_after_creation_is_an_error() -> None:
     admin.timeout_s = 0.3
     with pytest.raises(MirrorTopicError, match="not visible"):
         sync(admin).ensure("t", 0)
+
+
+class SizedSource:
+    """A source that has topic ``t`` with the given max.message.bytes in effect."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def partitions(self, topic: str) -> int | None:
+        return 2 if topic == "t" else None
+
+    def configs(self, topic: str) -> dict[str, str] | None:
+        return {"retention.ms": "1000"} if topic == "t" else None
+
+    def max_message_bytes(self, topic: str) -> int | None:
+        return self.limit if topic == "t" else None
+
+
+class ConfigurableAdmin(FakeAdmin):
+    """A target that creates topics and alters their max.message.bytes (or refuses to)."""
+
+    def __init__(self, partitions: dict[str, int], refuse_alter: bool = False) -> None:
+        super().__init__(partitions)
+        self.refuse_alter = refuse_alter
+        self.created: list[tuple[str, int, dict[str, str]]] = []
+
+    def create_topics(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
+        self.created.append((topic, partitions, configs))
+        self.partitions[topic] = partitions
+        self.limits[topic] = int(configs.get("max.message.bytes", 1048588))
+
+    def alter_configs(self, topic: str, set_configs: dict[str, str]) -> None:
+        if self.refuse_alter:
+            raise KafkaProtocolError(ErrorCode.POLICY_VIOLATION, "no changes here")
+        self.limits[topic] = int(set_configs["max.message.bytes"])
+
+
+def test_target_topics_hold_the_largest_record_a_source_holds_plus_the_lineage_headers() -> None:
+    admin = ConfigurableAdmin({})
+    topics = TopicSync({"dc1": SizedSource(2_000_000), "dc2": SizedSource(1_000_000)}, admin, header_allowance=120)
+    topics.ensure("t", 0)
+    assert admin.created == [("t", 2, {"retention.ms": "1000", "max.message.bytes": "2000120"})]
+    assert topics.max_message_bytes("t") == 2_000_120
+    # A target topic made before, too small, is raised; one the target will not change is taken as it is.
+    smaller = ConfigurableAdmin({"t": 2})
+    TopicSync({"dc1": SizedSource(2_000_000)}, smaller, header_allowance=120).ensure("t", 1)
+    assert smaller.limits["t"] == 2_000_120
+    fixed = ConfigurableAdmin({"t": 2}, refuse_alter=True)
+    kept = TopicSync({"dc1": SizedSource(2_000_000)}, fixed, header_allowance=120)
+    kept.ensure("t", 1)
+    assert kept.max_message_bytes("t") == 1048588

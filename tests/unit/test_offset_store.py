@@ -21,6 +21,19 @@ def test_offsets_round_trip_and_survive_reopening(tmp_path):
     assert not path.with_name(path.name + ".tmp").exists()
 
 
+def test_the_offsets_and_the_directories_made_for_them_are_owner_only(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "state" / "mirror" / "dc1.offsets.json"
+    with FileOffsetStore(path) as store:
+        store.save({("events", 0): 1})
+    for made in (path, path.with_name(path.name + ".lock")):
+        assert stat.S_IMODE(os.stat(made).st_mode) == 0o600, made
+    for directory in (tmp_path / "state", path.parent):
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700, directory
+
+
 def test_a_second_holder_is_refused_until_the_first_closes(tmp_path):
     path = tmp_path / "dc1.offsets.json"
     first = FileOffsetStore(path)

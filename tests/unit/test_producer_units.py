@@ -84,6 +84,20 @@ def test_config_aliases_and_derived_values(tmp_path) -> None:
     assert from_file.is_async and from_file.acks == 1
 
 
+def test_retries_are_bounded_by_the_delivery_timeout_as_in_kafka() -> None:
+    config = ProducerConfig(BROKERS)
+    assert config.retries == 2**31 - 1 and config.delivery_timeout_s == 120.0
+    # Left at its default, it grows to cover the linger and one request (Kafka's adjustment); given, it is checked.
+    long = ProducerConfig({**BROKERS, "producer.type": "async", "linger.ms": 100_000, "request.timeout.ms": 30_000})
+    assert long.delivery_timeout_s == 130.0
+    assert ProducerConfig({**BROKERS, "delivery.timeout.ms": 10_000}).delivery_timeout_s == 10.0
+    with pytest.raises(ConfigError, match=r"delivery.timeout.ms=6000 must be at least queue.time \(linger.ms\) 5000 "
+                                          r"\+ request.timeout.ms 10000 = 15000"):
+        ProducerConfig({**BROKERS, "producer.type": "async", "delivery.timeout.ms": 6000})
+    with pytest.raises(ConfigError, match=r"delivery.timeout.ms=500 must be at least request.timeout.ms 1000 = 1000"):
+        ProducerConfig({**BROKERS, "request.timeout.ms": 1000, "delivery.timeout.ms": 500})
+
+
 @pytest.mark.parametrize("values, message", [
     ({}, "metadata.broker.list"),
     ({**BROKERS, "acks": "2"}, "request.required.acks"),

@@ -46,7 +46,7 @@ def test_failed_events_are_counted_apart_never_as_acknowledged() -> None:
     assert (record["count"], record["bytes"]) == (3, 300)
     record_id = record["properties"].pop("recordId")
     latency = LatencyBuckets.from_text(record["properties"].pop("latency"))
-    assert record["properties"] == {"failed": "2", "failedBytes": "14"}
+    assert record["properties"] == {"created": "5", "failed": "2", "failedBytes": "14"}
     assert latency.count == 3  # the acknowledged ones, long after their event time (5 s after the epoch)
     assert latency.counts[-1] == 3
     # Another host counting the same tells itself apart (the audit counts copies of one record once).
@@ -155,6 +155,13 @@ def test_emulator_config_requires_one_cluster_and_refuses_acks_0() -> None:
     producer = EmulatorConfig({"zookeeper.connect": "z:2/dc1", "batch.size": "7"}).producer_config()
     assert producer["zookeeper.connect"] == "z:2/dc1" and producer["batch.size"] == 7
     assert producer["producer.type"] == "async" and "metadata.broker.list" not in producer
+    # acks=all with idempotence by default: a retried batch is stored once.
+    assert producer["request.required.acks"] == -1 and producer["enable.idempotence"] is True
+    assert producer["delivery.timeout.ms"] == 120_000
+    with pytest.raises(ConfigError, match="enable.idempotence=true needs request.required.acks=-1"):
+        EmulatorConfig({"bootstrap.servers": "h:1", "request.required.acks": "1"})
+    assert EmulatorConfig({"bootstrap.servers": "h:1", "request.required.acks": "1",
+                           "enable.idempotence": "false"}).producer_config()["request.required.acks"] == 1
 
 
 def test_the_shipped_properties_files_are_valid() -> None:
@@ -193,3 +200,112 @@ def test_the_emulator_counts_and_timestamps_each_event_under_its_own_event_time(
                            [e.event_id for e in emitted])
     assert sorted((r["topic"], r["windowStart"], r["count"]) for r in emulator.audit.close_windows(10_000)) == [
         ("PageViewEvent", 2_000, 1), ("SystemMetricsEvent", 1_000, 1), ("SystemMetricsEvent", 2_000, 1)]
+
+
+def test_the_producer_tier_counts_every_event_created_and_names_the_failed_ones() -> None:
+    # docs/accounting.md: count/sketch the acknowledged events; created = acknowledged + failed; the failed ids in
+    # failedSketch (base64), so that the audit can name them lost at the producer tier.
+    import base64
+    import uuid
+
+    from audit.sketch import EventSketch
+
+    audit = counter()
+    acked, failed = [str(uuid.uuid4()) for _ in range(4)], [str(uuid.uuid4()) for _ in range(3)]
+    audit.sent("fe-1", "ClickEvent", 1_000, n=7)
+    audit.settled([("fe-1", "ClickEvent", 1_000, 10)] * 4, True, acked)
+    audit.settled([("fe-1", "ClickEvent", 1_000, 5)] * 3, False, failed)
+    [record] = audit.close_windows(60_000)
+    assert record["count"] == 4 and record["properties"]["created"] == "7" and record["properties"]["failed"] == "3"
+    assert EventSketch.from_bytes(record["sketch"]).decode().counts == {i: 1 for i in acked}
+    failed_sketch = EventSketch.from_bytes(base64.b64decode(record["properties"]["failedSketch"]))
+    assert failed_sketch.decode().counts == {i: 1 for i in failed}
+    assert fastavro.validation.validate(record, parsed_schema("AuditCount"))
+    # Nothing failed: no failedSketch.
+    audit.sent("fe-1", "ClickEvent", 1_000)
+    audit.settled([("fe-1", "ClickEvent", 1_000, 10)], True, [str(uuid.uuid4())])
+    [clean] = audit.close_windows(60_000)
+    assert clean["properties"]["created"] == "1" and "failedSketch" not in clean["properties"]
+
+
+def test_quarantined_records_are_counted_in_quarantine_records_per_reason() -> None:
+    import uuid
+
+    from audit.sketch import EventSketch
+
+    audit = AuditCounter(window_ms=1_000, datacenter="dc1", application="mirror", tier="mirror")
+    named = [str(uuid.uuid4()) for _ in range(2)]
+    audit.quarantined("m", "PageViewEvent", 1_500, 2_000_000, "too large for the target", named[0])
+    audit.quarantined("m", "PageViewEvent", 1_700, 2_000_000, "too large for the target", named[1])
+    audit.quarantined("m", "PageViewEvent", 1_800, 30, "too large for the target", None)
+    audit.quarantined("m", "PageViewEvent", 1_900, 30, "invalid record", None)
+    taken = audit.take_counted()
+    by_reason = {r["properties"]["quarantined"]: r for r in taken}
+    assert set(by_reason) == {"too large for the target", "invalid record"}
+    large = by_reason["too large for the target"]
+    assert (large["tier"], large["topic"], large["windowStart"], large["windowEnd"], large["datacenter"]) == (
+        "mirror", "PageViewEvent", 1_000, 2_000, "dc1")
+    assert large["count"] == 2 and large["properties"]["withoutId"] == "1" and large["bytes"] == 4_000_030
+    assert EventSketch.from_bytes(large["sketch"]).decode().counts == {i: 1 for i in named}
+    invalid = by_reason["invalid record"]
+    assert invalid["count"] == 0 and invalid["sketch"] is None and invalid["properties"]["withoutId"] == "1"
+    assert all(len(r["properties"]["recordId"]) == 32 and "latency" in r["properties"] for r in taken)
+    for record in taken:
+        assert fastavro.validation.validate(record, parsed_schema("AuditCount"))
+    assert audit.take_counted() == [] and audit.close_windows(None) == []
+
+
+def test_an_event_refused_at_send_is_counted_failed_with_its_id_and_every_event_is_listed(tmp_path) -> None:
+    import base64
+    import os
+    import stat
+
+    from audit.sketch import EventSketch
+    from pipeline.client.errors import KafkaClientError
+    from producers.created_log import CreatedLog
+    from producers.emulator import FrontendEmulator, settle
+    from producers.workload import Event
+
+    emulator = FrontendEmulator(EmulatorConfig({"bootstrap.servers": "h:1", "audit.window.ms": 1000,
+                                                "schema.registry.url": "http://127.0.0.1:9"}))
+    emulator._created_log = CreatedLog(tmp_path / "logs" / "created.log")
+    ids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(3)]
+    events = [Event("ClickEvent", b"k", {"header": {"eventId": i, "eventTime": 2_000 + n}}, "fe-1")
+              for n, i in enumerate(ids)]
+
+    taken = []
+
+    def send(data) -> None:
+        if data.messages[0].event_id == ids[1]:
+            raise KafkaClientError("the queue is full")
+        taken.extend(data.messages)
+
+    emulator._send(events, send, lambda topic, values: [repr(v).encode() for v in values])
+    emulator._created_log.close()
+    # What the producer took is acknowledged later, by its callback.
+    settle(taken, True, emulator.audit, emulator.metrics)
+    [record] = emulator.audit.close_windows(None)
+    assert record["properties"]["created"] == "3" and record["properties"]["failed"] == "1"
+    failed = EventSketch.from_bytes(base64.b64decode(record["properties"]["failedSketch"]))
+    assert failed.decode().counts == {ids[1]: 1}
+    path = tmp_path / "logs" / "created.log"
+    assert path.read_text().splitlines() == [f"{i} ClickEvent {2_000 + n}" for n, i in enumerate(ids)]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+
+
+def test_audit_counts_are_published_with_acks_all_and_idempotence_by_default() -> None:
+    from prometheus_client import CollectorRegistry, Counter
+
+    from audit.counting import AuditPublisher
+    from schemas.registry_client import SchemaRegistryClient
+
+    registry = CollectorRegistry()
+    metrics = {"published": Counter("p", "p", registry=registry), "failures": Counter("f", "f", registry=registry)}
+    client = SchemaRegistryClient("http://127.0.0.1:9")
+    publisher = AuditPublisher({"metadata.broker.list": "127.0.0.1:9"}, client, "AuditCount", **metrics)
+    try:
+        config = publisher.producer.config
+        assert config.acks == -1 and config.idempotent and config.delivery_timeout_s == 10.0
+    finally:
+        publisher.producer.close()
+        client.close()

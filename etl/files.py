@@ -1,0 +1,84 @@
+"""The warehouse's file primitives: owner-only directories and files, fsync, and atomic JSON writes.
+
+Everything the ETL creates under the warehouse is the owner's alone: directories 0700, files 0600, whatever the
+process's umask (Spark's own output is made so by the session's ``fs.permissions.umask-mode``, etl.spark).
+Every file that matters is written to a temporary name, fsynced, renamed into place with ``os.replace`` and its
+directory fsynced, so that a crash leaves the old content or the new one, never a torn file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DIRECTORY_MODE", "FILE_MODE", "fsync_directory", "fsync_file", "private_directory", "read_json",
+           "write_atomically", "write_bytes_atomically"]
+
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_directory(path: Path) -> Path:
+    """Create ``path`` and each missing parent owner-only (0700); an existing directory is left as it is."""
+    missing = []
+    current = path
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIRECTORY_MODE)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+            continue
+        # mkdir's mode is masked by the umask; chmod is not.
+        os.chmod(directory, DIRECTORY_MODE)
+    return path
+
+
+def fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` (owner-only): a temporary file fsynced, renamed into place, the directory
+    fsynced."""
+    private_directory(path.parent)
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+    fsync_directory(path.parent)
+
+
+def write_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` atomically and crash-safely (see :func:`write_bytes_atomically`)."""
+    write_bytes_atomically(path, json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as source:
+        return json.load(source)
