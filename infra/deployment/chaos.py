@@ -428,8 +428,8 @@ def run_drill(drill: Drill, args: argparse.Namespace, out: TextIO = sys.stdout) 
         except OSError as exc:
             raise DrillError(f"no verdict from the audit: {exc}") from None
         context.say(f"the audit's verdict over the {verdict.windows} window(s) of the drill:")
-        for tier in verdict.tiers:
-            context.say("  " + tier.describe())
+        for line in verdict.describe():
+            context.say("  " + line)
         lost = verdict.lost
     context.say(how_to_look(topology))
     if lost is not None:

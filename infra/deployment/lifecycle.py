@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
 from infra.deployment import clusters
-from infra.deployment.programs import STAGES, Program, http_ok, log_file, programs, scrape_jobs, unbound_servers
+from infra.deployment.programs import STAGES, Program, http_ok, log_file, programs, scrape_jobs
 from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
 from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, ClusterSpec, Topology
 from infra.prometheus import config as prometheus_config
@@ -191,8 +191,6 @@ def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None
         supervisor.start_daemon()
         print(f"supervisord started (pid {supervisor.pid()}, {shown(supervisor.config_path)}, logs in "
               f"{shown(topology.logs_dir)}/)", file=out, flush=True)
-    for line in unbound_servers(topology):
-        print(f"warning: {line}", file=out, flush=True)
     states = {info.name: info for info in supervisor.infos()}
     for stage in STAGES:
         if stage == "loaders" and wait_for_events:

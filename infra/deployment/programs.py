@@ -29,11 +29,6 @@ STAGES = ("zookeeper", "brokers", "registry", "services", "sources", "loaders")
 HTTP_TIMEOUT_S = 2.0
 # supervisord notes a start in whole seconds; a registration a moment later is this life's
 CLOCK_SLACK_S = 1.0
-# The setting each service's HTTP server (metrics, the audit's dashboard and API) takes its address from.
-LISTEN_SETTINGS = {"emulators": "metrics.host", "mirror": "metrics.host", "etl": "metrics.host", "audit": "http.host"}
-# Hadoop writes Spark's output files with its own umask (022) whatever the process's: this one keeps them the
-# owner's, as everything under the var directory is.
-HADOOP_UMASK = {"spark.hadoop.fs.permissions.umask-mode": "077"}
 
 
 @dataclass(frozen=True)
@@ -116,35 +111,6 @@ def _settings(flag: str, settings: Mapping[str, str]) -> list[str]:
     return [argument for key, value in settings.items() for argument in (flag, f"{key}={value}")]
 
 
-def service_settings(kind: str) -> tuple[str, ...]:
-    """The names of the settings the service of ``kind`` (emulators, mirror, etl, audit) accepts."""
-    if kind == "emulators":
-        from producers.config import EMULATOR_PROPERTIES as table
-    elif kind == "mirror":
-        from mirror.config import MIRROR_PROPERTIES as table
-    elif kind == "etl":
-        from etl.config import ETL_PROPERTIES as table
-    elif kind == "audit":
-        from audit.config import AUDIT_PROPERTIES as table
-    else:
-        raise ValueError(f"no service of kind {kind!r}")
-    return tuple(prop.name for prop in table)
-
-
-def listen_on(kind: str, host: str) -> dict[str, str]:
-    """The setting that keeps the HTTP server of the service of ``kind`` on ``host`` ({} when the service has no
-    such setting: :func:`unbound_servers` names it)."""
-    setting = LISTEN_SETTINGS[kind]
-    return {setting: host} if setting in service_settings(kind) else {}
-
-
-def unbound_servers(topology: Topology) -> list[str]:
-    """A line for each service whose HTTP server cannot be kept on the topology's host (its settings lack the
-    one that says where it listens): it listens on every address."""
-    return [f"{kind}: cannot be told to listen on {topology.host} only (no setting {setting}); its HTTP server "
-            "listens on every address" for kind, setting in LISTEN_SETTINGS.items() if not listen_on(kind, topology.host)]
-
-
 def _metrics_health(host: str, port: int) -> Health:
     url = f"http://{host}:{port}/metrics"
     return Health(f"{url} answers", lambda since: http_ok(url))
@@ -223,21 +189,22 @@ def prometheus_program(topology: Topology) -> list[Program]:
 def audit_program(topology: Topology) -> Program:
     spec = topology.audit
     settings = {"warehouse.dir": str(topology.warehouse), "prometheus.url": topology.prometheus_url,
-                **listen_on("audit", topology.host), **spec.settings}
+                "http.host": topology.host, **spec.settings}
     command = _python("audit", "run",
                       *[f"--datacenter={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--offline", topology.cluster_zookeeper(topology.offline),
                       "--state-dir", str(topology.audit_state_dir), "--http-port", str(spec.http_port),
                       "--registry", topology.registry_url, "--window-ms", str(spec.window_ms),
                       "--grace-ms", str(spec.grace_ms), *_settings("--set", settings))
-    return Program("audit", command, "services", _metrics_health(topology.host, spec.http_port),
+    health = f"http://{topology.host}:{spec.http_port}/api/health"
+    # 503 once a reader of the audit stopped (the service is going down): not healthy
+    return Program("audit", command, "services", Health(f"{health} answers", lambda since: http_ok(health)),
                    metrics=("audit", spec.http_port, {}), kind="audit")
 
 
 def etl_program(topology: Topology) -> Program:
     spec = topology.etl
-    settings = {"audit.window.ms": str(topology.audit.window_ms), **listen_on("etl", topology.host), **HADOOP_UMASK,
-                **spec.settings}
+    settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host, **spec.settings}
     command = _python("etl", "schedule", "--zookeeper", topology.cluster_zookeeper(topology.offline),
                       "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
@@ -252,7 +219,7 @@ def mirror_program(topology: Topology) -> Program:
     # A topic's min.insync.replicas is its cluster's to choose (the offline brokers' default), as MirrorMaker 2
     # does not copy it either.
     settings = {"audit.window.ms": str(topology.audit.window_ms), "topic.config.exclude": "min.insync.replicas",
-                **listen_on("mirror", topology.host), **spec.settings}
+                "metrics.host": topology.host, **spec.settings}
     command = _python("mirror",
                       *[f"--source={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--target", topology.cluster_zookeeper(topology.offline),
@@ -274,7 +241,7 @@ def emulator_programs(topology: Topology) -> list[Program]:
                           "--registry", topology.registry_url, "--servers", str(spec.servers), "--rate", str(rate),
                           "--members", str(spec.members), "--metrics-port", str(spec.metrics_port),
                           "--audit-window-ms", str(topology.audit.window_ms),
-                          *_settings("--set", {**listen_on("emulators", topology.host), **spec.settings}))
+                          *_settings("--set", {"metrics.host": topology.host, **spec.settings}))
         found.append(Program(f"emulators-{dc.name}", command, "sources",
                              _metrics_health(topology.host, spec.metrics_port),
                              metrics=("emulator", spec.metrics_port, {"datacenter": dc.name}), kind="emulators"))

@@ -13,10 +13,9 @@ from typing import Iterator
 import pytest
 
 from infra.deployment import clusters
-from infra.deployment.programs import broker_log_dir, unbound_servers
+from infra.deployment.programs import broker_log_dir
 from infra.deployment.poison import NULL_VALUE_KEY, STRAY_LINE, UNKNOWN_SCHEMA_ID
 from infra.deployment.small_disk import BALLAST_NAME
-from infra.deployment.topology import load
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from schemas.serde import event_key, schema_id_of
@@ -67,8 +66,6 @@ def test_every_topic_is_replicated_as_its_cluster_says(deployment: Deployment) -
     assert offline[AUDIT_TOPIC][1]["retention.ms"] == str(24 * 3_600_000)
 
 
-@pytest.mark.xfail(bool(unbound_servers(load())), strict=True,
-                   reason="a service of this tree has no setting for the address its HTTP server listens on")
 def test_nothing_listens_beyond_the_topology_s_host(deployment: Deployment) -> None:
     host = deployment.topology.host
     found = listeners(process_tree(deployment.pids()))

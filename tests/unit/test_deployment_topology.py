@@ -14,14 +14,17 @@ import yaml
 from supervisor.datatypes import RestartUnconditionally
 from supervisor.options import ServerOptions
 
+from audit.config import AUDIT_PROPERTIES
 from broker.config import KafkaConfig
+from etl.config import ETL_PROPERTIES
 from infra.deployment.lifecycle import wanted_topics
-from infra.deployment import programs as programs_module
 from infra.deployment.programs import STAGES, programs, scrape_jobs
 from infra.deployment.supervisor import render
 from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, TopologyError, load
 from infra.prometheus.config import write
+from mirror.config import MIRROR_PROPERTIES
 from pipeline.zk.server import ZooKeeperServer
+from producers.config import EMULATOR_PROPERTIES
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from tests.support.prometheus import promtool
 
@@ -272,31 +275,24 @@ def test_zookeeper_purges_its_old_snapshots_and_transaction_logs(tmp_path: Path)
         ZooKeeperServer(tmp_path / "zk", 2181, autopurge=(2, 1))
 
 
-def test_every_http_server_is_told_the_topology_s_host_where_its_service_can_be(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_http_server_is_told_the_topology_s_host(tmp_path: Path) -> None:
     topology = load(write_topology(tmp_path, host="127.0.0.2", etl={"settings": {"metrics.host": "127.0.0.3"}}))
-    declared = {"emulators": ("metrics.host",), "mirror": ("metrics.host",), "etl": ("metrics.host",),
-                "audit": ("http.host",)}
-    monkeypatch.setattr(programs_module, "service_settings", lambda kind: declared[kind])
     commands = {program.name: program.command for program in programs(topology)}
     for name in ("emulators-dc1", "emulators-dc2", "mirror"):
         assert "metrics.host=127.0.0.2" in commands[name], name
     assert "http.host=127.0.0.2" in commands["audit"]
     # the topology's own settings have the last word
     assert "metrics.host=127.0.0.3" in commands["etl"] and "metrics.host=127.0.0.2" not in commands["etl"]
-    assert programs_module.unbound_servers(topology) == []
-    # a service without the setting is named, and is not given a setting it would refuse
-    declared["mirror"] = ()
-    assert programs_module.unbound_servers(topology) == [
-        "mirror: cannot be told to listen on 127.0.0.2 only (no setting metrics.host); its HTTP server listens on "
-        "every address"]
-    assert not any(a.startswith("metrics.host") for a in next(p for p in programs(topology) if p.name == "mirror").command)
+    # each service takes every setting it is given
+    for name, table in (("emulators-dc1", EMULATOR_PROPERTIES), ("mirror", MIRROR_PROPERTIES),
+                        ("etl", ETL_PROPERTIES), ("audit", AUDIT_PROPERTIES)):
+        given = {a.partition("=")[0] for a, flag in zip(commands[name][1:], commands[name]) if flag == "--set"}
+        assert given <= {prop.name for prop in table}, (name, given)
 
 
-def test_the_etl_writes_its_warehouse_owner_only_and_the_mirror_keeps_its_state_under_var() -> None:
+def test_the_mirror_keeps_its_state_under_var_and_its_own_min_insync_replicas() -> None:
     topology = load()
     commands = {program.name: program.command for program in programs(topology)}
-    assert "spark.hadoop.fs.permissions.umask-mode=077" in commands["etl"]
     mirror = commands["mirror"]
     assert mirror[mirror.index("--state-dir") + 1] == str(REPO_ROOT / "var" / "mirror")
     assert "topic.config.exclude=min.insync.replicas" in mirror
