@@ -38,7 +38,7 @@ from infra.deployment.drill_context import (Context, DrillError, PartitionState,
                                             partition_states, signal_group, wait_all_healthy, wait_in_sync,
                                             wait_restarted)
 from infra.deployment.lifecycle import shown
-from infra.deployment.programs import log_file
+from infra.deployment.programs import Program, log_file
 from infra.deployment.topology import REPO_ROOT, ClusterSpec, Topology, load
 from pipeline.zk import layout
 
@@ -156,7 +156,9 @@ def failover_expectation(cluster: ClusterSpec) -> str:
         return (f"Expect a failover: every topic of {name} has {replicas} replicas and takes acks=all writes with "
                 f"{in_sync} in sync, so one broker less refuses nothing and loses nothing. Once its ZooKeeper "
                 "session expires, the controller makes another in-sync replica the leader of each partition it "
-                "led: no partition goes offline. The producers (acks=all, idempotent) retry within their "
+                "led: no partition goes offline (unless the killed broker was the controller and its restart "
+                "registers before a new controller looked: then it simply leads them again, as in Kafka). Until "
+                "then its partitions have no live leader. The producers (acks=all, idempotent) retry within their "
                 "delivery.timeout.ms, so no event fails and none is stored twice. supervisord restarts it; it "
                 "recovers its log from disk, catches up and rejoins the ISR of its partitions. The audit should "
                 "show completeness 1.000 at every tier with nothing named.")
@@ -184,23 +186,33 @@ def emulator_failures(topology: Topology, cluster: ClusterSpec) -> float | None:
     return metrics.get("emulator_events_failed_total", 0.0) if metrics else None
 
 
-def watch_failover(context: Context, cluster: ClusterSpec, broker_id: int) -> None:
-    """Wait until no partition of ``cluster`` names ``broker_id`` its leader, and say where the leadership went
-    and whether a partition was left without a leader meanwhile."""
+def watch_failover(context: Context, cluster: ClusterSpec, program: Program, broker_id: int, killed_at: float) -> None:
+    """Wait until no partition of ``cluster`` names ``broker_id`` (killed at ``killed_at``, epoch seconds) its
+    leader, or its restarted process has registered first, and say which: where the leadership went and whether a
+    partition was left without a leader meanwhile, or that the broker came back before the controller moved its
+    partitions (a restart within its ZooKeeper session looks to the controller like no change at all, as to
+    Kafka's controller when it was the controller itself)."""
     led = {(s.topic, s.partition) for s in partition_states(context.topology, cluster) if s.leader == broker_id}
     leaderless: set[tuple[str, int]] = set()
     latest: list[PartitionState] = []
 
-    def moved() -> bool:
+    def settled() -> str:
         latest[:] = partition_states(context.topology, cluster)
         leaderless.update((s.topic, s.partition) for s in latest if s.leader < 0)
-        return all(s.leader != broker_id for s in latest)
+        if all(s.leader != broker_id for s in latest):
+            return "moved"
+        return "back" if program.health(killed_at) else ""
 
-    context.wait(f"the controller of {cluster.name} to move the leadership of the {len(led)} partitions broker "
-                 f"{broker_id} led", moved)
-    leaders = sorted({s.leader for s in latest if (s.topic, s.partition) in led and s.leader >= 0})
+    outcome = context.wait(f"the controller of {cluster.name} to move the leadership of the {len(led)} partitions "
+                           f"broker {broker_id} led, or broker {broker_id} to register again", settled)
     offline = (f"{len(leaderless)} partition(s) had no leader (no in-sync replica left)" if leaderless
                else "no partition was without a leader")
+    if outcome == "back":
+        context.event(f"broker {broker_id} registered again {time.time() - killed_at:.1f}s after the kill, before the "
+                      f"controller moved the leadership of the {len(led)} partitions it led: it leads them again (its "
+                      "partitions had no live leader meanwhile); " + offline)
+        return
+    leaders = sorted({s.leader for s in latest if (s.topic, s.partition) in led and s.leader >= 0})
     context.event(f"leadership of the {len(led)} partitions broker {broker_id} led moved to broker(s) "
                   f"{', '.join(map(str, leaders)) or 'none'}; {offline}")
 
@@ -214,10 +226,11 @@ def kill_broker(context: Context, args: argparse.Namespace) -> None:
     context.say(f"kill-broker: SIGKILL {program.name} (broker {broker_id} of {cluster.name}, {reason}); {role}.\n"
                 + failover_expectation(cluster))
     failed_before = emulator_failures(topology, cluster)
+    killed_at = time.time()
     pid = signal_group(context, program, signal.SIGKILL)
     context.wait(f"process group {pid} of {program.name} to be gone", lambda: not group_members(pid))
     context.event(f"process group {pid} gone")
-    watch_failover(context, cluster, broker_id)
+    watch_failover(context, cluster, program, broker_id, killed_at)
     # healthy = registered by the restarted process (its old session's node does not count)
     wait_restarted(context, program, pid)
     wait_in_sync(context, cluster, broker_id)
