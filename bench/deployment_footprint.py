@@ -82,7 +82,8 @@ def bounds(topology: Topology) -> dict[str, str]:
         found[f"broker logs of {c.name} (event topics)"] = f"{c.log_retention_hours} h or {per_partition} a partition"
         found[f"AuditCount topic of {c.name}"] = f"{c.audit_retention_hours} h"
     found["ZooKeeper"] = f"{topology.zookeeper.snapshots_kept} snapshots"
-    found["Prometheus TSDB"] = f"{topology.prometheus.retention_time} or {topology.prometheus.retention_size / MIB:.0f} MiB"
+    prometheus = topology.prometheus
+    found["Prometheus TSDB"] = f"{prometheus.retention_time} or {prometheus.retention_size / MIB:.0f} MiB"
     programs = len(Supervisor(topology).infos()) + 1
     found["process logs (supervisord)"] = (f"{topology.logs.max_bytes / MIB:.0f} MiB x {topology.logs.backups + 1} "
                                            f"files x {programs}")
@@ -182,14 +183,15 @@ def main() -> None:
         rss = sum(r for r, _ in memory[name]) / len(memory[name]) / MIB
         pss_mib = sum(p for _, p in memory[name]) / len(memory[name]) / MIB
         cpu = (last_ticks[name] - first_ticks[name]) / CLOCK_TICKS / wall * 100
-        figures["programs"][name] = {"rss_mib": round(rss, 1), "pss_mib": round(pss_mib, 1), "cpu_percent": round(cpu, 1)}
+        figures["programs"][name] = {"rss_mib": round(rss, 1), "pss_mib": round(pss_mib, 1),
+                                     "cpu_percent": round(cpu, 1)}
         print(f"{name:<22} {rss:8.1f} {pss_mib:8.1f} {cpu:6.1f}")
     limits = bounds(topology)
     print(f"\n{'store':<48} {'start MiB':>10} {'end MiB':>9} {'MiB/day':>9}  bounded by")
     for name, samples in sizes.items():
         per_day = slope_per_day(samples) / MIB
-        figures["stores"][name] = {"start_mib": round(samples[0][1] / MIB, 2), "end_mib": round(samples[-1][1] / MIB, 2),
-                                   "mib_per_day": round(per_day, 1)}
+        figures["stores"][name] = {"start_mib": round(samples[0][1] / MIB, 2),
+                                   "end_mib": round(samples[-1][1] / MIB, 2), "mib_per_day": round(per_day, 1)}
         print(f"{name:<48} {samples[0][1] / MIB:10.2f} {samples[-1][1] / MIB:9.2f} {per_day:9.1f}  "
               f"{limits.get(name, '(owned by its service: see its settings)')}")
     if args.json:

@@ -62,7 +62,9 @@ def ensure_topics(zookeeper: str, topics: Mapping[str, Mapping[str, str]], parti
         for description in client.describe_topics(existing) if existing else []:
             if description.replication_factor != replication_factor:
                 ensured.mismatched.append(f"{description.name} has replication factor "
-                                          f"{description.replication_factor}, not {replication_factor}")
+                                          f"{description.replication_factor}, not {replication_factor} as the "
+                                          f"topology says: python -m pipeline topics alter {description.name} "
+                                          f"--replication-factor {replication_factor} --zookeeper {zookeeper}")
             wanted = dict(topics[description.name])
             current = client.describe_configs(description.name)
             if any(current.get(key) != value for key, value in wanted.items()):

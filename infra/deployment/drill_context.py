@@ -24,9 +24,10 @@ from pipeline.zk import layout
 from pipeline.zk.client import ZooKeeperUnavailable, connect
 from pipeline.zk.registry import ClusterRegistry
 
-__all__ = ["Context", "DrillError", "PartitionState", "choose_broker", "chosen_broker", "elect_preferred_leader", "file_size", "group_members",
-           "kill_and_wait", "metrics_at", "not_in_sync", "parse_metrics", "partition_leaders", "partition_states",
-           "running_pid", "signal_group", "wait_all_healthy", "wait_in_sync", "wait_restarted"]
+__all__ = ["Context", "DrillError", "PartitionState", "choose_broker", "chosen_broker", "elect_preferred_leader",
+           "file_size", "group_members", "kill_and_wait", "metrics_at", "not_in_sync", "parse_metrics",
+           "partition_leaders", "partition_states", "running_pid", "signal_group", "wait_all_healthy", "wait_in_sync",
+           "wait_restarted"]
 
 T = TypeVar("T")
 

@@ -144,8 +144,7 @@ def _create_topics(topology: Topology, out: TextIO) -> None:
             print(f"  topics of {cluster.name:<13} configs set as the topology says: "
                   f"{', '.join(ensured.reconfigured)}", file=out, flush=True)
         for line in ensured.mismatched:
-            print(f"  topics of {cluster.name:<13} {line} as the topology says (existing replicas are not "
-                  "moved: `make pipeline-clean` starts afresh)", file=out, flush=True)
+            print(f"  topics of {cluster.name:<13} {line}", file=out, flush=True)
 
 
 def _first_events_offline(topology: Topology) -> int:

@@ -135,6 +135,7 @@ def zookeeper_programs(topology: Topology) -> list[Program]:
 
 
 def broker_log_dir(topology: Topology, cluster: ClusterSpec, broker_id: int) -> Path:
+    """The log directory of broker ``broker_id`` of ``cluster``."""
     return topology.var_dir / "data" / cluster.name / f"broker-{broker_id}"
 
 

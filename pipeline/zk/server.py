@@ -86,8 +86,8 @@ class ZooKeeperServer:
         self.heap_mb = heap_mb
         self.session_timeout_range_ms = session_timeout_range_ms
         if autopurge is not None and (autopurge[0] < MIN_SNAPSHOTS_KEPT or autopurge[1] < 1):
-            raise ValueError(f"autopurge keeps at least {MIN_SNAPSHOTS_KEPT} snapshots and runs at least hourly, "
-                             f"not {autopurge}")
+            raise ValueError(f"autopurge keeps at least {MIN_SNAPSHOTS_KEPT} snapshots and runs every 1 or more "
+                             f"hours, not {autopurge}")
         self.autopurge = autopurge
         self.process: subprocess.Popen | None = None
         self.log_path = self.data_dir / "zookeeper.log"

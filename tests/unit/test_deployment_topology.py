@@ -223,12 +223,12 @@ def test_every_cluster_s_replication_and_retention_reach_its_brokers_and_topics(
     assert "broker-dc2-2" not in commands
     # the topics up creates: events and AuditCount in a datacenter, AuditCount alone in the offline cluster
     dc1, dc2 = topology.datacenters
+    audit_configs = {"min.insync.replicas": "2", "retention.ms": "86400000", "retention.bytes": "-1"}
     assert wanted_topics(topology, dc1) == {**{topic: {"min.insync.replicas": "2"} for topic in EVENT_TOPICS},
-                                            AUDIT_TOPIC: {"min.insync.replicas": "2", "retention.ms": "86400000", "retention.bytes": "-1"}}
+                                            AUDIT_TOPIC: audit_configs}
     assert wanted_topics(topology, dc2)[AUDIT_TOPIC] == {"min.insync.replicas": "1", "retention.ms": "43200000",
                                                          "retention.bytes": "-1"}
-    assert wanted_topics(topology, topology.offline) == {AUDIT_TOPIC: {"min.insync.replicas": "2",
-                                                                       "retention.ms": "86400000", "retention.bytes": "-1"}}
+    assert wanted_topics(topology, topology.offline) == {AUDIT_TOPIC: audit_configs}
 
 
 def test_an_external_cluster_s_replication_is_not_checked_against_brokers_it_does_not_run(tmp_path: Path) -> None:
