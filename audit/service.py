@@ -35,7 +35,7 @@ from audit.results import ResultLog, result_from_json, result_to_json
 from audit.state import CheckpointedCounts, CountKey
 from audit.window_scan import multiplicities, scan_window
 from etl.history import RunHistory
-from etl.report import NOTHING_NEW, SUCCEEDED
+from etl.report import NOTHING_NEW, PARTIAL, SUCCEEDED
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.consumer_config import StaticConnectorConfig
@@ -360,8 +360,8 @@ class AuditService:
         except (OSError, ValueError) as exc:
             log.warning("cannot read the ETL's run history (read again at the next pass): %s", exc)
             return []
-        return [EtlRun(int(run.started_at * 1000), int(run.finished_at * 1000)) for run in runs
-                if run.outcome in (SUCCEEDED, NOTHING_NEW) and run.finished_at is not None]
+        return [EtlRun(int(run.started_at * 1000), int(run.finished_at * 1000), frozenset(run.topic_errors))
+                for run in runs if run.outcome in (SUCCEEDED, NOTHING_NEW, PARTIAL) and run.finished_at is not None]
 
     def _export_pending(self, now_ms: int) -> None:
         """audit_pending_windows{tier} and audit_oldest_pending_window_age_seconds{tier}."""
