@@ -23,6 +23,7 @@ from pipeline.config import (
     parse_regex,
     parse_str,
 )
+from etl.faults import PAUSE_POINTS
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["ETL_PROPERTIES", "EtlConfig", "parse_duration"]
@@ -87,6 +88,14 @@ ETL_PROPERTIES = (
     Property("metrics.port", parse_optional_int, None,
              "the scheduler serves Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)",
              at_least=0, at_most=65535),
+    # Fault injection, for tests and drills only (etl.faults).
+    Property("fault.pause.at", parse_choice("", *PAUSE_POINTS), "",
+             "fault injection: a run (driver or task) stops dead at this point, after writing fault.pause.file, for "
+             "a test to kill it exactly there (empty: never)"),
+    Property("fault.pause.file", parse_str, "", "fault injection: the marker file a paused run writes first"),
+    Property("fault.drop.event.ids", parse_str, "",
+             "fault injection: the tasks lose the events with these header.eventId values (comma-separated): not "
+             "written, not counted, their offsets committed -- an ETL bug for the audit to name (empty: none)"),
 )
 
 

@@ -111,6 +111,9 @@ MIRROR_PROPERTIES = (
              "target topic the AuditCount records go to (records of it mirrored from a source are not counted)"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry of the AuditCount schema, comma-separated URLs"),
+    Property("fault.drop.event.ids", parse_str, "",
+             "fault injection, for tests and drills only: the mirror loses the events with these header.eventId "
+             "values (comma-separated), taking them as acknowledged without sending them (empty: none)"),
 )
 
 # What the mirror's guarantees rest on: set by the mirror, refused from the user.

@@ -198,7 +198,7 @@ class MirrorService(CallbackHandler):
         self._target_discovery: Any = None
         self._audit: MirrorAudit | None = None
         self._lag_labels: set[tuple[str, str, str]] = set()
-        self._drop = dropped_event_ids()
+        self._drop = dropped_event_ids(config)
         quarantine_dir = config.quarantine_dir()
         self.quarantine = MirrorQuarantine(quarantine_dir) if quarantine_dir is not None else None
         #: Topics whose target batches the producer was fitted to (Producer.size_for_topic).
