@@ -220,7 +220,7 @@ class ZkGroupStore:
                 return {}
             listed = await self._gather([client.get_children_async(layout.offsets_path(group_id, t)) for t in topics])
             wanted = [(topic, int(p)) for topic, children in zip(topics, listed)
-                      if not isinstance(children, Exception) for p in children if p.isdigit()]
+                      if not isinstance(children, Exception) for p in children if p.isascii() and p.isdigit()]
         else:
             wanted = list(partitions)
         results = await self._gather([client.get_async(layout.offset_path(group_id, *tp)) for tp in wanted])

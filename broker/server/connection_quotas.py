@@ -19,7 +19,7 @@ def parse_overrides(text: str) -> dict[str, int]:
     overrides: dict[str, int] = {}
     for entry in filter(None, (part.strip() for part in text.split(","))):
         host, sep, count = entry.rpartition(":")
-        if not sep or not host or not count.strip().isdigit():
+        if not sep or not host or not (count.strip().isascii() and count.strip().isdigit()):
             raise ConfigError(f"max.connections.per.ip.overrides entry {entry!r}: expected host:count")
         try:
             address = socket.gethostbyname(host.strip("[] "))
