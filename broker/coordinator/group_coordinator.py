@@ -607,7 +607,15 @@ class GroupCoordinator:
     # -- the stored record -------------------------------------------------------------------------
 
     async def _store_group(self, group: GroupMetadata) -> None:
-        """Write the group's record (serialized per group: each write is conditional on the last one's version)."""
+        """Write the group's record (serialized per group: each write is conditional on the last one's version).
+
+        The write goes on if the request that asked for it is cancelled (its client went away while it waited):
+        a write cut short would leave the group's version behind the store's."""
+        write = asyncio.ensure_future(self._write_group(group))
+        write.add_done_callback(_retrieve_exception)
+        await asyncio.shield(write)
+
+    async def _write_group(self, group: GroupMetadata) -> None:
         lock = self._store_locks.setdefault(group.group_id, asyncio.Lock())
         async with lock:
             try:
@@ -763,6 +771,12 @@ def _join_error(code: int, member_id: str) -> dict:
 
 def _sync_answer(code: int, assignment: bytes = b"") -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "assignment": assignment}
+
+
+def _retrieve_exception(task: asyncio.Future) -> None:
+    """Mark a shielded task's exception as seen (it is logged where it is raised, and its waiter may be gone)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _settle(future: Any, value: Any) -> None:

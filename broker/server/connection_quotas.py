@@ -51,6 +51,18 @@ class ConnectionQuotas:
         self._per_ip[address] = count + 1
         return None
 
+    @property
+    def at_max_connections(self) -> bool:
+        return self.total >= self.max_connections
+
+    def count(self, address: str) -> int:
+        """Open connections from ``address``."""
+        return self._per_ip.get(address, 0)
+
+    def busiest_address(self) -> str | None:
+        """The address holding the most connections (None when there are none)."""
+        return max(self._per_ip, key=self._per_ip.__getitem__, default=None)
+
     def close(self, address: str) -> None:
         """Forget one connection counted by :meth:`try_open`."""
         self.total -= 1
