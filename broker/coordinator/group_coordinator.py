@@ -30,6 +30,7 @@ from broker.coordinator.group_store import (
     GroupStoreError,
     TopicPartition,
 )
+from pipeline.error_text import describe_error
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk.layout import now_ms
 
@@ -589,7 +590,7 @@ class GroupCoordinator:
             self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
             return ErrorCode.NOT_COORDINATOR
         except (GroupStoreError, asyncio.TimeoutError) as exc:
-            log.warning("group %s: committing offsets failed: %s", group.group_id, exc or "timed out")
+            log.warning("group %s: committing offsets failed: %s", group.group_id, describe_error(exc))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     async def fetch_offsets(self, group_id: str,
@@ -627,7 +628,7 @@ class GroupCoordinator:
                 self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
                 raise _NotHere(ErrorCode.NOT_COORDINATOR) from None
             except (GroupStoreError, asyncio.TimeoutError) as exc:
-                log.warning("group %s: storing it failed: %s", group.group_id, exc or "timed out")
+                log.warning("group %s: storing it failed: %s", group.group_id, describe_error(exc))
                 raise _NotHere(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
 
     async def _store_quietly(self, group: GroupMetadata) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Protocol
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
 from pipeline.durable_file import fsync_dir, write_atomically
+from pipeline.error_text import describe_error
 from pipeline.zk import layout
 from pipeline.zk.client import BoundedZk
 
@@ -97,14 +98,14 @@ class ZkGroupStore:
         except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError):
             raise
         except KazooException as exc:
-            raise GroupStoreError(f"ZooKeeper {operation} failed: {exc or type(exc).__name__}") from None
+            raise GroupStoreError(f"ZooKeeper {operation} failed: {describe_error(exc)}") from None
 
     async def _gather(self, requests: list) -> list[Any]:
         try:
             return await asyncio.gather(*(self._zk.wait_async(r, self._timeout_s) for r in requests),
                                         return_exceptions=True)
         except KazooException as exc:
-            raise GroupStoreError(f"ZooKeeper failed: {exc or type(exc).__name__}") from None
+            raise GroupStoreError(f"ZooKeeper failed: {describe_error(exc)}") from None
 
     async def _commit(self, ops: list[tuple[str, tuple]]) -> list[Any]:
         """Run (operation, args) as one transaction; the list of per-operation results."""
@@ -114,7 +115,7 @@ class ZkGroupStore:
         try:
             return await self._zk.wait_async(transaction.commit_async(), self._timeout_s)
         except KazooException as exc:
-            raise GroupStoreError(f"ZooKeeper transaction failed: {exc or type(exc).__name__}") from None
+            raise GroupStoreError(f"ZooKeeper transaction failed: {describe_error(exc)}") from None
 
     async def load(self, group_id: str) -> tuple[dict[str, Any] | None, int]:
         try:
