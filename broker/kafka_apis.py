@@ -21,7 +21,7 @@ from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
-from broker.server.socket_server import CloseConnection, Parked
+from broker.server.socket_server import CloseConnection, Deferred
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
 from pipeline.protocol.codec import (
@@ -99,7 +99,7 @@ class KafkaApis:
 
     # -- dispatch -------------------------------------------------------------------------------
 
-    def handle(self, frame: memoryview, peer: str) -> list | None | Awaitable[list | None] | Parked:
+    def handle(self, frame: memoryview, peer: str) -> list | None | Deferred:
         """Answer one request frame; the socket server calls this for every frame in order."""
         started = perf_counter()
         try:
@@ -132,15 +132,11 @@ class KafkaApis:
             response = encode_response(header.api_key, header.api_version, header.correlation_id, result)
         elif result is None:
             response = None
-        elif header.api_key in _PURGATORY_APIS:
-            return Parked(self._respond_later(header, result, started))
         else:
-            return self._respond_later(header, result, started)
+            return Deferred(result, lambda body: self._answer(header, header.api_version, body, started),
+                            parked=header.api_key in _PURGATORY_APIS)
         self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, result)
         return response
-
-    async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict], started: float) -> list:
-        return self._answer(header, header.api_version, await pending, started)
 
     def _answer(self, header: RequestHeader, version: int, body: dict, started: float) -> list:
         """The encoded response, counted in the request metrics."""

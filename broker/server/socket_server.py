@@ -18,7 +18,8 @@ Whatever clients send, memory and service stay bounded:
   connection, so that one address cannot starve the others;
 - connections silent for ``connections.max.idle.ms``, and connections silent for ``socket.request.read.timeout.ms``
   in the middle of a frame, are closed by a periodic scan;
-- a connection whose request is :class:`Parked` (a long-polling fetch, a JoinGroup waiting for the
+- a connection whose request is parked (a :class:`Deferred` answer that only waits: a long-polling fetch, a
+  JoinGroup waiting for the
   rebalance) watches its socket: when the client goes away, the socket and its place in the quotas are
   given back at once and the wait is cancelled (its answer would go nowhere), as Kafka's purgatory
   completes it; a client found gone when an answer cannot be sent is given back the same way;
@@ -40,7 +41,7 @@ import logging
 import os
 import socket
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
@@ -84,15 +85,23 @@ class CloseConnection(Exception):
         self.kind = kind
 
 
-class Parked:
-    """A handler's awaitable response that only waits (Kafka's purgatory: a long-polling fetch, a JoinGroup
-    waiting for the rebalance): the server cancels it when its client goes away, since nothing else depends
-    on it. Other awaitable responses run to their end whatever the client does."""
+class Deferred:
+    """A response that comes later: the server awaits the handler's ``awaitable`` and turns its result into
+    response chunks with ``finish`` (None: the result is the chunks).
 
-    __slots__ = ("coroutine",)
+    ``parked``: the awaitable only waits (Kafka's purgatory: a long-polling fetch, a JoinGroup waiting for the
+    rebalance), so the server cancels it when its client goes away; other deferred responses run to their end
+    whatever the client does. Handing the server the handler's own coroutine, rather than one wrapping it, is
+    what lets it close or cancel that coroutine cleanly when it never gets to run.
+    """
 
-    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        self.coroutine = coroutine
+    __slots__ = ("awaitable", "finish", "parked")
+
+    def __init__(self, awaitable: Awaitable[Any], finish: Callable[[Any], Chunks | None] | None = None,
+                 parked: bool = False) -> None:
+        self.awaitable = awaitable
+        self.finish = finish
+        self.parked = parked
 
 
 class ClientGone(ConnectionError):
@@ -102,7 +111,7 @@ class ClientGone(ConnectionError):
 Chunks = Sequence[Any]
 # The handler takes a frame (without its length prefix) and the connection's peer name; it returns the
 # response chunks, None for no response (acks=0), or an awaitable of either (e.g. a long-polling fetch), which
-# may be wrapped in Parked.
+# may be wrapped in a Deferred.
 Handler = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]"]
 
 
@@ -416,28 +425,36 @@ class _Connection:
             self.charged -= size
             self.pool.release(size, self)
 
-    async def _wait_for(self, response: Awaitable[Chunks | None] | Parked) -> Chunks | None:
-        """Run a handler's awaitable response to its end -- a Parked one only until its client goes away --
+    async def _wait_for(self, response: Awaitable[Chunks | None] | Deferred) -> Chunks | None:
+        """Run a handler's awaitable response to its end -- a parked one only until its client goes away --
         sending the responses already queued first; None if the client is gone."""
-        if isinstance(response, Parked):
-            return await self._wait_parked(response.coroutine)
+        if not isinstance(response, Deferred):
+            response = Deferred(response)
+        if response.parked:
+            result = await self._wait_parked(response.awaitable)
+        else:
+            result = await self._run_to_end(response.awaitable)
+        if self.gone is not None:
+            return None
+        return result if response.finish is None else response.finish(result)
+
+    async def _run_to_end(self, awaitable: Awaitable[Any]) -> Any:
         try:
             if self.pending:
                 await self._flush()
         except BaseException:
-            _discard(response)
+            _discard(awaitable)
             raise
         self.awaiting_handler = True
         try:
-            result = await response
+            return await awaitable
         finally:
             self.awaiting_handler = False
             self.last_active = time.monotonic()
-        return None if self.gone is not None else result
 
-    async def _wait_parked(self, coroutine: Coroutine[Any, Any, Chunks | None]) -> Chunks | None:
-        """Wait for a Parked response while watching the socket; cancel it if the client goes away."""
-        task = asyncio.ensure_future(coroutine)
+    async def _wait_parked(self, awaitable: Awaitable[Any]) -> Any:
+        """Wait for a parked response while watching the socket; cancel it if the client goes away."""
+        task = asyncio.ensure_future(awaitable)
         try:
             if self.pending:
                 await self._flush()
@@ -451,7 +468,7 @@ class _Connection:
             if self.gone is not None and not task.done():
                 task.cancel()
             try:
-                result = await task
+                return await task
             except asyncio.CancelledError:
                 if self.gone is not None and task.cancelled() and not _being_cancelled():
                     return None
@@ -459,7 +476,6 @@ class _Connection:
         except BaseException:
             task.cancel()
             raise
-        return None if self.gone is not None else result
 
     async def _until_done_or_gone(self, task: asyncio.Future) -> None:
         """Wait for ``task``, watching the socket: a client that closes or resets it is gone. A client that

@@ -1,7 +1,7 @@
 """SocketServer with clients that go away, stall or crowd it out (issue 26), over real loopback sockets.
 
 Requests read whole run exactly once even when the client resets before their answers; a client that leaves
-while its request waits is noticed at once (its connection given back, a Parked wait cancelled); a half-sent
+while its request waits is noticed at once (its connection given back, a parked wait cancelled); a half-sent
 frame holds its connection only socket.request.read.timeout.ms; at max.connections one address cannot keep
 another out; warnings about a client are limited per address and kind.
 """
@@ -14,7 +14,7 @@ import socket
 import struct
 import time
 
-from broker.server.socket_server import CloseConnection, Parked, SocketServer
+from broker.server.socket_server import CloseConnection, Deferred, SocketServer
 from tests.support.polling import wait_until_async
 
 
@@ -101,7 +101,7 @@ def test_a_parked_request_is_cancelled_and_its_connection_given_back_when_the_cl
                     cancelled.append(peer)
                     raise
                 return [frame(b"joined")]
-            return Parked(wait_for_rebalance())
+            return Deferred(wait_for_rebalance(), parked=True)
         return [frame(b"pong")]
 
     async def scenario():
