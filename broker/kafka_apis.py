@@ -22,6 +22,7 @@ from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailab
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
 from broker.server.socket_server import CloseConnection, Deferred
+from broker.server.warning_limiter import WarningLimiter
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
 from pipeline.protocol.codec import (
@@ -67,6 +68,9 @@ class KafkaApis:
         self.fetch_max_wait_cap_ms = fetch_max_wait_cap_ms
         self.metrics = replica_manager.metrics
         self.groups = groups
+        # Lines about what a client asked for, limited per client address (the socket server's, once it runs).
+        self.client_warnings = WarningLimiter(log)
+        self._peer = ""
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -107,7 +111,7 @@ class KafkaApis:
         except ProtocolError as exc:
             raise CloseConnection(f"unreadable request header: {exc}", "malformed_request") from None
         handler = self._handlers.get(header.api_key)
-        self.groups.peer = peer
+        self.groups.peer = self._peer = peer
         versions = SUPPORTED_VERSIONS.get(header.api_key)
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.
@@ -172,7 +176,9 @@ class KafkaApis:
         except TopicError as exc:
             if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.LEADER_NOT_AVAILABLE
-            log.info("not auto-creating topic %r: %s", name, exc)
+            self.client_warnings.warn(self._peer.rpartition(":")[0], "invalid_topic_name",
+                                      "not auto-creating topic %r for %s: %s", name, self._peer, exc,
+                                      level=logging.INFO, logger=log)
             return exc.error_code
         return ErrorCode.LEADER_NOT_AVAILABLE
 

@@ -182,7 +182,8 @@ class SocketServer:
 
     @property
     def client_errors(self) -> dict[str, int]:
-        """Connections closed or refused for what their client did, by kind (logged or not)."""
+        """Connections closed or refused, and requests refused (the request handlers share the limiter), for
+        what their client did, by kind (logged or not)."""
         return dict.copy(self.warnings.counts)  # one C call: safe against the loop adding a kind meanwhile
 
     async def _accept_loop(self) -> None:

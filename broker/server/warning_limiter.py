@@ -32,9 +32,11 @@ class WarningLimiter:
         self._recent: dict[tuple[str, str], list] = {}
         self.counts: Counter[str] = Counter()
 
-    def warn(self, address: str, kind: str, message: str, *args: object, exc_info: bool = False) -> None:
+    def warn(self, address: str, kind: str, message: str, *args: object, exc_info: bool = False,
+             level: int = logging.WARNING, logger: logging.Logger | None = None) -> None:
         """Log ``message % args`` unless a warning of this kind from ``address`` was logged within the interval
-        (``exc_info``: with the traceback of the exception being handled)."""
+        (``exc_info``: with the traceback of the exception being handled; ``level`` and ``logger``: other than
+        the limiter's WARNING and logger)."""
         self.counts[kind] += 1
         now = self._clock()
         key = (address, kind)
@@ -47,11 +49,12 @@ class WarningLimiter:
             return
         suppressed = entry[1] if entry is not None else 0
         self._recent[key] = [now, 0]
+        out = logger or self._log
         if suppressed:
-            self._log.warning(message + " (and %d more %s warning(s) from %s in the last %.0fs, not logged)",
-                              *args, suppressed, kind, key[0], now - entry[0], exc_info=exc_info)
+            out.log(level, message + " (and %d more %s warning(s) from %s in the last %.0fs, not logged)",
+                    *args, suppressed, kind, key[0], now - entry[0], exc_info=exc_info)
         else:
-            self._log.warning(message, *args, exc_info=exc_info)
+            out.log(level, message, *args, exc_info=exc_info)
 
     def flush(self) -> None:
         """Log the counts of warnings suppressed in intervals that ended, and forget those entries."""
