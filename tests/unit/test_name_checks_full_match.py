@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
+
 import pytest
 
 from broker.log.log import parse_topic_partition
@@ -10,6 +12,8 @@ from broker.server.connection_quotas import parse_overrides
 from etl.config import parse_duration
 from mirror.config import parse_sources
 from pipeline.config import ConfigError
+from pipeline.zk.client import split_connect_string
+from pipeline.zk.server import parse_peers
 
 
 @pytest.mark.parametrize("name", ["events-0\n", "events\n-0", "events-0\r", "events-\u0661"])
@@ -35,3 +39,10 @@ def test_a_source_name_with_a_newline_is_no_source_name():
 def test_a_connection_override_count_in_other_digits_is_a_config_error():
     with pytest.raises(ConfigError, match="expected host:count"):
         parse_overrides("127.0.0.1:\u00b2")
+
+
+def test_a_zookeeper_port_or_peer_in_other_digits_is_refused_in_words():
+    with pytest.raises(ValueError, match="is not host:port"):
+        split_connect_string("zk1:\u00b2\u00b9\u2078\u00b9")
+    with pytest.raises(ArgumentTypeError, match="is not ID:PEER_PORT:ELECTION_PORT"):
+        parse_peers("1:2888:\u00b3888")
