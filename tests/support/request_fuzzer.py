@@ -1,10 +1,12 @@
 """A mutation fuzzer for the broker's request path, shared by the fuzz test and bench/broker_fuzz_bench.py.
 
 Seeds are valid requests of every advertised API and version (tests/support/declared_requests.py, minimal and
-one-of-each-entry bodies). Each frame is a seed mutated 1-3 times (bit flips, interesting values over bytes
-and integers, truncation, insertion, deletion, duplication, splicing with another seed), mostly keeping its
-API key and version so the decoder and handlers are exercised past the header, its length prefix fixed up
-most of the time. Frames go out over many short connections, sometimes several pipelined in one write, and
+one-of-each-entry bodies). A third of the frames are well-formed requests whose field values are hostile
+(boundary integers, illegal names, empty or repeated entries, random bytes for records), encoded by the codec,
+for the handlers; the rest are seeds mutated 1-3 times as bytes (bit flips, interesting values over bytes and
+integers, truncation, insertion, deletion, duplication, splicing with another seed), mostly keeping their
+API key and version so the decoder is exercised past the header, their length prefix fixed up most of the
+time. Frames go out over many short connections, sometimes several pipelined in one write, and
 each connection ends with a TCP reset, as a crashing or hostile client's would. The broker must stay up,
 answer or close, and serve a normal client afterwards; :class:`FuzzReport` counts what happened and
 collects the distinct tracebacks the broker logged.
@@ -19,6 +21,9 @@ import struct
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.protocol.codec import ProtocolError
 
 from tests.support import wire
 from tests.support.declared_requests import advertised, minimal_body, populated_body, request_frame
@@ -31,6 +36,9 @@ _HEADER_KEEP = 4
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)+\S.*$", re.MULTILINE)
 
 
+_HOSTILE_STRINGS = ("", "evil\n", ".", "..", "x" * 250, "a/b", "\u00fc", "events", "__consumer_offsets", "declared")
+
+
 def seed_frames() -> list[bytes]:
     """Valid request payloads (without their length prefix) of every advertised API version."""
     seeds = []
@@ -40,15 +48,53 @@ def seed_frames() -> list[bytes]:
     return seeds
 
 
+def _hostile(value: Any, rng: random.Random) -> Any:
+    """``value`` (a decoded request body or part of one) with some leaves replaced by hostile ones."""
+    if isinstance(value, dict):
+        return {key: _hostile(item, rng) if rng.random() < 0.5 else item for key, item in value.items()}
+    if isinstance(value, list):
+        if value and rng.random() < 0.2:
+            return value * rng.randint(2, 5)  # the same entry several times
+        return [_hostile(item, rng) for item in value]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return rng.choice((-1, 0, 1, -(2**15), 2**15 - 1, -(2**31), 2**31 - 1, 7))
+    if isinstance(value, str) or value is None:
+        return rng.choice(_HOSTILE_STRINGS)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return rng.randbytes(rng.choice((0, 1, 12, 61, 200)))
+    return value
+
+
 class RequestMutator:
     """Mutated request frames from the seeds, reproducibly for a given ``seed``."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.seeds = seed_frames()
+        self.versions = list(advertised())
 
     def frame(self) -> bytes:
         """One whole frame, length prefix included."""
+        if self.rng.random() < 0.33:
+            frame = self._hostile_values()
+            if frame is not None:
+                return frame
+        return self._mutated_bytes()
+
+    def _hostile_values(self) -> bytes | None:
+        """A well-formed request with hostile field values (None when the codec cannot encode the values drawn:
+        an integer out of its field's range)."""
+        rng = self.rng
+        api_key, version = rng.choice(self.versions)
+        body = (populated_body if rng.random() < 0.7 else minimal_body)(api_key, version)
+        try:
+            return request_frame(api_key, version, rng.randrange(1 << 31), _hostile(body, rng))
+        except (ProtocolError, struct.error, ValueError, TypeError, OverflowError):
+            return None
+
+    def _mutated_bytes(self) -> bytes:
         rng = self.rng
         payload = bytearray(rng.choice(self.seeds))
         keep = _HEADER_KEEP if rng.random() < 0.8 else 0
