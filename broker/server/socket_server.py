@@ -18,11 +18,11 @@ Whatever clients send, memory and service stay bounded:
   connection, so that one address cannot starve the others;
 - connections silent for ``connections.max.idle.ms``, and connections silent for ``socket.request.read.timeout.ms``
   in the middle of a frame, are closed by a periodic scan;
-- a connection whose request is parked (a :class:`Deferred` answer that only waits: a long-polling fetch, a
-  JoinGroup waiting for the
-  rebalance) watches its socket: when the client goes away, the socket and its place in the quotas are
-  given back at once and the wait is cancelled (its answer would go nowhere), as Kafka's purgatory
-  completes it; a client found gone when an answer cannot be sent is given back the same way;
+- a connection whose request is parked (a :class:`Deferred` answer that only waits: a long-polling fetch,
+  a JoinGroup waiting for the rebalance) watches its socket: when the client goes away, the socket and its
+  place in the quotas are given back at once and the wait is cancelled (its answer would go nowhere), as
+  Kafka's purgatory completes it; a client found gone when an answer cannot be sent is given back the same
+  way;
 - when accept fails for lack of file descriptors, the server backs off (logging at most every few
   seconds) and goes on serving the connections it has.
 
@@ -110,9 +110,9 @@ class ClientGone(ConnectionError):
 
 Chunks = Sequence[Any]
 # The handler takes a frame (without its length prefix) and the connection's peer name; it returns the
-# response chunks, None for no response (acks=0), or an awaitable of either (e.g. a long-polling fetch), which
-# may be wrapped in a Deferred.
-Handler = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]"]
+# response chunks, None for no response (acks=0), or a Deferred (or bare awaitable) of either (e.g. a
+# long-polling fetch).
+Handler = Callable[[memoryview, str], "Chunks | None | Deferred | Awaitable[Chunks | None]"]
 
 
 class SocketServer:
