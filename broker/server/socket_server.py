@@ -21,8 +21,9 @@ Whatever clients send, memory and service stay bounded:
 - a connection whose request is parked (a :class:`Deferred` answer that only waits: a long-polling fetch,
   a JoinGroup waiting for the rebalance) watches its socket: when the client goes away, the socket and its
   place in the quotas are given back at once and the wait is cancelled (its answer would go nowhere), as
-  Kafka's purgatory completes it; a client found gone when an answer cannot be sent is given back the same
-  way;
+  Kafka's purgatory completes it; a client found gone by the periodic scan while another request runs (a
+  commit being written), or when an answer cannot be sent, is given back the same way, its requests left to
+  run;
 - when accept fails for lack of file descriptors, the server backs off (logging at most every few
   seconds) and goes on serving the connections it has.
 
@@ -298,6 +299,8 @@ class SocketServer:
                     task.cancel()
                 elif silent > interval and connection.waiting_for_data:
                     connection.buffer.release_idle()
+                elif connection.awaiting_handler and not connection.watching_socket:
+                    connection.check_client_gone()
             self.warnings.flush()
 
 
@@ -338,6 +341,8 @@ class _Connection:
         # given back (closed and uncounted in the quotas).
         self.gone: BaseException | None = None
         self.socket_closed = False
+        # Whether a parked request watches the socket (else the periodic scan looks, see check_client_gone).
+        self.watching_socket = False
         # Bytes of an incomplete frame when the client closed the connection.
         self.closed_mid_frame = 0
 
@@ -358,6 +363,20 @@ class _Connection:
         if self.quotas is not None:
             self.quotas.close(self.address)
             self.quotas = None
+
+    def check_client_gone(self) -> None:
+        """While a request that is not parked runs (a commit being written, a produce waiting for its
+        replicas): if the client closed or reset the connection, give the socket back now; the request goes
+        on and its answer is discarded."""
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._client_gone(exc)
+            return
+        if not data:
+            self._client_gone(ClientGone("the client closed the connection"))
 
     def _client_gone(self, reason: BaseException) -> None:
         """The client left: discard what it would have been sent and give the socket back now; the requests
@@ -503,9 +522,11 @@ class _Connection:
                 gone.set_result(error)
 
         loop.add_reader(fd, readable)
+        self.watching_socket = True
         try:
             await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.watching_socket = False
             if watching:
                 loop.remove_reader(fd)
             if not gone.done():
