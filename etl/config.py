@@ -28,13 +28,13 @@ from schemas.events import AUDIT_TOPIC
 
 __all__ = ["ETL_PROPERTIES", "EtlConfig", "parse_duration"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(text: str) -> float:
     """``500ms``, ``30s``, ``5m``, ``1h``, ``1d`` or plain seconds -> seconds."""
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if match is None:
         raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {text!r}")
     return float(match.group(1)) * _SECONDS[match.group(2) or "s"]

@@ -39,7 +39,7 @@ from schemas.events import AUDIT_TOPIC
 
 __all__ = ["MIRROR_PROPERTIES", "MirrorConfig", "parse_sources", "topic_filter"]
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def parse_sources(text: str) -> dict[str, str]:
@@ -49,7 +49,7 @@ def parse_sources(text: str) -> dict[str, str]:
     name: str | None = None
     for part in (p.strip() for p in text.split(",")):
         head, sep, rest = part.partition("=")
-        if sep and _NAME.match(head):
+        if sep and _NAME.fullmatch(head):
             if head in sources:
                 raise ValueError(f"source {head!r} given twice")
             name = head
