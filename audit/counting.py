@@ -3,11 +3,16 @@ acknowledged, failed and quarantined, per topic and window of event time, and th
 
 Every event is counted under its server, its topic and the fixed window its `header.eventTime` falls
 in: in flight when handed to the producer, then acknowledged (with its encoded size) or failed for good. A window
-closes once the clock has passed its end and none of its events is still in flight; `close_windows`
-then returns one AuditCount record per (server, topic, window): `count`/`bytes`/`sketch` the acknowledged events
-(the sketch, :mod:`audit.sketch`, once the tier knows its events' ids), and in `properties` the events `created`
-(acknowledged + failed), the `failed` ones and their `failedBytes` apart, never as acknowledged, with
-`failedSketch` (base64 of the failed ids' sketch) when any failed with a known id.
+closes once the clock has passed its end and none of its events is still in flight, or, with a settle time, once
+it ended that long ago even with events still in flight (a broker outage the producer rides out for up to its
+delivery timeout must not make the window's count late); `close_windows` then returns one AuditCount record per
+(server, topic, window): `count`/`bytes`/`sketch` the acknowledged events (the sketch, :mod:`audit.sketch`, once
+the tier knows its events' ids), and in `properties` the events `created`, the `failed` ones and their
+`failedBytes` apart, never as acknowledged, with `failedSketch` (base64 of the failed ids' sketch) when any failed
+with a known id, and `unsettled`, the change in the events still in flight. A window closed with events in flight
+stays counted: each later pass that saw some of them settle returns another record of what changed since (the
+records of a window add up, `unsettled` included, so their sum says how many are still in flight: while it is not
+zero the audit holds the producer tier of the window pending).
 A record set aside for good (`quarantined`, e.g. one the mirror's target refuses) is counted in a quarantine
 record of its own per (server, topic, window, reason): `count`/`sketch` the quarantined records with an event
 id, `properties.quarantined` the reason, `properties.withoutId` those without an id.
@@ -44,10 +49,15 @@ PRODUCER_TIER = "producer"
 
 
 class _Window:
-    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes", "sketch", "failed_sketch", "latency")
+    __slots__ = ("in_flight", "count", "bytes", "failed", "failed_bytes", "sketch", "failed_sketch", "latency",
+                 "created", "reported_in_flight", "reported")
 
     def __init__(self) -> None:
         self.in_flight = self.count = self.bytes = self.failed = self.failed_bytes = 0
+        #: Events handed to the producer since the window's last record, and the events in flight that record said.
+        self.created = self.reported_in_flight = 0
+        #: Whether a record of the window was returned already (then only what changes is).
+        self.reported = False
         #: The acknowledged events' ids, once ids are given (audit.sketch).
         self.sketch: EventSketch | None = None
         #: The ids of the events that failed for good, once ids are given.
@@ -110,6 +120,7 @@ class AuditCounter:
                 if window is None:
                     window = windows[(server, topic, start)] = _Window()
                 window.in_flight += n
+                window.created += n
 
     def settled(self, outcomes: list[tuple[str, str, int, int]], acknowledged: bool,
                 event_ids: Sequence[str | bytes | None] | None = None) -> None:
@@ -185,7 +196,7 @@ class AuditCounter:
                     record["properties"].pop("unsettled", None)
                     taken.append(record)
                     fresh = _Window()
-                    fresh.in_flight = window.in_flight
+                    fresh.in_flight = fresh.reported_in_flight = window.in_flight
                     self._windows[key] = window = fresh
                 if not window.in_flight:
                     del self._windows[key]
@@ -193,17 +204,31 @@ class AuditCounter:
         taken.sort(key=lambda r: (r["windowStart"], r["host"], r["topic"]))
         return taken
 
-    def close_windows(self, now_ms: int | None = None) -> list[dict[str, Any]]:
-        """AuditCount records of the windows that ended by `now_ms` with nothing in flight, removed from the
-        counter; `now_ms` None closes every window (at shutdown, after the producer settled everything)."""
+    def close_windows(self, now_ms: int | None = None, settle_ms: int | None = None) -> list[dict[str, Any]]:
+        """AuditCount records of the windows that ended by `now_ms` with nothing in flight, or (``settle_ms`` given)
+        that ended ``settle_ms`` before it whatever is in flight, and of what changed in windows closed before with
+        events in flight; a window is removed from the counter once nothing of it is in flight. `now_ms` None closes
+        every window (at shutdown, after the producer settled what it could)."""
         closed = []
         with self._lock:
             for key, window in list(self._windows.items()):
                 server, topic, start = key
-                if now_ms is not None and (start + self.window_ms > now_ms or window.in_flight):
+                end = start + self.window_ms
+                if now_ms is not None and end > now_ms:
                     continue
-                del self._windows[key]
+                settled_late = settle_ms is not None and now_ms is not None and end + settle_ms <= now_ms
+                if window.in_flight and not (window.reported or settled_late or now_ms is None):
+                    continue
+                if window.reported and not (window.count or window.failed or window.created
+                                            or window.in_flight != window.reported_in_flight):
+                    continue
                 closed.append(self._record(server, topic, start, window))
+                if window.in_flight:
+                    carried = self._windows[key] = _Window()
+                    carried.in_flight = carried.reported_in_flight = window.in_flight
+                    carried.reported = True
+                else:
+                    del self._windows[key]
             closed.extend(self._take_quarantined(now_ms))
         closed.sort(key=lambda r: (r["windowStart"], r["host"], r["topic"]))
         return closed
@@ -225,13 +250,13 @@ class AuditCounter:
     def _record(self, server: str, topic: str, start: int, window: _Window) -> dict[str, Any]:
         # recordId tells copies of this record (a retried publish, a mirrored audit topic) from another host's
         # record that happens to say the same.
-        properties = {"created": str(window.count + window.failed), "failed": str(window.failed),
+        properties = {"created": str(window.created), "failed": str(window.failed),
                       "failedBytes": str(window.failed_bytes), "recordId": uuid.uuid4().hex,
                       "latency": window.latency.to_text()}
         if window.failed_sketch is not None:
             properties["failedSketch"] = base64.b64encode(window.failed_sketch.to_bytes()).decode("ascii")
-        if window.in_flight:
-            properties["unsettled"] = str(window.in_flight)
+        if window.in_flight != window.reported_in_flight:
+            properties["unsettled"] = str(window.in_flight - window.reported_in_flight)
         return {"topic": topic, "tier": self.tier, "windowStart": start, "windowEnd": start + self.window_ms,
                 "host": server, "datacenter": self.datacenter, "application": self.application,
                 "count": window.count, "bytes": window.bytes,

@@ -1,6 +1,8 @@
 """What the audit counts per window, by measure: a tier's own count (``producer``, ``datacenter``, ...), the events
-the producer tier created but could not deliver (``producer/failed``), and the records a tier set aside, per reason
-(``mirror/quarantined/<reason>``, with ids; ``mirror/quarantined-without-id/<reason>``, counted only).
+the producer tier created but could not deliver (``producer/failed``), those it still had in flight when it
+published (``producer/unsettled``: its records add up to the events in flight now), and the records a tier set
+aside, per reason (``mirror/quarantined/<reason>``, with ids; ``mirror/quarantined-without-id/<reason>``, counted
+only).
 
 A measure is the first element of the audit's count keys (:mod:`audit.state`), so the checkpointed counts need no
 other shape; :func:`parse_measure` reads one back.
@@ -10,10 +12,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["FAILED", "Measure", "QUARANTINED", "QUARANTINED_WITHOUT_ID", "failed_measure", "parse_measure",
-           "quarantine_measure"]
+__all__ = ["FAILED", "Measure", "QUARANTINED", "QUARANTINED_WITHOUT_ID", "UNSETTLED", "failed_measure",
+           "parse_measure", "quarantine_measure", "unsettled_measure"]
 
 FAILED = "failed"
+UNSETTLED = "unsettled"
 QUARANTINED = "quarantined"
 QUARANTINED_WITHOUT_ID = "quarantined-without-id"
 _SEPARATOR = "/"
@@ -30,6 +33,11 @@ class Measure(NamedTuple):
 def failed_measure(tier: str) -> str:
     """The events ``tier`` (the producer tier) created and could not deliver, for good."""
     return f"{tier}{_SEPARATOR}{FAILED}"
+
+
+def unsettled_measure(tier: str) -> str:
+    """The events ``tier`` (the producer tier) still had in flight, summed over its records of a window."""
+    return f"{tier}{_SEPARATOR}{UNSETTLED}"
 
 
 def quarantine_measure(tier: str, reason: str, with_id: bool = True) -> str:

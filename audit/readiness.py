@@ -50,10 +50,12 @@ class _Sample:
 
 @dataclass(frozen=True)
 class EtlRun:
-    """A finished run of the ETL that loaded or found nothing new (epoch ms)."""
+    """A finished run of the ETL that loaded, found nothing new, or loaded all but ``failed_topics`` (epoch ms)."""
 
     started_ms: int
     finished_ms: int
+    #: The topics a partial run could not load (loaded again by a later run): it covers none of their windows.
+    failed_topics: frozenset[str] = frozenset()
 
 
 class Follower:
@@ -211,7 +213,7 @@ class Readiness:
             held = due
         if not self.etl:
             return held
-        covering = [run for run in runs or () if run.started_ms >= held]
+        covering = [run for run in runs or () if run.started_ms >= held and key.topic not in run.failed_topics]
         if not covering:
             return None
         run = min(covering, key=lambda r: r.started_ms)

@@ -1,6 +1,7 @@
 """What one AuditCount record counts, as docs/accounting.md says each tier publishes it: a tier's own count, the
-producer tier's failures (``properties.created``/``failed``/``failedBytes``/``failedSketch``; a record without
-``created`` is one of before it: created = count + failed) and quarantine records (``properties.quarantined``, the
+producer tier's failures (``properties.failed``/``failedBytes``/``failedSketch``; a record without ``failed`` but
+with ``created``: created - count) and the events it still had in flight (``properties.unsettled``, which its records
+of a window add up) and quarantine records (``properties.quarantined``, the
 reason, and ``withoutId``).
 
 :func:`read_audit_count` turns a decoded record into the measures it adds (:mod:`audit.measures`), or raises
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from audit.latency import LatencyBuckets
-from audit.measures import failed_measure, quarantine_measure
+from audit.measures import failed_measure, quarantine_measure, unsettled_measure
 from audit.reconcile import PRODUCER, TierCount
 from audit.sketch import EventSketch, SketchError
 
@@ -113,7 +114,10 @@ def read_audit_count(audit: Mapping[str, Any], window_ms: int) -> AuditCountReco
         measures.append((tier, TierCount(count, size, sketch)))
     if tier == PRODUCER and reason is None:
         created, failed = _number(properties, "created"), _number(properties, "failed")
-        unsent = created - count if created is not None else failed or 0
+        unsent = failed if failed is not None else (created - count if created is not None else 0)
+        unsettled = _number(properties, "unsettled")
+        if unsettled:
+            measures.append((unsettled_measure(tier), TierCount(unsettled)))
         failed_sketch = None
         if properties.get("failedSketch"):
             try:

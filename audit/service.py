@@ -25,17 +25,17 @@ from kazoo.exceptions import KazooException
 
 from audit.config import AuditConfig
 from audit.lag import committed_offsets, group_lags
-from audit.measures import parse_measure
+from audit.measures import parse_measure, unsettled_measure
 from audit.metrics import AuditMetrics
 from audit.private_files import private_directory
 from audit.readers import AuditCountReader, ClusterReader, EventCounter
 from audit.readiness import EtlRun, Follower, Readiness
-from audit.reconcile import TIERS, Discrepancy, TierCount, WindowKey, WindowResult, account, reconcile
+from audit.reconcile import PRODUCER, TIERS, Discrepancy, TierCount, WindowKey, WindowResult, account, reconcile
 from audit.results import ResultLog, result_from_json, result_to_json
 from audit.state import CheckpointedCounts, CountKey
 from audit.window_scan import multiplicities, scan_window
 from etl.history import RunHistory
-from etl.report import NOTHING_NEW, SUCCEEDED
+from etl.report import NOTHING_NEW, PARTIAL, SUCCEEDED
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.consumer_config import StaticConnectorConfig
@@ -83,6 +83,8 @@ class AuditService:
         #: their grace with a tier still pending.
         self._ready_at: dict[WindowKey, dict[str, int]] = {}
         self._awaiting: set[WindowKey] = set()
+        #: Per window, the events the producers said were still in flight (their counts not final yet).
+        self._unsettled: dict[WindowKey, int] = {}
         #: The start of the oldest window known or with a result (so retention only scans when passing it).
         self._oldest: int | None = None
         self._readers: list[ClusterReader] = []
@@ -298,7 +300,7 @@ class AuditService:
             ready_at = self._ready_at.get(key, {})
             result = reconcile(key, measures, TIERS, self._expected_tiers(key), ready_at, threshold)
             for tier in result.pending:
-                result.pending[tier] = self.readiness.waiting_for(key, tier, ready_at)
+                result.pending[tier] = self._waiting_for(key, tier, ready_at)
             signature = _signature(result)
             if signature == self._reconciled.get(key):
                 continue
@@ -331,6 +333,13 @@ class AuditService:
                             _describe(result))
         return fresh
 
+    def _waiting_for(self, key: WindowKey, tier: str, ready_at: dict[str, int]) -> dict[str, object]:
+        unsettled = self._unsettled.get(key)
+        if tier == PRODUCER and unsettled:
+            return {"lagRecords": unsettled, "waitingFor": f"{unsettled} events the producers still retry (in flight "
+                                                           f"when they published their counts)"}
+        return self.readiness.waiting_for(key, tier, ready_at)
+
     def _tiers(self, key: WindowKey) -> set[str]:
         return {parse_measure(m).tier for m in self._known.get(key, ())} & set(TIERS)
 
@@ -339,18 +348,30 @@ class AuditService:
         grace = self.config["grace.ms"]
         runs = self._finished_runs()
         grown = set()
-        for key in due | self._awaiting:
-            if key.window_end + grace > now_ms:
-                continue
+        considered = [key for key in due | self._awaiting if key.window_end + grace <= now_ms]
+        self._unsettled = self._producers_unsettled(considered)
+        for key in considered:
             tiers = self._tiers(key) | self._expected_tiers(key)
             ready_at = self._ready_at.setdefault(key, {})
-            if self.readiness.update(key, tiers, ready_at, now_ms, runs):
+            # Events the producers still retry may yet reach the cluster, or fail: their tier is not final.
+            counted = tiers - {PRODUCER} if self._unsettled.get(key) and PRODUCER not in ready_at else tiers
+            if self.readiness.update(key, counted, ready_at, now_ms, runs):
                 grown.add(key)
             if tiers.issubset(ready_at):
                 self._awaiting.discard(key)
             else:
                 self._awaiting.add(key)
         return grown
+
+    def _producers_unsettled(self, keys: Iterable[WindowKey]) -> dict[WindowKey, int]:
+        """The events the producers still had in flight when they last published their counts of each of ``keys``
+        (only windows whose counts say some were in flight at some point are read)."""
+        measure = unsettled_measure(PRODUCER)
+        wanted = [key for key in keys if measure in self._known.get(key, ())]
+        if not wanted:
+            return {}
+        return {key: measures[measure].count for key, measures in self.counts(wanted).items()
+                if measure in measures and measures[measure].count}
 
     def _finished_runs(self) -> list[EtlRun] | None:
         if self._etl_runs is None:
@@ -360,8 +381,8 @@ class AuditService:
         except (OSError, ValueError) as exc:
             log.warning("cannot read the ETL's run history (read again at the next pass): %s", exc)
             return []
-        return [EtlRun(int(run.started_at * 1000), int(run.finished_at * 1000)) for run in runs
-                if run.outcome in (SUCCEEDED, NOTHING_NEW) and run.finished_at is not None]
+        return [EtlRun(int(run.started_at * 1000), int(run.finished_at * 1000), frozenset(run.topic_errors))
+                for run in runs if run.outcome in (SUCCEEDED, NOTHING_NEW, PARTIAL) and run.finished_at is not None]
 
     def _export_pending(self, now_ms: int) -> None:
         """audit_pending_windows{tier} and audit_oldest_pending_window_age_seconds{tier}."""
@@ -383,7 +404,7 @@ class AuditService:
                 data = self.results.get(key)
                 if data is not None and data.get("pending"):
                     ready_at = self._ready_at.get(key, {})
-                    self.results[key] = {**data, "pending": {tier: self.readiness.waiting_for(key, tier, ready_at)
+                    self.results[key] = {**data, "pending": {tier: self._waiting_for(key, tier, ready_at)
                                                              for tier in data["pending"]}}
 
     def _take_changes(self, now_ms: int) -> None:

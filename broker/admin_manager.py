@@ -306,12 +306,20 @@ class AdminManager:
     def host_existing_topics(self) -> None:
         """At start-up: lead every partition of every registered topic, adopting logs found on disk."""
         on_disk = self._replica_manager.partitions_on_disk()
-        for topic in sorted({t for t, _ in on_disk} - set(self._metadata.topics)):
+        for topic in sorted({t for t, _ in on_disk} - set(self._metadata.topics) - set(self._metadata.set_aside)):
+            try:
+                validate_topic_name(topic)
+            except InvalidTopicError as exc:
+                log.error("not adopting the logs of topic %r found on disk: %s", topic, exc)
+                continue
             count = 1 + max(p for t, p in on_disk if t == topic)
             log.warning("adopting topic %s with %d partition(s) found on disk but not in the registry", topic, count)
             self._metadata.adopt_topic(topic, count)
-        for info in self._metadata.topics.values():
-            self._host(info)
+        for info in list(self._metadata.topics.values()):
+            try:
+                self._host(info)
+            except Exception as exc:  # one topic's log that cannot be opened must not stop the broker
+                self._metadata.set_topic_aside(info.name, f"{type(exc).__name__}: {exc}")
 
     def _host(self, info: TopicInfo, first: int = 0) -> None:
         """Lead partitions ``first``.. of the topic."""

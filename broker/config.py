@@ -84,10 +84,17 @@ PROPERTIES: tuple[Property, ...] = (
              "cap is still read.", at_least=-1, at_most=INT64_MAX),
     Property("connections.max.idle.ms", int, 600000, "Close connections silent for this long (-1: never).",
              at_least=-1, at_most=INT64_MAX),
-    Property("max.connections", int, 1000, "Connections the broker keeps open; more are closed right after accept.",
-             at_least=0, at_most=INT32_MAX),
-    Property("max.connections.per.ip", int, 2**31 - 1,
-             "Connections from one address; more are closed right after accept.", at_least=0, at_most=INT32_MAX),
+    Property("socket.request.read.timeout.ms", int, 10000,
+             "Close a connection silent for this long in the middle of a request frame (-1: never); a client that "
+             "sent part of a request and stopped holds its connection only this long, not connections.max.idle.ms.",
+             at_least=-1, at_most=INT64_MAX),
+    Property("max.connections", int, INT32_MAX,
+             "Connections the broker keeps open (default unlimited, as in Kafka); at the limit, a connection from an "
+             "address holding fewer than the busiest one replaces that address's least recently active one, "
+             "others are closed right after accept.", at_least=0, at_most=INT32_MAX),
+    Property("max.connections.per.ip", int, INT32_MAX,
+             "Connections from one address (the protection against one client taking them all); more are closed "
+             "right after accept.", at_least=0, at_most=INT32_MAX),
     Property("max.connections.per.ip.overrides", _str, "",
              "Per-address exceptions to max.connections.per.ip: host:count,host:count."),
     Property("socket.sendfile.enable", _bool, True,

@@ -21,7 +21,8 @@ from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
-from broker.server.socket_server import CloseConnection
+from broker.server.socket_server import CloseConnection, Deferred
+from broker.server.warning_limiter import WarningLimiter
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
 from pipeline.protocol.codec import (
@@ -47,6 +48,9 @@ EARLIEST_TIMESTAMP = -2
 ISOLATION_READ_COMMITTED = 1
 # The hot paths count their responses' error codes where they set them (see ApiStats).
 _COUNT_OWN_ERRORS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+# APIs whose awaitable answers only wait (Kafka's purgatory): cancelled when their client goes away. The others
+# (a commit being written, a topic being created, a produce waiting for its replicas) run to their end.
+_PURGATORY_APIS = frozenset({ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
 
 
 class KafkaApis:
@@ -64,6 +68,9 @@ class KafkaApis:
         self.fetch_max_wait_cap_ms = fetch_max_wait_cap_ms
         self.metrics = replica_manager.metrics
         self.groups = groups
+        # Lines about what a client asked for, limited per client address (the socket server's, once it runs).
+        self.client_warnings = WarningLimiter(log)
+        self._peer = ""
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -96,25 +103,26 @@ class KafkaApis:
 
     # -- dispatch -------------------------------------------------------------------------------
 
-    def handle(self, frame: memoryview, peer: str) -> list | None | Awaitable[list | None]:
+    def handle(self, frame: memoryview, peer: str) -> list | None | Deferred:
         """Answer one request frame; the socket server calls this for every frame in order."""
         started = perf_counter()
         try:
             header = read_request_header(frame)
         except ProtocolError as exc:
-            raise CloseConnection(f"unreadable request header: {exc}") from None
+            raise CloseConnection(f"unreadable request header: {exc}", "malformed_request") from None
         handler = self._handlers.get(header.api_key)
-        self.groups.peer = peer
+        self.groups.peer = self._peer = peer
         versions = SUPPORTED_VERSIONS.get(header.api_key)
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.
             body = dict(self._api_versions_body, error_code=ErrorCode.UNSUPPORTED_VERSION)
             return self._answer(header, 0, body, started)
         if handler is None or versions is None:
-            raise CloseConnection(f"unknown API key {header.api_key} (client {header.client_id!r})")
+            raise CloseConnection(f"unknown API key {header.api_key} (client {header.client_id!r})", "unknown_api")
         if not versions[0] <= header.api_version <= versions[1]:
             raise CloseConnection(f"unsupported version {header.api_version} of {_api_name(header.api_key)} "
-                                  f"(supported {versions[0]}-{versions[1]}, client {header.client_id!r})")
+                                  f"(supported {versions[0]}-{versions[1]}, client {header.client_id!r})",
+                                  "unsupported_version")
         try:
             request = decode_request(header, frame, header.size)
         except ProtocolError as exc:
@@ -122,19 +130,17 @@ class KafkaApis:
                 body = dict(self._api_versions_body, error_code=ErrorCode.INVALID_REQUEST)
                 return self._answer(header, 0, body, started)
             raise CloseConnection(f"malformed {_api_name(header.api_key)} v{header.api_version} request "
-                                  f"(client {header.client_id!r}): {exc}") from None
+                                  f"(client {header.client_id!r}): {exc}", "malformed_request") from None
         result = handler(header, request)
         if isinstance(result, dict):
             response = encode_response(header.api_key, header.api_version, header.correlation_id, result)
         elif result is None:
             response = None
         else:
-            return self._respond_later(header, result, started)
+            return Deferred(result, lambda body: self._answer(header, header.api_version, body, started),
+                            parked=header.api_key in _PURGATORY_APIS)
         self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, result)
         return response
-
-    async def _respond_later(self, header: RequestHeader, pending: Awaitable[dict], started: float) -> list:
-        return self._answer(header, header.api_version, await pending, started)
 
     def _answer(self, header: RequestHeader, version: int, body: dict, started: float) -> list:
         """The encoded response, counted in the request metrics."""
@@ -170,7 +176,9 @@ class KafkaApis:
         except TopicError as exc:
             if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.LEADER_NOT_AVAILABLE
-            log.info("not auto-creating topic %r: %s", name, exc)
+            self.client_warnings.warn(self._peer.rpartition(":")[0], "invalid_topic_name",
+                                      "not auto-creating topic %r for %s: %s", name, self._peer, exc,
+                                      level=logging.INFO, logger=log)
             return exc.error_code
         return ErrorCode.LEADER_NOT_AVAILABLE
 
@@ -221,7 +229,8 @@ class KafkaApis:
         if acks == 0:
             if failed:
                 # With acks=0 the only way to tell the producer is to drop the connection (Kafka does too).
-                raise CloseConnection("an acks=0 produce request failed; see the rejection logged above")
+                raise CloseConnection("an acks=0 produce request failed; see the rejection logged above",
+                                      "failed_acks0_produce")
             return None
         body = {"responses": responses, "throttle_time_ms": 0}
         if syncs or replicated:

@@ -76,14 +76,15 @@ class KafkaServer:
 
         def handle(frame: memoryview, peer: str) -> object:
             if not apis_holder:
-                raise CloseConnection("the broker is still joining its cluster")
+                raise CloseConnection("the broker is still joining its cluster", "broker_not_ready")
             return apis_holder[0].handle(frame, peer)
         self.socket_server = SocketServer(
             host, port, handle, config["socket.request.max.bytes"], use_sendfile=config["socket.sendfile.enable"],
             queued_max_request_bytes=config["queued.max.request.bytes"],
             connections_max_idle_ms=config["connections.max.idle.ms"],
             max_connections=config["max.connections"], max_connections_per_ip=config["max.connections.per.ip"],
-            max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]))
+            max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]),
+            request_read_timeout_ms=config["socket.request.read.timeout.ms"])
         await self.socket_server.start()
         advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
         bound_port = self.socket_server.bound_port
@@ -117,6 +118,7 @@ class KafkaServer:
         assert self.groups is not None
         self.groups.schedule(self.scheduler, asyncio.get_running_loop())
         apis = apis_holder[0]
+        apis.client_warnings = self.socket_server.warnings
         cluster = self.cluster
         self.metrics.registry.register(BrokerStateCollector(
             config.broker_id, self.log_manager, apis.replica_manager, apis.metadata, self.socket_server,

@@ -12,6 +12,7 @@ allocator -- StandaloneMetadata keeps in one JSON file in the first log director
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ METADATA_FILE = "__standalone_metadata.json"
 # it is used, so ids are never reused across restarts (a reused id would collide with its old sequences).
 PRODUCER_ID_BLOCK = 1000
 
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+log = logging.getLogger(__name__)
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 class InvalidTopicError(ValueError):
@@ -38,7 +41,7 @@ def validate_topic_name(name: str) -> None:
     """Raise InvalidTopicError unless ``name`` is a legal Kafka topic name."""
     if name in (".", ".."):
         raise InvalidTopicError(f"topic name {name!r} is not allowed")
-    if not _LEGAL_TOPIC.match(name):
+    if not _LEGAL_TOPIC.fullmatch(name):
         raise InvalidTopicError(
             f"topic name {name!r} must be 1-249 characters of ASCII letters, digits, '.', '_' and '-'")
 
@@ -157,6 +160,9 @@ class StandaloneMetadata:
         self.local = local
         self.controller_id = local.broker_id
         self.topics: dict[str, TopicInfo] = {}
+        # Topics the file names but this broker cannot host (an illegal name, a log that cannot be opened):
+        # kept in the file, never served.
+        self.set_aside: dict[str, TopicInfo] = {}
         self.cluster_id = ""
         self._next_producer_id = 0
         self._producer_id_block_end = 0
@@ -169,7 +175,15 @@ class StandaloneMetadata:
             return
         data = json.loads(self._path.read_text())
         self.cluster_id = data["cluster_id"]
-        self.topics = {name: TopicInfo(name=name, **info) for name, info in data["topics"].items()}
+        for name, info in data["topics"].items():
+            topic = TopicInfo(name=name, **info)
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError as exc:
+                log.error("not hosting topic %r named in %s: %s", name, self._path, exc)
+                self.set_aside[name] = topic
+                continue
+            self.topics[name] = topic
         # Resume after the whole persisted block: ids of it may have been handed out before a crash.
         self._next_producer_id = data.get("producer_id_block_end", 0)
         self._producer_id_block_end = self._next_producer_id
@@ -181,7 +195,7 @@ class StandaloneMetadata:
             "producer_id_block_end": self._producer_id_block_end,
             "topics": {
                 t.name: {"partitions": t.partitions, "configs": t.configs, "topic_id": t.topic_id}
-                for t in self.topics.values()
+                for t in [*self.set_aside.values(), *self.topics.values()]
             },
         }
         write_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
@@ -209,7 +223,7 @@ class StandaloneMetadata:
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self.set_aside:
             raise FileExistsError(f"topic {name!r} already exists")
         if partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
@@ -236,6 +250,13 @@ class StandaloneMetadata:
         if self.topics.pop(name, None) is None:
             raise KeyError(name)
         self._save()
+
+    def set_topic_aside(self, name: str, reason: str) -> None:
+        """Stop serving a registered topic this broker cannot host; the file keeps naming it."""
+        info = self.topics.pop(name, None)
+        if info is not None:
+            log.error("not hosting topic %r named in %s: %s", name, self._path, reason)
+            self.set_aside[name] = info
 
     def adopt_topic(self, name: str, partitions: int) -> None:
         """Register a topic found on disk but missing from the registry (e.g. a copied log dir)."""

@@ -29,6 +29,7 @@ class ConnectionCounts(Protocol):
     connection_count: int
     connections_created: int
     connections_closed: int
+    client_errors: dict[str, int]
 
 
 class BrokerStateCollector(Collector):
@@ -112,8 +113,17 @@ class BrokerStateCollector(Collector):
         closed = CounterMetricFamily("kafka_server_socket_server_metrics_connection_close",
                                      "Client connections closed: connection-close-total")
         closed.add_metric([], connections.connections_closed)
+        client_errors = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_client_errors",
+            "Connections closed or refused, and requests refused, for what their client did, by kind "
+            "(malformed_request, unsupported_version, frame_too_large, request_read_timeout, closed_mid_frame, "
+            "refused_connection, invalid_topic_name, ...); lines about them are logged at most once a minute per "
+            "client address and kind", labels=["kind"])
+        for kind, count in sorted(connections.client_errors.items()):
+            client_errors.add_metric([kind], count)
         yield created
         yield closed
+        yield client_errors
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

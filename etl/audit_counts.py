@@ -75,6 +75,21 @@ class AuditCounts:
         for age in ages:
             counts[3].add(age)
 
+    def unquarantine(self, topic: str, reason: str, datacenter: str, time_ms: int, event_id: str | None,
+                     size: int) -> None:
+        """Take one record out of the quarantine counts of (topic, reason, datacenter, window of ``time_ms``): a
+        replay loaded it, so its quarantine record is netted out by a negative one (docs/accounting.md)."""
+        start = time_ms - time_ms % self.window_ms
+        counts = self.quarantined.setdefault((topic, reason, datacenter, start), [0, 0, None, 0, LatencyBuckets()])
+        if event_id:
+            counts[0] -= 1
+            counts[1] -= size
+            sketch = EventSketch()
+            sketch.add([event_id], copies=-1)
+            counts[2] = sketch if counts[2] is None else counts[2] + sketch
+        else:
+            counts[3] -= 1
+
     def records(self, run_id: str, properties: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """The AuditCount records (JSON form, the sketch in base64), rows first."""
         host = f"etl-{socket.gethostname()}"

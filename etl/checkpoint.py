@@ -47,7 +47,7 @@ __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "HourPartition", "QUARANTINE_DIR",
 CHECKPOINT_FORMAT = 1
 #: The warehouse directory of the quarantine table (one subdirectory per topic).
 QUARANTINE_DIR = "_quarantine"
-_HOUR_DIRECTORY = re.compile(r"^date=(\d{4}-\d{2}-\d{2})/hour=(\d{1,2})$")
+_HOUR_DIRECTORY = re.compile(r"date=([0-9]{4}-[0-9]{2}-[0-9]{2})/hour=([0-9]{1,2})")
 _ATTEMPTS = 20
 
 
@@ -81,7 +81,7 @@ def hour_partition_of(path: str) -> HourPartition | None:
         parts = parts[1:]
     if len(parts) != 4:
         return None
-    found = _HOUR_DIRECTORY.match(f"{parts[1]}/{parts[2]}")
+    found = _HOUR_DIRECTORY.fullmatch(f"{parts[1]}/{parts[2]}")
     if found is None:
         return None
     return HourPartition(quarantine, parts[0], found.group(1), int(found.group(2)))

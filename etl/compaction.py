@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CompactionTask", "compact_topic", "compaction_plan"]
 
-_HOUR_PATH = re.compile(r"^date=([^/]+)/hour=(\d+)$")
+_HOUR_PATH = re.compile(r"date=([^/]+)/hour=([0-9]+)")
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def compact_topic(spark: "SparkSession", warehouse: Path, topic: str, tasks: lis
     moves = []
     for file in sorted(staging.rglob("*.parquet")):
         relative = file.parent.relative_to(staging)
-        found = _HOUR_PATH.match(relative.as_posix())
+        found = _HOUR_PATH.fullmatch(relative.as_posix())
         if found is None or file.name.startswith(("_", ".")):
             continue
         hour = (found.group(1), int(found.group(2)))

@@ -23,17 +23,18 @@ from pipeline.config import (
     parse_regex,
     parse_str,
 )
+from etl.faults import PAUSE_POINTS
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["ETL_PROPERTIES", "EtlConfig", "parse_duration"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(text: str) -> float:
     """``500ms``, ``30s``, ``5m``, ``1h``, ``1d`` or plain seconds -> seconds."""
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if match is None:
         raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {text!r}")
     return float(match.group(1)) * _SECONDS[match.group(2) or "s"]
@@ -87,6 +88,14 @@ ETL_PROPERTIES = (
     Property("metrics.port", parse_optional_int, None,
              "the scheduler serves Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)",
              at_least=0, at_most=65535),
+    # Fault injection, for tests and drills only (etl.faults).
+    Property("fault.pause.at", parse_choice("", *PAUSE_POINTS), "",
+             "fault injection: a run (driver or task) stops dead at this point, after writing fault.pause.file, for "
+             "a test to kill it exactly there (empty: never)"),
+    Property("fault.pause.file", parse_str, "", "fault injection: the marker file a paused run writes first"),
+    Property("fault.drop.event.ids", parse_str, "",
+             "fault injection: the tasks lose the events with these header.eventId values (comma-separated): not "
+             "written, not counted, their offsets committed -- an ETL bug for the audit to name (empty: none)"),
 )
 
 

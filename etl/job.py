@@ -34,6 +34,7 @@ from etl.audit_counts import WAREHOUSE_TIER, AuditCounts
 from etl.avro_types import UnsupportedSchema
 from etl.commit import Committer, LockLost, OfflineCluster
 from etl.config import EtlConfig
+from etl.faults import Faults, configure
 from etl.files import fsync_file
 from etl.history import RunHistory
 from etl.load import ColumnClash, load_topic, staged_moves, staged_quarantine_moves
@@ -183,7 +184,8 @@ class _Run:
         def load(topic: str, first: int, ranges: list[OffsetRange]) -> None:
             context = TaskContext(topic, brokers, self.config["schema.registry.url"], readers[topic],
                                   self.config["fetch.size"], self.config["out.of.range"] == "earliest", run_id,
-                                  str(self.warehouse.staged_quarantine(run_id, topic)) if quarantine else None)
+                                  str(self.warehouse.staged_quarantine(run_id, topic)) if quarantine else None,
+                                  Faults.of(self.config))
             spark.sparkContext.setJobGroup(f"{run_id}-{topic}", f"etl run {run_id}: {topic}")
             try:
                 load_topic(spark, context, ranges, first, self.warehouse.staged_table(run_id, topic),
@@ -319,6 +321,7 @@ def run_once(config: EtlConfig, spark: SparkSession | Callable[[], SparkSession]
     A topic that cannot be loaded makes the run ``partial`` (returned, the topics in ``topic_errors``); any other
     failure raises an EtlError after recording a failed run.
     """
+    configure(Faults.of(config))
     run = _Run(config, spark, on_progress, still_locked)
     report = run.report
     history = RunHistory(config.warehouse, run.group, config["history.keep"])

@@ -32,8 +32,8 @@ __all__ = ["ColumnClash", "load_topic", "staged_moves", "staged_quarantine_moves
 
 _RANGE_ROWS = T.StructType([T.StructField("index", T.IntegerType()), T.StructField("partition", T.IntegerType()),
                             T.StructField("start", T.LongType()), T.StructField("end", T.LongType())])
-_PART_FILE = re.compile(r"^part-(\d+)-.*?\.c(\d+)(?:\.[a-z0-9]+)?\.parquet$")
-_QUARANTINE_FILE = re.compile(r"^part-(\d+)\.parquet$")
+_PART_FILE = re.compile(r"part-([0-9]+)-.*?\.c([0-9]+)(?:\.[a-z0-9]+)?\.parquet")
+_QUARANTINE_FILE = re.compile(r"part-([0-9]+)\.parquet")
 
 
 class ColumnClash(ValueError):
@@ -73,7 +73,7 @@ def staged_moves(warehouse: Path, staging: Path, topic: str, ranges: list[Offset
     if not staging.is_dir():
         return moves
     for file in sorted(staging.rglob("*.parquet")):
-        match = _PART_FILE.match(file.name)
+        match = _PART_FILE.fullmatch(file.name)
         if match is None or any(part.startswith(("_", ".")) for part in file.relative_to(staging).parts):
             continue
         index = int(match.group(1))
@@ -93,7 +93,7 @@ def staged_quarantine_moves(warehouse: Path, staging: Path, topic: str, ranges: 
     if not staging.is_dir():
         return moves
     for file in sorted(staging.rglob("part-*.parquet")):
-        match = _QUARANTINE_FILE.match(file.name)
+        match = _QUARANTINE_FILE.fullmatch(file.name)
         if match is None:
             continue
         index = int(match.group(1))

@@ -7,7 +7,9 @@ goes through the same conversion as in a task (etl.task's RowBuilder, today's re
 with at least one record that now loads is replaced: its loaded records become new table files and the rest a new
 quarantine file, published by one manifest that also removes the old file. A file none of whose records loads is
 left as it is. The commit's audit step publishes tier-warehouse AuditCount records for the rows loaded (with
-``properties.replayed`` = true), so that the audit finds the events it had named quarantined in the warehouse.
+``properties.replayed`` = true) and, for each reason and window, a quarantine record with negative counts that
+nets out those rows' earlier quarantine record: the audit then finds in the warehouse the events it had named
+quarantined, and names them no longer.
 
     <topic>/date=D/hour=H/<topic>-replayed-<run>-<n>.parquet               rows loaded by a replay
     _quarantine/<topic>/date=D/hour=H/<topic>-replayed-<run>-<n>.parquet   what the replay left in quarantine
@@ -171,6 +173,7 @@ class _TopicReplay:
             gone = {index for index, _ in refused}
             kept += [loaded[index] for index in sorted(gone)]
             marks = [mark for index, mark in enumerate(marks) if index not in gone]
+            loaded = [record for index, record in enumerate(loaded) if index not in gone]
         if batch.num_rows == 0:
             return 0, len(kept)
         self._stage_rows(batch)
@@ -178,6 +181,10 @@ class _TopicReplay:
             self._stage_kept(path, kept)
         self.replaced.append(path)
         now_s = time.time()
+        for record in loaded:
+            time_ms = record["event_time"] if record["event_time"] is not None else record["kafka_timestamp"]
+            self.audit.unquarantine(self.topic, record["reason"], record["datacenter"] or "", time_ms,
+                                    record["event_id"], len(record["value"] or b""))
         for (datacenter, start), event_id, size, event_ms in marks:
             self.audit.add_rows(self.topic, datacenter, start, [event_id] if event_id else [], size,
                                 [now_s - event_ms / 1000])

@@ -40,7 +40,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from audit.latency import LatencyBuckets
 from audit.sketch import EventSketch
-from etl.faults import dropped_event_ids, pause_at
+from etl.faults import Faults, configure, dropped_event_ids, pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
 from etl.quarantine import (
     NOT_WIRE_FORMAT,
@@ -107,6 +107,8 @@ class TaskContext:
     skip_out_of_range: bool
     run_id: str = ""
     quarantine_dir: str | None = None
+    #: Fault injection (tests and drills only).
+    faults: Faults = Faults()
 
 
 RangeStats = dict[str, Any]
@@ -483,6 +485,7 @@ def load_ranges(context: TaskContext, window_ms: int, accumulator: Any, target: 
     """The mapInArrow function: for each (index, partition, start, end) row, the range's Arrow batches, cast
     to ``target`` (Spark's Arrow form of the table's schema), its bad records written to the staged quarantine."""
     started = time.time()
+    configure(context.faults)
     decoder = Decoder(_registry(context.registry_url), context.reader_schema)
     arrow_schema = table_arrow_schema(json.loads(context.reader_schema))
     for batch in batches:

@@ -39,7 +39,7 @@ from schemas.events import AUDIT_TOPIC
 
 __all__ = ["MIRROR_PROPERTIES", "MirrorConfig", "parse_sources", "topic_filter"]
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def parse_sources(text: str) -> dict[str, str]:
@@ -49,7 +49,7 @@ def parse_sources(text: str) -> dict[str, str]:
     name: str | None = None
     for part in (p.strip() for p in text.split(",")):
         head, sep, rest = part.partition("=")
-        if sep and _NAME.match(head):
+        if sep and _NAME.fullmatch(head):
             if head in sources:
                 raise ValueError(f"source {head!r} given twice")
             name = head
@@ -111,6 +111,9 @@ MIRROR_PROPERTIES = (
              "target topic the AuditCount records go to (records of it mirrored from a source are not counted)"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry of the AuditCount schema, comma-separated URLs"),
+    Property("fault.drop.event.ids", parse_str, "",
+             "fault injection, for tests and drills only: the mirror loses the events with these header.eventId "
+             "values (comma-separated), taking them as acknowledged without sending them (empty: none)"),
 )
 
 # What the mirror's guarantees rest on: set by the mirror, refused from the user.

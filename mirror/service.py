@@ -70,6 +70,9 @@ log = logging.getLogger(__name__)
 
 # A commit that failed for one of these is retried at the next interval.
 _COMMIT_ERRORS = (KazooException, OSError)
+# How long the target may acknowledge nothing of the records in flight before the mirror says so (and again
+# every as long while it lasts): this many seconds, or commit intervals if that is shorter.
+_STALL_WARNING_S = 10.0
 
 # Longest wait for the audit counts to be published before a commit (none is made without them).
 _AUDIT_PUBLISH_TIMEOUT_S = 10.0
@@ -198,7 +201,7 @@ class MirrorService(CallbackHandler):
         self._target_discovery: Any = None
         self._audit: MirrorAudit | None = None
         self._lag_labels: set[tuple[str, str, str]] = set()
-        self._drop = dropped_event_ids()
+        self._drop = dropped_event_ids(config)
         quarantine_dir = config.quarantine_dir()
         self.quarantine = MirrorQuarantine(quarantine_dir) if quarantine_dir is not None else None
         #: Topics whose target batches the producer was fitted to (Producer.size_for_topic).
@@ -214,6 +217,8 @@ class MirrorService(CallbackHandler):
         try:
             self._start()
             interval_s = config["offset.commit.interval.ms"] / 1000
+            # The producer retries a target that is away without a word: say so while nothing is acknowledged.
+            acknowledged, stalled_since, warned_at = self.mirrored, time.monotonic(), time.monotonic()
             while not self._wake.wait(interval_s):
                 try:
                     self.commit()
@@ -222,6 +227,14 @@ class MirrorService(CallbackHandler):
                     self.metrics.errors.labels("CommitFailed").inc()
                     log.warning("offset commit failed (retried at the next interval): %r", exc)
                 self._update_lag()
+                now, outstanding = time.monotonic(), self.tracker.outstanding()
+                if self.mirrored != acknowledged or not outstanding:
+                    acknowledged, stalled_since, warned_at = self.mirrored, now, now
+                elif now - warned_at >= min(_STALL_WARNING_S, 10 * interval_s):
+                    warned_at = now
+                    log.warning("the target (%s) has acknowledged none of %d records in flight for %.0f s; the "
+                                "producer keeps retrying", config["target.zookeeper.connect"]
+                                or config["target.bootstrap.servers"], outstanding, now - stalled_since)
         finally:
             self._shutdown()
             stop.set()

@@ -47,6 +47,10 @@ EMULATOR_PROPERTIES = (
     Property("system.metrics.interval.ms", _parse_int, 10_000, "a SystemMetricsEvent per host this often",
              at_least=1),
     Property("audit.window.ms", _parse_int, 60_000, "audit window of event time", at_least=1),
+    Property("audit.settle.ms", _parse_int, 5_000,
+             "a window's count is published this long after it ended even with events still in flight (being "
+             "retried, up to delivery.timeout.ms), as a count of what settled and what is still unsettled; what "
+             "settles later follows in further counts, and the audit holds the window pending meanwhile", at_least=0),
     Property("audit.topic", parse_str, AUDIT_TOPIC, "topic the AuditCount records go to"),
     Property("metrics.port", parse_optional_int, None,
              "serve Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)", at_least=0, at_most=65535),

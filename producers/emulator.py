@@ -186,7 +186,7 @@ class FrontendEmulator:
             if now >= next_close:
                 if created_log is not None:
                     created_log.flush()
-                publisher.publish(audit.close_windows(int(time.time() * 1000)))
+                publisher.publish(audit.close_windows(int(time.time() * 1000), config["audit.settle.ms"]))
                 next_close = now + close_every_s
             if now >= status_at:
                 self._report(now - status_at + _STATUS_EVERY_S, self.sent - status_sent, rate.skipped - status_skipped)

@@ -50,7 +50,7 @@ AUDIT_TOPIC = AUDIT_NAME
 
 _PRIMITIVE_TYPES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
-_FILE_NAME = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.v(?P<version>[1-9][0-9]*))?\.avsc$")
+_FILE_NAME = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.v(?P<version>[1-9][0-9]*))?\.avsc")
 
 
 def subject_for(topic: str) -> str:
@@ -103,7 +103,7 @@ def _index() -> dict[str, dict[int, str]]:
     """Short name -> version -> file name, for every `.avsc` file in the package."""
     index: dict[str, dict[int, str]] = {}
     for entry in (resources.files(__package__) / "avro").iterdir():
-        match = _FILE_NAME.match(entry.name)
+        match = _FILE_NAME.fullmatch(entry.name)
         if match is None:
             continue
         version = int(match.group("version") or 1)

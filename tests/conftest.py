@@ -30,6 +30,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: starts real processes on loopback ports")
     # kafka-python 3.x loads its protocol schemas with the legacy importlib.resources API.
     config.addinivalue_line("filterwarnings", r"ignore:(read_text|open_text) is deprecated:DeprecationWarning")
+    # A coroutine never awaited is a request or a task silently dropped (issue 26): a failure, suite-wide. The
+    # warning is raised in the coroutine's finalizer, so pytest reports it as an unraisable exception.
+    config.addinivalue_line("filterwarnings", r"error:coroutine .* was never awaited:RuntimeWarning")
+    config.addinivalue_line("filterwarnings",
+                            r"error:Exception ignored in. <coroutine:pytest.PytestUnraisableExceptionWarning")
     os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTIONS)
 
 

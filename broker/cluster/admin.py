@@ -32,6 +32,7 @@ from kazoo.protocol.states import WatchedEvent
 from broker.admin_manager import TopicError, validate_name, validate_new_partitions, validate_new_topic
 from broker.cluster.controller import assign_replicas
 from broker.cluster.metadata_cache import ZkMetadataCache
+from pipeline.error_text import describe_error
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.log.log_config import LogConfig
 from pipeline.protocol.errors import ErrorCode
@@ -48,7 +49,7 @@ CONFIG_VIEW_WAIT_S = 5.0
 def zookeeper_unavailable(name: str, outcome: str, exc: Exception) -> TopicError:
     """The retriable error of a topic operation ZooKeeper did not answer in time."""
     return TopicError(ErrorCode.REQUEST_TIMED_OUT,
-                      f"ZooKeeper is unavailable; topic {name!r} {outcome} ({exc or type(exc).__name__})")
+                      f"ZooKeeper is unavailable; topic {name!r} {outcome} ({describe_error(exc)})")
 
 
 class ZkAdminManager:
@@ -180,7 +181,7 @@ class ZkAdminManager:
         except (ZooKeeperTimeout, KazooException) as exc:
             # ZooKeeper is unavailable: kazoo still sends the delete once it reconnects, and a later request
             # for this name replaces a refused one.
-            log.warning("could not withdraw %s yet: %s", request_path, exc or type(exc).__name__)
+            log.warning("could not withdraw %s yet: %s", request_path, describe_error(exc))
 
     def auto_create(self, name: str) -> None:
         """Start creating ``name`` in the background with the defaults; TopicError at once if the name is illegal."""

@@ -52,6 +52,7 @@ from kazoo.recipe.watchers import DataWatch
 from broker.cluster import elections
 from broker.cluster.reassignment import ReassignmentStep, reassignment_step, valid_target
 from broker.cluster.metadata_cache import PartitionState, parse_partition_state
+from pipeline.error_text import describe_error
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk import layout
@@ -251,7 +252,7 @@ class KafkaController:
     def _retry(self, kind: str, reason: Exception) -> None:
         failures = self._failures[kind] = self._failures.get(kind, 0) + 1
         delay = min(RETRY_BACKOFF_S[1], RETRY_BACKOFF_S[0] * 2 ** (failures - 1))
-        log.warning("controller event %s failed (%s); retrying in %.1fs", kind, reason or type(reason).__name__,
+        log.warning("controller event %s failed (%s); retrying in %.1fs", kind, describe_error(reason),
                     delay)
         if kind in self._retry_timers:
             return
@@ -684,7 +685,7 @@ class KafkaController:
             try:
                 handle(topic)
             except (RetryLater, ZooKeeperTimeout, KazooException) as exc:
-                log.warning("request for topic %s: %s", topic, exc or type(exc).__name__)
+                log.warning("request for topic %s: %s", topic, describe_error(exc))
                 failed.append(topic)
         if failed:
             raise RetryLater(f"request(s) for {', '.join(failed)} will be tried again")

@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
+from pipeline.error_text import describe_error
 from pipeline.zk import layout
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 
@@ -56,7 +57,7 @@ class IsrChangeWriter:
                 return
             except (KazooException, ZooKeeperTimeout, NoNodeError) as exc:
                 log.warning("ISR change of %s-%d to %s not stored: %s", partition.topic, partition.index,
-                            sorted(isr), exc or type(exc).__name__)
+                            sorted(isr), describe_error(exc))
                 return
             if self._closed or not partition.is_leader or partition.leader_epoch != epoch:
                 return

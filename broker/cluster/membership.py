@@ -23,6 +23,7 @@ from broker.cluster.isr_writer import IsrChangeWriter
 from broker.cluster.metadata_cache import CacheChanges, ZkMetadataCache
 from broker.cluster.partition_leadership import PartitionLeadership
 from broker.cluster.registry import BrokerIdInUse, BrokerRegistry, ZkProducerIdManager
+from pipeline.error_text import describe_error
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.config import ConfigError, KafkaConfig
 from broker.coordinator.coordination import GroupCoordination
@@ -151,7 +152,7 @@ class ClusterMembership:
             try:
                 remaining = await self._call(self.registry.request_controlled_shutdown, wait_s)
             except (KazooException, ZooKeeperTimeout) as exc:
-                log.warning("controlled shutdown attempt %d failed: %s", attempt, exc or type(exc).__name__)
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, describe_error(exc))
                 continue
             if remaining is None:
                 log.warning("controlled shutdown attempt %d: no answer from the controller in %.1fs", attempt, wait_s)

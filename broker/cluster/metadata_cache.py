@@ -266,7 +266,7 @@ class ZkMetadataCache:
         self._post(apply)
 
     def _watch_shutting_down(self, children: list[str]) -> None:
-        ids = frozenset(int(child) for child in children if child.isdigit())
+        ids = frozenset(int(child) for child in children if child.isascii() and child.isdigit())
 
         def apply(changes: CacheChanges) -> None:
             self.shutting_down = ids

@@ -20,6 +20,7 @@ import uuid
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
+from pipeline.error_text import describe_error
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout, watch_until
 from broker.metadata import ProducerIdUnavailable
 from pipeline.zk import layout
@@ -129,7 +130,7 @@ class BrokerRegistry:
                 log.error("%s", exc)
                 return
             except Exception as exc:
-                log.warning("registering again failed (%s); retrying", exc)
+                log.warning("registering again failed (%s); retrying", describe_error(exc))
                 self._closed.wait(0.5)
 
     # -- producer ids -----------------------------------------------------------------------------
@@ -192,7 +193,7 @@ class ZkProducerIdManager:
         try:
             first, last = await self._registry.claim_producer_id_block()
         except (ZooKeeperTimeout, KazooException) as exc:
-            raise ProducerIdUnavailable(f"claiming a block of producer ids failed: {exc or type(exc).__name__}"
+            raise ProducerIdUnavailable(f"claiming a block of producer ids failed: {describe_error(exc)}"
                                         ) from None
         finally:
             self._claim = None

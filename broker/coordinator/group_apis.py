@@ -61,8 +61,9 @@ class GroupApis:
     # -- membership ------------------------------------------------------------------------------
 
     def handle_join_group(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
-        rebalance_timeout = request["rebalance_timeout_ms"]
-        if header.api_version == 0 or rebalance_timeout < 0:
+        # v0 has no rebalance timeout: Kafka uses the session timeout as the rebalance timeout.
+        rebalance_timeout = request.get("rebalance_timeout_ms", -1)
+        if rebalance_timeout < 0:
             rebalance_timeout = request["session_timeout_ms"]
         return self.coordinator.join_group(
             request["group_id"], request["member_id"], request.get("group_instance_id"), header.client_id or "",

@@ -30,6 +30,7 @@ from broker.coordinator.group_store import (
     GroupStoreError,
     TopicPartition,
 )
+from pipeline.error_text import describe_error
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk.layout import now_ms
 
@@ -589,7 +590,7 @@ class GroupCoordinator:
             self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
             return ErrorCode.NOT_COORDINATOR
         except (GroupStoreError, asyncio.TimeoutError) as exc:
-            log.warning("group %s: committing offsets failed: %s", group.group_id, exc or "timed out")
+            log.warning("group %s: committing offsets failed: %s", group.group_id, describe_error(exc))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     async def fetch_offsets(self, group_id: str,
@@ -607,7 +608,15 @@ class GroupCoordinator:
     # -- the stored record -------------------------------------------------------------------------
 
     async def _store_group(self, group: GroupMetadata) -> None:
-        """Write the group's record (serialized per group: each write is conditional on the last one's version)."""
+        """Write the group's record (serialized per group: each write is conditional on the last one's version).
+
+        The write goes on if the request that asked for it is cancelled (its client went away while it waited):
+        a write cut short would leave the group's version behind the store's."""
+        write = asyncio.ensure_future(self._write_group(group))
+        write.add_done_callback(_retrieve_exception)
+        await asyncio.shield(write)
+
+    async def _write_group(self, group: GroupMetadata) -> None:
         lock = self._store_locks.setdefault(group.group_id, asyncio.Lock())
         async with lock:
             try:
@@ -619,7 +628,7 @@ class GroupCoordinator:
                 self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
                 raise _NotHere(ErrorCode.NOT_COORDINATOR) from None
             except (GroupStoreError, asyncio.TimeoutError) as exc:
-                log.warning("group %s: storing it failed: %s", group.group_id, exc or "timed out")
+                log.warning("group %s: storing it failed: %s", group.group_id, describe_error(exc))
                 raise _NotHere(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
 
     async def _store_quietly(self, group: GroupMetadata) -> None:
@@ -763,6 +772,12 @@ def _join_error(code: int, member_id: str) -> dict:
 
 def _sync_answer(code: int, assignment: bytes = b"") -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "assignment": assignment}
+
+
+def _retrieve_exception(task: asyncio.Future) -> None:
+    """Mark a shielded task's exception as seen (it is logged where it is raised, and its waiter may be gone)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _settle(future: Any, value: Any) -> None:

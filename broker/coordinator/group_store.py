@@ -24,7 +24,8 @@ from typing import Any, Iterable, Protocol
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
-from pipeline.durable_file import write_atomically
+from pipeline.durable_file import fsync_dir, write_atomically
+from pipeline.error_text import describe_error
 from pipeline.zk import layout
 from pipeline.zk.client import BoundedZk
 
@@ -97,14 +98,14 @@ class ZkGroupStore:
         except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError):
             raise
         except KazooException as exc:
-            raise GroupStoreError(f"ZooKeeper {operation} failed: {exc or type(exc).__name__}") from None
+            raise GroupStoreError(f"ZooKeeper {operation} failed: {describe_error(exc)}") from None
 
     async def _gather(self, requests: list) -> list[Any]:
         try:
             return await asyncio.gather(*(self._zk.wait_async(r, self._timeout_s) for r in requests),
                                         return_exceptions=True)
         except KazooException as exc:
-            raise GroupStoreError(f"ZooKeeper failed: {exc or type(exc).__name__}") from None
+            raise GroupStoreError(f"ZooKeeper failed: {describe_error(exc)}") from None
 
     async def _commit(self, ops: list[tuple[str, tuple]]) -> list[Any]:
         """Run (operation, args) as one transaction; the list of per-operation results."""
@@ -114,7 +115,7 @@ class ZkGroupStore:
         try:
             return await self._zk.wait_async(transaction.commit_async(), self._timeout_s)
         except KazooException as exc:
-            raise GroupStoreError(f"ZooKeeper transaction failed: {exc or type(exc).__name__}") from None
+            raise GroupStoreError(f"ZooKeeper transaction failed: {describe_error(exc)}") from None
 
     async def load(self, group_id: str) -> tuple[dict[str, Any] | None, int]:
         try:
@@ -220,7 +221,7 @@ class ZkGroupStore:
                 return {}
             listed = await self._gather([client.get_children_async(layout.offsets_path(group_id, t)) for t in topics])
             wanted = [(topic, int(p)) for topic, children in zip(topics, listed)
-                      if not isinstance(children, Exception) for p in children if p.isdigit()]
+                      if not isinstance(children, Exception) for p in children if p.isascii() and p.isdigit()]
         else:
             wanted = list(partitions)
         results = await self._gather([client.get_async(layout.offset_path(group_id, *tp)) for tp in wanted])
@@ -299,12 +300,14 @@ def _transaction_failure(results: list[Any]) -> tuple[int, Exception] | None:
 # -- the standalone broker's log dir -------------------------------------------------------------------
 
 class FileGroupStore:
-    """Groups and offsets of a standalone broker in ``<log dir>/__consumer_offsets.jsonl``.
+    """Groups and offsets of a standalone broker in ``<log dir>/__consumer_offsets.jsonl`` (owner-only).
 
     Each change is one appended JSON line, written before the request is answered (a killed broker loses
     nothing written; the page cache holds it until ``flush``, as for partition logs). At start-up the file is
-    replayed (a torn last line from a crash is dropped); it is rewritten from the live state once it is four
-    times larger than that.
+    replayed (a torn last line from a crash is dropped). The store keeps the latest line of every group record
+    and committed offset, and so the live size, as it goes: once the file is four times larger than that, it is
+    rewritten from those lines on a thread off the event loop, while appends go on to the old file and are
+    carried over to the new one. A commit costs the same whatever the number of groups.
     """
 
     FILE_NAME = "__consumer_offsets.jsonl"
@@ -314,12 +317,22 @@ class FileGroupStore:
         self.path = Path(log_dir) / self.FILE_NAME
         self._records: dict[str, tuple[dict[str, Any], int]] = {}
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        # The latest line of each live entry -- a group's record, or one of its offsets -- and their total size.
+        self._lines: dict[str | tuple[str, str, int], bytes] = {}
+        self._live_bytes = 0
         self._replay()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(self._fd, 0o600)
         self._size = os.fstat(self._fd).st_size
         self._dirty = False
+        self._dir_dirty = False
         # The scheduler's flush runs on its own thread; a rewrite replaces the file descriptor under it.
         self._fd_lock = threading.Lock()
+        # While a rewrite runs: the lines appended since its snapshot, carried over to the new file at its end.
+        self._carried: list[bytes] | None = None
+        self._compaction: asyncio.Future | None = None
+        self.compactions = 0
+        self._closed = False
 
     def _replay(self) -> None:
         try:
@@ -331,7 +344,7 @@ class FileGroupStore:
             if not line.endswith(b"\n"):
                 break
             try:
-                self._apply(json.loads(line))
+                self._apply(json.loads(line), line)
             except (ValueError, KeyError, TypeError):
                 log.warning("%s: unreadable entry at byte %d; the rest is dropped", self.path, good)
                 break
@@ -340,52 +353,99 @@ class FileGroupStore:
             with open(self.path, "r+b") as file:
                 file.truncate(good)
 
-    def _apply(self, entry: dict[str, Any]) -> None:
+    def _apply(self, entry: dict[str, Any], line: bytes) -> None:
         group = entry["group"]
         kind = entry["type"]
         if kind == "group":
             self._records[group] = (entry["record"], int(entry["version"]))
+            self._keep(group, line)
         elif kind == "offset":
             key = (entry["topic"], int(entry["partition"]))
             if entry.get("offset") is None:
                 self._offsets.get(group, {}).pop(key, None)
+                self._keep((group, *key), None)
             else:
                 self._offsets.setdefault(group, {})[key] = CommittedOffset(
                     int(entry["offset"]), entry.get("metadata", ""), int(entry["commit_timestamp"]),
                     entry.get("expire_timestamp"))
+                self._keep((group, *key), line)
         elif kind == "delete":
             self._records.pop(group, None)
-            self._offsets.pop(group, None)
+            self._keep(group, None)
+            for topic, partition in self._offsets.pop(group, {}):
+                self._keep((group, topic, partition), None)
         else:
             raise ValueError(f"unknown entry type {kind!r}")
 
+    def _keep(self, key: str | tuple[str, str, int], line: bytes | None) -> None:
+        """Make ``line`` the live line of ``key`` (None: the key has none any more), keeping the live size."""
+        old = self._lines.pop(key, None) if line is None else self._lines.get(key)
+        if old is not None:
+            self._live_bytes -= len(old)
+        if line is not None:
+            self._lines[key] = line
+            self._live_bytes += len(line)
+
     def _append(self, entries: list[dict[str, Any]]) -> None:
-        for entry in entries:
-            self._apply(entry)
-        data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries)
-        os.write(self._fd, data)
+        lines = [json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries]
+        for entry, line in zip(entries, lines):
+            self._apply(entry, line)
+        data = b"".join(lines)
+        with self._fd_lock:
+            os.write(self._fd, data)
         self._size += len(data)
         self._dirty = True
-        if self._size > self.MIN_COMPACT_BYTES and self._size > 4 * self._live_size():
-            self._rewrite()
+        if self._carried is not None:
+            self._carried.append(data)
+        elif self._size > self.MIN_COMPACT_BYTES and self._size > 4 * self._live_bytes:
+            self._start_compaction()
 
-    def _entries(self) -> list[dict[str, Any]]:
-        entries = [{"type": "group", "group": g, "record": r, "version": v} for g, (r, v) in self._records.items()]
-        for group, offsets in self._offsets.items():
-            entries += [_offset_entry(group, tp, c) for tp, c in offsets.items()]
-        return entries
+    def _start_compaction(self) -> None:
+        """Rewrite the file from the live lines on a thread; appends meanwhile are carried over at its end."""
+        snapshot = list(self._lines.values())
+        self._carried = []
+        self._compaction = asyncio.get_running_loop().run_in_executor(None, self._write_snapshot, snapshot)
+        self._compaction.add_done_callback(self._finish_compaction)
 
-    def _live_size(self) -> int:
-        return sum(len(json.dumps(e, separators=(",", ":"))) + 1 for e in self._entries())
+    def _write_snapshot(self, lines: list[bytes]) -> tuple[Path, int]:
+        """(On a thread.) The live lines in a new file beside the store, synced; (its path, its size)."""
+        tmp = self.path.with_name(self.path.name + ".compacting")
+        data = b"".join(lines)
+        write_atomically(tmp, data, mode=0o600)
+        return tmp, len(data)
 
-    def _rewrite(self) -> None:
-        data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in self._entries())
-        write_atomically(self.path, data)
+    def _finish_compaction(self, done: asyncio.Future) -> None:
+        """(On the loop.) Add the lines appended meanwhile to the new file and put it in the old one's place."""
+        carried, self._carried, self._compaction = self._carried or [], None, None
+        if done.cancelled():
+            return
+        if self._closed:
+            if done.exception() is None:
+                done.result()[0].unlink(missing_ok=True)
+            return
+        error = done.exception()
+        if error is not None:
+            log.error("%s: compacting failed (%s: %s); appending to the old file goes on", self.path,
+                      type(error).__name__, error)
+            return
+        tmp, size = done.result()
+        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND)
+        try:
+            tail = b"".join(carried)
+            os.write(fd, tail)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            os.close(fd)
+            log.error("%s: compacting failed (%s: %s); appending to the old file goes on", self.path,
+                      type(exc).__name__, exc)
+            return
         with self._fd_lock:
             os.close(self._fd)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        self._size = len(data)
-        self._dirty = False
+            self._fd = fd
+        self._size = size + len(tail)
+        # The carried lines and the rename reach the disk with the next flush.
+        self._dirty = self._dir_dirty = True
+        self.compactions += 1
 
     def _check(self, group_id: str, expected_version: int) -> None:
         version = self._records.get(group_id, (None, NO_VERSION))[1]
@@ -424,16 +484,28 @@ class FileGroupStore:
     async def group_ids(self) -> list[str]:
         return sorted(self._records)
 
+    async def wait_compacted(self) -> None:
+        """Wait for a rewrite in progress, if any (for tests and shutdown)."""
+        compaction = self._compaction
+        if compaction is not None:
+            await asyncio.wait([compaction])
+
     def flush(self) -> None:
-        """fsync what was appended since the last flush (the scheduler's flusher calls this)."""
+        """fsync what was appended since the last flush (the scheduler's flusher calls this), and the directory
+        after a rewrite."""
         with self._fd_lock:
             if self._dirty:
                 self._dirty = False
                 os.fsync(self._fd)
+            if self._dir_dirty:
+                self._dir_dirty = False
+                fsync_dir(self.path.parent)
 
     def close(self) -> None:
+        """Sync and close the file; a rewrite still running is abandoned (the file as it is holds everything)."""
         self.flush()
         with self._fd_lock:
+            self._closed = True
             os.close(self._fd)
 
 

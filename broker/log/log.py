@@ -59,8 +59,8 @@ from pipeline.protocol.records import InvalidRecordsError, decode_batch, validat
 MAX_COMPRESSION_RATIO = 64
 
 DELETED_DIR_SUFFIX = "-delete"
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
-_TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
+_SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex)")
+_TOPIC_PARTITION = re.compile(r"(.+)-([0-9]+)")
 
 
 def now_ms() -> int:
@@ -70,7 +70,7 @@ def now_ms() -> int:
 
 def parse_topic_partition(dir_name: str) -> tuple[str, int] | None:
     """(topic, partition) from a ``<topic>-<partition>`` directory name, or None."""
-    match = _TOPIC_PARTITION.match(dir_name)
+    match = _TOPIC_PARTITION.fullmatch(dir_name)
     if match is None:
         return None
     return match.group(1), int(match.group(2))
@@ -165,7 +165,7 @@ class Log:
             if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
                 (self.dir / name).unlink(missing_ok=True)
                 continue
-            match = _SEGMENT_FILE.match(name)
+            match = _SEGMENT_FILE.fullmatch(name)
             if match is None:
                 continue
             if match.group(2) == LOG_SUFFIX:
@@ -245,7 +245,7 @@ class Log:
             swap.recover()
             end = swap.next_offset
             for name in os.listdir(self.dir):
-                match = _SEGMENT_FILE.match(name)
+                match = _SEGMENT_FILE.fullmatch(name)
                 if match is not None and base <= int(match.group(1)) < max(end, base + 1):
                     (self.dir / name).unlink(missing_ok=True)
             swap.on_become_inactive()

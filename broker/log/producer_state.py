@@ -21,7 +21,7 @@ from broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 MAX_BATCHES_PER_PRODUCER = 5
 SNAPSHOT_SUFFIX = ".snapshot"
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+_SNAPSHOT_NAME = re.compile(r"([0-9]{20})\.snapshot")
 _SNAPSHOT_VERSION = 1
 INT32_MAX = 0x7FFFFFFF
 
@@ -163,7 +163,7 @@ class ProducerStateManager:
         """(offset, path) of every snapshot file in the partition directory, oldest first."""
         found = []
         for name in os.listdir(self.dir):
-            match = _SNAPSHOT_NAME.match(name)
+            match = _SNAPSHOT_NAME.fullmatch(name)
             if match:
                 found.append((int(match.group(1)), self.dir / name))
         found.sort()

@@ -19,7 +19,7 @@ def parse_overrides(text: str) -> dict[str, int]:
     overrides: dict[str, int] = {}
     for entry in filter(None, (part.strip() for part in text.split(","))):
         host, sep, count = entry.rpartition(":")
-        if not sep or not host or not count.strip().isdigit():
+        if not sep or not host or not (count.strip().isascii() and count.strip().isdigit()):
             raise ConfigError(f"max.connections.per.ip.overrides entry {entry!r}: expected host:count")
         try:
             address = socket.gethostbyname(host.strip("[] "))
@@ -50,6 +50,18 @@ class ConnectionQuotas:
         self.total += 1
         self._per_ip[address] = count + 1
         return None
+
+    @property
+    def at_max_connections(self) -> bool:
+        return self.total >= self.max_connections
+
+    def count(self, address: str) -> int:
+        """Open connections from ``address``."""
+        return self._per_ip.get(address, 0)
+
+    def busiest_address(self) -> str | None:
+        """The address holding the most connections (None when there are none)."""
+        return max(self._per_ip, key=self._per_ip.__getitem__, default=None)
 
     def close(self, address: str) -> None:
         """Forget one connection counted by :meth:`try_open`."""

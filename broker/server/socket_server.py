@@ -12,12 +12,26 @@ Whatever clients send, memory and service stay bounded:
 - request bytes read but not yet answered are capped across all connections (``queued.max.request.bytes``,
   :class:`~broker.server.memory_pool.RequestMemoryPool`): at the cap, connections stop reading;
 - a connection handles at most ``FRAMES_PER_TURN`` frames before yielding to the others;
-- connections over ``max.connections`` / ``max.connections.per.ip`` are closed right after accept, and
-  connections silent for ``connections.max.idle.ms`` are closed by a periodic scan;
+- connections over ``max.connections.per.ip`` (or its per-address override) are closed right after
+  accept; at ``max.connections`` (unlimited by default, as in Kafka), a connection from an address holding
+  fewer connections than the busiest one takes the place of that address's least recently active
+  connection, so that one address cannot starve the others;
+- connections silent for ``connections.max.idle.ms``, and connections silent for ``socket.request.read.timeout.ms``
+  in the middle of a frame, are closed by a periodic scan;
+- a connection whose request is parked (a :class:`Deferred` answer that only waits: a long-polling fetch,
+  a JoinGroup waiting for the rebalance) watches its socket: when the client goes away, the socket and its
+  place in the quotas are given back at once and the wait is cancelled (its answer would go nowhere), as
+  Kafka's purgatory completes it; a client found gone by the periodic scan while another request runs (a
+  commit being written), or when an answer cannot be sent, is given back the same way, its requests left to
+  run;
 - when accept fails for lack of file descriptors, the server backs off (logging at most every few
   seconds) and goes on serving the connections it has.
 
+Every request read whole is executed exactly once, in order, even when its client went away before its
+answer (a reset after pipelined requests): answers to a gone client are discarded, the requests are not.
 A frame longer than ``socket.request.max.bytes``, or a handler that raises, closes only that connection.
+Warnings about what clients send are limited per client address and kind (:class:`WarningLimiter`) and
+counted by kind in ``client_errors``.
 """
 
 from __future__ import annotations
@@ -33,6 +47,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
 from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
+from broker.server.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
 
@@ -63,27 +78,57 @@ class FileRegion(Protocol):
 
 
 class CloseConnection(Exception):
-    """Raised by a handler to drop the connection after logging why (e.g. a malformed request)."""
+    """Raised by a handler to drop the connection after logging why (e.g. a malformed request); ``kind``
+    names the problem in the rate-limited warning and the client-errors metric."""
+
+    def __init__(self, message: str, kind: str = "refused_request") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Deferred:
+    """A response that comes later: the server awaits the handler's ``awaitable`` and turns its result into
+    response chunks with ``finish`` (None: the result is the chunks).
+
+    ``parked``: the awaitable only waits (Kafka's purgatory: a long-polling fetch, a JoinGroup waiting for the
+    rebalance), so the server cancels it when its client goes away; other deferred responses run to their end
+    whatever the client does. Handing the server the handler's own coroutine, rather than one wrapping it, is
+    what lets it close or cancel that coroutine cleanly when it never gets to run.
+    """
+
+    __slots__ = ("awaitable", "finish", "parked")
+
+    def __init__(self, awaitable: Awaitable[Any], finish: Callable[[Any], Chunks | None] | None = None,
+                 parked: bool = False) -> None:
+        self.awaitable = awaitable
+        self.finish = finish
+        self.parked = parked
+
+
+class ClientGone(ConnectionError):
+    """The client closed or reset the connection while the broker held requests of it."""
 
 
 Chunks = Sequence[Any]
 # The handler takes a frame (without its length prefix) and the connection's peer name; it returns the
-# response chunks, None for no response (acks=0), or an awaitable of either (e.g. a long-polling fetch).
-Handler = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]"]
+# response chunks, None for no response (acks=0), or a Deferred (or bare awaitable) of either (e.g. a
+# long-polling fetch).
+Handler = Callable[[memoryview, str], "Chunks | None | Deferred | Awaitable[Chunks | None]"]
 
 
 class SocketServer:
     """Listens on one address and serves every connection with the given request handler.
 
-    ``queued_max_request_bytes`` None (or negative) and ``connections_max_idle_ms`` None (or negative)
-    mean no cap and no idle timeout.
+    ``queued_max_request_bytes`` None (or negative), ``connections_max_idle_ms`` and ``request_read_timeout_ms``
+    None (or negative) mean no cap and no timeout.
     """
 
     def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int, *,
                  use_sendfile: bool = True, queued_max_request_bytes: int | None = None,
                  connections_max_idle_ms: int | None = None, max_connections: int = UNLIMITED,
                  max_connections_per_ip: int = UNLIMITED,
-                 max_connections_per_ip_overrides: dict[str, int] | None = None) -> None:
+                 max_connections_per_ip_overrides: dict[str, int] | None = None,
+                 request_read_timeout_ms: int | None = None) -> None:
         self._host = host
         self._use_sendfile = use_sendfile
         self._port = port
@@ -93,6 +138,9 @@ class SocketServer:
         self.memory_pool = RequestMemoryPool(cap if cap is not None and cap > 0 else None)
         idle = connections_max_idle_ms
         self._idle_seconds = idle / 1000 if idle is not None and idle > 0 else None
+        partial = request_read_timeout_ms
+        self._partial_seconds = partial / 1000 if partial is not None and partial > 0 else None
+        self.warnings = WarningLimiter(log)
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
         self._listener: socket.socket | None = None
         self._tasks: list[asyncio.Task] = []
@@ -114,7 +162,7 @@ class SocketServer:
         self.bound_port = listener.getsockname()[1]
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._accept_loop()))
-        self._tasks.append(loop.create_task(self._scan(self._idle_seconds)))
+        self._tasks.append(loop.create_task(self._scan(self._idle_seconds, self._partial_seconds)))
 
     async def stop_accepting(self) -> None:
         """Close the listening socket; established connections go on until close_all()."""
@@ -130,7 +178,14 @@ class SocketServer:
 
     @property
     def connection_count(self) -> int:
-        return len(self.connections)
+        """Open client connections (not those whose client left while their last requests finish)."""
+        return self.quotas.total
+
+    @property
+    def client_errors(self) -> dict[str, int]:
+        """Connections closed or refused, and requests refused (the request handlers share the limiter), for
+        what their client did, by kind (logged or not)."""
+        return dict.copy(self.warnings.counts)  # one C call: safe against the loop adding a kind meanwhile
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -161,52 +216,92 @@ class SocketServer:
                 backoff, failures, last_logged = 0.0, 0, float("-inf")
             address = addr[0]
             refused = self.quotas.try_open(address)
+            if refused is not None and self.quotas.at_max_connections:
+                refused = self._make_room_for(address, refused)
             if refused is not None:
-                log.warning("refused connection from %s:%s: %s", address, addr[1], refused)
+                self.warnings.warn(address, "refused_connection", "refused connection from %s:%s: %s", address,
+                                   addr[1], refused)
                 sock.close()
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = _Connection(sock, f"{address}:{addr[1]}", self._handler, self._max_request_bytes,
-                                     self.memory_pool, self._use_sendfile)
-            task = loop.create_task(self._serve(connection, address))
+            connection = _Connection(sock, f"{address}:{addr[1]}", address, self._handler, self._max_request_bytes,
+                                     self.memory_pool, self._use_sendfile, self.quotas)
+            task = loop.create_task(self._serve(connection))
             self.connections[task] = connection
             self.connections_created += 1
             task.add_done_callback(self.connections.pop)
 
-    async def _serve(self, connection: _Connection, address: str) -> None:
+    def _make_room_for(self, address: str, refused: str) -> str | None:
+        """At max.connections: close the least recently active connection of the address holding the most, if
+        ``address`` holds fewer (then count the new one and return None); otherwise return why it is refused."""
+        busiest = self.quotas.busiest_address()
+        if busiest is None or self.quotas.count(address) + 1 >= self.quotas.count(busiest):
+            return refused
+        candidates = [(c.last_active, task, c) for task, c in self.connections.items()
+                      if c.address == busiest and not c.gone and not c.awaiting_handler]
+        if not candidates:
+            return refused
+        _, task, victim = min(candidates, key=lambda entry: entry[0])
+        self.warnings.warn(busiest, "evicted_connection",
+                           "closing connection from %s to make room for one from %s: max.connections (%d) reached "
+                           "and %s holds the most", victim.peer, address, self.quotas.max_connections, busiest)
+        victim.release_quota()
+        task.cancel()
+        return self.quotas.try_open(address)
+
+    async def _serve(self, connection: _Connection) -> None:
         peer = connection.peer
         try:
             await connection.run()
         except (ConnectionError, TimeoutError) as exc:
             log.debug("connection %s ended: %s", peer, exc)
         except CloseConnection as exc:
-            log.warning("closing connection from %s: %s", peer, exc)
+            self.warnings.warn(connection.address, exc.kind, "closing connection from %s: %s", peer, exc)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("closing connection from %s after an unexpected error", peer)
+            self.warnings.warn(connection.address, "handler_error", "closing connection from %s after an unexpected "
+                               "error", peer, exc_info=True)
         finally:
+            if connection.gone is not None:
+                log.debug("connection %s ended: %s", peer, connection.gone)
+            if connection.closed_mid_frame:
+                self.warnings.warn(connection.address, "closed_mid_frame",
+                                   "connection from %s closed in the middle of a frame (%d bytes unread)", peer,
+                                   connection.closed_mid_frame)
             self.connections_closed += 1
-            self.quotas.close(address)
+            connection.close_socket()
             connection.release()
-            connection.sock.close()
 
-    async def _scan(self, idle_seconds: float | None) -> None:
-        """Every few seconds: close connections silent for longer than connections.max.idle.ms, and give the
-        buffers of quiet connections back."""
-        interval = _SCAN_MAX_INTERVAL if idle_seconds is None else min(idle_seconds / 4, _SCAN_MAX_INTERVAL)
+    async def _scan(self, idle_seconds: float | None, partial_seconds: float | None) -> None:
+        """Every few seconds: close connections silent for longer than connections.max.idle.ms, or silent for
+        longer than socket.request.read.timeout.ms in the middle of a frame, give the buffers of quiet connections
+        back, and log the counts of warnings held back."""
+        interval = min([_SCAN_MAX_INTERVAL, *(limit / 4 for limit in (idle_seconds, partial_seconds) if limit)])
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for task, connection in list(self.connections.items()):
+                if connection.gone is not None:
+                    continue
                 silent = now - connection.last_active
                 if idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
                     log.info("closing connection from %s: idle for %.0f ms (connections.max.idle.ms %.0f)",
                              connection.peer, silent * 1000, idle_seconds * 1000)
                     task.cancel()
+                elif (partial_seconds is not None and silent > partial_seconds and connection.waiting_for_data
+                      and connection.buffer.unread):
+                    self.warnings.warn(connection.address, "request_read_timeout",
+                                       "closing connection from %s: %d bytes of a request and nothing more for %.0f ms "
+                                       "(socket.request.read.timeout.ms %.0f)", connection.peer, connection.buffer.unread,
+                                       silent * 1000, partial_seconds * 1000)
+                    task.cancel()
                 elif silent > interval and connection.waiting_for_data:
                     connection.buffer.release_idle()
+                elif connection.awaiting_handler and not connection.watching_socket:
+                    connection.check_client_gone()
+            self.warnings.flush()
 
 
 async def _cancel(tasks: list[asyncio.Task]) -> None:
@@ -222,13 +317,15 @@ async def _cancel(tasks: list[asyncio.Task]) -> None:
 class _Connection:
     """One client connection: frame reading, in-order handling and response writing."""
 
-    def __init__(self, sock: socket.socket, peer: str, handler: Handler, max_request_bytes: int,
-                 pool: RequestMemoryPool, use_sendfile: bool = True) -> None:
+    def __init__(self, sock: socket.socket, peer: str, address: str, handler: Handler, max_request_bytes: int,
+                 pool: RequestMemoryPool, use_sendfile: bool = True, quotas: ConnectionQuotas | None = None) -> None:
         self.sock = sock
         self.send_region = _sendfile if use_sendfile else _read_and_send
         self.peer = peer
+        self.address = address
         self.handler = handler
         self.pool = pool
+        self.quotas = quotas
         self.loop = asyncio.get_running_loop()
         self.buffer = ReceiveBuffer(max_request_bytes)
         # Request bytes read and charged to the pool, given back as their requests are answered.
@@ -240,14 +337,61 @@ class _Connection:
         # Whether this connection waited in _read (the loop ran others) since its last turn began.
         self.yielded = False
         self.waiting_for_data = False
+        # Why the client is known to be gone (its answers are then discarded), and whether the socket was
+        # given back (closed and uncounted in the quotas).
+        self.gone: BaseException | None = None
+        self.socket_closed = False
+        # Whether a parked request watches the socket (else the periodic scan looks, see check_client_gone).
+        self.watching_socket = False
+        # Bytes of an incomplete frame when the client closed the connection.
+        self.closed_mid_frame = 0
 
     def release(self) -> None:
+        self._drop_pending()
+        self.pool.release(self.charged, self)
+        self.charged = 0
+
+    def close_socket(self) -> None:
+        """Close the socket (no reader or writer may be registered for it) and give its place in the quotas back."""
+        self.release_quota()
+        if not self.socket_closed:
+            self.socket_closed = True
+            self.sock.close()
+
+    def release_quota(self) -> None:
+        """Give the connection's place in the quotas back (once)."""
+        if self.quotas is not None:
+            self.quotas.close(self.address)
+            self.quotas = None
+
+    def check_client_gone(self) -> None:
+        """While a request that is not parked runs (a commit being written, a produce waiting for its
+        replicas): if the client closed or reset the connection, give the socket back now; the request goes
+        on and its answer is discarded."""
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._client_gone(exc)
+            return
+        if not data:
+            self._client_gone(ClientGone("the client closed the connection"))
+
+    def _client_gone(self, reason: BaseException) -> None:
+        """The client left: discard what it would have been sent and give the socket back now; the requests
+        already read are still executed (run() goes on with them)."""
+        if self.gone is None:
+            self.gone = reason
+        self._drop_pending()
+        self.close_socket()
+
+    def _drop_pending(self) -> None:
         for chunk in self.pending:
             if not isinstance(chunk, (bytes, bytearray, memoryview)):
                 chunk.close()
         self.pending.clear()
-        self.pool.release(self.charged, self)
-        self.charged = 0
+        self.pending_bytes = 0
 
     async def run(self) -> None:
         buffer, handler, peer = self.buffer, self.handler, self.peer
@@ -259,12 +403,14 @@ class _Connection:
             try:
                 frame = next_frame()
             except FrameTooLarge as exc:
-                raise CloseConnection(str(exc)) from None
+                raise CloseConnection(str(exc), "frame_too_large") from None
             if frame is None:
                 self._answered(answered)
                 answered = 0
                 if self.pending:
                     await self._flush()
+                if self.gone is not None:
+                    return
                 buffer.shrink()
                 if not await self._read():
                     return
@@ -281,7 +427,7 @@ class _Connection:
                     response = await self._wait_for(response)
             finally:
                 frame.release()
-            if response:
+            if response and self.gone is None:
                 self._queue(response)
             answered += size
             handled += 1
@@ -299,16 +445,94 @@ class _Connection:
             self.charged -= size
             self.pool.release(size, self)
 
-    async def _wait_for(self, response: Awaitable[Chunks | None]) -> Chunks | None:
-        """Wait for a handler that waits for data, sending the responses already queued first."""
-        if self.pending:
-            await self._flush()
+    async def _wait_for(self, response: Awaitable[Chunks | None] | Deferred) -> Chunks | None:
+        """Run a handler's awaitable response to its end -- a parked one only until its client goes away --
+        sending the responses already queued first; None if the client is gone."""
+        if not isinstance(response, Deferred):
+            response = Deferred(response)
+        if response.parked:
+            result = await self._wait_parked(response.awaitable)
+        else:
+            result = await self._run_to_end(response.awaitable)
+        if self.gone is not None:
+            return None
+        return result if response.finish is None else response.finish(result)
+
+    async def _run_to_end(self, awaitable: Awaitable[Any]) -> Any:
+        try:
+            if self.pending:
+                await self._flush()
+        except BaseException:
+            _discard(awaitable)
+            raise
         self.awaiting_handler = True
         try:
-            return await response
+            return await awaitable
         finally:
             self.awaiting_handler = False
             self.last_active = time.monotonic()
+
+    async def _wait_parked(self, awaitable: Awaitable[Any]) -> Any:
+        """Wait for a parked response while watching the socket; cancel it if the client goes away."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            if self.pending:
+                await self._flush()
+            if not task.done() and self.gone is None:
+                self.awaiting_handler = True
+                try:
+                    await self._until_done_or_gone(task)
+                finally:
+                    self.awaiting_handler = False
+                    self.last_active = time.monotonic()
+            if self.gone is not None and not task.done():
+                task.cancel()
+            try:
+                return await task
+            except asyncio.CancelledError:
+                if self.gone is not None and task.cancelled() and not _being_cancelled():
+                    return None
+                raise
+        except BaseException:
+            task.cancel()
+            raise
+
+    async def _until_done_or_gone(self, task: asyncio.Future) -> None:
+        """Wait for ``task``, watching the socket: a client that closes or resets it is gone. A client that
+        sends more (pipelining) is alive; its bytes stay unread until this request is answered."""
+        loop, sock = self.loop, self.sock
+        fd = sock.fileno()
+        gone = loop.create_future()
+        watching = True
+
+        def readable() -> None:
+            nonlocal watching
+            try:
+                data = sock.recv(1, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                data, error = b"", exc
+            else:
+                error = ClientGone("the client closed the connection")
+            if data:
+                loop.remove_reader(fd)
+                watching = False
+            elif not gone.done():
+                gone.set_result(error)
+
+        loop.add_reader(fd, readable)
+        self.watching_socket = True
+        try:
+            await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.watching_socket = False
+            if watching:
+                loop.remove_reader(fd)
+            if not gone.done():
+                gone.cancel()
+        if gone.done() and not gone.cancelled():
+            self._client_gone(gone.result())
 
     async def _read(self) -> bool:
         """Read what the socket has (waiting for it, and for room in the pool); False at end of stream."""
@@ -333,9 +557,7 @@ class _Connection:
                 self.last_active = time.monotonic()
                 return True
             if received == 0:
-                if self.buffer.unread:
-                    log.warning("connection from %s closed in the middle of a frame (%d bytes unread)",
-                                self.peer, self.buffer.unread)
+                self.closed_mid_frame = self.buffer.unread
                 return False
             self.waiting_for_data = self.yielded = True
             try:
@@ -349,6 +571,7 @@ class _Connection:
             self.pending_bytes += chunk.size if not isinstance(chunk, (bytes, bytearray, memoryview)) else len(chunk)
 
     async def _flush(self) -> None:
+        """Send the queued responses; a client that went away meanwhile is marked gone (its requests still run)."""
         chunks, self.pending, self.pending_bytes = self.pending, [], 0
         run: list[Any] = []
         try:
@@ -366,11 +589,29 @@ class _Connection:
                     chunks[index] = b""
             if run:
                 await self.loop.sock_sendall(self.sock, b"".join(run) if len(run) > 1 else run[0])
+        except OSError as exc:
+            self._client_gone(exc)
         finally:
             for chunk in chunks:
                 if not isinstance(chunk, (bytes, bytearray, memoryview)):
                     chunk.close()
         self.last_active = time.monotonic()
+
+
+def _discard(response: Awaitable[Any]) -> None:
+    """Close a handler's coroutine that will not run (the connection is being cancelled), so that it is not
+    reported as never awaited; other awaitables are cancelled."""
+    close = getattr(response, "close", None)
+    if close is not None:
+        close()
+    else:
+        asyncio.ensure_future(response).cancel()
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task itself was asked to stop (as opposed to a task it waited for)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _sendfile(loop: asyncio.AbstractEventLoop, sock: socket.socket, fd: int, position: int, size: int) -> None:

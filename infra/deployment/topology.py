@@ -28,10 +28,10 @@ SMALLEST_SEGMENT = 1 << 20
 # Kafka's log.roll.hours: a segment younger than this is rolled only when full.
 ROLL_HOURS = 168
 _NAME = re.compile(r"[a-z][a-z0-9]*")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # Sizes as supervisord and Prometheus read them: KB, MB, GB are powers of 1024.
-_SIZE = re.compile(r"(\d+)\s*(B|KB|MB|GB|TB)?", re.IGNORECASE)
+_SIZE = re.compile(r"([0-9]+) *(B|KB|MB|GB|TB)?", re.IGNORECASE)
 _BYTES = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
 
 

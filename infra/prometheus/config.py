@@ -26,7 +26,7 @@ CONFIG_NAME = "prometheus.yml"
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Prometheus's duration syntax (model.ParseDuration): units from largest to smallest, each at most once.
-_DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
+_DURATION = re.compile(r"([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?")
 
 
 @dataclass(frozen=True)

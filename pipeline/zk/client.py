@@ -43,7 +43,7 @@ def split_connect_string(connect: str) -> tuple[str, str]:
         raise ValueError(f"zookeeper.connect {connect!r} names no host")
     for host in hosts.split(","):
         name, sep, port = host.strip().rpartition(":")
-        if not sep or not name or not port.isdigit():
+        if not sep or not name or not (port.isascii() and port.isdigit()):
             raise ValueError(f"zookeeper.connect {connect!r}: {host!r} is not host:port")
     chroot = ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
     return hosts, chroot

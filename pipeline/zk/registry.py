@@ -74,7 +74,7 @@ class ClusterRegistry:
         if not data:
             return None
         text = data.decode().strip()
-        return int(text) if text.lstrip("-").isdigit() else int(layout.decode(data)["epoch"])
+        return int(text) if text.isascii() and text.lstrip("-").isdigit() else int(layout.decode(data)["epoch"])
 
     def cluster_id(self) -> str | None:
         data = self._data(layout.CLUSTER_ID)

@@ -249,7 +249,7 @@ def parse_peers(text: str) -> list[tuple[int, int, int]]:
     peers = []
     for item in text.split(","):
         parts = item.strip().split(":")
-        if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        if len(parts) != 3 or not all(part.isascii() and part.isdigit() for part in parts):
             raise argparse.ArgumentTypeError(f"{item!r} is not ID:PEER_PORT:ELECTION_PORT")
         server_id, peer, election = map(int, parts)
         peers.append((server_id, peer, election))

@@ -21,30 +21,8 @@ from tests.support import group_wire, wire
 from tests.support.broker import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.cluster import BrokerCluster
+from tests.support.broker_metrics import metrics_url, scrape, value
 from tests.support.polling import wait_until
-
-Samples = dict[tuple[str, frozenset], float]
-_ENDPOINT = re.compile(r"serving Prometheus metrics at http://([^:]+):(\d+)/metrics")
-
-
-def metrics_url(broker: BrokerProcess) -> str:
-    """The /metrics URL the broker logged at its last start (metrics.port=0 picks the port)."""
-    found = wait_until(lambda: _ENDPOINT.findall(broker.log_text()), 10, message="the metrics endpoint in the log")
-    host, port = found[-1]
-    return f"http://{host}:{port}/metrics"
-
-
-def scrape(broker: BrokerProcess) -> Samples:
-    """Every sample of one scrape, keyed by (sample name, labels)."""
-    with urllib.request.urlopen(metrics_url(broker), timeout=10) as response:
-        text = response.read().decode()
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: object) -> float | None:
-    return samples.get((name, frozenset((k, str(v)) for k, v in labels.items())))
-
 
 def test_a_standalone_broker_counts_what_was_produced_and_fetched(broker_factory):
     broker = broker_factory(overrides={"metrics.port": 0, "message.max.bytes": 2000,

@@ -170,9 +170,13 @@ def test_poison_records_are_quarantined_beside_every_good_row_and_replayed_once_
     assert rows[(topic, 0, 8)]["header"]["eventId"] == ahead["header"]["eventId"]
     left = quarantine_table([warehouse / p for p in store.snapshot().quarantine_files()[topic]]).to_pylist()
     assert sorted(r["kafka_offset"] for r in left) == [6, 7, 9]
-    (loaded,) = audit_counts(env, replayed.run_id)
+    loaded, netted = audit_counts(env, replayed.run_id)
     assert loaded["count"] == 1 and loaded["properties"]["replayed"] == "true"
     assert EventSketch.from_bytes(loaded["sketch"]).decode().counts == {ahead["header"]["eventId"]: 1}
+    # ... and the quarantine record that named it is netted out: the audit names it quarantined no longer.
+    assert netted["properties"]["quarantined"] == "unknown schema id" and netted["count"] == -1
+    assert netted["properties"]["withoutId"] == "0"
+    assert EventSketch.from_bytes(netted["sketch"]).decode().counts == {ahead["header"]["eventId"]: -1}
     # Again, through the command line: nothing more to load.
     code, output = run_etl(tmp_path / "replay.log", ["quarantine", "replay", *env.args(warehouse)[1:]])
     assert code == 0 and f"{topic}: 0 records loaded, 3 still quarantined" in output, output

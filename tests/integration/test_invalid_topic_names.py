@@ -4,12 +4,14 @@ once instead of retrying until its timeout. Standalone and in a cluster."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 from confluent_kafka import KafkaError, Producer
 
 from tests.support import BrokerProcess
-from tests.support.cluster import metadata
+from tests.support import wire
+from tests.support.cluster import metadata, parse_metadata
 
 INVALID_TOPIC_EXCEPTION = 17
 ILLEGAL_NAME = "no spaces in topic names"
@@ -42,3 +44,34 @@ def test_standalone_auto_create_of_an_illegal_name_is_invalid_topic(broker):
 def test_cluster_auto_create_of_an_illegal_name_is_invalid_topic(zk_connect, broker_cluster_factory):
     cluster = broker_cluster_factory(zk_connect, size=1)
     check_refused(cluster.brokers[1])
+
+
+# A Metadata v4 request (correlation id 1, client "repro") auto-creating "evil\n": `$` in the name check matched
+# before the final newline, the name reached the registry, its log could not be created, and every later start
+# of the standalone broker failed.
+TRAILING_NEWLINE_REQUEST = bytes.fromhex("0000001b00030004000000010005726570726f0000000100056576696c0a01")
+
+
+def metadata_of_trailing_newline(broker: BrokerProcess) -> int:
+    """Send the raw request above and the error code of the topic's entry in the answer."""
+    with socket.create_connection((broker.host, broker.port), timeout=15) as sock:
+        sock.sendall(TRAILING_NEWLINE_REQUEST)
+        reader = wire.Reader(wire.read_frame(sock))
+    assert reader.int32() == 1
+    answer = parse_metadata(reader)
+    return answer["topics"]["evil\n"]["error"]
+
+
+def test_standalone_a_name_with_a_trailing_newline_is_invalid_and_the_broker_restarts(broker):
+    for _ in range(50):
+        assert metadata_of_trailing_newline(broker) == INVALID_TOPIC_EXCEPTION
+    # One line for the client, not one per request (the rest counted in client_errors{kind="invalid_topic_name"}).
+    assert broker.log_text().count("not auto-creating topic") == 1
+    assert metadata(broker)["topics"] == {}
+    broker.restart()
+    assert metadata(broker)["topics"] == {}
+
+
+def test_cluster_a_name_with_a_trailing_newline_is_invalid(zk_connect, broker_cluster_factory):
+    cluster = broker_cluster_factory(zk_connect, size=1)
+    assert metadata_of_trailing_newline(cluster.brokers[1]) == INVALID_TOPIC_EXCEPTION

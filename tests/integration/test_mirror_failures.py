@@ -104,6 +104,8 @@ def test_target_down_nothing_is_committed_and_the_mirror_resumes_by_itself_with_
             assert mirror.running, mirror.log_tail()
             assert {p: committed(dc1, "mirror", "events", p) for p in ends} == ends
             time.sleep(0.1)
+        # ... and the mirror says so (10 commit intervals without an acknowledgement), naming the target.
+        assert "has acknowledged none of" in mirror.log_text(), mirror.log_tail()
         target_broker.start()
         new_ends = end_offsets(dc1, "events", PARTITIONS)
         late_ends = end_offsets(dc1, "events-late", 2)

@@ -118,11 +118,13 @@ def emulate(dc1: BrokerCluster, registry: RegistryProcess, rate: int = 1500, dur
 
 
 def mirror_all(dc1: BrokerCluster, offline: BrokerCluster, registry: RegistryProcess, tmp_path: Path,
-               env: dict[str, str] | None = None) -> int:
-    """A mirror of dc1 into offline until everything is committed; the number of events dc1 holds."""
+               settings: dict[str, str] | None = None) -> int:
+    """A mirror of dc1 into offline (with ``settings`` besides) until everything is committed; the number of events
+    dc1 holds."""
     args = [a for a in mirror_args({"dc1": dc1}, offline, ",".join(EVENT_TOPICS)) if a != "--no-audit"]
+    extra = [a for name, value in (settings or {}).items() for a in ("--set", f"{name}={value}")]
     mirror = MirrorProcess(tmp_path / "mirror.log", [*args, "--registry", registry.url,
-                                                     "--set", f"audit.window.ms={WINDOW_MS}"], env).start()
+                                                     "--set", f"audit.window.ms={WINDOW_MS}", *extra]).start()
     try:
         wait_committed(dc1, mirror)
         assert mirror.stop() == 0, mirror.log_tail()

@@ -151,15 +151,22 @@ class BrokerProcess:
         )
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM and wait for exit; return the exit code. SIGKILL and raise if it outlives ``timeout``."""
+        """SIGTERM and wait for exit; return the exit code. SIGKILL and raise if it outlives ``timeout``, and raise
+        if the broker dropped a coroutine without awaiting it (a request or task silently lost, issue 26)."""
         if self.process is None or self.process.poll() is not None:
-            return self.returncode if self.process is not None else 0
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise BrokerError(f"broker pid {self.pid} still running {timeout:.0f}s after SIGTERM; killed it\n{self.log_tail()}")
+            code = self.returncode if self.process is not None else 0
+        else:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                code = self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise BrokerError(f"broker pid {self.pid} still running {timeout:.0f}s after SIGTERM; killed it\n"
+                                  f"{self.log_tail()}") from None
+        if self.log_path.exists() and "was never awaited" in self.log_text():
+            lines = [line for line in self.log_text().splitlines() if "was never awaited" in line]
+            raise BrokerError(f"broker {self.bootstrap} dropped coroutines without awaiting them: {lines[:5]}")
+        return code
 
     def kill(self) -> int | None:
         """SIGKILL (a crash) and reap; return the exit code (None if never started)."""

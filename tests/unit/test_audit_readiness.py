@@ -92,7 +92,9 @@ def test_the_tiers_become_ready_in_pipeline_order_as_each_proves_it_counted_ever
     runs = [EtlRun(DUE + 30, DUE + 70)]
     assert not rules.update(KEY, tiers, ready, DUE + 80, runs)
     assert rules.waiting_for(KEY, "warehouse", ready)["waitingFor"].startswith("an ETL run started after")
-    runs.append(EtlRun(DUE + 90, DUE + 100))
+    # A partial run that could not load this window's topic does not cover it either; one that failed another does.
+    runs.append(EtlRun(DUE + 85, DUE + 88, frozenset({KEY.topic})))
+    runs.append(EtlRun(DUE + 90, DUE + 100, frozenset({"another-topic"})))
     assert not rules.update(KEY, tiers, ready, DUE + 101, runs)  # its counts not read yet
     sample_all(f, DUE + 110, 12)
     f["offline-audit"].advance({(AUDIT, 0): 12}, DUE + 111)

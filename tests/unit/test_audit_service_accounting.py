@@ -124,3 +124,21 @@ def test_a_tier_behind_is_pending_with_its_age_never_lost_until_it_is_ready(serv
     assert complete.state == "complete" and service.results[complete.key]["ready"]["offline"] == now + 20
     assert metric(service, "audit_pending_windows", tier="offline") == 0
     assert metric(service, "audit_events_lost_total", topic="PageViewEvent", tier="offline") is None
+
+
+def test_the_producer_tier_is_pending_while_its_records_say_events_are_still_in_flight(service):
+    ids = [str(uuid.uuid4()) for _ in range(10)]
+    # The producer published its window with 4 events still being retried (a broker outage it rides out).
+    publish(service, "dc1", "producer", ids[:6], created="10", failed="0", unsettled="4")
+    hold(service, "dc1", "datacenter", ids)
+    hold(service, "offline", "offline", ids)
+    publish(service, "offline", "mirror", ids)
+    (result,) = service.reconcile_closed(NOW)
+    assert result.state == "pending" and "producer" in result.pending and not result.lost
+    assert result.pending["producer"]["lagRecords"] == 4 and not result.duplicated
+    assert metric(service, "audit_events_duplicated_total", topic="PageViewEvent", tier="datacenter") is None
+    # They settle: the producer's next record of the window says so, and the window is complete.
+    publish(service, "dc1", "producer", ids[6:], created="0", failed="0", unsettled="-4")
+    (result,) = service.reconcile_closed(NOW + 1)
+    assert result.state == "complete" and not result.pending and result.counts["producer"] == 10
+    assert result.identity is not None and result.identity.holds

@@ -93,3 +93,10 @@ def test_a_bad_override_is_a_one_line_start_up_error(tmp_path):
 def test_help_shows_the_accepted_range():
     (line,) = [line for line in help_text().splitlines() if line.startswith("log.segment.bytes ")]
     assert line.endswith("[14..2147483647]")
+
+
+def test_connection_limits_default_to_kafkas_unlimited_with_a_short_read_timeout_for_half_sent_frames():
+    # max.connections was 1000: 1,000 abandoned connections from one client locked every other one out.
+    config = KafkaConfig()
+    assert config["max.connections"] == config["max.connections.per.ip"] == 2**31 - 1
+    assert config["socket.request.read.timeout.ms"] == 10_000

@@ -41,7 +41,8 @@ def test_duplicate_topic_refused(tmp_path):
         store.create_topic("t", 2)
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "x" * 250, "spaces here", "ünï"])
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "x" * 250, "spaces here", "ünï", "evil\n", "\nevil",
+                                  "ev\nil", "evil\r", "evil\x00"])
 def test_illegal_topic_names(name):
     with pytest.raises(InvalidTopicError):
         validate_topic_name(name)
@@ -124,5 +125,34 @@ def test_a_stored_topic_config_now_out_of_bounds_is_ignored_not_fatal(tmp_path):
         config = replica_manager.get_partition("events", 1).log.config
         assert config.segment_bytes == LogConfig().segment_bytes
         assert config.retention_ms == 1000
+    finally:
+        log_manager.shutdown()
+
+
+def test_a_registered_topic_the_broker_cannot_host_is_set_aside_and_start_up_goes_on(tmp_path, caplog):
+    store = StandaloneMetadata(tmp_path, LOCAL)
+    store.create_topic("events", 2)
+    store.create_topic("broken", 1)
+    # Written by a version whose name check let a trailing newline through.
+    path = tmp_path / "__standalone_metadata.json"
+    data = json.loads(path.read_text())
+    data["topics"]["evil\n"] = dict(data["topics"]["events"], topic_id="x")
+    path.write_text(json.dumps(data))
+    (tmp_path / "broken-0").write_text("a file where the partition's directory belongs")
+    log_manager = LogManager([tmp_path], LogConfig())
+    log_manager.startup()
+    try:
+        replica_manager = ReplicaManager(log_manager)
+        metadata = StandaloneMetadata(tmp_path, LOCAL)
+        AdminManager(metadata, replica_manager, LogConfig(), 1).host_existing_topics()
+        assert metadata.topic_names() == ["events"]
+        assert replica_manager.get_partition("events", 1) is not None
+        assert sorted(metadata.set_aside) == ["broken", "evil\n"]
+        assert "not hosting topic 'evil\\n'" in caplog.text and "not hosting topic 'broken'" in caplog.text
+        # Nothing is lost: the file still names both, and a later start sets them aside again.
+        metadata.create_topic("later", 1)
+        assert sorted(json.loads(path.read_text())["topics"]) == ["broken", "events", "evil\n", "later"]
+        with pytest.raises(FileExistsError):
+            metadata.create_topic("broken", 1)
     finally:
         log_manager.shutdown()

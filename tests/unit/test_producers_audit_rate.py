@@ -15,6 +15,9 @@ from pipeline.config import ConfigError
 from schemas.events import parsed_schema
 
 
+EVENT_IDS = [f"00000000-0000-4000-8000-{n:012d}" for n in range(4)]
+
+
 def counter(window_ms: int = 60_000) -> AuditCounter:
     return AuditCounter(window_ms=window_ms, datacenter="dc1", application="frontend")
 
@@ -67,6 +70,33 @@ def test_a_window_closes_only_after_its_end_and_once_nothing_is_in_flight() -> N
     audit.settled([("fe-1", "ClickEvent", 600, 1)], acknowledged=True)
     [record] = audit.close_windows(1_000)
     assert record["count"] == 2
+
+
+def test_a_window_still_in_flight_after_its_settle_time_is_published_and_what_settles_later_follows() -> None:
+    audit = counter(1_000)
+    for event_time in (100, 200, 300):
+        audit.sent("fe-1", "ClickEvent", event_time)
+    audit.settled([("fe-1", "ClickEvent", 100, 4)], acknowledged=True, event_ids=[EVENT_IDS[0]])
+    assert audit.close_windows(1_500, settle_ms=1_000) == [], "ended, but within its settle time"
+    [first] = audit.close_windows(2_000, settle_ms=1_000)
+    assert first["count"] == 1 and first["properties"]["created"] == "3"
+    assert first["properties"]["unsettled"] == "2" and first["properties"]["failed"] == "0"
+    assert audit.close_windows(2_500, settle_ms=1_000) == [], "nothing settled since: nothing to say"
+    audit.sent("fe-1", "ClickEvent", 400)  # created late (a SystemMetricsEvent under its due time)
+    audit.settled([("fe-1", "ClickEvent", 200, 4)], acknowledged=False, event_ids=[EVENT_IDS[1]])
+    [second] = audit.close_windows(3_000, settle_ms=1_000)
+    assert second["count"] == 0 and second["properties"]["failed"] == "1" and second["properties"]["created"] == "1"
+    assert "unsettled" not in second["properties"], "one settled, one more in flight: no change"
+    audit.settled([("fe-1", "ClickEvent", 300, 4), ("fe-1", "ClickEvent", 400, 4)], acknowledged=True,
+                  event_ids=EVENT_IDS[2:4])
+    [third] = audit.close_windows(3_500, settle_ms=1_000)
+    assert third["count"] == 2 and third["properties"]["unsettled"] == "-2" and audit.in_flight() == 0
+    records = [first, second, third]
+    # The records add up to the window: 4 created, 3 acknowledged, 1 failed, nothing in flight.
+    assert sum(int(r["properties"]["created"]) for r in records) == 4
+    assert sum(r["count"] for r in records) == 3 and sum(int(r["properties"]["failed"]) for r in records) == 1
+    assert sum(int(r["properties"].get("unsettled", 0)) for r in records) == 0
+    assert audit.close_windows(10_000, settle_ms=1_000) == []
 
 
 def test_closing_everything_at_shutdown_reports_what_never_settled() -> None:
