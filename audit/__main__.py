@@ -18,7 +18,7 @@ import datetime
 import sys
 
 from pipeline.config import ConfigError, command_line_values, help_table
-from pipeline.service import log_to_stderr, stop_on_signals
+from pipeline.service import log_to_stderr, stop_on_signals, write_owner_only
 
 PROG = "python -m audit"
 
@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if args.help_config:
         print(help_table(AUDIT_PROPERTIES))
         return 0
+    write_owner_only()
     try:
         values = command_line_values(args.config, args.set, {name: getattr(args, option)
                                                              for option, name in _OPTIONS.items()})

@@ -11,6 +11,7 @@ import sys
 
 from broker.config import ConfigError, KafkaConfig, help_text, parse_overrides, read_properties_file
 from broker.kafka_server import KafkaServer
+from pipeline.service import write_owner_only
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.help_config:
         print(help_text())
         return 0
+    write_owner_only()
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

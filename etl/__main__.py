@@ -13,12 +13,11 @@ once, `schedule` runs it on a schedule, `history` shows what the runs did, `quer
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from etl.commands import add_history_parser, add_query_parser, add_run_parser, add_schedule_parser
 from etl.quarantine_commands import add_quarantine_parser
-from pipeline.service import log_to_stderr
+from pipeline.service import log_to_stderr, write_owner_only
 
 PROG = "python -m etl"
 
@@ -38,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     # Everything the ETL writes (warehouse, staging, history, Spark's output) is the owner's alone.
-    os.umask(0o077)
+    write_owner_only()
     log_to_stderr()
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     return args.handler(args)

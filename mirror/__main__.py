@@ -19,7 +19,7 @@ from typing import Any
 from pipeline.client.errors import KafkaClientError
 from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.service import log_to_stderr, stop_on_signals
+from pipeline.service import log_to_stderr, stop_on_signals, write_owner_only
 
 PROG = "python -m mirror"
 
@@ -94,6 +94,7 @@ def run(argv: list[str]) -> int:
         from mirror.config import MIRROR_PROPERTIES
         print(help_table(MIRROR_PROPERTIES))
         return 0
+    write_owner_only()
     try:
         config = load_config(args)
     except (ConfigError, OSError) as error:

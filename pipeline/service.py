@@ -1,16 +1,26 @@
-"""What every `python -m <service>` does at start: log to stderr, and stop on SIGTERM or SIGINT."""
+"""What every `python -m <service>` does at start: write its files for its owner only, log to stderr, and stop on
+SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
 from typing import Iterable
 
-__all__ = ["log_to_stderr", "stop_on_signals"]
+__all__ = ["OWNER_ONLY_UMASK", "log_to_stderr", "stop_on_signals", "write_owner_only"]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Group and others get no permission on what the process creates: files 0600, directories 0700.
+OWNER_ONLY_UMASK = 0o077
+
+
+def write_owner_only() -> int:
+    """Make every file and directory the process (and its children) creates from now on its owner's only: a
+    service's state, logs and data hold the events and their metadata. The previous umask."""
+    return os.umask(OWNER_ONLY_UMASK)
 
 
 def log_to_stderr(level: int | str = logging.INFO, quiet: Iterable[str] = ("kazoo", "httpx")) -> None:

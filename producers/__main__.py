@@ -15,7 +15,7 @@ import sys
 from pipeline.client.errors import KafkaClientError
 from pipeline.config import ConfigError, command_line_values, help_table
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.service import log_to_stderr, stop_on_signals
+from pipeline.service import log_to_stderr, stop_on_signals, write_owner_only
 from producers.config import EMULATOR_PROPERTIES, EmulatorConfig
 from schemas.registry_client import SchemaRegistryError
 
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.help_config:
         print(help_table(EMULATOR_PROPERTIES))
         return 0
+    write_owner_only()
     log_to_stderr()
     try:
         config = load_config(args)

@@ -14,7 +14,8 @@ Every broker runs one. It competes for the ephemeral /controller znode whenever 
 - broker changes under /brokers/ids and controlled shutdowns under /admin/controlled_shutdown/<id>: the
   decisions of elections.py (leaders elected from the ISR only unless unclean.leader.election.enable, dead
   or shutting-down followers out of the ISR), then each shutting-down broker told how many partitions it
-  still leads;
+  still leads; a broker registered anew since the last look (a restart that registered as soon as its old
+  session's node went) is failed over first, then taken back (Kafka's bounced brokers, KIP-380);
 - ISR change notifications under /isr_change_notification (leaders write their ISR changes themselves):
   the named states read again, the notifications removed;
 - preferred replica election requests (/admin/preferred_replica_election) and, with
@@ -126,6 +127,9 @@ class KafkaController:
         self.settings = settings or ControllerSettings()
         # Live brokers and those in controlled shutdown, as last read (the event thread's).
         self._live: set[int] = set()
+        # The creation zxid of each live broker's registration, as last read while elected: another one is a
+        # broker that registered anew, so it died in between.
+        self._registered: dict[int, int] = {}
         self._shutting_down: set[int] = set()
         self._offline_count = 0
         self._imbalance_count = 0
@@ -289,6 +293,7 @@ class KafkaController:
         self._generation += 1
         self._watchers = {}
         self._partitions = None
+        self._registered = {}
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, self.epoch)
         for kind in ("brokers", "create", "delete", "partitions", "isr_change", "preferred", "reassign"):
             self._events.put((kind, None))
@@ -384,18 +389,41 @@ class KafkaController:
             raise RetryLater(f"{failed} partition state(s) changed under the controller")
 
     def _on_brokers_change(self) -> None:
-        """Broker registrations or controlled-shutdown requests changed: elect, shrink ISRs, answer requests."""
-        self._live = {int(b) for b in self._children(layout.BROKER_IDS, "brokers")}
+        """Broker registrations or controlled-shutdown requests changed: elect, shrink ISRs, answer requests.
+
+        A broker whose registration is not the one last read died and registered again in between: the list of
+        ids alone does not show it (a restarted broker registers the moment its old node goes). It is failed
+        over first, as if gone (its partitions led by other in-sync replicas, it out of their ISRs), then
+        counted live again: it follows and catches up, as after any restart."""
+        registered = self._registrations(self._children(layout.BROKER_IDS, "brokers"))
+        bounced = {broker for broker, zxid in registered.items() if self._registered.get(broker, zxid) != zxid}
+        self._registered = registered
+        self._live = set(registered)
         requests = sorted(int(b) for b in self._children(layout.ADMIN_CONTROLLED_SHUTDOWN, "brokers"))
         self._shutting_down = set(requests) & self._live
-        known = self._known()
+        if bounced:
+            log.info("broker(s) %s registered anew since the last look: failing them over first", sorted(bounced))
+            self._elect_leaders(self._live - bounced)
+        self._elect_leaders(self._live)
+        self._answer_controlled_shutdowns(requests)
+
+    def _registrations(self, names: list[str]) -> dict[int, int]:
+        """Broker id -> the creation zxid of its registration, for those of ``names`` still registered."""
+        ids = sorted(int(name) for name in names)
+        stats = self._zk.all(self._zk.client.exists_async(layout.broker_path(broker)) for broker in ids)
+        failed = [stat for stat in stats if isinstance(stat, Exception)]
+        if failed:
+            raise RetryLater(f"reading the brokers' registrations failed: {failed[0]!r}")
+        return {broker: stat.czxid for broker, stat in zip(ids, stats) if stat is not None}
+
+    def _elect_leaders(self, live: set[int]) -> None:
+        """Write the partition states that ``live`` brokers (and those shutting down) call for."""
         unclean = self.settings.unclean_leader_election
-        writes = [(key, new) for key, partition in sorted(known.items()) if partition.state is not None
-                  and (new := elections.next_state(partition.replicas, partition.state, self._live,
+        writes = [(key, new) for key, partition in sorted(self._known().items()) if partition.state is not None
+                  and (new := elections.next_state(partition.replicas, partition.state, live,
                                                    self._shutting_down, unclean)) is not None]
         if writes:
             self._write_states(writes)
-        self._answer_controlled_shutdowns(requests)
 
     def _answer_controlled_shutdowns(self, brokers: list[int]) -> None:
         """Tell each broker in controlled shutdown how many partitions it still leads (no one else to take them)."""

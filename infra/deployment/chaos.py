@@ -1,57 +1,55 @@
 """Fault drills against the running deployment: ``python -m pipeline chaos kill-broker|kill-mirror|kill-etl|
-pause-zookeeper``.
+pause-zookeeper|kill-registry|kill-audit|poison-record|fill-disk``.
 
 Each drill says what it will do and what to expect, does it to the processes supervisord runs (every program runs
 in a process group of its own, so a SIGKILL or SIGSTOP reaches its children too: the ETL's Spark JVM, ZooKeeper's
-Java), waits with a deadline until supervisord has restarted what died and every health check passes again,
-prints the timeline, and says where to see the outcome. With ``--wait-audit`` it then waits until the audit has
-reconciled the windows of event time that cover the drill and prints, per tier, completeness and the events
-missing and duplicated (:mod:`infra.deployment.drill_audit`); the exit status is non-zero when an event was lost.
+Java) or to what the clusters store, waits with a deadline until supervisord has restarted what died and what
+it checks has recovered, prints the timeline, and says where to see the outcome. With ``--wait-audit`` it then
+waits until the audit has reconciled the windows of event time that cover the drill and prints its verdict per
+tier (:mod:`infra.deployment.drill_audit`); the exit status is non-zero when an event is unaccounted for. The
+drills on stored data are in :mod:`infra.deployment.data_drills`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
 import sys
 import time
+import urllib.parse
 import urllib.request
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TextIO, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TextIO
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
-from prometheus_client.parser import text_string_to_metric_families
 
 from broker.config import KafkaConfig
 from etl.report import FAILED
+from infra.deployment.data_drills import fill_disk, fill_disk_arguments, poison_record, poison_record_arguments
 from infra.deployment.drill_audit import AuditApi, wait_for_audit
-from infra.deployment.lifecycle import DeploymentError, shown
-from infra.deployment.programs import Program, log_file, programs
-from infra.deployment.supervisor import Supervisor
+from infra.deployment.drill_context import (Context, DrillError, PartitionState, choose_broker, chosen_broker,
+                                            file_size, group_members, kill_and_wait, metrics_at, parse_metrics,
+                                            partition_states, signal_group, wait_all_healthy, wait_in_sync,
+                                            wait_restarted)
+from infra.deployment.lifecycle import shown
+from infra.deployment.programs import Program, log_file
 from infra.deployment.topology import REPO_ROOT, ClusterSpec, Topology, load
 from pipeline.zk import layout
-from pipeline.zk.client import ZooKeeperUnavailable, connect
-from pipeline.zk.registry import ClusterRegistry
 
 __all__ = ["DRILLS", "Drill", "DrillError", "add_parser", "choose_broker", "expiring_pause_s", "group_members",
-           "parse_metrics"]
+           "parse_metrics", "run_drill"]
 
 RESTART_TIMEOUT_S = 120.0
 # How much longer than the brokers' ZooKeeper session the default pause lasts, so that their sessions expire.
 PAUSE_MARGIN_S = 5.0
 SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
-T = TypeVar("T")
 _RECOVERY = re.compile(r"stopped after it began publishing|died before publishing")
-
-
-class DrillError(DeploymentError):
-    """A drill could not be run, or the deployment did not recover from it within its deadline."""
 
 
 @dataclass(frozen=True)
@@ -61,164 +59,16 @@ class Drill:
     name: str
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[["Context", argparse.Namespace], None]
-
-
-class Context:
-    """The deployment a drill acts on, its output and a clock from the drill's start."""
-
-    def __init__(self, topology: Topology, out: TextIO, timeout_s: float) -> None:
-        self.topology = topology
-        self.out = out
-        self.timeout_s = timeout_s
-        self.supervisor = Supervisor(topology)
-        self.programs = {program.name: program for program in programs(topology)}
-        self.began = time.monotonic()
-
-    def say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
-
-    def event(self, text: str) -> None:
-        self.say(f"  +{time.monotonic() - self.began:6.1f}s  {text}")
-
-    def program(self, name: str) -> Program:
-        if name not in self.programs:
-            raise DrillError(f"the topology runs no {name} here ({shown(self.topology.path)})")
-        return self.programs[name]
-
-    def of_kind(self, kind: str) -> list[Program]:
-        return [program for program in self.programs.values() if program.kind == kind]
-
-    def wait(self, what: str | Callable[[], str], condition: Callable[[], T], timeout_s: float | None = None) -> T:
-        """Poll ``condition`` until it holds (its value) or the deadline passes (DrillError naming ``what``)."""
-        timeout_s = self.timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + timeout_s
-        while True:
-            result = condition()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise DrillError(f"timed out after {timeout_s:.0f}s waiting for {what() if callable(what) else what}")
-            time.sleep(0.2)
-
-
-# -- processes ----------------------------------------------------------------------------------------------------
-
-
-def group_members(pgid: int, proc: Path = Path("/proc")) -> dict[int, str]:
-    """The live processes of process group ``pgid``: pid -> command name."""
-    found = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        if rest[0] != "Z" and int(rest[2]) == pgid:
-            found[int(entry.name)] = name
-    return found
-
-
-def _described(members: Mapping[int, str]) -> str:
-    return ", ".join(f"{name} ({pid})" for pid, name in sorted(members.items()))
-
-
-def running_pid(context: Context, program: Program) -> int:
-    """The pid of ``program``, which must be running and lead its own process group."""
-    info = context.supervisor.info(program.name)
-    if not info.running:
-        raise DrillError(f"{program.name} is not running ({info.state}); start the deployment first "
-                         f"(python -m pipeline up --topology {shown(context.topology.path)})")
-    if os.getpgid(info.pid) != info.pid:
-        raise DrillError(f"{program.name} (pid {info.pid}) does not lead a process group of its own")
-    return info.pid
-
-
-def signal_group(context: Context, program: Program, signum: int) -> int:
-    """Send ``signum`` to ``program``'s whole process group; its pid."""
-    pid = running_pid(context, program)
-    members = group_members(pid)
-    os.killpg(pid, signum)
-    context.event(f"{signal.Signals(signum).name} to {program.name}'s process group {pid}: {_described(members)}")
-    return pid
-
-
-def kill_and_wait(context: Context, program: Program) -> int:
-    """SIGKILL ``program``'s process group, wait until it is gone, restarted by supervisord and healthy; new pid."""
-    pid = signal_group(context, program, signal.SIGKILL)
-    context.wait(f"process group {pid} of {program.name} to be gone", lambda: not group_members(pid))
-    context.event(f"process group {pid} gone")
-    return wait_restarted(context, program, pid)
-
-
-def wait_restarted(context: Context, program: Program, old_pid: int) -> int:
-    def restarted() -> int:
-        info = context.supervisor.info(program.name)
-        return info.pid if info.running and info.pid != old_pid else 0
-
-    pid = context.wait(f"supervisord to restart {program.name}", restarted)
-    context.event(f"supervisord restarted {program.name} (pid {pid}, RUNNING)")
-    started = context.supervisor.info(program.name).started
-    context.wait(f"{program.name} to pass its health check ({program.health.description})",
-                 lambda: program.health(started))
-    context.event(f"{program.name} healthy: {program.health.description}")
-    return pid
-
-
-def wait_all_healthy(context: Context) -> None:
-    waiting = dict(context.programs)
-
-    def healthy() -> bool:
-        running = {info.name: info.started for info in context.supervisor.infos() if info.running}
-        for name, program in list(waiting.items()):
-            if name in running and program.health(running[name]):
-                del waiting[name]
-        return not waiting
-
-    context.wait(lambda: f"every program to be healthy (still waiting for {', '.join(waiting)})", healthy)
-    context.event(f"every program running and healthy ({len(context.programs)})")
+    run: Callable[[Context, argparse.Namespace], None]
 
 
 # -- brokers in ZooKeeper -----------------------------------------------------------------------------------------
-
-
-def choose_broker(leaders: Iterable[int], broker_ids: Iterable[int]) -> int:
-    """The broker leading most partitions (the lowest id of a tie); the first broker when none leads any."""
-    ids = sorted(broker_ids)
-    counts = Counter(leader for leader in leaders if leader in ids)
-    if not counts:
-        return ids[0]
-    return min(counts, key=lambda broker_id: (-counts[broker_id], broker_id))
 
 
 def _zookeeper_client(topology: Topology) -> KazooClient:
     client = KazooClient(hosts=topology.zookeeper_connect, timeout=5.0, connection_retry={"max_tries": 0})
     client.start(timeout=5.0)
     return client
-
-
-def partition_leaders(topology: Topology, cluster: ClusterSpec) -> list[int]:
-    """The leader of every partition of ``cluster`` as its partition states in ZooKeeper say."""
-    try:
-        client = connect(topology.cluster_zookeeper(cluster), timeout_s=10.0)
-    except (ZooKeeperUnavailable, KazooException) as exc:
-        raise DrillError(f"cannot read the partition leaders of {cluster.name}: {exc}") from None
-    try:
-        registry = ClusterRegistry(client)
-        leaders = []
-        for topic in registry.topics():
-            for partition in registry.assignment(topic):
-                state = registry.partition_state(topic, partition)
-                if state is not None and state.get("leader", -1) >= 0:
-                    leaders.append(int(state["leader"]))
-        return leaders
-    except KazooException as exc:
-        raise DrillError(f"cannot read the partition leaders of {cluster.name}: {exc}") from None
-    finally:
-        client.stop()
-        client.close()
 
 
 def registrations(topology: Topology) -> dict[tuple[str, int], int | None]:
@@ -259,25 +109,9 @@ def expiring_pause_s(topology: Topology) -> float:
 # -- the ETL's metrics --------------------------------------------------------------------------------------------
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text exposition as ``name{labels}`` -> value, summed over the labels for plain ``name`` too."""
-    values: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-            values[f"{sample.name}{{{labels}}}"] = sample.value
-            values[sample.name] = values.get(sample.name, 0.0) + sample.value
-    return values
-
-
 def etl_metrics(topology: Topology) -> dict[str, float]:
     """The ETL scheduler's metrics now ({} when it does not answer)."""
-    url = f"http://{topology.host}:{topology.etl.metrics_port}/metrics"
-    try:
-        with urllib.request.urlopen(url, timeout=2.0) as answer:
-            return parse_metrics(answer.read().decode())
-    except (OSError, ValueError):
-        return {}
+    return metrics_at(f"http://{topology.host}:{topology.etl.metrics_port}/metrics")
 
 
 def runs_by_outcome(metrics: Mapping[str, float]) -> dict[str, int]:
@@ -305,13 +139,6 @@ def recovery_lines(path: Path, offset: int) -> list[str]:
         return []
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
 # -- the drills ---------------------------------------------------------------------------------------------------
 
 
@@ -322,33 +149,157 @@ def _kill_broker_arguments(parser: argparse.ArgumentParser) -> None:
                              "interrupts the most producing and mirroring)")
 
 
+def failover_expectation(cluster: ClusterSpec) -> str:
+    """What losing one broker of ``cluster`` does to its partitions, from the replication its topics have."""
+    name, replicas, in_sync = cluster.name, cluster.replication_factor, cluster.min_insync_replicas
+    if replicas - 1 >= in_sync:
+        return (f"Expect a failover: every topic of {name} has {replicas} replicas and takes acks=all writes with "
+                f"{in_sync} in sync, so one broker less refuses nothing and loses nothing. Once its ZooKeeper "
+                "session expires, the controller makes another in-sync replica the leader of each partition it "
+                "led: no partition goes offline (unless the killed broker was the controller and its restart "
+                "registers before a new controller looked: then it simply leads them again, as in Kafka). Until "
+                "then its partitions have no live leader. The producers (acks=all, idempotent) retry within their "
+                "delivery.timeout.ms, so no event fails and none is stored twice. supervisord restarts it; it "
+                "recovers its log from disk, catches up and rejoins the ISR of its partitions. The audit should "
+                "show completeness 1.000 at every tier with nothing named.")
+    if replicas > 1:
+        return (f"Expect its partitions to refuse writes for a while: the topics of {name} have {replicas} replicas "
+                f"and take acks=all writes only with {in_sync} in sync, which one broker less does not leave. "
+                "Leadership moves once its ZooKeeper session expires, and what was acknowledged stays; writes are "
+                "refused (NOT_ENOUGH_REPLICAS) until supervisord has restarted it and it caught up. The producers "
+                "retry within their delivery.timeout.ms: a restart shorter than that loses nothing; an event that "
+                "fails for good is named lost at the producer tier by the audit.")
+    return (f"Expect the partitions it leads to go offline: the topics of {name} have one replica "
+            "(replication_factor 1), so no other broker can lead them until supervisord has restarted it and it "
+            "registered again. It recovers its log from disk, so what it acknowledged stays. The producers retry "
+            "within their delivery.timeout.ms: a restart shorter than that loses nothing; an event that fails for "
+            "good is named lost at the producer tier by the audit.")
+
+
+def emulator_failures(topology: Topology, cluster: ClusterSpec) -> float | None:
+    """Events the emulators writing to ``cluster`` failed to store for good since they started (None: no
+    emulators write to it, or they do not answer)."""
+    if cluster.emulators is None:
+        return None
+    metrics = metrics_at(f"http://{topology.host}:{cluster.emulators.metrics_port}/metrics")
+    # the counter of a topic appears with its first failure
+    return metrics.get("emulator_events_failed_total", 0.0) if metrics else None
+
+
+def watch_failover(context: Context, cluster: ClusterSpec, program: Program, broker_id: int, killed_at: float) -> None:
+    """Wait until no partition of ``cluster`` names ``broker_id`` (killed at ``killed_at``, epoch seconds) its
+    leader, or its restarted process has registered first, and say which: where the leadership went and whether a
+    partition was left without a leader meanwhile, or that the broker came back before the controller moved its
+    partitions (a restart within its ZooKeeper session looks to the controller like no change at all, as to
+    Kafka's controller when it was the controller itself)."""
+    led = {(s.topic, s.partition) for s in partition_states(context.topology, cluster) if s.leader == broker_id}
+    leaderless: set[tuple[str, int]] = set()
+    latest: list[PartitionState] = []
+
+    def settled() -> str:
+        latest[:] = partition_states(context.topology, cluster)
+        leaderless.update((s.topic, s.partition) for s in latest if s.leader < 0)
+        if all(s.leader != broker_id for s in latest):
+            return "moved"
+        return "back" if program.health(killed_at) else ""
+
+    outcome = context.wait(f"the controller of {cluster.name} to move the leadership of the {len(led)} partitions "
+                           f"broker {broker_id} led, or broker {broker_id} to register again", settled)
+    offline = (f"{len(leaderless)} partition(s) had no leader (no in-sync replica left)" if leaderless
+               else "no partition was without a leader")
+    if outcome == "back":
+        context.event(f"broker {broker_id} registered again {time.time() - killed_at:.1f}s after the kill, before the "
+                      f"controller moved the leadership of the {len(led)} partitions it led: it leads them again (its "
+                      "partitions had no live leader meanwhile); " + offline)
+        return
+    leaders = sorted({s.leader for s in latest if (s.topic, s.partition) in led and s.leader >= 0})
+    context.event(f"leadership of the {len(led)} partitions broker {broker_id} led moved to broker(s) "
+                  f"{', '.join(map(str, leaders)) or 'none'}; {offline}")
+
+
 def kill_broker(context: Context, args: argparse.Namespace) -> None:
     topology = context.topology
-    try:
-        cluster = topology.cluster(args.cluster)
-    except KeyError as exc:
-        raise DrillError(str(exc.args[0])) from None
-    if cluster.external:
-        raise DrillError(f"cluster {cluster.name} is external: its brokers do not run here")
-    if args.broker is None:
-        leaders = partition_leaders(topology, cluster)
-        broker_id = choose_broker(leaders, cluster.broker_ids())
-        reason = (f"leads {leaders.count(broker_id)} of {len(leaders)} partitions" if leaders
-                  else "no partition has a leader yet: the first broker")
-    else:
-        broker_id, reason = args.broker, "chosen"
-        if broker_id not in cluster.broker_ids():
-            raise DrillError(f"cluster {cluster.name} has brokers {cluster.broker_ids()}, not {broker_id}")
+    cluster, broker_id, reason = chosen_broker(topology, args.cluster, args.broker)
     program = context.program(f"broker-{cluster.name}-{broker_id}")
     role = ("the emulators produce to it" if cluster in topology.datacenters
             else "the mirror produces to it and the ETL reads from it")
     context.say(f"kill-broker: SIGKILL {program.name} (broker {broker_id} of {cluster.name}, {reason}); {role}.\n"
-                "Expect: requests to its partitions fail until supervisord has restarted it and it registered again "
-                "(its old ZooKeeper session must expire first); it recovers its log from disk, so what it "
-                "acknowledged stays. Clients retry: the audit should show completeness 1.000 at every tier, with "
-                "any event sent twice (an acknowledgement lost in the kill) named as duplicated.")
+                + failover_expectation(cluster))
+    failed_before = emulator_failures(topology, cluster)
+    killed_at = time.time()
+    pid = signal_group(context, program, signal.SIGKILL)
+    context.wait(f"process group {pid} of {program.name} to be gone", lambda: not group_members(pid))
+    context.event(f"process group {pid} gone")
+    watch_failover(context, cluster, program, broker_id, killed_at)
     # healthy = registered by the restarted process (its old session's node does not count)
+    wait_restarted(context, program, pid)
+    wait_in_sync(context, cluster, broker_id)
+    failed_after = emulator_failures(topology, cluster)
+    if failed_before is not None and failed_after is not None and failed_after >= failed_before:
+        context.event(f"the emulators of {cluster.name} failed to store {failed_after - failed_before:.0f} event(s) "
+                      "for good during the drill")
+
+
+def registered_ids(url: str) -> dict[tuple[str, int], int]:
+    """(subject, version) -> schema id of everything the registry at ``url`` holds."""
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(url + path, timeout=5.0) as answer:
+            return json.loads(answer.read())
+
+    found = {}
+    for subject in get("/subjects"):
+        quoted = urllib.parse.quote(subject, safe="")
+        for version in get(f"/subjects/{quoted}/versions"):
+            found[(subject, version)] = int(get(f"/subjects/{quoted}/versions/{version}")["id"])
+    return found
+
+
+def kill_registry(context: Context, args: argparse.Namespace) -> None:
+    program = context.program("registry")
+    url = context.topology.registry_url
+    context.say("kill-registry: SIGKILL the schema registry.\n"
+                "Expect: supervisord restarts it; its schemas are in ZooKeeper, so it serves the same subjects "
+                "under the same ids. Every client asks for an id once and keeps it (the emulators, the mirror, the "
+                "audit and the ETL), so none of them waits on it and no event fails: the audit should show "
+                "completeness 1.000 at every tier with nothing named. A client that meets an id new to it while "
+                "the registry is away retries it.")
+    try:
+        before = registered_ids(url)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DrillError(f"the registry at {url} does not answer: {exc}") from None
+    context.event(f"the registry holds {len(before)} schema version(s) of {len({s for s, _ in before})} subject(s)")
     kill_and_wait(context, program)
+    after = registered_ids(url)
+    changed = sorted(f"{subject} version {version}" for (subject, version), schema_id in before.items()
+                     if after.get((subject, version)) != schema_id)
+    if changed:
+        raise DrillError(f"the restarted registry serves other ids (or none) for {', '.join(changed)}")
+    context.event(f"the restarted registry serves the same {len(before)} schema version(s) under the same ids")
+
+
+def kill_audit(context: Context, args: argparse.Namespace) -> None:
+    topology = context.topology
+    program = context.program("audit")
+    context.say(f"kill-audit: SIGKILL the audit service.\n"
+                f"Expect: supervisord restarts it; it takes its counts and the offsets they stand at from its "
+                f"checkpoint ({shown(topology.audit_state_dir)}) and reads on from there, so nothing is counted "
+                "twice and nothing is missed; the windows that closed while it was away are reconciled once it is "
+                "back. Its dashboard, API and /metrics are away for the seconds of the restart. The audit should "
+                "show completeness 1.000 at every tier with nothing named.")
+    pid = kill_and_wait(context, program)
+    restarted_ms = int(context.supervisor.info(program.name).started * 1000)
+    api = AuditApi(f"http://{topology.host}:{topology.audit.http_port}")
+
+    def reconciled() -> list[dict[str, Any]]:
+        try:
+            return [w for w in api.windows(restarted_ms - 10 * topology.audit.window_ms)
+                    if w.get("reconciledAt", 0) >= restarted_ms]
+        except (OSError, ValueError, KeyError):
+            return []
+
+    windows = context.wait(f"the restarted audit (pid {pid}) to reconcile a window", reconciled,
+                           timeout_s=context.timeout_s + (topology.audit.window_ms + topology.audit.grace_ms) / 1000)
+    context.event(f"the restarted audit reconciled {len(windows)} window(s) since it started")
 
 
 def kill_mirror(context: Context, args: argparse.Namespace) -> None:
@@ -381,7 +332,7 @@ def kill_etl(context: Context, args: argparse.Namespace) -> None:
                      timeout_s=waited)
         context.event("an ETL run is in progress")
     log = log_file(topology, program)
-    offset = _size(log)
+    offset = file_size(log)
     kill_and_wait(context, program)
     # Two deadlines: the run must begin (the lock of the killed process's session expires first), then end
     # (starting Spark's JVM and loading everything that arrived meanwhile can take as long again).
@@ -443,13 +394,21 @@ def pause_zookeeper(context: Context, args: argparse.Namespace) -> None:
 
 
 DRILLS = (
-    Drill("kill-broker", "SIGKILL a broker of a cluster; wait until supervisord restarted it and it registered",
-          _kill_broker_arguments, kill_broker),
+    Drill("kill-broker", "SIGKILL a broker of a cluster; wait until its partitions failed over, supervisord restarted "
+                         "it and it is back in their ISR", _kill_broker_arguments, kill_broker),
     Drill("kill-mirror", "SIGKILL the mirror; wait until supervisord restarted it", lambda parser: None, kill_mirror),
     Drill("kill-etl", "SIGKILL the ETL scheduler and its Spark JVM; wait until it restarted and ran once",
           _kill_etl_arguments, kill_etl),
     Drill("pause-zookeeper", "SIGSTOP every local ZooKeeper node for a while, then SIGCONT; wait until all is well",
           _pause_arguments, pause_zookeeper),
+    Drill("kill-registry", "SIGKILL the schema registry; wait until it restarted and serves the same ids",
+          lambda parser: None, kill_registry),
+    Drill("kill-audit", "SIGKILL the audit service; wait until it restarted and reconciled again", lambda parser: None,
+          kill_audit),
+    Drill("poison-record", "write records no tier can load as events into a datacenter's topic; wait until the "
+                           "mirror copied them", poison_record_arguments, poison_record),
+    Drill("fill-disk", "put a broker's log directory on a small filesystem, fill it, free it; wait until the broker "
+                       "caught up", fill_disk_arguments, fill_disk),
 )
 
 
@@ -481,10 +440,9 @@ def run_drill(drill: Drill, args: argparse.Namespace, out: TextIO = sys.stdout) 
                                      out=out)
         except OSError as exc:
             raise DrillError(f"no verdict from the audit: {exc}") from None
-        context.say(f"the audit over the {verdict.windows} window(s) of the drill, against what the producers "
-                    "acknowledged:")
-        for tier in verdict.tiers:
-            context.say("  " + tier.describe())
+        context.say(f"the audit's verdict over the {verdict.windows} window(s) of the drill:")
+        for line in verdict.describe():
+            context.say("  " + line)
         lost = verdict.lost
     context.say(how_to_look(topology))
     if lost is not None:
@@ -511,8 +469,8 @@ def add_parser(subparsers: argparse._SubParsersAction, add_topology_option: Call
         sub.add_argument("--timeout", type=float, default=RESTART_TIMEOUT_S, metavar="S",
                          help=f"deadline of each wait for the deployment to recover (default {RESTART_TIMEOUT_S:.0f})")
         sub.add_argument("--wait-audit", action="store_true",
-                         help="then wait until the audit reconciled the windows covering the drill and print, per "
-                              "tier, completeness and the events missing and duplicated; exit 1 when one was lost")
+                         help="then wait until the audit reconciled the windows covering the drill and print its "
+                              "verdict per tier; exit 1 when an event is unaccounted for")
         sub.add_argument("--audit-timeout", type=float, metavar="S",
                          help="deadline of --wait-audit (default: window + grace + the ETL's interval + 60s)")
         sub.set_defaults(handler=lambda args, drill=drill: run_drill(drill, args))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList
 from pipeline.zk.client import connect
 from pipeline.zk.registry import ClusterRegistry
 
-__all__ = ["admin", "brokers", "end_offsets", "ensure_topics"]
+__all__ = ["EnsuredTopics", "admin", "brokers", "end_offsets", "ensure_topics"]
 
 CLIENT_ID = "pipeline-deployment"
 
@@ -34,13 +35,42 @@ def admin(zookeeper: str, timeout_s: float = 10.0) -> AdminClient:
     return AdminClient(cluster, client_id=CLIENT_ID, timeout_s=timeout_s, close_cluster=True)
 
 
-def ensure_topics(zookeeper: str, topics: Iterable[str], partitions: int) -> list[str]:
-    """Create those of ``topics`` the cluster lacks (``partitions`` each); the names created."""
+@dataclass
+class EnsuredTopics:
+    """What :func:`ensure_topics` did: topics created, existing topics whose configs it set to the wanted values,
+    and existing topics whose replication factor differs from the wanted one (a line each: it does not move
+    replicas)."""
+
+    created: list[str] = field(default_factory=list)
+    reconfigured: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+
+
+def ensure_topics(zookeeper: str, topics: Mapping[str, Mapping[str, str]], partitions: int,
+                  replication_factor: int) -> EnsuredTopics:
+    """Create those of ``topics`` (name -> configs) the cluster lacks, with ``partitions`` partitions and
+    ``replication_factor`` replicas each; give the existing ones the configs wanted, and report those whose
+    replication factor differs."""
+    ensured = EnsuredTopics()
     with admin(zookeeper) as client:
-        missing = sorted(set(topics) - set(client.list_topics()))
-        if missing:
-            client.create_topics(missing, partitions=partitions)
-    return missing
+        present = set(client.list_topics())
+        for name in sorted(set(topics) - present):
+            client.create_topics(name, partitions=partitions, replication_factor=replication_factor,
+                                 configs=topics[name])
+            ensured.created.append(name)
+        existing = sorted(set(topics) & present)
+        for description in client.describe_topics(existing) if existing else []:
+            if description.replication_factor != replication_factor:
+                ensured.mismatched.append(f"{description.name} has replication factor "
+                                          f"{description.replication_factor}, not {replication_factor} as the "
+                                          f"topology says: python -m pipeline topics alter {description.name} "
+                                          f"--replication-factor {replication_factor} --zookeeper {zookeeper}")
+            wanted = dict(topics[description.name])
+            current = client.describe_configs(description.name)
+            if any(current.get(key) != value for key, value in wanted.items()):
+                client.alter_configs(description.name, wanted)
+                ensured.reconfigured.append(description.name)
+    return ensured
 
 
 def end_offsets(zookeeper: str, topics: Iterable[str]) -> dict[str, int]:

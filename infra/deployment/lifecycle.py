@@ -13,8 +13,10 @@ SIGTERM and its own deadline, then supervisord; the data stays. ``clean``: ``dow
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
@@ -22,10 +24,11 @@ from typing import Callable, Sequence, TextIO
 from infra.deployment import clusters
 from infra.deployment.programs import STAGES, Program, http_ok, log_file, programs, scrape_jobs
 from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
-from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, Topology
+from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, ClusterSpec, Topology
 from infra.prometheus import config as prometheus_config
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.service import write_owner_only
 from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 
@@ -72,6 +75,19 @@ def check_ports_free(topology: Topology) -> None:
                                   f"there or change the port in {shown(topology.path)}")
 
 
+def restrict_to_owner(directory: Path) -> None:
+    """Take every permission of group and others away from ``directory`` and what it holds (symbolic links
+    aside): a var directory written before the deployment's processes created their files owner-only."""
+    below = (Path(root) / name for root, dirs, files in os.walk(directory) for name in (*dirs, *files))
+    for path in (directory, *below):
+        try:
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o077:
+                path.chmod(stat.S_IMODE(mode) & 0o700)
+        except FileNotFoundError:
+            continue  # removed meanwhile by a running process (a deleted segment)
+
+
 def write_prometheus_config(topology: Topology) -> None:
     if topology.prometheus.external:
         return
@@ -105,15 +121,30 @@ def _wait_healthy(topology: Topology, supervisor: Supervisor, stage: Sequence[Pr
             time.sleep(0.2)
 
 
+def wanted_topics(topology: Topology, cluster: ClusterSpec) -> dict[str, dict[str, str]]:
+    """The topics ``up`` creates in ``cluster``, with their configs: the event topics in a datacenter (the mirror
+    creates their copies in the offline cluster, from the brokers' defaults), the AuditCount topic in every
+    cluster."""
+    topics = {topic: cluster.topic_configs() for topic in EVENT_TOPICS} if cluster in topology.datacenters else {}
+    topics[AUDIT_TOPIC] = cluster.topic_configs(audit=True)
+    return topics
+
+
 def _create_topics(topology: Topology, out: TextIO) -> None:
-    for datacenter in topology.datacenters:
-        if datacenter.external:
+    for cluster in topology.clusters:
+        if cluster.external:
             continue
-        created = clusters.ensure_topics(topology.cluster_zookeeper(datacenter), [*EVENT_TOPICS, AUDIT_TOPIC],
-                                         datacenter.partitions)
-        if created:
-            print(f"  topics of {datacenter.name:<13} {len(created)} created ({datacenter.partitions} partitions "
-                  "each)", file=out, flush=True)
+        ensured = clusters.ensure_topics(topology.cluster_zookeeper(cluster), wanted_topics(topology, cluster),
+                                         cluster.partitions, cluster.replication_factor)
+        if ensured.created:
+            replicas = "1 replica" if cluster.replication_factor == 1 else f"{cluster.replication_factor} replicas"
+            print(f"  topics of {cluster.name:<13} {len(ensured.created)} created ({cluster.partitions} partitions, "
+                  f"{replicas}, min.insync.replicas {cluster.min_insync_replicas})", file=out, flush=True)
+        if ensured.reconfigured:
+            print(f"  topics of {cluster.name:<13} configs set as the topology says: "
+                  f"{', '.join(ensured.reconfigured)}", file=out, flush=True)
+        for line in ensured.mismatched:
+            print(f"  topics of {cluster.name:<13} {line}", file=out, flush=True)
 
 
 def _first_events_offline(topology: Topology) -> int:
@@ -142,7 +173,9 @@ def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None
     reused = supervisor.running()
     if not reused:
         check_ports_free(topology)
+    write_owner_only()
     topology.var_dir.mkdir(parents=True, exist_ok=True)
+    restrict_to_owner(topology.var_dir)
     write_prometheus_config(topology)
     changed = supervisor.write_config(render(topology, everything))
     if reused:

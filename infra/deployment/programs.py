@@ -20,7 +20,7 @@ from infra.deployment.topology import ClusterSpec, Topology
 from infra.prometheus.config import Job, Target
 from schemas.events import EVENT_TOPICS
 
-__all__ = ["Health", "Program", "STAGES", "programs", "scrape_jobs"]
+__all__ = ["Health", "Program", "STAGES", "broker_log_dir", "programs", "scrape_jobs"]
 
 # Start stages, in order; a stage starts once every program of the stage before answers its health check.
 # supervisord stops programs in the reverse order of their priority, which follows the stages. ``up`` starts the
@@ -122,7 +122,8 @@ def zookeeper_programs(topology: Topology) -> list[Program]:
     found = []
     for index, port in enumerate(spec.client_ports()):
         arguments = ["--exec", "--data-dir", str(topology.var_dir / "zookeeper" / f"zk{index + 1}"), "--host", host,
-                     "--port", str(port), "--tick-ms", str(spec.tick_ms)]
+                     "--port", str(port), "--tick-ms", str(spec.tick_ms), "--snapshots-kept", str(spec.snapshots_kept),
+                     "--purge-interval-hours", str(spec.purge_interval_hours)]
         if peers:
             arguments += ["--server-id", str(index + 1),
                           "--peers", ",".join(f"{sid}:{peer}:{election}" for sid, peer, election in peers)]
@@ -133,14 +134,20 @@ def zookeeper_programs(topology: Topology) -> list[Program]:
     return found
 
 
+def broker_log_dir(topology: Topology, cluster: ClusterSpec, broker_id: int) -> Path:
+    """The log directory of broker ``broker_id`` of ``cluster``."""
+    return topology.var_dir / "data" / cluster.name / f"broker-{broker_id}"
+
+
 def broker_programs(topology: Topology, cluster: ClusterSpec) -> list[Program]:
     zookeeper = topology.cluster_zookeeper(cluster)
     found = []
     for broker_id in cluster.broker_ids():
         overrides = {"zookeeper.connect": zookeeper, "broker.id": str(broker_id),
                      "num.partitions": str(cluster.partitions),
-                     "metrics.port": str(cluster.broker_metrics_port(broker_id)), **cluster.settings}
-        command = _python("broker", "--log-dir", str(topology.var_dir / "data" / cluster.name / f"broker-{broker_id}"),
+                     "metrics.port": str(cluster.broker_metrics_port(broker_id)), **cluster.broker_defaults(),
+                     **cluster.settings}
+        command = _python("broker", "--log-dir", str(broker_log_dir(topology, cluster, broker_id)),
                           "--host", topology.host, "--port", str(cluster.broker_port(broker_id)),
                           *_settings("--override", overrides))
         found.append(Program(
@@ -171,7 +178,9 @@ def prometheus_program(topology: Topology) -> list[Program]:
     url = topology.prometheus_url
     directory = topology.var_dir / "prometheus"
     command = ("prometheus", f"--config.file={directory / 'prometheus.yml'}",
-               f"--storage.tsdb.path={directory / 'data'}", "--storage.tsdb.retention.time=2d",
+               f"--storage.tsdb.path={directory / 'data'}",
+               f"--storage.tsdb.retention.time={topology.prometheus.retention_time}",
+               f"--storage.tsdb.retention.size={topology.prometheus.retention_size}B",
                f"--web.listen-address={topology.host}:{topology.prometheus.port}", "--log.level=warn")
     health = Health(f"{url}/-/ready answers", lambda since: http_ok(f"{url}/-/ready"))
     return [Program("prometheus", command, "services", health,
@@ -180,20 +189,23 @@ def prometheus_program(topology: Topology) -> list[Program]:
 
 def audit_program(topology: Topology) -> Program:
     spec = topology.audit
-    settings = {"warehouse.dir": str(topology.warehouse), "prometheus.url": topology.prometheus_url, **spec.settings}
+    settings = {"warehouse.dir": str(topology.warehouse), "prometheus.url": topology.prometheus_url,
+                "http.host": topology.host, **spec.settings}
     command = _python("audit", "run",
                       *[f"--datacenter={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--offline", topology.cluster_zookeeper(topology.offline),
                       "--state-dir", str(topology.audit_state_dir), "--http-port", str(spec.http_port),
                       "--registry", topology.registry_url, "--window-ms", str(spec.window_ms),
                       "--grace-ms", str(spec.grace_ms), *_settings("--set", settings))
-    return Program("audit", command, "services", _metrics_health(topology.host, spec.http_port),
+    health = f"http://{topology.host}:{spec.http_port}/api/health"
+    # 503 once a reader of the audit stopped (the service is going down): not healthy
+    return Program("audit", command, "services", Health(f"{health} answers", lambda since: http_ok(health)),
                    metrics=("audit", spec.http_port, {}), kind="audit")
 
 
 def etl_program(topology: Topology) -> Program:
     spec = topology.etl
-    settings = {"audit.window.ms": str(topology.audit.window_ms), **spec.settings}
+    settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host, **spec.settings}
     command = _python("etl", "schedule", "--zookeeper", topology.cluster_zookeeper(topology.offline),
                       "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
@@ -205,13 +217,16 @@ def etl_program(topology: Topology) -> Program:
 
 def mirror_program(topology: Topology) -> Program:
     spec = topology.mirror
-    settings = {"audit.window.ms": str(topology.audit.window_ms), **spec.settings}
+    # A topic's min.insync.replicas is its cluster's to choose (the offline brokers' default), as MirrorMaker 2
+    # does not copy it either.
+    settings = {"audit.window.ms": str(topology.audit.window_ms), "topic.config.exclude": "min.insync.replicas",
+                "metrics.host": topology.host, **spec.settings}
     command = _python("mirror",
                       *[f"--source={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--target", topology.cluster_zookeeper(topology.offline),
                       "--whitelist", "|".join(EVENT_TOPICS), "--num-streams", str(spec.num_streams),
                       "--metrics-port", str(spec.metrics_port), "--registry", topology.registry_url,
-                      *_settings("--set", settings))
+                      "--state-dir", str(topology.mirror_state_dir), *_settings("--set", settings))
     return Program("mirror", command, "services", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=60,
                    metrics=("mirror", spec.metrics_port, {}), kind="mirror")
 
@@ -226,7 +241,8 @@ def emulator_programs(topology: Topology) -> list[Program]:
         command = _python("producers", "--datacenter", dc.name, "--zookeeper", topology.cluster_zookeeper(dc),
                           "--registry", topology.registry_url, "--servers", str(spec.servers), "--rate", str(rate),
                           "--members", str(spec.members), "--metrics-port", str(spec.metrics_port),
-                          "--audit-window-ms", str(topology.audit.window_ms), *_settings("--set", spec.settings))
+                          "--audit-window-ms", str(topology.audit.window_ms),
+                          *_settings("--set", {"metrics.host": topology.host, **spec.settings}))
         found.append(Program(f"emulators-{dc.name}", command, "sources",
                              _metrics_health(topology.host, spec.metrics_port),
                              metrics=("emulator", spec.metrics_port, {"datacenter": dc.name}), kind="emulators"))

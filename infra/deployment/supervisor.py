@@ -45,7 +45,10 @@ def render(topology: Topology, programs: Sequence[Program]) -> str:
     config.optionxform = str  # type: ignore[assignment,method-assign]
     config["unix_http_server"] = {"file": str(directory / SOCKET_NAME), "chmod": "0700"}
     config["supervisord"] = {
-        "logfile": str(directory / "supervisord.log"), "logfile_maxbytes": "10MB", "logfile_backups": "2",
+        "logfile": str(directory / "supervisord.log"), "logfile_maxbytes": str(topology.logs.max_bytes),
+        "logfile_backups": str(topology.logs.backups),
+        # every program inherits it: what the deployment's processes write is their owner's only
+        "umask": "077",
         "pidfile": str(directory / PID_NAME), "childlogdir": str(topology.logs_dir), "directory": str(REPO_ROOT),
         "identifier": f"pipeline:{topology.var_dir}", "minfds": "4096", "nodaemon": "false", "loglevel": "info",
     }
@@ -72,8 +75,8 @@ def render(topology: Topology, programs: Sequence[Program]) -> str:
             "exitcodes": ",".join(map(str, program.exit_codes)),
             "redirect_stderr": "true",
             "stdout_logfile": str(log_file(topology, program)),
-            "stdout_logfile_maxbytes": "50MB",
-            "stdout_logfile_backups": "2",
+            "stdout_logfile_maxbytes": str(topology.logs.max_bytes),
+            "stdout_logfile_backups": str(topology.logs.backups),
             "environment": ",".join(f'{key}="{value}"' for key, value in environment.items()).replace("%", "%%"),
         }
     text = StringIO()

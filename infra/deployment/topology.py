@@ -15,15 +15,24 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-__all__ = ["AuditSpec", "ClusterSpec", "DEFAULT_TOPOLOGY", "EmulatorSpec", "EtlSpec", "MirrorSpec",
+from pipeline.zk.server import MIN_SNAPSHOTS_KEPT
+
+__all__ = ["AuditSpec", "ClusterSpec", "DEFAULT_TOPOLOGY", "EmulatorSpec", "EtlSpec", "LogsSpec", "MirrorSpec",
            "PrometheusSpec", "REPO_ROOT", "RegistrySpec", "Topology", "TopologyError", "ZooKeeperSpec", "load"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = REPO_ROOT / "infra" / "topology.yml"
 OFFLINE = "offline"
+# The smallest log segment the topology accepts (Kafka's own minimum, 14 bytes, rolls at every batch).
+SMALLEST_SEGMENT = 1 << 20
+# Kafka's log.roll.hours: a segment younger than this is rolled only when full.
+ROLL_HOURS = 168
 _NAME = re.compile(r"[a-z][a-z0-9]*")
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# Sizes as supervisord and Prometheus read them: KB, MB, GB are powers of 1024.
+_SIZE = re.compile(r"([0-9]+) *(B|KB|MB|GB|TB)?", re.IGNORECASE)
+_BYTES = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
 
 
 class TopologyError(ValueError):
@@ -40,6 +49,8 @@ class ZooKeeperSpec:
     election_port: int = 3888
     tick_ms: int = 2000
     connect: str | None = None
+    snapshots_kept: int = 3
+    purge_interval_hours: int = 1
 
     @property
     def external(self) -> bool:
@@ -68,10 +79,11 @@ class EmulatorSpec:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """One broker cluster (a datacenter's or the offline one): its brokers' ports, or an external ZooKeeper path."""
+    """One broker cluster (a datacenter's or the offline one): its brokers' ports, or an external ZooKeeper path;
+    the replication and retention of the topics the deployment creates in it, and its brokers' defaults."""
 
     name: str
-    brokers: int = 2
+    brokers: int = 3
     port: int = 9092
     metrics_port: int = 9201
     partitions: int = 4
@@ -79,10 +91,36 @@ class ClusterSpec:
     zookeeper: str | None = None
     settings: Mapping[str, str] = field(default_factory=dict)
     emulators: EmulatorSpec | None = None
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    log_retention_hours: int = 12
+    # per partition, as Kafka's log.retention.bytes (-1: no limit)
+    log_retention_bytes: int = 128 << 20
+    log_segment_bytes: int = 32 << 20
+    audit_retention_hours: int = 24
 
     @property
     def external(self) -> bool:
         return self.zookeeper is not None
+
+    def broker_defaults(self) -> dict[str, str]:
+        """The brokers' own defaults for what the topology says of the cluster's topics (a topic created by a
+        client, such as the mirror's target topics, gets them too); a segment rolls at least as often as the
+        retention, so that the time limit can delete it."""
+        return {"default.replication.factor": str(self.replication_factor),
+                "min.insync.replicas": str(self.min_insync_replicas),
+                "log.retention.hours": str(self.log_retention_hours),
+                "log.retention.bytes": str(self.log_retention_bytes),
+                "log.segment.bytes": str(self.log_segment_bytes),
+                "log.roll.hours": str(min(self.log_retention_hours, ROLL_HOURS))}
+
+    def topic_configs(self, *, audit: bool = False) -> dict[str, str]:
+        """The configs of a topic the deployment creates in the cluster (``audit``: the AuditCount topic)."""
+        configs = {"min.insync.replicas": str(self.min_insync_replicas)}
+        if audit:
+            # bounded by its age alone, as audit_retention_hours says (not by the brokers' log.retention.bytes)
+            configs.update({"retention.ms": str(self.audit_retention_hours * 3_600_000), "retention.bytes": "-1"})
+        return configs
 
     def broker_ids(self) -> list[int]:
         return [] if self.external else list(range(1, self.brokers + 1))
@@ -143,17 +181,29 @@ class AuditSpec:
 
 @dataclass(frozen=True)
 class PrometheusSpec:
-    """The Prometheus server scraping every process, with the pipeline's rules, or an external one at ``url``."""
+    """The Prometheus server scraping every process, with the pipeline's rules, or an external one at ``url``; its
+    TSDB keeps ``retention_time`` and at most ``retention_size`` bytes, whichever is reached first."""
 
     port: int = 9090
     scrape_interval: str = "15s"
     evaluation_interval: str = "15s"
     hold: str | None = None
     url: str | None = None
+    retention_time: str = "7d"
+    retention_size: int = 1 << 30
 
     @property
     def external(self) -> bool:
         return self.url is not None
+
+
+@dataclass(frozen=True)
+class LogsSpec:
+    """supervisord's rotation of every process's log and its own: a file is rotated at ``max_bytes`` and
+    ``backups`` rotated files are kept."""
+
+    max_bytes: int = 50 << 20
+    backups: int = 2
 
 
 @dataclass(frozen=True)
@@ -171,6 +221,7 @@ class Topology:
     etl: EtlSpec
     audit: AuditSpec
     prometheus: PrometheusSpec
+    logs: LogsSpec = LogsSpec()
 
     @property
     def clusters(self) -> tuple[ClusterSpec, ...]:
@@ -222,6 +273,10 @@ class Topology:
     @property
     def audit_state_dir(self) -> Path:
         return self.var_dir / "audit"
+
+    @property
+    def mirror_state_dir(self) -> Path:
+        return self.var_dir / "mirror"
 
     @property
     def logs_dir(self) -> Path:
@@ -362,6 +417,29 @@ def _setting_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _size(value: Any, where: str) -> int:
+    """Bytes: an integer, or a number with B, KB, MB, GB or TB (powers of 1024, as supervisord and Prometheus
+    read them)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = _SIZE.fullmatch(str(value).strip()) if isinstance(value, str) else None
+    if match is None:
+        raise TopologyError(f"{where}: {value!r} is not a size such as 512MB, 1GB or a number of bytes")
+    return int(match.group(1)) * _BYTES[(match.group(2) or "B").lower()]
+
+
+def _segment_bytes(value: Any, where: str) -> int:
+    size = _size(value, where)
+    if not SMALLEST_SEGMENT <= size <= 2**31 - 1:
+        raise TopologyError(f"{where}: a log segment is from 1MB to 2GB less a byte, not {value!r}")
+    return size
+
+
+def _retention_bytes(value: Any, where: str) -> int:
+    """A size, or -1 for no limit (Kafka's log.retention.bytes)."""
+    return -1 if value == -1 else _size(value, where)
+
+
 def _seconds(text: str) -> float:
     match = _DURATION.fullmatch(text)
     assert match is not None
@@ -408,11 +486,18 @@ def _topology(path: Path, root: _Node) -> Topology:
                                 prometheus_node.get("scrape_interval", _prometheus_duration, "15s"),
                                 prometheus_node.get("evaluation_interval", _prometheus_duration, "15s"),
                                 prometheus_node.get("hold", _prometheus_duration, None),
-                                prometheus_node.get("url", _url, None))
+                                prometheus_node.get("url", _url, None),
+                                prometheus_node.get("retention_time", _prometheus_duration,
+                                                    PrometheusSpec.retention_time),
+                                prometheus_node.get("retention_size", _size, PrometheusSpec.retention_size))
     prometheus_node.done()
+    logs_node = root.child("logs")
+    logs = LogsSpec(logs_node.get("max_bytes", _size, LogsSpec.max_bytes),
+                    logs_node.get("backups", _integer(0, 1000), LogsSpec.backups))
+    logs_node.done()
     root.done()
     topology = Topology(path, var_dir, host, zookeeper, tuple(datacenters), offline, registry, mirror, etl, audit,
-                        prometheus)
+                        prometheus, logs)
     _check_ports(topology)
     return topology
 
@@ -420,7 +505,9 @@ def _topology(path: Path, root: _Node) -> Topology:
 def _zookeeper(node: _Node) -> ZooKeeperSpec:
     spec = ZooKeeperSpec(node.get("nodes", _integer(1, 7), 1), node.get("port", _port, 2181),
                          node.get("peer_port", _port, 2888), node.get("election_port", _port, 3888),
-                         node.get("tick_ms", _integer(100, 60_000), 2000), node.get("connect", _text, None))
+                         node.get("tick_ms", _integer(100, 60_000), 2000), node.get("connect", _text, None),
+                         node.get("snapshots_kept", _integer(MIN_SNAPSHOTS_KEPT, 1000), ZooKeeperSpec.snapshots_kept),
+                         node.get("purge_interval_hours", _integer(1, 24 * 365), ZooKeeperSpec.purge_interval_hours))
     node.done()
     if spec.nodes % 2 == 0:
         raise TopologyError(f"zookeeper.nodes: {spec.nodes} nodes tolerate no more failures than {spec.nodes - 1}; "
@@ -439,12 +526,30 @@ def _cluster(name: str, node: _Node, zookeeper: ZooKeeperSpec, datacenter: bool)
                                  emulator_node.get("members", _integer(1), 1_000_000),
                                  emulator_node.get("settings", _settings, {}))
         emulator_node.done()
-    spec = ClusterSpec(name, node.get("brokers", _integer(1, 32), 2), node.get("port", _port, 9092),
+    spec = ClusterSpec(name, node.get("brokers", _integer(1, 32), ClusterSpec.brokers), node.get("port", _port, 9092),
                        node.get("metrics_port", _port, 9201), node.get("partitions", _integer(1, 1000), 4),
                        node.get("chroot", _chroot, f"/{name}"), external, node.get("settings", _settings, {}),
-                       emulators)
+                       emulators,
+                       node.get("replication_factor", _integer(1, 32), ClusterSpec.replication_factor),
+                       node.get("min_insync_replicas", _integer(1, 32), ClusterSpec.min_insync_replicas),
+                       node.get("log_retention_hours", _integer(1), ClusterSpec.log_retention_hours),
+                       node.get("log_retention_bytes", _retention_bytes, ClusterSpec.log_retention_bytes),
+                       node.get("log_segment_bytes", _segment_bytes, ClusterSpec.log_segment_bytes),
+                       node.get("audit_retention_hours", _integer(1), ClusterSpec.audit_retention_hours))
     node.done()
+    _check_replication(spec, node.where)
     return spec
+
+
+def _check_replication(spec: ClusterSpec, where: str) -> None:
+    """The replication a cluster's topics get must fit its brokers (those of an external cluster are not known)."""
+    if spec.min_insync_replicas > spec.replication_factor:
+        raise TopologyError(f"{where}.min_insync_replicas: {spec.min_insync_replicas} in-sync replicas cannot be "
+                            f"asked of topics with replication_factor {spec.replication_factor}")
+    if not spec.external and spec.replication_factor > spec.brokers:
+        raise TopologyError(f"{where}.replication_factor: {spec.replication_factor} replicas need as many brokers "
+                            f"and the cluster has {spec.brokers}: add brokers, or lower replication_factor (and "
+                            f"min_insync_replicas, {spec.min_insync_replicas} now)")
 
 
 def _check_ports(topology: Topology) -> None:

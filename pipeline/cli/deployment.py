@@ -11,8 +11,8 @@ import argparse
 
 COMMANDS = {
     "status": "every process of the deployment and its key figures (`python -m pipeline status --help`)",
-    "chaos": "fault drills against the running deployment: kill-broker DC, kill-mirror, kill-etl, pause-zookeeper "
-             "(`python -m pipeline chaos --help`)",
+    "chaos": "fault drills against the running deployment: kill-broker DC, kill-mirror, kill-etl, pause-zookeeper, "
+             "kill-registry, kill-audit, poison-record DC TOPIC, fill-disk DC (`python -m pipeline chaos --help`)",
 }
 
 

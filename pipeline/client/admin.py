@@ -58,9 +58,10 @@ class AdminClient(GroupCalls):
 
     # -- topics ----------------------------------------------------------------------------------
 
-    def create_topics(self, names: str | Iterable[str], partitions: int = -1, replication_factor: int = 1,
+    def create_topics(self, names: str | Iterable[str], partitions: int = -1, replication_factor: int = -1,
                       configs: Mapping[str, str] | None = None, *, validate_only: bool = False) -> None:
-        """Create each topic of ``names`` with ``partitions`` partitions (-1: the broker's default).
+        """Create each topic of ``names`` with ``partitions`` partitions and ``replication_factor`` replicas (-1:
+        the broker's num.partitions and default.replication.factor, as Kafka's AdminClient leaves them unset).
 
         Raises KafkaProtocolError for the first topic the broker refused (the others were still created).
         """

@@ -18,9 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+from pipeline.service import write_owner_only
+
 JAR_DIR = Path("/usr/share/java")
 SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# ZooKeeper ignores an autopurge.snapRetainCount below 3.
+MIN_SNAPSHOTS_KEPT = 3
 
 
 class ZooKeeperError(RuntimeError):
@@ -66,9 +70,12 @@ class ZooKeeperServer:
 
     def __init__(self, data_dir: str | Path, port: int | None = None, *, host: str = "127.0.0.1",
                  tick_ms: int = 2000, server_id: int | None = None, peers: list[tuple[int, int, int]] | None = None,
-                 heap_mb: int = 256, session_timeout_range_ms: tuple[int, int] | None = None) -> None:
+                 heap_mb: int = 256, session_timeout_range_ms: tuple[int, int] | None = None,
+                 autopurge: tuple[int, int] | None = None) -> None:
         """``session_timeout_range_ms``: ZooKeeper's minSessionTimeout and maxSessionTimeout (default: 2 and 20
-        ticks); a short tick with a wide range expires sessions close to their timeout without bounding them."""
+        ticks); a short tick with a wide range expires sessions close to their timeout without bounding them.
+        ``autopurge``: (snapshots kept, purge interval in hours), ZooKeeper's autopurge.snapRetainCount and
+        autopurge.purgeInterval: older snapshots and transaction logs are deleted (default: kept forever)."""
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -78,6 +85,10 @@ class ZooKeeperServer:
         self.peers = peers
         self.heap_mb = heap_mb
         self.session_timeout_range_ms = session_timeout_range_ms
+        if autopurge is not None and (autopurge[0] < MIN_SNAPSHOTS_KEPT or autopurge[1] < 1):
+            raise ValueError(f"autopurge keeps at least {MIN_SNAPSHOTS_KEPT} snapshots and runs every 1 or more "
+                             f"hours, not {autopurge}")
+        self.autopurge = autopurge
         self.process: subprocess.Popen | None = None
         self.log_path = self.data_dir / "zookeeper.log"
 
@@ -100,6 +111,9 @@ class ZooKeeperServer:
         if self.session_timeout_range_ms is not None:
             low, high = self.session_timeout_range_ms
             lines += [f"minSessionTimeout={low}", f"maxSessionTimeout={high}"]
+        if self.autopurge is not None:
+            kept, hours = self.autopurge
+            lines += [f"autopurge.snapRetainCount={kept}", f"autopurge.purgeInterval={hours}"]
         if self.peers:
             lines += ["initLimit=10", "syncLimit=5"]
             lines += [f"server.{sid}={self.host}:{peer}:{election}" for sid, peer, election in self.peers]
@@ -255,16 +269,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-id", type=int, help="this member's id in --peers")
     parser.add_argument("--peers", type=parse_peers, metavar="ID:PEER_PORT:ELECTION_PORT,...",
                         help="every member of the ensemble (on --host), this one included")
+    parser.add_argument("--snapshots-kept", type=int, metavar="N",
+                        help=f"autopurge: keep the newest N (>= {MIN_SNAPSHOTS_KEPT}) snapshots and the transaction "
+                             "logs they need, delete the rest every --purge-interval-hours (default: keep all)")
+    parser.add_argument("--purge-interval-hours", type=int, default=1, metavar="H",
+                        help="how often autopurge runs (default 1)")
     parser.add_argument("--exec", action="store_true", dest="exec_java",
                         help="replace this process by the Java server (for a supervisor: its signals then reach "
                              "ZooKeeper itself); the log goes to standard output")
     args = parser.parse_args(argv)
+    write_owner_only()
     if (args.server_id is None) != (args.peers is None):
         parser.error("--server-id and --peers go together")
     if args.peers is not None and args.server_id not in {peer[0] for peer in args.peers}:
         parser.error(f"--server-id {args.server_id} is not among --peers")
-    server = ZooKeeperServer(args.data_dir, args.port, host=args.host, tick_ms=args.tick_ms,
-                             server_id=args.server_id, peers=args.peers, heap_mb=args.heap_mb)
+    autopurge = None if args.snapshots_kept is None else (args.snapshots_kept, args.purge_interval_hours)
+    try:
+        server = ZooKeeperServer(args.data_dir, args.port, host=args.host, tick_ms=args.tick_ms,
+                                 server_id=args.server_id, peers=args.peers, heap_mb=args.heap_mb, autopurge=autopurge)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.exec_java:
         try:
             command = server.command()

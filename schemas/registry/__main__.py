@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 
 from pipeline.config import ConfigError, command_line_values, help_table
-from pipeline.service import log_to_stderr
+from pipeline.service import log_to_stderr, write_owner_only
 from pipeline.zk.client import ZooKeeperUnavailable, connect
 
 from .backends import Backend, DirectoryBackend, ZooKeeperBackend
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.help_config:
         print(help_table(REGISTRY_PROPERTIES))
         return 0
+    write_owner_only()
     log_to_stderr()
     try:
         config = load_config(args)

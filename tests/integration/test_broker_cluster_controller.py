@@ -364,6 +364,20 @@ def test_partitions_start_fully_in_sync_and_leaders_are_elected_from_the_isr(cli
         assert controller.offline_partition_count == 0
 
 
+def test_a_broker_registered_anew_since_the_controller_looked_is_failed_over_then_counted_back(clients):
+    zk = clients[3]
+    with replicated_topic(clients):
+        assert leadership(zk) == (1, 0, [1, 2, 3])
+        # Broker 1 restarts between two looks of the controller: its old registration goes and the new one
+        # comes in one step, as a broker restarted at once registers the moment its old session's node goes.
+        transaction = clients[BROKER_CLIENTS[1]].transaction()
+        transaction.delete(layout.broker_path(1))
+        transaction.create(layout.broker_path(1), layout.broker_registration("127.0.0.1", 9001), ephemeral=True)
+        assert not any(isinstance(result, Exception) for result in transaction.commit())
+        wait_until(lambda: leadership(zk) == (2, 1, [2, 3]), 10, message="broker 1 failed over")
+        assert sorted(zk.get_children(layout.BROKER_IDS)) == ["1", "2", "3"]
+
+
 def test_with_no_live_isr_member_the_partition_stays_offline_until_one_returns(clients):
     zk = clients[3]
     with replicated_topic(clients) as controller:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, NamedTuple
 
 import pyarrow.dataset as ds
 import yaml
@@ -31,8 +33,9 @@ def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, 
                      brokers: dict[str, int] | None = None, rate: int = 40, window_ms: int = 2000,
                      grace_ms: int = 4000, etl_every: str = "15s") -> dict[str, Any]:
     """A small topology: low emulator rates, short audit windows and ETL interval, brokers per cluster as given
-    (2 in dc1, 1 elsewhere by default), brokers' ZooKeeper sessions of 6 s (a killed broker's registration goes
-    soon), ports from ``first_port`` on (fewer than 60)."""
+    (2 in dc1, 1 elsewhere by default), every topic on every broker of its cluster with one fewer in-sync replica
+    required (at least one), brokers' ZooKeeper sessions of 6 s (a killed broker's registration goes soon), ports
+    from ``first_port`` on (fewer than 60)."""
     brokers = {"dc1": 2, **(brokers or {})}
     ports = iter(range(first_port, first_port + 1000))
 
@@ -45,6 +48,7 @@ def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, 
     def cluster(name: str) -> dict[str, Any]:
         count = brokers.get(name, 1)
         return {"brokers": count, "port": block(count), "metrics_port": block(count), "partitions": 2,
+                "replication_factor": count, "min_insync_replicas": max(1, count - 1),
                 "settings": {"zookeeper.session.timeout.ms": 6000}}
 
     document: dict[str, Any] = {
@@ -169,3 +173,90 @@ def warehouse_events(topology: Topology) -> list[tuple[tuple[str, str, int, int]
             rows.append(((row["source_cluster"], topic, row["source_partition"], row["source_offset"]),
                          row["header"]["eventId"]))
     return rows
+
+
+class Listener(NamedTuple):
+    """A socket a process listens on (TCP) or receives on (UDP)."""
+
+    protocol: str
+    address: str
+    port: int
+    pid: int
+    command: str
+
+
+# /proc/net/tcp's state of a listening socket; every UDP socket bound to a port receives
+_LISTEN = "0A"
+
+
+def process_tree(roots: Iterable[int], proc: Path = Path("/proc")) -> set[int]:
+    """``roots`` and every live descendant of theirs."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
+def _address(hex_address: str) -> str:
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    # four 32-bit words, each in host (little-endian) order
+    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+
+
+def listeners(pids: Iterable[int], proc: Path = Path("/proc")) -> list[Listener]:
+    """Every TCP socket listening and UDP socket bound, of the processes ``pids``."""
+    owners: dict[int, int] = {}
+    for pid in pids:
+        try:
+            for fd in (proc / str(pid) / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    owners[int(target[8:-1])] = pid
+        except OSError:
+            continue
+    found = []
+    for protocol in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            lines = (proc / "net" / protocol).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], int(fields[9])
+            if inode not in owners or (protocol.startswith("tcp") and state != _LISTEN):
+                continue
+            hex_address, hex_port = local.split(":")
+            pid = owners[inode]
+            try:
+                command = (proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                command = "?"
+            found.append(Listener(protocol, _address(hex_address), int(hex_port, 16), pid, command[:160]))
+    return found
+
+
+def loose_permissions(directory: Path) -> list[str]:
+    """Every file and directory under ``directory`` (itself included) that its group or others may use."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        for path in (Path(root), *(Path(root) / name for name in files)):
+            try:
+                mode = path.lstat().st_mode
+            except FileNotFoundError:
+                continue  # deleted meanwhile (a segment, a temporary file)
+            if not stat.S_ISLNK(mode) and mode & 0o077:
+                found.append(f"{oct(stat.S_IMODE(mode))} {path}")
+    return found

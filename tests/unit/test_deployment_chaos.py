@@ -207,4 +207,32 @@ def test_every_drill_parses_with_its_topology_given_before_or_after_it() -> None
     assert (args.topology, args.seconds) == ("b.yml", 3.0)
     args = parser.parse_args(["chaos", "kill-etl", "--during-run", "--wait-audit"])
     assert args.during_run and args.wait_audit and args.topology.endswith("topology.yml")
-    assert {drill.name for drill in chaos.DRILLS} == {"kill-broker", "kill-mirror", "kill-etl", "pause-zookeeper"}
+    assert {drill.name for drill in chaos.DRILLS} == {"kill-broker", "kill-mirror", "kill-etl", "pause-zookeeper",
+                                                      "kill-registry", "kill-audit", "poison-record", "fill-disk"}
+
+
+def test_the_new_drills_parse_their_own_arguments() -> None:
+    parser = argparse.ArgumentParser()
+    chaos.add_parser(parser.add_subparsers(dest="command"), add_topology_option)
+    args = parser.parse_args(["chaos", "poison-record", "dc2", "PageViewEvent", "--wait-audit"])
+    assert (args.drill, args.cluster, args.topic, args.wait_audit) == ("poison-record", "dc2", "PageViewEvent", True)
+    args = parser.parse_args(["chaos", "fill-disk", "offline", "--broker", "3", "--seconds", "5"])
+    assert (args.cluster, args.broker, args.seconds, args.headroom_mb) == ("offline", 3, 5.0, 64)
+    assert parser.parse_args(["chaos", "kill-registry"]).drill == "kill-registry"
+    assert parser.parse_args(["chaos", "kill-audit"]).drill == "kill-audit"
+
+
+def test_kill_broker_says_a_failover_only_where_the_replication_allows_one(tmp_path: Path) -> None:
+    def expectation(replicas: int, in_sync: int) -> str:
+        document = {"var_dir": str(tmp_path), "datacenters": {"dc1": {
+            "brokers": 3, "replication_factor": replicas, "min_insync_replicas": in_sync}},
+                    "offline": {"port": 19096, "metrics_port": 19221}}
+        path = tmp_path / "topology.yml"
+        path.write_text(yaml.safe_dump(document))
+        return chaos.failover_expectation(load(path).datacenters[0])
+
+    default = expectation(3, 2)
+    assert default.startswith("Expect a failover") and "no partition goes offline" in default
+    assert "no event fails" in default and "1.000 at every tier with nothing named" in default
+    assert "NOT_ENOUGH_REPLICAS" in expectation(3, 3) and "failover" not in expectation(3, 3)
+    assert "go offline" in expectation(1, 1) and "named lost at the producer tier" in expectation(1, 1)
