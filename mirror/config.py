@@ -95,8 +95,9 @@ MIRROR_PROPERTIES = (
     Property("num.streams", parse_int, 1, "consumer streams (threads) per source", at_least=1, at_most=64),
     Property("offset.commit.interval.ms", parse_int, 5000,
              "how often the acknowledged source offsets are committed", at_least=1),
-    Property("topic.config.exclude", _parse_names, (),
-             "topic settings not copied to the target, comma-separated names"),
+    Property("topic.config.exclude", _parse_names, ("min.insync.replicas",),
+             "topic settings not copied to the target, comma-separated names (by default the target cluster's own "
+             "min.insync.replicas applies, as MirrorMaker 2 leaves it: the clusters' sizes differ)"),
     Property("skip.lost.offsets", parse_bool, False,
              "when a source's retention deleted offsets before they were mirrored: false stops with an error "
              "naming the partition and the count; true skips them, counting and reporting each gap"),

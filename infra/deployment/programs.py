@@ -190,7 +190,7 @@ def prometheus_program(topology: Topology) -> list[Program]:
 def audit_program(topology: Topology) -> Program:
     spec = topology.audit
     settings = {"warehouse.dir": str(topology.warehouse), "prometheus.url": topology.prometheus_url,
-                "http.host": topology.host, **spec.settings}
+                "http.host": topology.host, "retain.ms": str(spec.retain_hours * 3_600_000), **spec.settings}
     command = _python("audit", "run",
                       *[f"--datacenter={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--offline", topology.cluster_zookeeper(topology.offline),
@@ -205,7 +205,8 @@ def audit_program(topology: Topology) -> Program:
 
 def etl_program(topology: Topology) -> Program:
     spec = topology.etl
-    settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host, **spec.settings}
+    settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host,
+                "warehouse.retention": f"{spec.retention_hours}h", **spec.settings}
     command = _python("etl", "schedule", "--zookeeper", topology.cluster_zookeeper(topology.offline),
                       "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
@@ -219,8 +220,7 @@ def mirror_program(topology: Topology) -> Program:
     spec = topology.mirror
     # A topic's min.insync.replicas is its cluster's to choose (the offline brokers' default), as MirrorMaker 2
     # does not copy it either.
-    settings = {"audit.window.ms": str(topology.audit.window_ms), "topic.config.exclude": "min.insync.replicas",
-                "metrics.host": topology.host, **spec.settings}
+    settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host, **spec.settings}
     command = _python("mirror",
                       *[f"--source={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--target", topology.cluster_zookeeper(topology.offline),

@@ -163,6 +163,8 @@ class EtlSpec:
     warehouse: Path = Path("warehouse")
     metrics_port: int = 9321
     settings: Mapping[str, str] = field(default_factory=dict)
+    #: Hour partitions of the warehouse (its quarantine included) are deleted this long after their hour.
+    retention_hours: int = 168
 
     @property
     def every_seconds(self) -> float:
@@ -177,6 +179,8 @@ class AuditSpec:
     window_ms: int = 60_000
     grace_ms: int = 30_000
     settings: Mapping[str, str] = field(default_factory=dict)
+    #: Windows (their counts, sketches and results) are kept this long.
+    retain_hours: int = 6
 
 
 @dataclass(frozen=True)
@@ -475,11 +479,13 @@ def _topology(path: Path, root: _Node) -> Topology:
     etl_node = root.child("etl")
     etl = EtlSpec(etl_node.get("every", _duration, "5m"), etl_node.get("master", _text, "local[2]"),
                   Path(etl_node.get("warehouse", _text, "warehouse")), etl_node.get("metrics_port", _port, 9321),
-                  etl_node.get("settings", _settings, {}))
+                  etl_node.get("settings", _settings, {}),
+                  etl_node.get("retention_hours", _integer(1), EtlSpec.retention_hours))
     etl_node.done()
     audit_node = root.child("audit")
     audit = AuditSpec(audit_node.get("http_port", _port, 8090), audit_node.get("window_ms", _integer(100), 60_000),
-                      audit_node.get("grace_ms", _integer(0), 30_000), audit_node.get("settings", _settings, {}))
+                      audit_node.get("grace_ms", _integer(0), 30_000), audit_node.get("settings", _settings, {}),
+                      audit_node.get("retain_hours", _integer(1), AuditSpec.retain_hours))
     audit_node.done()
     prometheus_node = root.child("prometheus")
     prometheus = PrometheusSpec(prometheus_node.get("port", _port, 9090),

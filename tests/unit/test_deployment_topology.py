@@ -14,15 +14,15 @@ import yaml
 from supervisor.datatypes import RestartUnconditionally
 from supervisor.options import ServerOptions
 
-from audit.config import AUDIT_PROPERTIES
+from audit.config import AUDIT_PROPERTIES, AuditConfig
 from broker.config import KafkaConfig
-from etl.config import ETL_PROPERTIES
+from etl.config import ETL_PROPERTIES, EtlConfig
 from infra.deployment.lifecycle import wanted_topics
 from infra.deployment.programs import STAGES, programs, scrape_jobs
 from infra.deployment.supervisor import render
 from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, TopologyError, load
 from infra.prometheus.config import write
-from mirror.config import MIRROR_PROPERTIES
+from mirror.config import MIRROR_PROPERTIES, MirrorConfig
 from pipeline.zk.server import ZooKeeperServer
 from producers.config import EMULATOR_PROPERTIES
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
@@ -295,4 +295,23 @@ def test_the_mirror_keeps_its_state_under_var_and_its_own_min_insync_replicas() 
     commands = {program.name: program.command for program in programs(topology)}
     mirror = commands["mirror"]
     assert mirror[mirror.index("--state-dir") + 1] == str(REPO_ROOT / "var" / "mirror")
-    assert "topic.config.exclude=min.insync.replicas" in mirror
+    # the mirror leaves the target's min.insync.replicas to the offline cluster's own default, as MirrorMaker 2 does
+    assert MirrorConfig({"source.clusters": "dc1=zk:2181/dc1", "target.zookeeper.connect": "zk:2181/offline",
+                         "whitelist": ".*"})["topic.config.exclude"] == ("min.insync.replicas",)
+    assert not any(a.startswith("topic.config.exclude=") for a in mirror)
+
+
+def test_the_warehouse_s_retention_and_the_audit_s_reach_their_services(tmp_path: Path) -> None:
+    def settings(program: str, topology: Any) -> dict[str, str]:
+        command = next(p.command for p in programs(topology) if p.name == program)
+        return dict(a.partition("=")[::2] for a in command if "=" in a and not a.startswith("-"))
+
+    default = load(write_topology(tmp_path))
+    assert settings("etl", default)["warehouse.retention"] == "168h"
+    assert settings("audit", default)["retain.ms"] == str(6 * 3_600_000)
+    chosen = load(write_topology(tmp_path, etl={"retention_hours": 48}, audit={"retain_hours": 2}))
+    etl, audit = settings("etl", chosen), settings("audit", chosen)
+    assert etl["warehouse.retention"] == "48h" and audit["retain.ms"] == str(2 * 3_600_000)
+    # the services take them
+    assert EtlConfig({"zookeeper.connect": "zk:2181", "warehouse.dir": "w", **etl})["warehouse.retention"] == 48 * 3600
+    assert AuditConfig({"offline.zookeeper.connect": "zk:2181", "state.dir": "s", **audit})["retain.ms"] == 7_200_000
