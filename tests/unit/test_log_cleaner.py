@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -389,3 +390,15 @@ def test_a_cleaned_log_loads_with_its_gaps_after_a_clean_or_unclean_shutdown(tmp
                 assert int.from_bytes(fetched.read_bytes()[:8], "big") == offset
     finally:
         reloaded.close()
+
+
+def test_a_pass_failing_without_a_message_is_named_by_its_type(log, caplog):
+    write_updates(log, updates(keys=5, rounds=100))
+    ready_to_clean(log)
+
+    def fail(to_clean):
+        raise AssertionError()
+
+    with caplog.at_level(logging.ERROR, logger="broker.log.log_cleaner"):
+        assert cleaner_for(log).clean_filthiest_log(fail)
+    assert caplog.messages == ["cleaning of compacted-0 failed, the log is left uncleaned: AssertionError"]
