@@ -22,7 +22,6 @@ from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailab
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
 from broker.server.socket_server import CloseConnection, Deferred
-from broker.server.warning_limiter import WarningLimiter
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
 from pipeline.protocol.codec import (
@@ -40,6 +39,7 @@ from pipeline.protocol.messages import (
     CONFIG_SOURCE_DYNAMIC_TOPIC,
     RESOURCE_TYPE_TOPIC,
 )
+from pipeline.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
 
