@@ -55,9 +55,9 @@ class WarningLimiter:
         out = logger or self._log
         if suppressed:
             out.log(level, message + " (and %d more %s warning(s) from %s in the last %.0fs, not logged)",
-                    *args, suppressed, kind, key[0], now - entry[0], exc_info=exc_info)
+                    *args, suppressed, kind, key[0], now - entry[0], exc_info=exc_info, stacklevel=2)
         else:
-            out.log(level, message, *args, exc_info=exc_info)
+            out.log(level, message, *args, exc_info=exc_info, stacklevel=2)
 
     def flush(self) -> None:
         """Log the counts of warnings suppressed in intervals that ended, and forget those entries."""
