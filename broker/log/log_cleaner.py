@@ -96,7 +96,8 @@ class LogCleaner:
         cleaner = self._local_cleaner
         return self.clean_filthiest_log(
             lambda to_clean: cleaner.clean(CleaningJob.of(to_clean),
-                                           LocalTarget(to_clean.log, self.manager, to_clean.topic_partition)))
+                                           LocalTarget(to_clean.log, self.manager, to_clean.topic_partition,
+                                                       self.config.faults)))
 
     def clean_filthiest_log(self, clean: Callable[[LogToClean], tuple[int, CleanerStats]]) -> bool:
         """One pass, by ``clean``, over the log most in need of it (Kafka's cleanFilthiestLog)."""
