@@ -232,7 +232,8 @@ class KafkaApis:
                 # With acks=0 the only way to tell the producer is to drop the connection (Kafka does too).
                 topic_name, index, code, why = failed
                 raise CloseConnection(f"an acks=0 produce request failed: {ErrorCode(code).name} for "
-                                      f"{topic_name!r} partition {index} ({why})", "failed_acks0_produce")
+                                      f"{topic_name!r} partition {index}" + (f" ({why})" if why else ""),
+                                      "failed_acks0_produce")
             return None
         body = {"responses": responses, "throttle_time_ms": 0}
         if syncs or replicated:

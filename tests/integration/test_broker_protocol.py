@@ -261,3 +261,14 @@ def test_list_offsets_v0_gives_segment_starts_newest_first(broker_factory):
         assert before(500, 10) == []
     finally:
         client.close()
+
+
+def test_an_acks0_produce_to_an_unknown_partition_closes_naming_it(broker):
+    client = Client(broker.port)
+    try:
+        produce(client, "nowhere", 3, encode_batch([b"x"]), acks=0)
+        assert client.is_closed_by_peer()
+    finally:
+        client.close()
+    assert ("an acks=0 produce request failed: UNKNOWN_TOPIC_OR_PARTITION for 'nowhere' partition 3\n"
+            in broker.log_text())
