@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from audit.reconcile import TIERS
 from audit.service import AuditService
 from etl.history import RunHistory
+from pipeline.error_text import describe_error
 
 __all__ = ["AuditHttpServer"]
 
@@ -29,6 +30,7 @@ __all__ = ["AuditHttpServer"]
 _DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 _PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 _PROMETHEUS_ENDPOINTS = {"query": "/api/v1/query", "alerts": "/api/v1/alerts"}
+PROMETHEUS_TIMEOUT_S = 5.0
 
 
 _DETAIL = ("discrepancies", "lost", "duplicated", "quarantined")
@@ -142,11 +144,11 @@ class AuditHttpServer:
             raise web.HTTPNotFound(text="only query and alerts are passed on")
         url = self.service.config["prometheus.url"].rstrip("/") + path
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROMETHEUS_TIMEOUT_S)) as session:
                 async with session.get(url, params=dict(request.query)) as answer:
                     return web.json_response(await answer.json(content_type=None))
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            return web.json_response({"status": "error", "error": f"Prometheus at {url}: {exc or type(exc).__name__}"})
+            return web.json_response({"status": "error", "error": f"Prometheus at {url}: {describe_error(exc)}"})
 
     async def _health(self, request: web.Request) -> web.Response:
         health = self.service.health()

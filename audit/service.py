@@ -42,6 +42,7 @@ from pipeline.client.consumer_config import StaticConnectorConfig
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import Whitelist
+from pipeline.error_text import describe_error
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.protocol.errors import KafkaProtocolError
 from schemas.registry_client import SchemaRegistryClient
@@ -209,7 +210,7 @@ class AuditService:
             try:
                 seen |= self._observe(name, cluster)
             except (KazooException, KafkaClientError, KafkaProtocolError, OSError) as exc:
-                log.debug("progress of %s not known now: %s", name, exc)
+                log.debug("progress of %s not known now: %s", name, describe_error(exc))
         for labels in self._lag_labels - seen:
             self.metrics.group_lag.remove(*labels)
         self._lag_labels = seen

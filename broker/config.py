@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from broker.log.faults import PAUSE_POINTS
 from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig, parse_cleanup_policy
 from pipeline.config import (
     INT32_MAX,
@@ -20,6 +21,7 @@ from pipeline.config import (
     Property,
     help_table,
     parse_bool as _bool,
+    parse_choice,
     parse_float,
     parse_optional_int as _optional_int,
     parse_overrides,
@@ -169,6 +171,13 @@ PROPERTIES: tuple[Property, ...] = (
              "How long a tombstone stays after the segment holding it was cleaned.", at_least=0, at_most=INT64_MAX),
     Property("log.cleaner.backoff.ms", int, 15000, "The cleaner's sleep when no log needs cleaning.",
              at_least=0, at_most=INT64_MAX),
+    # Fault injection, for tests only (broker.log.faults).
+    Property("log.cleaner.fault.pause.at", parse_choice("", *PAUSE_POINTS), "",
+             "Tests only (fault injection): a cleaning pass stops dead at this point (" + ", ".join(PAUSE_POINTS)
+             + "), after writing log.cleaner.fault.pause.file, for a test to kill the broker exactly there (empty: "
+             "never)."),
+    Property("log.cleaner.fault.pause.file", _str, "",
+             "Tests only (fault injection): the file a paused cleaning pass writes \"<pid> <point>\" to first."),
     Property("group.min.session.timeout.ms", int, 6000, "Shortest session timeout a group member may ask for.",
              at_least=1, at_most=INT32_MAX),
     Property("group.max.session.timeout.ms", int, 1800000, "Longest session timeout a group member may ask for.",

@@ -22,7 +22,6 @@ from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailab
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
 from broker.server.socket_server import CloseConnection, Deferred
-from broker.server.warning_limiter import WarningLimiter
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
 from pipeline.protocol.codec import (
@@ -40,6 +39,7 @@ from pipeline.protocol.messages import (
     CONFIG_SOURCE_DYNAMIC_TOPIC,
     RESOURCE_TYPE_TOPIC,
 )
+from pipeline.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
 
@@ -197,10 +197,11 @@ class KafkaApis:
             error, message = None, None
         replica_manager = self.replica_manager
         append = replica_manager.append_records
+        peer = self._peer
         syncs: list[PendingSync] | None = [] if acks else None
         replicated: dict[tuple[str, int], int] = {}
         responses = []
-        failed = False
+        failed: tuple[str, int, int, str | None] | None = None  # the first partition refused: (topic, index, code, why)
         for topic in topic_data:
             name = topic["name"]
             results = []
@@ -214,11 +215,11 @@ class KafkaApis:
                                                              "Produce requests before v7 may not use zstd")
                 else:
                     code, base_offset, log_start, err_msg, record_errors, last_offset = append(
-                        name, part["index"], records, syncs, acks)
+                        name, part["index"], records, syncs, acks, peer)
                     if acks == -1 and not code and not replica_manager.is_replicated(name, part["index"], last_offset):
                         replicated[(name, part["index"])] = last_offset + 1
                 if code:
-                    failed = True
+                    failed = failed or (name, part["index"], code, err_msg)
                     self._produce_stats.count_error(code)
                 results.append({"index": part["index"], "error_code": code, "base_offset": base_offset,
                                 "log_append_time_ms": -1, "log_start_offset": log_start,
@@ -229,7 +230,9 @@ class KafkaApis:
         if acks == 0:
             if failed:
                 # With acks=0 the only way to tell the producer is to drop the connection (Kafka does too).
-                raise CloseConnection("an acks=0 produce request failed; see the rejection logged above",
+                topic_name, index, code, why = failed
+                raise CloseConnection(f"an acks=0 produce request failed: {ErrorCode(code).name} for "
+                                      f"{topic_name!r} partition {index}" + (f" ({why})" if why else ""),
                                       "failed_acks0_produce")
             return None
         body = {"responses": responses, "throttle_time_ms": 0}

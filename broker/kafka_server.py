@@ -118,7 +118,7 @@ class KafkaServer:
         assert self.groups is not None
         self.groups.schedule(self.scheduler, asyncio.get_running_loop())
         apis = apis_holder[0]
-        apis.client_warnings = self.socket_server.warnings
+        apis.client_warnings = apis.replica_manager.client_warnings = self.socket_server.warnings
         cluster = self.cluster
         self.metrics.registry.register(BrokerStateCollector(
             config.broker_id, self.log_manager, apis.replica_manager, apis.metadata, self.socket_server,

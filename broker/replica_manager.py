@@ -23,7 +23,8 @@ from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, TopicStats
 from broker.partition import IsrProposer, Partition, monotonic_ms
-from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.errors import ErrorCode, to_error_code
+from pipeline.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,9 @@ class ReplicaManager:
         (cluster mode); requests for those get NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION.
         ``metrics`` gets the per-topic counters of appends and reads (of partitions this broker leads).
         ``isr_proposer`` stores a leader's ISR change (cluster mode); without one the ISR is this broker.
-        ``is_shutting_down(broker)``: a follower in a controlled shutdown is not taken into an ISR."""
+        ``is_shutting_down(broker)``: a follower in a controlled shutdown is not taken into an ISR. Produce
+        rejections are logged through ``client_warnings``, per client address and error (the broker sets the socket
+        server's limiter, which counts them in its client_errors metric)."""
         self._log_manager = log_manager
         self._partitions: dict[TopicPartition, Partition] = {}
         self._followers: dict[TopicPartition, Partition] = {}
@@ -93,6 +96,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.isr_proposer = isr_proposer
         self._is_shutting_down = is_shutting_down
+        self.client_warnings = WarningLimiter(log)
 
     def _hosted(self, topic: str, index: int, config: LogConfig | None, leader_epoch: int) -> Partition:
         key = (topic, index)
@@ -177,13 +181,14 @@ class ReplicaManager:
         return list(self._followers.values())
 
     def append_records(self, topic: str, index: int, records: memoryview | bytes | None,
-                       syncs: list[PendingSync] | None = None, required_acks: int = 1) -> AppendResult:
+                       syncs: list[PendingSync] | None = None, required_acks: int = 1, client: str = "") -> AppendResult:
         """Append one partition's batches as leader; storage errors become that partition's error code.
 
         When the log says the append must be synced before it is acknowledged (its flush interval was
         reached), the pending fsync is added to ``syncs``; :meth:`wait_synced` waits for such syncs.
         Without ``syncs`` the caller does not wait (acks=0). With ``required_acks`` -1 the ISR must hold
-        min.insync.replicas members (NOT_ENOUGH_REPLICAS, nothing appended)."""
+        min.insync.replicas members (NOT_ENOUGH_REPLICAS, nothing appended). ``client`` (host:port) is named in
+        the warning about a batch the log refuses (one line per client address and error per minute)."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             return AppendResult(self.missing_partition_error(topic, index))
@@ -208,7 +213,8 @@ class ReplicaManager:
             if code is None:
                 log.exception("append to %s-%d failed", topic, index)
                 return AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
-            log.warning("rejected produce to %s-%d: %s", topic, index, exc)
+            self.client_warnings.warn(client.rpartition(":")[0], f"rejected_produce_{to_error_code(code).name.lower()}",
+                                      "rejected produce to %s-%d from %s: %s", topic, index, client, exc)
             return AppendResult(code, error_message=str(exc), record_errors=tuple(getattr(exc, "record_errors", ())))
         if not info.duplicate:
             stats.messages_in += info.last_offset - info.first_offset + 1

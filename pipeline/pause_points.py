@@ -1,6 +1,7 @@
 """Named pause points for fault-injection tests: a process told (by a declared setting of its own) to stop at a
 point writes "<pid> <point>" to a marker file and waits forever there, for the test to SIGKILL it exactly at that
-point. Used by the ETL (etl/faults.py) and the log cleaner (broker/log/faults.py)."""
+point. Used by the ETL (etl/faults.py: fault.pause.at and .file) and the log cleaner (broker/log/faults.py:
+log.cleaner.fault.pause.at and .file)."""
 
 from __future__ import annotations
 
@@ -18,15 +19,3 @@ def pause_here(point: str, pause_at: str, marker: str) -> None:
     while True:
         time.sleep(3600)
 
-
-def pause_if_asked(point: str, at_variable: str, file_variable: str) -> None:
-    """Wait forever if the environment variable ``at_variable`` names ``point``, after writing the
-    marker file named by ``file_variable`` (when set)."""
-    if os.environ.get(at_variable) != point:
-        return
-    marker = os.environ.get(file_variable)
-    if marker:
-        with open(marker, "w") as out:
-            out.write(f"{os.getpid()} {point}\n")
-    while True:
-        time.sleep(3600)

@@ -76,5 +76,5 @@ class IsrChangeWriter:
         try:
             self._zk.sync("create", layout.ISR_CHANGE_PREFIX, notice, sequence=True, makepath=True)
         except (KazooException, ZooKeeperTimeout) as exc:
-            log.warning("could not notify the controller of the ISR change at %s: %s", path, exc)
+            log.warning("could not notify the controller of the ISR change at %s: %s", path, describe_error(exc))
         return stat.version

@@ -31,6 +31,7 @@ from broker.coordinator.group_store import (
     TopicPartition,
 )
 from pipeline.error_text import describe_error
+from pipeline.printable import printable
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk.layout import now_ms
 
@@ -121,7 +122,7 @@ class GroupCoordinator:
         try:
             record, version = await asyncio.shield(pending)
         except GroupStoreError as exc:
-            log.warning("group %s: could not load it: %s", group_id, exc)
+            log.warning("group %s: could not load it: %s", printable(group_id), exc)
             raise _NotHere(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
         self._check_owner(group_id)
         group = self._groups.get(group_id)
@@ -136,7 +137,7 @@ class GroupCoordinator:
         self._groups[group_id] = group
         for member in group.members.values():
             self._schedule_expiry(group, member, member.session_timeout_ms)
-        log.info("group %s loaded: %s, generation %d, %d member(s)", group_id, group.state.value,
+        log.info("group %s loaded: %s, generation %d, %d member(s)", printable(group_id), group.state.value,
                  group.generation_id, len(group.members))
         return group
 
@@ -156,7 +157,7 @@ class GroupCoordinator:
                 self._answer_join(member, _join_error(code, member.member_id))
             if member.awaiting_sync is not None:
                 self._answer_sync(member, code)
-        log.info("group %s unloaded (%s)", group_id, ErrorCode(code).name)
+        log.info("group %s unloaded (%s)", printable(group_id), ErrorCode(code).name)
 
     def shutdown(self) -> None:
         """Stop coordinating: waiting requests are answered NOT_COORDINATOR, so members find the next coordinator."""
@@ -292,7 +293,8 @@ class GroupCoordinator:
         group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
         self.metrics.rebalances += 1
         rebalance_ms = group.max_rebalance_timeout_ms()
-        log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation_id, reason)
+        log.info("group %s: preparing to rebalance generation %d (%s)", printable(group.group_id), group.generation_id,
+                 printable(reason))
         if initial:
             delay = min(self.config.initial_rebalance_delay_ms, rebalance_ms)
             group.new_member_added = False
@@ -336,7 +338,8 @@ class GroupCoordinator:
     def _complete_join(self, group: GroupMetadata) -> None:
         for member in group.not_yet_rejoined():
             if member.group_instance_id is None:
-                log.info("group %s: member %s did not rejoin in time; removed", group.group_id, member.member_id)
+                log.info("group %s: member %s did not rejoin in time; removed", printable(group.group_id),
+                         printable(member.member_id))
                 self._cancel_expiry(member)
                 group.remove(member.member_id)
         rejoined = [m for m in group.members.values() if m.awaiting_join is not None]
@@ -349,11 +352,11 @@ class GroupCoordinator:
             group.leader_id = rejoined[0].member_id  # the leader must get the members in its JoinGroup answer
         group.init_next_generation(self._now())
         if group.is_in(GroupState.EMPTY):
-            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            log.info("group %s: generation %d is empty", printable(group.group_id), group.generation_id)
             asyncio.ensure_future(self._store_quietly(group))
             return
-        log.info("group %s: generation %d formed with %d member(s), protocol %s, leader %s", group.group_id,
-                 group.generation_id, len(group.members), group.protocol_name, group.leader_id)
+        log.info("group %s: generation %d formed with %d member(s), protocol %s, leader %s", printable(group.group_id),
+                 group.generation_id, len(group.members), printable(group.protocol_name), printable(group.leader_id))
         for member in group.members.values():
             if member.awaiting_join is not None:
                 self._answer_join(member, self._join_answer(group, member))
@@ -366,7 +369,8 @@ class GroupCoordinator:
         if member.awaiting_sync is not None:
             self._answer_sync(member, ErrorCode.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
-        log.info("group %s: member %s removed (%s)", group.group_id, member.member_id, reason)
+        log.info("group %s: member %s removed (%s)", printable(group.group_id), printable(member.member_id),
+                 printable(reason))
         if group.is_in(GroupState.STABLE) or group.is_in(GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, f"member {member.member_id} left: {reason}")
         elif group.is_in(GroupState.PREPARING_REBALANCE):
@@ -468,7 +472,7 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"storing the assignment failed ({ErrorCode(code).name})")
             return
         group.transition_to(GroupState.STABLE, self._now())
-        log.info("group %s: generation %d is stable", group.group_id, generation_id)
+        log.info("group %s: generation %d is stable", printable(group.group_id), generation_id)
         for member in group.members.values():
             if member.awaiting_sync is not None:
                 self._answer_sync(member, ErrorCode.NONE, member.assignment)
@@ -582,7 +586,7 @@ class GroupCoordinator:
                 except GroupFenced:
                     if group.store_version == version:  # not our own record write racing this commit
                         raise
-            raise GroupFenced(f"group {group.group_id}'s record keeps changing")
+            raise GroupFenced(f"group {printable(group.group_id)}'s record keeps changing")
         except _NotHere as exc:
             return exc.code
         except GroupFenced as exc:
@@ -590,7 +594,7 @@ class GroupCoordinator:
             self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
             return ErrorCode.NOT_COORDINATOR
         except (GroupStoreError, asyncio.TimeoutError) as exc:
-            log.warning("group %s: committing offsets failed: %s", group.group_id, describe_error(exc))
+            log.warning("group %s: committing offsets failed: %s", printable(group.group_id), describe_error(exc))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     async def fetch_offsets(self, group_id: str,
@@ -602,7 +606,7 @@ class GroupCoordinator:
         except _NotHere as exc:
             return exc.code, {}
         except GroupStoreError as exc:
-            log.warning("group %s: reading offsets failed: %s", group_id, exc)
+            log.warning("group %s: reading offsets failed: %s", printable(group_id), exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
 
     # -- the stored record -------------------------------------------------------------------------
@@ -628,7 +632,7 @@ class GroupCoordinator:
                 self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
                 raise _NotHere(ErrorCode.NOT_COORDINATOR) from None
             except (GroupStoreError, asyncio.TimeoutError) as exc:
-                log.warning("group %s: storing it failed: %s", group.group_id, describe_error(exc))
+                log.warning("group %s: storing it failed: %s", printable(group.group_id), describe_error(exc))
                 raise _NotHere(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
 
     async def _store_quietly(self, group: GroupMetadata) -> None:
@@ -700,12 +704,12 @@ class GroupCoordinator:
             self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
             return ErrorCode.NOT_COORDINATOR
         except GroupStoreError as exc:
-            log.warning("group %s: deleting it failed: %s", group.group_id, exc)
+            log.warning("group %s: deleting it failed: %s", printable(group.group_id), exc)
             self._unload(group.group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         self._groups.pop(group.group_id, None)
         self._store_locks.pop(group.group_id, None)
-        log.info("group %s deleted", group.group_id)
+        log.info("group %s deleted", printable(group.group_id))
         return ErrorCode.NONE
 
     # -- offset expiry ---------------------------------------------------------------------------
@@ -732,7 +736,7 @@ class GroupCoordinator:
                     continue
                 removed += await self._expire_group_offsets(group)
             except (_NotHere, GroupStoreError) as exc:
-                log.warning("offset expiry of group %s skipped: %s", group_id, exc)
+                log.warning("offset expiry of group %s skipped: %s", printable(group_id), exc)
         self.metrics.expired_offsets += removed
         return removed
 
@@ -759,7 +763,7 @@ class GroupCoordinator:
             except GroupFenced:
                 self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
                 return 0
-            log.info("group %s: %d committed offset(s) expired", group.group_id, len(gone))
+            log.info("group %s: %d committed offset(s) expired", printable(group.group_id), len(gone))
         if empty and len(gone) == len(offsets) and not group.pending_members:
             await self._remove_group(group)
         return len(gone)

@@ -26,6 +26,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 
 from pipeline.durable_file import fsync_dir, write_atomically
 from pipeline.error_text import describe_error
+from pipeline.printable import printable
 from pipeline.zk import layout
 from pipeline.zk.client import BoundedZk
 
@@ -125,8 +126,8 @@ class ZkGroupStore:
         try:
             return json.loads(data.decode()), stat.version
         except ValueError:
-            log.warning("group %s: unreadable record in %s; starting it afresh", group_id,
-                        layout.group_metadata_path(group_id))
+            log.warning("group %s: unreadable record in %s; starting it afresh", printable(group_id),
+                        printable(layout.group_metadata_path(group_id)))
             return None, stat.version
 
     async def store_group(self, group_id: str, record: dict[str, Any], expected_version: int) -> int:
@@ -138,7 +139,7 @@ class ZkGroupStore:
                 return 0
             return (await self._call("set", path, data, version=expected_version)).version
         except (NodeExistsError, BadVersionError, NoNodeError):
-            raise GroupFenced(f"group {group_id}'s record changed under this coordinator") from None
+            raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator") from None
 
     async def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
                              expected_version: int) -> None:
@@ -201,15 +202,15 @@ class ZkGroupStore:
                 return
             index, error = failure
             if index == 0:
-                raise GroupFenced(f"group {group_id}'s record changed under this coordinator")
+                raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator")
             path = ops[index][1][0]
             if isinstance(error, NodeExistsError):
                 self._existing.add(path)
             elif isinstance(error, NoNodeError):
                 self._existing.discard(path)
             else:
-                raise GroupStoreError(f"committing offsets of group {group_id} failed: {error!r}")
-        raise GroupStoreError(f"committing offsets of group {group_id}: offsets kept changing")
+                raise GroupStoreError(f"committing offsets of group {printable(group_id)} failed: {error!r}")
+        raise GroupStoreError(f"committing offsets of group {printable(group_id)}: offsets kept changing")
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset]:
@@ -230,12 +231,13 @@ class ZkGroupStore:
             if isinstance(result, NoNodeError):
                 continue
             if isinstance(result, Exception):
-                raise GroupStoreError(f"reading offsets of group {group_id} failed: {result!r}")
+                raise GroupStoreError(f"reading offsets of group {printable(group_id)} failed: {result!r}")
             data, stat = result
             try:
                 value = layout.parse_offset_value(data)
             except ValueError:
-                log.warning("group %s: unreadable offset in %s; ignored", group_id, layout.offset_path(group_id, *tp))
+                log.warning("group %s: unreadable offset in %s; ignored", printable(group_id),
+                            printable(layout.offset_path(group_id, *tp)))
                 continue
             self._existing.add(layout.offset_path(group_id, *tp))
             found[tp] = CommittedOffset(value.offset, value.metadata, stat.mtime, value.expire_timestamp)
@@ -247,9 +249,9 @@ class ZkGroupStore:
         ops += [("delete", (path,)) for path in paths]
         failure = _transaction_failure(await self._commit(ops))
         if failure is not None and failure[0] == 0:
-            raise GroupFenced(f"group {group_id}'s record changed under this coordinator")
+            raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator")
         if failure is not None and not isinstance(failure[1], NoNodeError):
-            raise GroupStoreError(f"deleting offsets of group {group_id} failed: {failure[1]!r}")
+            raise GroupStoreError(f"deleting offsets of group {printable(group_id)} failed: {failure[1]!r}")
         self._existing.difference_update(paths)
 
     async def delete_group(self, group_id: str, expected_version: int) -> None:
@@ -262,8 +264,8 @@ class ZkGroupStore:
         failure = _transaction_failure(await self._commit(ops))
         if failure is not None:
             if expected_version != NO_VERSION and failure[0] == 0:
-                raise GroupFenced(f"group {group_id}'s record changed under this coordinator")
-            raise GroupStoreError(f"deleting group {group_id} failed: {failure[1]!r}")
+                raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator")
+            raise GroupStoreError(f"deleting group {printable(group_id)} failed: {failure[1]!r}")
         self._existing = {p for p in self._existing if not p.startswith(root + "/")}
 
     async def _tree(self, root: str) -> list[str]:
@@ -450,7 +452,7 @@ class FileGroupStore:
     def _check(self, group_id: str, expected_version: int) -> None:
         version = self._records.get(group_id, (None, NO_VERSION))[1]
         if version != expected_version:
-            raise GroupFenced(f"group {group_id}'s record is at version {version}, not {expected_version}")
+            raise GroupFenced(f"group {printable(group_id)}'s record is at version {version}, not {expected_version}")
 
     async def load(self, group_id: str) -> tuple[dict[str, Any] | None, int]:
         return self._records.get(group_id, (None, NO_VERSION))

@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Mapping, Protocol
 import crc32c
 
 from broker.log.errors import CorruptRecordError
-from broker.log.faults import pause_at
+from broker.log.faults import CleanerFaults
 from broker.log.log import Log, now_ms
 from broker.log.log_config import INT64_MAX, LogConfig
 from broker.log.log_cleaner_manager import (
@@ -74,6 +74,7 @@ class CleanerConfig:
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms
     enable: bool = True  # log.cleaner.enable
     load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
+    faults: CleanerFaults = CleanerFaults()  # log.cleaner.fault.pause.at and .file (tests only)
 
     @classmethod
     def from_properties(cls, config: Mapping[str, object]) -> "CleanerConfig":
@@ -85,6 +86,8 @@ class CleanerConfig:
             max_io_bytes_per_second=float(config["log.cleaner.io.max.bytes.per.second"]),  # type: ignore[arg-type]
             backoff_ms=int(config["log.cleaner.backoff.ms"]),  # type: ignore[arg-type]
             enable=bool(config["log.cleaner.enable"]),
+            faults=CleanerFaults(str(config["log.cleaner.fault.pause.at"]),
+                                 str(config["log.cleaner.fault.pause.file"])),
         )
 
 
@@ -311,10 +314,12 @@ class CleaningTarget(Protocol):
 class LocalTarget:
     """The Log of a pass run in the broker's own process (LogCleaner.clean_once)."""
 
-    def __init__(self, log_: Log, manager: LogCleanerManager, topic_partition: TopicPartition) -> None:
+    def __init__(self, log_: Log, manager: LogCleanerManager, topic_partition: TopicPartition,
+                 faults: CleanerFaults = CleanerFaults()) -> None:
         self.log = log_
         self.manager = manager
         self.topic_partition = topic_partition
+        self.faults = faults
         self._segments = {s.base_offset: s for s in log_.segments_below(INT64_MAX)}
 
     def open_segment(self, segment: SegmentInfo) -> int:
@@ -330,7 +335,7 @@ class LocalTarget:
         old = [self._segments.get(s.base_offset) for s in group]
         if any(s is None for s in old):
             return False
-        return self.log.replace_segments(cleaned, old, pause_at)  # type: ignore[arg-type]
+        return self.log.replace_segments(cleaned, old, self.faults.pause)  # type: ignore[arg-type]
 
 
 class Cleaner:
@@ -477,7 +482,7 @@ class Cleaner:
             if stats.first_cleaned_tombstones > first_cleaned_tombstones:
                 last_modified = self._time_ms()
             cleaned.set_last_modified_ms(last_modified)
-            pause_at("before-swap")
+            self.config.faults.pause("before-swap")
             swapped = target.swap(cleaned, group)
             if not swapped:
                 raise LogCleaningAbortedError(f"{job.dir.name} changed during its cleaning")
@@ -495,7 +500,7 @@ class Cleaner:
         pending.clear()
         entries.clear()
         if first:
-            pause_at("writing-cleaned")
+            self.config.faults.pause("writing-cleaned")
 
     def filter_batch(self, buf: bytes, off: int, header: BatchHeader, bounds: _PassBounds, retain_deletes: bool,
                      producers: dict[int, int], stats: CleanerStats) -> bytes | None:

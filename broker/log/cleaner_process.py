@@ -19,7 +19,6 @@ from typing import NoReturn
 
 from broker.log.cleaner_channel import Channel, ChannelClosedError
 from broker.log.errors import KafkaStorageError
-from broker.log.faults import pause_at
 from broker.log.log import Log, now_ms
 from broker.log.cleaner import CleanerConfig, CleanerStats, CleaningJob
 from broker.log.log_cleaner_manager import LogCleanerManager, LogCleaningAbortedError, LogToClean
@@ -175,7 +174,7 @@ class CleanerProcess:
             for path in cleaned.paths():
                 path.unlink(missing_ok=True)
             return False
-        return log_.replace_segments(cleaned, old, pause_at)  # type: ignore[arg-type]
+        return log_.replace_segments(cleaned, old, self.config.faults.pause)  # type: ignore[arg-type]
 
     def _worker_died(self, log_: Log) -> NoReturn:
         code = self._process.poll() if self._process is not None else None

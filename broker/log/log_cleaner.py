@@ -19,6 +19,7 @@ from broker.log.cleaner_process import CleanerProcess, CleanerWorkerError
 from broker.log.errors import KafkaStorageError
 from broker.log.log import Log, now_ms
 from broker.log.log_cleaner_manager import LogCleanerManager, LogCleaningAbortedError, LogToClean, TopicPartition
+from pipeline.error_text import describe_error
 
 __all__ = ["LogCleaner", "LogCleaningStats"]
 
@@ -95,7 +96,8 @@ class LogCleaner:
         cleaner = self._local_cleaner
         return self.clean_filthiest_log(
             lambda to_clean: cleaner.clean(CleaningJob.of(to_clean),
-                                           LocalTarget(to_clean.log, self.manager, to_clean.topic_partition)))
+                                           LocalTarget(to_clean.log, self.manager, to_clean.topic_partition,
+                                                       self.config.faults)))
 
     def clean_filthiest_log(self, clean: Callable[[LogToClean], tuple[int, CleanerStats]]) -> bool:
         """One pass, by ``clean``, over the log most in need of it (Kafka's cleanFilthiestLog)."""
@@ -113,10 +115,11 @@ class LogCleaner:
         except Exception as exc:
             # As Kafka: whatever failed, the log is left alone from now on and the thread goes on with the others.
             if self._stop.is_set():
-                log.info("cleaning of %s-%d stopped at shutdown: %s", tp[0], tp[1], exc)
+                log.info("cleaning of %s-%d stopped at shutdown: %s", tp[0], tp[1], describe_error(exc))
             else:
-                log.error("cleaning of %s-%d failed, the log is left uncleaned: %s", tp[0], tp[1], exc,
-                          exc_info=not isinstance(exc, CleanerWorkerError))
+                from_worker = isinstance(exc, CleanerWorkerError)  # its text names the worker's error already
+                log.error("cleaning of %s-%d failed, the log is left uncleaned: %s", tp[0], tp[1],
+                          exc if from_worker else describe_error(exc), exc_info=not from_worker)
                 self.manager.mark_uncleanable(tp)
         finally:
             self.manager.done_cleaning(tp)

@@ -47,7 +47,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
 from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
-from broker.server.warning_limiter import WarningLimiter
+from pipeline.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
 

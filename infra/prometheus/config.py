@@ -39,7 +39,7 @@ class Target:
 
     def __post_init__(self) -> None:
         host, _, port = self.address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise ValueError(f"target address {self.address!r} is not host:port")
         for name in self.labels:
             if not _LABEL_NAME.fullmatch(name) or name.startswith("__") or name in ("job", "instance"):

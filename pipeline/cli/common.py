@@ -23,6 +23,7 @@ from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList, parse_broker_list
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownTopicError
 from pipeline.config import ConfigError
+from pipeline.error_text import describe_error
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable, connect, split_connect_string
 from pipeline.zk.registry import ClusterRegistry
@@ -210,8 +211,10 @@ def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Nam
         return fail(prog, f"cannot reach a broker {where} ({exc})", EXIT_UNREACHABLE)
     except ZooKeeperUnavailable as exc:
         return fail(prog, f"cannot reach ZooKeeper ({exc})", EXIT_UNREACHABLE)
-    except (ZooKeeperTimeout, ConnectionLoss) as exc:
-        return fail(prog, f"ZooKeeper did not answer: {exc}", EXIT_UNREACHABLE)
+    except ZooKeeperTimeout as exc:
+        return fail(prog, str(exc), EXIT_UNREACHABLE)
+    except ConnectionLoss as exc:
+        return fail(prog, f"ZooKeeper did not answer ({describe_error(exc)})", EXIT_UNREACHABLE)
     except ConfigError as exc:
         return fail(prog, str(exc), EXIT_USAGE)
     except KafkaClientError as exc:

@@ -62,9 +62,10 @@ def parse_broker_list(text: str) -> list[tuple[str, int]]:
         if not entry:
             continue
         host, sep, port = entry.rpartition(":")
-        if not sep or not port.isdigit():
+        if not sep or not (port.isascii() and port.isdigit()):
             raise ValueError(f"broker address {entry!r} is not host:port")
-        host = host.split(":")[-1] if host.count(":") == 1 and host.split(":")[0].isdigit() else host
+        broker_id = host.split(":")[0]
+        host = host.split(":")[-1] if host.count(":") == 1 and broker_id.isascii() and broker_id.isdigit() else host
         brokers.append((host.strip("[]"), int(port)))
     if not brokers:
         raise ValueError("no broker address given")

@@ -9,7 +9,9 @@ Retries are bounded by time, as Kafka's since 2.1: a batch fails for good when a
 when ``delivery.timeout.ms`` passed since send() took its first message (its ``created`` time; the batch then
 fails with :class:`DeliveryTimeoutError` naming the last error), or when it was retried
 ``message.send.max.retries`` times (effectively unlimited by default). A broker bounce, a leader election or a
-partition without a leader for a while therefore costs time, not messages.
+partition without a leader for a while therefore costs time, not messages. Each retry is logged, so that an operator
+sees why events are late: one WARNING line per kind of error (the exception, the partitions, the attempt, the
+delivery time left), at most one per kind every RETRY_WARNING_INTERVAL_S, the rest counted in the next line.
 
 Produce versions 3-8 (the non-flexible ones) are written directly from cached per-route byte templates rather
 than through the generic codec, which is the hot path of a producer; ``encode_produce_request`` is checked
@@ -18,6 +20,7 @@ against the generic codec by the unit tests.
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
@@ -26,11 +29,13 @@ from pipeline.client.cluster import Cluster
 from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, KafkaConnectionError
 from pipeline.client.idempotence import IdempotenceState
+from pipeline.error_text import describe_error
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import with_producer_fields
 from pipeline.protocol.records import decode_batch, encode_batch
 from pipeline.protocol.codec import encode_request, is_flexible
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.warning_limiter import WarningLimiter
 
 __all__ = ["DeliveryTimeoutError", "RECORD_REFUSALS", "ProducerBatch", "ProduceResult", "Sender",
            "encode_produce_request", "is_record_refusal", "is_retriable"]
@@ -42,6 +47,13 @@ _INT32_PAIR = struct.Struct(">ii")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _COMPRESSION_MASK = 0x07
 _SEQUENCE_MASK = 0x7FFFFFFF
+
+log = logging.getLogger(__name__)
+
+# A producer retries every retry.backoff.ms through an outage: one line per kind of error this often, at most.
+RETRY_WARNING_INTERVAL_S = 10.0
+# Partitions a retry line names; the others are counted.
+RETRY_WARNING_PARTITIONS = 10
 
 
 class ProducerBatch:
@@ -161,6 +173,7 @@ class Sender:
         self._acks_timeout = b"\xff\xff" + _ACKS_TIMEOUT.pack(acks, timeout_ms)
         self.requests_sent = 0
         self.retried_batches = 0
+        self.retry_warnings = WarningLimiter(log, RETRY_WARNING_INTERVAL_S, clock)
 
     # -- routes ---------------------------------------------------------------------------------
 
@@ -399,7 +412,8 @@ class Sender:
         return retry
 
     def _after_failure(self, failures: list[tuple[ProducerBatch, BaseException]]) -> None:
-        """Back off, forget what we knew about the leaders involved, and refresh their metadata."""
+        """Say why, back off, forget what we knew about the leaders involved, and refresh their metadata."""
+        self._warn_retrying(failures)
         topics = set()
         for batch, exc in failures:
             topics.add(batch.topic)
@@ -413,6 +427,26 @@ class Sender:
         except KafkaConnectionError:
             # No broker answered: the next attempt fails fast on the missing leader and retries again.
             pass
+
+    def _warn_retrying(self, failures: list[tuple[ProducerBatch, BaseException]]) -> None:
+        """One line per kind of error among ``failures`` (rate-limited per kind): the error, the partitions whose
+        batches wait for it, the attempt that failed and the delivery time the soonest to expire has left."""
+        by_kind: dict[str, tuple[BaseException, list[ProducerBatch]]] = {}
+        for batch, exc in failures:
+            code = getattr(exc, "code", None)
+            kind = code.name if isinstance(code, ErrorCode) else type(exc).__name__
+            by_kind.setdefault(kind, (exc, []))[1].append(batch)
+        now = self._clock()
+        for kind, (exc, batches) in by_kind.items():
+            where = sorted({(b.topic, b.partition) for b in batches})
+            named = ", ".join(f"{topic}-{partition}" for topic, partition in where[:RETRY_WARNING_PARTITIONS])
+            if len(where) > RETRY_WARNING_PARTITIONS:
+                named += f" and {len(where) - RETRY_WARNING_PARTITIONS} more partition(s)"
+            left_s = min(b.created for b in batches) + self.delivery_timeout_s - now
+            self.retry_warnings.warn(
+                self.client_id, kind, "producer %s: retrying %d batch(es) for %s in %.0f ms after attempt %d failed "
+                "(%.1f s of delivery.timeout.ms left): %s", self.client_id, len(batches), named,
+                self.retry_backoff_s * 1000, max(b.attempts for b in batches), left_s, describe_error(exc))
 
     def _send_once(self, batches: Sequence[ProducerBatch], results: list[tuple[ProducerBatch, ProduceResult]]
                    ) -> list[tuple[ProducerBatch, BaseException]]:

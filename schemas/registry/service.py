@@ -70,7 +70,7 @@ def schema_field(value: dict[str, Any]) -> str:
 
 def schema_id(request: web.Request) -> int:
     text = request.match_info["id"]
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise errors.schema_not_found()
     return int(text)
 

@@ -47,7 +47,7 @@ def parse_version(value: object) -> int | None:
     text = str(value)
     if text == "latest" or text == "-1":
         return None
-    if text.isdigit() and 1 <= int(text) <= MAX_VERSION:
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_VERSION:
         return int(text)
     raise errors.invalid_version(value)
 

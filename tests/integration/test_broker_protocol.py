@@ -16,6 +16,7 @@ from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.records import decode_records, encode_batch
+from tests.support.broker_metrics import scrape, value
 from tests.support.codec_client import Client, create_topic, fetch_body, produce
 
 
@@ -125,18 +126,25 @@ def test_per_partition_errors_in_one_request(client):
 
 
 def test_oversized_batch_rejected_without_touching_the_log(broker_factory):
-    broker = broker_factory(overrides={"message.max.bytes": 2000})
+    broker = broker_factory(overrides={"message.max.bytes": 2000, "metrics.port": 0})
     client = Client(broker.port)
     try:
         create_topic(client, "limits", 1)
-        result = produce(client, "limits", 0, encode_batch([b"x" * 5000]))
-        assert result["error_code"] == ErrorCode.MESSAGE_TOO_LARGE
+        for _ in range(20):
+            result = produce(client, "limits", 0, encode_batch([b"x" * 5000]))
+            assert result["error_code"] == ErrorCode.MESSAGE_TOO_LARGE
         assert produce(client, "limits", 0, encode_batch([b"fits"]))["base_offset"] == 0
         # A failed acks=0 produce drops the connection, the only signal such a producer can get.
         produce(client, "limits", 0, encode_batch([b"y" * 5000]), acks=0)
         assert client.is_closed_by_peer()
     finally:
         client.close()
+    # One line per client and error a minute, not one per batch; each one counted.
+    assert broker.log_text().count("rejected produce to limits-0") == 1
+    assert "rejected produce to limits-0 from 127.0.0.1:" in broker.log_text()
+    assert value(scrape(broker), "kafka_server_socket_server_metrics_client_errors_total",
+                 kind="rejected_produce_message_too_large") == 21
+    assert "an acks=0 produce request failed: MESSAGE_TOO_LARGE for 'limits' partition 0" in broker.log_text()
     assert (broker.partition_dir("limits", 0) / "00000000000000000000.log").stat().st_size == len(encode_batch([b"fits"]))
 
 
@@ -253,3 +261,14 @@ def test_list_offsets_v0_gives_segment_starts_newest_first(broker_factory):
         assert before(500, 10) == []
     finally:
         client.close()
+
+
+def test_an_acks0_produce_to_an_unknown_partition_closes_naming_it(broker):
+    client = Client(broker.port)
+    try:
+        produce(client, "nowhere", 3, encode_batch([b"x"]), acks=0)
+        assert client.is_closed_by_peer()
+    finally:
+        client.close()
+    assert ("an acks=0 produce request failed: UNKNOWN_TOPIC_OR_PARTITION for 'nowhere' partition 3\n"
+            in broker.log_text())

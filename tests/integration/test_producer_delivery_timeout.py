@@ -4,6 +4,7 @@ idempotent producer stores each message once across its long retries."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -94,7 +95,7 @@ def test_a_leader_election_loses_and_doubles_nothing(brokers: BrokerCluster) -> 
         brokers.wait_registered({1, 2, 3})
 
 
-def test_a_partition_without_a_leader_for_seconds_loses_nothing(brokers: BrokerCluster) -> None:
+def test_a_partition_without_a_leader_for_seconds_loses_nothing(brokers: BrokerCluster, caplog) -> None:
     # Replication factor 1: while its one broker is down, the partition has no leader at all.
     _create_topic(brokers, "orphan", 1)
     owner = brokers.brokers[brokers.partition_state("orphan", 0)["leader"]]
@@ -105,8 +106,13 @@ def test_a_partition_without_a_leader_for_seconds_loses_nothing(brokers: BrokerC
         restarter.daemon = True
         restarter.start()
 
-    outcomes, producer = _produce_through(brokers, "orphan", bounce_owner)
+    with caplog.at_level(logging.WARNING, logger="pipeline.client.sender"):
+        outcomes, producer = _produce_through(brokers, "orphan", bounce_owner)
     assert outcomes.failed == []
     assert producer._sender.retried_batches > 0
+    # The operator is told why the events wait: one line per kind of error per 10 s, not one per retry.
+    retries = [m for m in caplog.messages if m.startswith("producer ") and " retrying " in m]
+    assert retries and all(" for orphan-0 in " in m and " of delivery.timeout.ms left): " in m for m in retries)
+    assert len(retries) <= 2 * len(producer._sender.retry_warnings.counts), retries
     records = kafka_python_consume(brokers.bootstrap, "orphan", [0], 600)
     assert sorted(r.value for r in records) == sorted(f"orphan-{i:05d}".encode() for i in range(600))

@@ -198,6 +198,9 @@ def test_bad_input_is_answered_and_the_registry_keeps_serving(registry: Registry
     no_fields = json.dumps({"type": "record", "name": "X"})
     assert call("POST", "/subjects/a-value/versions", {"schema": no_fields})[1]["error_code"] == 42201
     assert call("GET", "/schemas/ids/abc")[1]["error_code"] == 40403
+    # Digits other than ASCII ones: str.isdigit() accepts '\u00b2', int() does not (a 500 with a traceback).
+    assert call("GET", "/schemas/ids/%C2%B2")[1]["error_code"] == 40403
+    assert call("GET", "/subjects/a-value/versions/%C2%B2")[1]["error_code"] == 42202
     deep = {"schema": "[" * 5000 + "]" * 5000}
     assert call("POST", "/subjects/a-value/versions", deep)[1]["error_code"] == 42201
     assert call("GET", "/no/such/path")[0] == 404

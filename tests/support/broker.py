@@ -49,7 +49,8 @@ class BrokerProcess:
         env: Mapping[str, str] | None = None,
     ) -> None:
         """``open_files_limit`` (soft, hard) is the RLIMIT_NOFILE the process starts with; ``env`` adds
-        environment variables to every start (fault-injection hooks; set ``self.env`` to change them)."""
+        environment variables to every start (set ``self.env`` to change them; fault injection goes through the
+        broker's declared settings, e.g. log.cleaner.fault.pause.at)."""
         self.log_dir = Path(log_dir)
         self.host = host
         self.port = port if port is not None else free_port(host)

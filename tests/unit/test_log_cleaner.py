@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -23,6 +24,7 @@ from broker.log import Log
 from broker.log.errors import OutOfOrderSequenceError
 from broker.log.log import now_ms
 from broker.log.cleaner import CleanerConfig, Throttler
+from broker.log.faults import CleanerFaults
 from broker.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
 from broker.log.log_segment import LogSegment
 from pipeline.protocol.batch import COMPRESSION_MASK, iter_batches
@@ -295,8 +297,10 @@ def test_the_throttler_sleeps_to_keep_the_rate():
 def test_cleaner_config_from_the_broker_properties():
     config = CleanerConfig.from_properties({
         "log.cleaner.threads": 2, "log.cleaner.dedupe.buffer.size": 1 << 20, "log.cleaner.io.buffer.size": 4096,
-        "log.cleaner.io.max.bytes.per.second": 1e6, "log.cleaner.backoff.ms": 100, "log.cleaner.enable": False})
-    assert config == CleanerConfig(2, 1 << 20, 4096, 1e6, 100, False)
+        "log.cleaner.io.max.bytes.per.second": 1e6, "log.cleaner.backoff.ms": 100, "log.cleaner.enable": False,
+        "log.cleaner.fault.pause.at": "before-swap", "log.cleaner.fault.pause.file": "/tmp/paused"})
+    assert config == CleanerConfig(2, 1 << 20, 4096, 1e6, 100, False,
+                                   faults=CleanerFaults("before-swap", "/tmp/paused"))
 
 
 def test_the_prometheus_collector_exposes_kafkas_cleaner_gauges_and_per_log_values(log):
@@ -389,3 +393,15 @@ def test_a_cleaned_log_loads_with_its_gaps_after_a_clean_or_unclean_shutdown(tmp
                 assert int.from_bytes(fetched.read_bytes()[:8], "big") == offset
     finally:
         reloaded.close()
+
+
+def test_a_pass_failing_without_a_message_is_named_by_its_type(log, caplog):
+    write_updates(log, updates(keys=5, rounds=100))
+    ready_to_clean(log)
+
+    def fail(to_clean):
+        raise AssertionError()
+
+    with caplog.at_level(logging.ERROR, logger="broker.log.log_cleaner"):
+        assert cleaner_for(log).clean_filthiest_log(fail)
+    assert caplog.messages == ["cleaning of compacted-0 failed, the log is left uncleaned: AssertionError"]

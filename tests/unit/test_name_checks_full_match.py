@@ -10,10 +10,14 @@ import pytest
 from broker.log.log import parse_topic_partition
 from broker.server.connection_quotas import parse_overrides
 from etl.config import parse_duration
+from infra.prometheus.config import Target
 from mirror.config import parse_sources
+from pipeline.client.cluster import parse_broker_list
 from pipeline.config import ConfigError
 from pipeline.zk.client import split_connect_string
 from pipeline.zk.server import parse_peers
+from schemas.registry.errors import RegistryError
+from schemas.registry.store import parse_version
 
 
 @pytest.mark.parametrize("name", ["events-0\n", "events\n-0", "events-0\r", "events-\u0661"])
@@ -46,3 +50,20 @@ def test_a_zookeeper_port_or_peer_in_other_digits_is_refused_in_words():
         split_connect_string("zk1:\u00b2\u00b9\u2078\u00b9")
     with pytest.raises(ArgumentTypeError, match="is not ID:PEER_PORT:ELECTION_PORT"):
         parse_peers("1:2888:\u00b3888")
+
+
+def test_a_broker_port_or_id_in_other_digits_is_refused_in_words():
+    with pytest.raises(ValueError, match="is not host:port"):
+        parse_broker_list("kafka1:\u00b9\u2070\u2079\u00b2")
+    assert parse_broker_list("\u00b9:kafka1:9092") == [("\u00b9:kafka1", 9092)]  # no broker id: kept whole
+
+
+def test_a_schema_version_in_other_digits_is_an_invalid_version():
+    with pytest.raises(RegistryError) as refused:
+        parse_version("\u00b2")
+    assert (refused.value.status, refused.value.code) == (422, 42202)
+
+
+def test_a_prometheus_target_port_in_other_digits_is_refused_in_words():
+    with pytest.raises(ValueError, match="is not host:port"):
+        Target("127.0.0.1:\u00b2")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 
@@ -12,11 +13,13 @@ from pipeline.client.encoder import DefaultEncoder, Encoder, StringEncoder, load
 from pipeline.client.partitioner import DefaultPartitioner, Partitioner
 from pipeline.client.producer import CallbackHandler, MessageSizeTooLargeError, Producer, ProducerData, _TopicState
 from pipeline.client.producer_config import ProducerConfig
-from pipeline.client.sender import ProducerBatch, _rounds, encode_produce_request
+from pipeline.client.errors import DeliveryTimeoutError
+from pipeline.client.sender import ProducerBatch, Sender, _rounds, encode_produce_request
 from pipeline.config import ConfigError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import encode_request
 from pipeline.protocol.compression import GZIP
+from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.protocol.records import decode_records, encode_batch
 from tests.support.polling import wait_until
 
@@ -315,3 +318,42 @@ def test_close_that_times_out_leaves_no_sender_thread_behind() -> None:
     wait_until(lambda: not producer._thread.is_alive(), timeout=30, message="sender thread to end")
     assert sum(failed) == 3
     assert producer._released
+
+
+# -- retries -------------------------------------------------------------------------------------
+
+class _LeaderlessCluster:
+    """A cluster whose partitions have no leader: every send fails retriably."""
+
+    def leader_connection(self, topic: str, partition: int) -> None:
+        raise KafkaProtocolError(ErrorCode.LEADER_NOT_AVAILABLE, f"no leader for {topic}-{partition}")
+
+    def invalidate(self, node_id: int | None = None) -> None:
+        pass
+
+    def refresh(self, topics: list[str]) -> None:
+        pass
+
+
+def test_retries_are_logged_with_their_error_partitions_attempt_and_time_left(caplog) -> None:
+    clock = FakeClock()
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    sender = Sender(_LeaderlessCluster(), client_id="emulator-1", acks=-1, timeout_ms=1000,  # type: ignore[arg-type]
+                    retries=2**31 - 1, retry_backoff_s=0.125, delivery_timeout_s=30.0, sleep=sleep, clock=clock)
+    batches = [ProducerBatch("events", partition, None, [b"m"], b"", 1, clock.now) for partition in (3, 0)]
+    with caplog.at_level(logging.WARNING, logger="pipeline.client.sender"):
+        failures, stored = sender.send(batches)
+    assert stored == [] and {type(e) for _, e in failures} == {DeliveryTimeoutError}
+    lines = caplog.messages
+    assert lines[0] == ("producer emulator-1: retrying 2 batch(es) for events-0, events-3 in 125 ms after attempt 1 "
+                        "failed (30.0 s of delivery.timeout.ms left): KafkaProtocolError: LEADER_NOT_AVAILABLE: no "
+                        "leader for events-3")
+    # 240 retries in 30 s, one line every RETRY_WARNING_INTERVAL_S (10 s) with the count of those held back.
+    assert len(lines) == 3, lines
+    assert "after attempt 81 failed (20.0 s of delivery.timeout.ms left)" in lines[1]
+    assert lines[1].endswith("(and 79 more LEADER_NOT_AVAILABLE warning(s) from emulator-1 in the last 10s, not "
+                             "logged)")
+    assert sender.retry_warnings.counts == {"LEADER_NOT_AVAILABLE": sender.retried_batches // 2}
