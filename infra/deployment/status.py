@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping
 from infra.deployment.programs import Program, programs
 from infra.deployment.supervisor import ProcessInfo, Supervisor
 from infra.deployment.topology import Topology, load
+from pipeline.error_text import describe_error
 
 __all__ = ["EXIT_NOT_RUNNING", "SourceError", "add_parser", "alerts_figure", "audit_figure", "exit_code", "gather",
            "process_rows", "vector_by_label"]
@@ -153,9 +154,10 @@ def get_json(url: str, what: str, timeout: float = HTTP_TIMEOUT_S) -> Any:
     except urllib.error.HTTPError as exc:
         raise SourceError(f"{what} at {url} answered HTTP {exc.code}") from None
     except urllib.error.URLError as exc:
-        raise SourceError(f"{what} at {url} does not answer ({exc.reason})") from None
+        reason = describe_error(exc.reason) if isinstance(exc.reason, BaseException) else exc.reason
+        raise SourceError(f"{what} at {url} does not answer ({reason})") from None
     except (OSError, http.client.HTTPException) as exc:
-        raise SourceError(f"{what} at {url} does not answer ({exc or type(exc).__name__})") from None
+        raise SourceError(f"{what} at {url} does not answer ({describe_error(exc)})") from None
     except ValueError:
         raise SourceError(f"{what} at {url} did not answer JSON") from None
 

@@ -3,7 +3,10 @@ the figures made of the sources' answers, and a source that does not answer."""
 
 from __future__ import annotations
 
+import http.client
 import http.server
+import urllib.error
+import urllib.request
 import threading
 from typing import Any, Iterator
 
@@ -221,3 +224,15 @@ def test_get_json_says_in_one_line_what_did_not_answer(http_server: int) -> None
     closed = free_port()
     with pytest.raises(SourceError, match=rf"^Prometheus at http://127.0.0.1:{closed}/x does not answer \(.*refused"):
         get_json(f"http://127.0.0.1:{closed}/x", "Prometheus")
+
+
+@pytest.mark.parametrize("error", [http.client.HTTPException(), urllib.error.URLError(ConnectionResetError())])
+def test_a_source_failing_without_a_message_is_named_by_its_type(monkeypatch: pytest.MonkeyPatch,
+                                                                  error: Exception) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(urllib.request, "urlopen", fail)
+    with pytest.raises(SourceError, match=r"^the audit at http://x/ does not answer \((HTTPException|"
+                                          r"ConnectionResetError)\)$"):
+        get_json("http://x/", "the audit")
