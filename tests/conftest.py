@@ -26,7 +26,7 @@ SPARK_TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few seconds (large data volumes, Spark, a whole "
-                                       "pipeline); its module runs before the others")
+                                       "pipeline); its module runs before the others (slow(first=True): before the other slow ones)")
     config.addinivalue_line("markers", "integration: starts real processes on loopback ports")
     # kafka-python 3.x loads its protocol schemas with the legacy importlib.resources API.
     config.addinivalue_line("filterwarnings", r"ignore:(read_text|open_text) is deprecated:DeprecationWarning")
@@ -42,10 +42,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.integration)
-    # The modules of slow tests first, in their order, then the rest in theirs: on test workers (`make test`), which
-    # take each module whole in this order, the long ones overlap and the many short ones even out the end.
-    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
+    # The modules of slow tests first (those marked ``slow(first=True)``, the longest, before the other slow ones),
+    # in their order, then the rest in theirs: on test workers (`make test`), which take each module whole in this
+    # order, the long ones overlap and the many short ones even out the end.
+    rank: dict[str, int] = {}
+    for item in items:
+        marker = item.get_closest_marker("slow")
+        if marker is not None:
+            module = item.nodeid.split("::")[0]
+            rank[module] = min(rank.get(module, 1), 0 if marker.kwargs.get("first") else 1)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], 2))
 
 
 @pytest.fixture

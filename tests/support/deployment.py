@@ -17,6 +17,7 @@ from typing import Any, Iterable, NamedTuple
 import pyarrow.dataset as ds
 import yaml
 
+from etl.query import tables
 from infra.deployment import clusters
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import Topology, load
@@ -63,8 +64,9 @@ def reduced_topology(var_dir: Path, first_port: int, *, datacenters: tuple[str, 
         "prometheus": {"port": next(ports), "scrape_interval": "2s", "evaluation_interval": "2s", "hold": "4s"},
     }
     for name in datacenters:
-        document["datacenters"][name] = {**cluster(name), "emulators": {"servers": 2, "rate": rate, "members": 500,
-                                                                    "metrics_port": next(ports)}}
+        document["datacenters"][name] = {**cluster(name), "emulators": {
+            "servers": 2, "rate": rate, "members": 500, "metrics_port": next(ports),
+            "settings": {"created.log": str(var_dir / "created" / f"{name}.log")}}}
     return document
 
 
@@ -139,9 +141,24 @@ class Deployment:
         shutil.rmtree(self.var_dir, ignore_errors=True)
 
 
-def source_events(topology: Topology) -> dict[tuple[str, str, int, int], str]:
-    """(datacenter, topic, partition, offset) -> eventId of every event stored in the datacenters' clusters."""
-    events: dict[tuple[str, str, int, int], str] = {}
+def created_events(topology: Topology) -> dict[str, tuple[str, str, int]]:
+    """eventId -> (datacenter, topic, event time) of every event the emulators created, from their created logs
+    (``created.log``, which the reduced topology sets); an id listed twice fails."""
+    created: dict[str, tuple[str, str, int]] = {}
+    for datacenter in topology.datacenters:
+        assert datacenter.emulators is not None
+        with open(datacenter.emulators.settings["created.log"]) as lines:
+            for line in lines:
+                event_id, topic, event_time = line.split()
+                assert event_id not in created, f"{event_id} created twice"
+                created[event_id] = (datacenter.name, topic, int(event_time))
+    return created
+
+
+def source_events(topology: Topology) -> dict[tuple[str, str, int, int], str | None]:
+    """(datacenter, topic, partition, offset) -> eventId of every record stored in the datacenters' clusters (None
+    for a record that is no event: a poison record)."""
+    events: dict[tuple[str, str, int, int], str | None] = {}
     for datacenter in topology.datacenters:
         with clusters.admin(topology.cluster_zookeeper(datacenter)) as admin:
             addresses = admin.cluster.brokers()
@@ -154,20 +171,21 @@ def source_events(topology: Topology) -> dict[tuple[str, str, int, int], str]:
                                         if m.offset >= offset]:
                             for message in batch:
                                 key = event_key(bytes(message.value or b""))
-                                assert key is not None, f"{datacenter} {topic}-{partition}@{message.offset}"
-                                events[(datacenter.name, topic, partition, message.offset)] = key.event_id
+                                events[(datacenter.name, topic, partition, message.offset)] = \
+                                    None if key is None else key.event_id
                             offset = batch[-1].offset + 1
     return events
 
 
 def warehouse_events(topology: Topology) -> list[tuple[tuple[str, str, int, int], str]]:
-    """((source cluster, topic, source partition, source offset), eventId) of every warehouse row, duplicates kept."""
+    """((source cluster, topic, source partition, source offset), eventId) of every warehouse row, duplicates kept:
+    the rows of the live files the warehouse's snapshot lists (a compaction's replaced files stay on disk a while)."""
     rows = []
+    live = tables(topology.warehouse)
     for topic in EVENT_TOPICS:
-        table = topology.warehouse / topic
-        if not table.exists():
+        if not live.get(topic):
             continue
-        data = ds.dataset(str(table), format="parquet", partitioning="hive").to_table(
+        data = ds.dataset([str(path) for path in live[topic]], format="parquet").to_table(
             columns=["source_cluster", "source_partition", "source_offset", "header"])
         for row in data.to_pylist():
             rows.append(((row["source_cluster"], topic, row["source_partition"], row["source_offset"]),
