@@ -177,11 +177,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def named_ids(data: dict) -> set[str]:
-    """Every event id a stored result names (lost, duplicated, quarantined, or in a step between tiers)."""
+    """Every event id a stored result names (lost, duplicated, unexpected, quarantined, or in a step between tiers)."""
     ids: set[str] = set()
     for d in data["discrepancies"]:
-        ids.update(d["missing"], d["duplicated"])
-    for named in (data.get("lost") or {}, data.get("duplicated") or {}):
+        ids.update(d["missing"], d["duplicated"], d.get("unexpected") or {})
+    for named in (data.get("lost") or {}, data.get("duplicated") or {}, data.get("unexpected") or {}):
         for events in named.values():
             ids.update(events)
     for q in data.get("quarantined") or []:
@@ -190,21 +190,24 @@ def named_ids(data: dict) -> set[str]:
 
 
 def describe_named(data: dict) -> str:
-    """What a stored result names, per tier: ``lost 3 at mirror; quarantined 1 at warehouse (null value); ...``."""
+    """What a stored result names, per tier: ``lost 3 at mirror; unexpected 1 at datacenter; quarantined 1 at
+    warehouse (null value); ...``."""
     parts = []
     lost = {tier: sum(ids.values()) for tier, ids in (data.get("lost") or {}).items()}
     for tier, n in (data.get("lostByCount") or {}).items():
         lost[tier] = lost.get(tier, 0) + n
     parts += [f"lost {n} at {tier}" for tier, n in lost.items() if n]
     parts += [f"duplicated {sum(ids.values())} at {tier}" for tier, ids in (data.get("duplicated") or {}).items()]
+    parts += [f"unexpected {sum(ids.values())} at {tier} (created by no audited producer)"
+              for tier, ids in (data.get("unexpected") or {}).items()]
     parts += [f"quarantined {q['count'] + q['withoutId']} at {q['tier']} ({q['reason']})"
               for q in data.get("quarantined") or []]
     parts += [f"{d['earlier']}->{d['later']} too many to name" for d in data["discrepancies"] if not d["decoded"]]
     identity = data.get("identity")
     if identity and not identity["holds"]:
         parts.append(f"unaccounted: created {identity['created']} != {identity['held']} held at {identity['tier']} "
-                     f"- {identity['duplicates']} duplicates + {identity['lost']} lost + {identity['quarantined']} "
-                     f"quarantined")
+                     f"- {identity['duplicates']} duplicates - {identity.get('unexpected', 0)} unexpected + "
+                     f"{identity['lost']} lost + {identity['quarantined']} quarantined")
     return "; ".join(parts)
 
 

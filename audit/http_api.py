@@ -1,7 +1,7 @@
 """The audit's HTTP service (aiohttp, on its own thread): the dashboard at ``/``, Prometheus ``/metrics``, and
 the reconciliation results as JSON -- ``/api/windows`` (every retained window: its state, counts, completeness, the
-tiers pending and what they wait for, how many events are named lost, duplicated and quarantined per tier, the
-identity) and ``/api/windows/{topic}/{datacenter}/{start}`` (one window with its named events, see
+tiers pending and what they wait for, how many events are named lost, duplicated, unexpected and quarantined per
+tier, the identity) and ``/api/windows/{topic}/{datacenter}/{start}`` (one window with its named events, see
 :mod:`audit.results`). ``/api/health`` answers 200 while every reader counts, 503 once one stopped (the service is
 going down; ``/metrics`` answers 503 then too). ``/api/prometheus/{query,alerts}`` passes the dashboard's questions
 on to the Prometheus server (same origin for the browser; an unreachable Prometheus is an ``error`` answer, not a
@@ -33,7 +33,7 @@ _PROMETHEUS_ENDPOINTS = {"query": "/api/v1/query", "alerts": "/api/v1/alerts"}
 PROMETHEUS_TIMEOUT_S = 5.0
 
 
-_DETAIL = ("discrepancies", "lost", "duplicated", "quarantined")
+_DETAIL = ("discrepancies", "lost", "duplicated", "unexpected", "quarantined")
 
 
 def _summary(data: dict[str, Any]) -> dict[str, Any]:
@@ -44,14 +44,15 @@ def _summary(data: dict[str, Any]) -> dict[str, Any]:
     for tier, n in data.get("lostByCount", {}).items():
         lost.setdefault(tier, n)
     duplicated = {tier: sum(ids.values()) for tier, ids in data.get("duplicated", {}).items()}
+    unexpected = {tier: sum(ids.values()) for tier, ids in (data.get("unexpected") or {}).items()}
     quarantined: dict[str, dict[str, int]] = {}
     for q in data.get("quarantined", []):
         quarantined.setdefault(q["tier"], {})[q["reason"]] = q["count"] + q["withoutId"]
     undecoded = [f"{d['earlier']}->{d['later']}" for d in data["discrepancies"] if not d["decoded"]]
-    named_tiers = {*lost, *duplicated, *quarantined, *(u.split("->")[1] for u in undecoded)}
+    named_tiers = {*lost, *duplicated, *unexpected, *quarantined, *(u.split("->")[1] for u in undecoded)}
     return {**{k: v for k, v in data.items() if k not in _DETAIL}, "lostEvents": lost, "duplicatedEvents": duplicated,
-            "quarantinedEvents": quarantined,
-            "namedEvents": sum(lost.values()) + sum(duplicated.values())
+            "unexpectedEvents": unexpected, "quarantinedEvents": quarantined,
+            "namedEvents": sum(lost.values()) + sum(duplicated.values()) + sum(unexpected.values())
             + sum(n for reasons in quarantined.values() for n in reasons.values()),
             "namedTiers": sorted(named_tiers, key=_tier_order), "undecoded": undecoded,
             "unaccounted": bool(data.get("identity")) and not data["identity"]["holds"]}

@@ -1,6 +1,6 @@
 """The audit service's Prometheus metrics: completeness per topic and tier, incomplete, pending and unaccounted
-windows, the events named lost, duplicated or quarantined, the records its readers skipped, their lag, and each
-tier's latency from event time."""
+windows, the events named lost, duplicated, unexpected or quarantined, the records its readers skipped, their lag,
+and each tier's latency from event time."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from audit.reconcile import TIERS, WindowKey, WindowResult
 
 __all__ = ["AuditMetrics"]
 
-#: Tier states (WindowResult.tier_states) that make a window incomplete at the tier.
+#: Tier states (WindowResult.tier_states) that make a window incomplete at the tier (an event no producer created,
+#: ``unexpected``, takes nothing from the events created: audit_events_unexpected_total says it, not this).
 _BAD_STATES = frozenset({"lost", "quarantined", "duplicated", "short"})
 
 
@@ -55,6 +56,9 @@ class AuditMetrics:
         self.lost = Counter("audit_events_lost", "Events named lost at a tier (the first tier without them; only "
                             "tiers ready for the window name events)", ["topic", "tier"], registry=r)
         self.duplicated = Counter("audit_events_duplicated", "Extra copies of events named at a tier",
+                                  ["topic", "tier"], registry=r)
+        self.unexpected = Counter("audit_events_unexpected", "Events held at a tier that no producer tier counted "
+                                  "(created by a producer the audit does not hear from), with their copies",
                                   ["topic", "tier"], registry=r)
         self.quarantined = Counter("audit_events_quarantined", "Records a tier set aside (quarantined), per reason",
                                    ["topic", "tier", "reason"], registry=r)
@@ -126,6 +130,9 @@ class AuditMetrics:
             duplicated = _more(result.duplicated.get(tier, {}), previous.duplicated.get(tier, {}) if previous else {})
             if duplicated:
                 self.duplicated.labels(topic, tier).inc(duplicated)
+            unexpected = _more(result.unexpected.get(tier, {}), previous.unexpected.get(tier, {}) if previous else {})
+            if unexpected:
+                self.unexpected.labels(topic, tier).inc(unexpected)
         before = {(q.tier, q.reason): q.count + q.without_id for q in (previous.quarantined if previous else [])}
         for q in result.quarantined:
             more = q.count + q.without_id - before.get((q.tier, q.reason), 0)

@@ -20,9 +20,11 @@ Naming (:func:`account`): copies of each id are summed along the steps, relative
 missing at the last ready tier that holds data is **lost**, at the first tier where it went missing (``producer``
 when the producer's failed sketch names it: no cluster ever had it); so a mirror that under-counted does not make
 the tiers after it look lost. An id with more copies at a data tier than at the one before is **duplicated**
-there. Quarantined ids are named with their tier and reason. The identity ``created = held at the last data tier -
-duplicate copies there + lost + quarantined`` is checked once every tier is ready and decoded; a window where it
-does not hold is unaccounted for.
+there -- unless the caller read the first data tier's cluster back and found it held exactly as many times as the
+extra copies named (:func:`split_unexpected`): no producer tier counted it, so it is **unexpected** there (held,
+created by no producer the audit hears from). Quarantined ids are named with their tier and reason. The identity
+``created = held at the last data tier - extra copies there (duplicated or unexpected) + lost + quarantined`` is
+checked once every tier is ready and decoded; a window where it does not hold is unaccounted for.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from audit.measures import FAILED, QUARANTINED, QUARANTINED_WITHOUT_ID, parse_me
 from audit.sketch import EventSketch, SketchError
 
 __all__ = ["COMPLETE", "DATA_TIERS", "Discrepancy", "INCOMPLETE", "Identity", "PENDING", "Quarantine", "TIERS",
-           "TierCount", "WindowKey", "WindowResult", "account", "reconcile"]
+           "TierCount", "WindowKey", "WindowResult", "account", "reconcile", "split_unexpected"]
 
 TIERS = ("producer", "datacenter", "mirror", "offline", "warehouse")
 #: The tiers that hold the events (the others count what clients were acknowledged).
@@ -76,7 +78,9 @@ class Discrepancy:
     """One step between two tiers that both counted: the events missing at the ``later`` tier and those it holds
     more often than the ``earlier`` one, each with the number of copies; ``decoded`` False when the sketches differ
     by more than they can name (then the lists may be partial). ``unnamed``: events known to be missing at the later
-    tier that no sketch could name (the producer's failures, when too many for its failed sketch)."""
+    tier that no sketch could name (the producer's failures, when too many for its failed sketch). ``unexpected``:
+    ids the later tier holds that the earlier never had, with their copies (:func:`split_unexpected`: the sketches
+    cannot tell them from duplicates, reading the later tier's cluster back can)."""
 
     earlier: str
     later: str
@@ -86,6 +90,7 @@ class Discrepancy:
     #: True when the events were named by reading the window back from the clusters (too many for the sketch).
     read: bool = False
     unnamed: int = 0
+    unexpected: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,8 +107,9 @@ class Quarantine:
 
 @dataclass
 class Identity:
-    """The accounting identity at ``tier`` (the last tier that holds data): created = held - duplicates + lost +
-    quarantined (with ids)."""
+    """The accounting identity at ``tier`` (the last tier that holds data): created = held - extra copies + lost +
+    quarantined (with ids), the extra copies being ``duplicates`` (of events created) and ``unexpected`` (of events
+    no producer tier counted)."""
 
     tier: str
     created: int
@@ -111,10 +117,11 @@ class Identity:
     duplicates: int
     lost: int
     quarantined: int
+    unexpected: int = 0
 
     @property
     def holds(self) -> bool:
-        return self.created == self.held - self.duplicates + self.lost + self.quarantined
+        return self.created == self.held - self.duplicates - self.unexpected + self.lost + self.quarantined
 
 
 @dataclass
@@ -135,6 +142,8 @@ class WindowResult:
     lost: dict[str, dict[str, int]] = field(default_factory=dict)
     lost_by_count: dict[str, int] = field(default_factory=dict)
     duplicated: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Events held at a tier that no producer tier counted (tier -> id -> copies).
+    unexpected: dict[str, dict[str, int]] = field(default_factory=dict)
     quarantined: list[Quarantine] = field(default_factory=list)
     identity: Identity | None = None
     #: The producer's failed ids when its failed sketch names them (for naming losses at the producer tier).
@@ -165,8 +174,8 @@ class WindowResult:
 
     def tier_states(self, threshold: float | None = None) -> dict[str, str]:
         """Per tier counted: ``pending``, ``lost`` (named lost there, or its step undecoded, or the identity fails
-        there), ``quarantined``, ``duplicated``, ``short`` (below the threshold: events lost or set aside before it,
-        or it under-counted) or ``complete``."""
+        there), ``quarantined``, ``duplicated``, ``unexpected`` (it holds events no producer tier counted), ``short``
+        (below the threshold: events lost or set aside before it, or it under-counted) or ``complete``."""
         threshold = self.threshold if threshold is None else threshold
         undecoded = {d.later for d in self.undecoded}
         states = {}
@@ -180,6 +189,8 @@ class WindowResult:
                 states[tier] = "quarantined"
             elif self.duplicated.get(tier):
                 states[tier] = "duplicated"
+            elif self.unexpected.get(tier):
+                states[tier] = "unexpected"
             elif ratio is not None and ratio < threshold:
                 states[tier] = "short"
             else:
@@ -364,20 +375,33 @@ def _mirror_base(chain: list[str]) -> str | None:
     return before[-1] if before else None
 
 
+def split_unexpected(step: Discrepancy, held: Mapping[str, int]) -> dict[str, int]:
+    """Move the ids ``step`` names duplicated that its later tier holds exactly as many times as their extra copies
+    (``held``: id -> copies there, read back from its cluster) to ``step.unexpected``: the earlier tier never had
+    them. An id held more often is duplicated (the earlier tier had it); one held less often, or not read, stays
+    duplicated (the read did not see every copy: nothing can be told). The ids moved."""
+    moved = {event: n for event, n in step.duplicated.items() if held.get(event) == n}
+    if moved:
+        step.duplicated = {event: n for event, n in step.duplicated.items() if event not in moved}
+        step.unexpected = {**step.unexpected, **moved}
+    return moved
+
+
 def _plus(copies: Mapping[str, int], step: Discrepancy | None) -> dict[str, int]:
-    """``copies`` after ``step`` (+ duplicated - missing)."""
+    """``copies`` after ``step`` (+ duplicated + unexpected - missing)."""
     after = dict(copies)
     if step is not None:
-        for event, n in step.duplicated.items():
-            after[event] = after.get(event, 0) + n
+        for extra in (step.duplicated, step.unexpected):
+            for event, n in extra.items():
+                after[event] = after.get(event, 0) + n
         for event, n in step.missing.items():
             after[event] = after.get(event, 0) - n
     return {event: n for event, n in after.items() if n}
 
 
 def account(result: WindowResult) -> WindowResult:
-    """Name what ``result``'s steps say (lost, duplicated), check the identity and set the state; called again after
-    the caller decoded a step by reading the clusters."""
+    """Name what ``result``'s steps say (lost, duplicated, unexpected), check the identity and set the state; called
+    again after the caller decoded a step or told unexpected events from duplicates by reading the clusters."""
     ready = set(result.ready)
     chain = [t for t in (PRODUCER, *DATA_TIERS) if t in ready]
     into = {d.later: d for d in result.discrepancies}
@@ -399,22 +423,27 @@ def account(result: WindowResult) -> WindowResult:
     mirror = into.get("mirror")
     if "mirror" in ready and base in copies and (mirror is None or mirror.decoded):
         copies["mirror"] = _plus(copies[base], mirror)
-    result.lost, result.lost_by_count, result.duplicated = {}, {}, {}
+    result.lost, result.lost_by_count, result.duplicated, result.unexpected = {}, {}, {}, {}
     if last in DATA_TIERS:
         _name(result, chain, copies, last)
     result.identity = None
     if not result.pending and not blocked and last in DATA_TIERS and chain[0] == PRODUCER:
+        extras = sum(n for n in copies[last].values() if n > 0)
+        # The extra copies still held at the last tier of the events unexpected before it.
+        foreign = sum(min(max(copies[last].get(event, 0), 0), n)
+                      for named in result.unexpected.values() for event, n in named.items())
         result.identity = Identity(
-            last, result.counts[PRODUCER], result.counts[last], sum(n for n in copies[last].values() if n > 0),
+            last, result.counts[PRODUCER], result.counts[last], extras - foreign,
             sum(result.lost_at(t) for t in TIERS),
-            sum(q.count for q in result.quarantined if TIERS.index(q.tier) <= TIERS.index(last)))
+            sum(q.count for q in result.quarantined if TIERS.index(q.tier) <= TIERS.index(last)), foreign)
     result.state = _state(result, result.threshold)
     return result
 
 
 def _name(result: WindowResult, chain: list[str], copies: dict[str, dict[str, int]], last: str) -> None:
     """Lost: each id missing at ``last`` at the first tier it went missing; duplicated: the extra copies each data
-    tier up to ``last`` holds over the one before it."""
+    tier up to ``last`` holds over the one before it; unexpected: the ids a data tier holds that the one before it
+    never had (as read back from the clusters)."""
     into = {d.later: d for d in result.discrepancies}
     considered = [t for t in TIERS if t in copies and t != PRODUCER and TIERS.index(t) <= TIERS.index(last)]
     first_data = chain[1] if len(chain) > 1 and chain[0] == PRODUCER else None
@@ -437,12 +466,14 @@ def _name(result: WindowResult, chain: list[str], copies: dict[str, dict[str, in
         step = into.get(tier)
         if step is not None and step.duplicated:
             result.duplicated[tier] = dict(step.duplicated)
+        if step is not None and step.unexpected:
+            result.unexpected[tier] = dict(step.unexpected)
 
 
 def _state(result: WindowResult, threshold: float) -> str:
     if result.pending:
         return PENDING
-    named = (result.undecoded or result.lost or result.lost_by_count or result.duplicated or result.quarantined
-             or result.unaccounted)
+    named = (result.undecoded or result.lost or result.lost_by_count or result.duplicated or result.unexpected
+             or result.quarantined or result.unaccounted)
     short = any(c is not None and c < threshold for c in result.completeness.values())
     return INCOMPLETE if named or short else COMPLETE

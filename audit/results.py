@@ -8,8 +8,10 @@ A result's JSON (the API's window): ``topic``, ``datacenter``, ``windowStart``, 
 events created; ``acknowledged`` those its cluster acknowledged), ``ready`` (tier -> the moment as of which it had
 counted everything of the window) and ``pending`` (tier -> what it waits for), the ``discrepancies`` between tiers,
 what is named -- ``lost`` (tier -> id -> copies), ``lostByCount`` (tier -> events lost that no sketch names),
-``duplicated`` (tier -> id -> copies), ``quarantined`` (tier, reason, count, withoutId, ids) -- and the
-``identity`` (null until every tier is ready and decoded; ``holds`` false: the window is unaccounted for).
+``duplicated`` (tier -> id -> copies), ``unexpected`` (tier -> id -> copies: held there, created by no producer the
+audit hears from), ``quarantined`` (tier, reason, count, withoutId, ids) -- and the ``identity`` (null until every
+tier is ready and decoded; ``duplicates`` and ``unexpected`` are the extra copies it subtracts; ``holds`` false: the
+window is unaccounted for).
 """
 
 from __future__ import annotations
@@ -38,16 +40,17 @@ def result_to_json(result: WindowResult, reconciled_at_ms: int, ready_at: dict[s
             "ready": {tier: (ready_at or {}).get(tier) for tier in result.ready}, "pending": result.pending,
             "tierStates": result.tier_states(),
             "discrepancies": [{"earlier": d.earlier, "later": d.later, "missing": d.missing,
-                               "duplicated": d.duplicated, "decoded": d.decoded, "read": d.read,
-                               "unnamed": d.unnamed}
+                               "duplicated": d.duplicated, "unexpected": d.unexpected, "decoded": d.decoded,
+                               "read": d.read, "unnamed": d.unnamed}
                               for d in result.discrepancies],
             "lost": result.lost, "lostByCount": result.lost_by_count, "duplicated": result.duplicated,
+            "unexpected": result.unexpected,
             "quarantined": [{"tier": q.tier, "reason": q.reason, "count": q.count, "withoutId": q.without_id,
                              "ids": q.ids} for q in result.quarantined],
             "identity": None if identity is None else {
                 "tier": identity.tier, "created": identity.created, "held": identity.held,
-                "duplicates": identity.duplicates, "lost": identity.lost, "quarantined": identity.quarantined,
-                "holds": identity.holds},
+                "duplicates": identity.duplicates, "unexpected": identity.unexpected, "lost": identity.lost,
+                "quarantined": identity.quarantined, "holds": identity.holds},
             "threshold": result.threshold}
 
 
@@ -56,7 +59,7 @@ def result_from_json(data: dict[str, Any]) -> WindowResult:
     incomplete by its discrepancies)."""
     key = WindowKey(data["topic"], data["datacenter"], data["windowStart"], data["windowEnd"])
     discrepancies = [Discrepancy(d["earlier"], d["later"], d["missing"], d["duplicated"], d["decoded"],
-                                 d.get("read", False), d.get("unnamed", 0))
+                                 d.get("read", False), d.get("unnamed", 0), d.get("unexpected") or {})
                      for d in data["discrepancies"]]
     identity = data.get("identity")
     return WindowResult(
@@ -64,12 +67,12 @@ def result_from_json(data: dict[str, Any]) -> WindowResult:
         state=data.get("state") or (INCOMPLETE if discrepancies else COMPLETE),
         ready=list(data.get("ready") or data["counts"]), pending=data.get("pending") or {},
         acknowledged=data.get("acknowledged"), lost=data.get("lost") or {}, lost_by_count=data.get("lostByCount") or {},
-        duplicated=data.get("duplicated") or {},
+        duplicated=data.get("duplicated") or {}, unexpected=data.get("unexpected") or {},
         quarantined=[Quarantine(q["tier"], q["reason"], q["count"], q["withoutId"], q["ids"])
                      for q in data.get("quarantined") or []],
         identity=None if identity is None else Identity(identity["tier"], identity["created"], identity["held"],
                                                          identity["duplicates"], identity["lost"],
-                                                         identity["quarantined"]),
+                                                         identity["quarantined"], identity.get("unexpected", 0)),
         threshold=data.get("threshold", 1.0))
 
 

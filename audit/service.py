@@ -11,6 +11,13 @@ grace`` whose counts or ready tiers changed; a pass looks only at the windows co
 readers say which), those newly past their grace, those still pending somewhere and those whose expected tiers
 changed, so its cost follows what changed, not what is retained. Each new result is appended to
 ``STATE/results.jsonl`` (rewritten with the retained windows once it doubled), read back at start.
+
+Where the sketches cannot name a difference, the window is read back from the clusters (:mod:`audit.window_scan`).
+The sketches cannot tell an event held twice of which the producers counted one from an event held once that no
+producer counted (a record another, unaudited producer wrote): both are one extra copy. So when a window names
+events duplicated at the datacenter tier (rare: the producers are idempotent), the window is read back from the
+datacenter cluster and each such event's copies counted there: one held exactly as many times as its extra copies is
+**unexpected** (held, created by no producer the audit hears from), not duplicated.
 """
 
 from __future__ import annotations
@@ -30,10 +37,11 @@ from audit.metrics import AuditMetrics
 from audit.private_files import private_directory
 from audit.readers import AuditCountReader, ClusterReader, EventCounter
 from audit.readiness import EtlRun, Follower, Readiness
-from audit.reconcile import PRODUCER, TIERS, Discrepancy, TierCount, WindowKey, WindowResult, account, reconcile
+from audit.reconcile import (PRODUCER, TIERS, Discrepancy, TierCount, WindowKey, WindowResult, account, reconcile,
+                             split_unexpected)
 from audit.results import ResultLog, result_from_json, result_to_json
 from audit.state import CheckpointedCounts, CountKey
-from audit.window_scan import multiplicities, scan_window
+from audit.window_scan import held_copies, multiplicities, scan_window
 from etl.history import RunHistory
 from etl.report import NOTHING_NEW, PARTIAL, SUCCEEDED
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
@@ -58,6 +66,8 @@ _RUNS_LOOKED_AT = 10
 #: Tiers read back from a cluster when their difference is too large for the sketches (the mirror's acknowledged
 #: records are what the offline cluster holds).
 _READ_FROM = {"datacenter": "datacenter", "mirror": "offline", "offline": "offline"}
+#: The first tier that holds the events: an extra copy there may be an event no producer created.
+_FIRST_DATA_TIER = "datacenter"
 
 
 def _now_ms() -> int:
@@ -93,6 +103,9 @@ class AuditService:
         #: A cluster client per cluster name (the datacenters' and "offline"), for reading windows back.
         self._clusters: dict[str, Cluster] = {}
         self._discovery_of: dict[str, ZooKeeperBrokerDiscovery] = {}
+        #: Per window, the copies the datacenter cluster held of the events named duplicated there, as last read
+        #: back, with what they were read for (the datacenter's count and the extra copies named).
+        self._held: dict[WindowKey, tuple[tuple, dict[str, int]]] = {}
         #: The followers of each cluster (readers and the mirror's group), by role ("events", "audit", "mirror").
         self._followers: dict[str, dict[str, tuple[Follower, ClusterReader | None]]] = {}
         self._lag_labels: set[tuple[str, str, str, str]] = set()
@@ -307,12 +320,16 @@ class AuditService:
                 continue
             undecoded = result.undecoded
             unread = [d for d in undecoded if not self._read_difference(key, d, result)]
-            if len(unread) < len(undecoded):
+            told = self._tell_unexpected(key, result, measures.get(_FIRST_DATA_TIER))
+            if len(unread) < len(undecoded) or told:
                 account(result)
                 signature = _signature(result)
+            again = bool(unread) or told is None
+            if not again and signature == self._reconciled.get(key):
+                continue  # named as before, once read back
             self.metrics.count_named(result, self._results.get(key))
             self.metrics.window_changed(self._results.get(key), result)
-            if unread:
+            if again:
                 self._unreconciled.add(key)  # read again at the next pass, changed or not
             else:
                 self._reconciled[key] = signature
@@ -426,6 +443,7 @@ class AuditService:
                 self._awaiting.discard(key)
                 self._ready_at.pop(key, None)
                 self._reconciled.pop(key, None)
+                self._held.pop(key, None)
                 self.metrics.window_changed(self._results.pop(key, None), None)
                 with self.lock:
                     self.results.pop(key, None)
@@ -480,6 +498,35 @@ class AuditService:
         return True
 
 
+    def _tell_unexpected(self, key: WindowKey, result: WindowResult, counted: TierCount | None) -> bool | None:
+        """Tell the events ``result`` names duplicated at the datacenter tier from those no producer created, by
+        counting their copies in the window read back from the datacenter cluster (``counted``: what the audit counted
+        there) -- read again only when what is named or counted there changed. True when some were unexpected (name
+        again), False when none (or nothing to read), None when the cluster could not be read now (they stay named
+        duplicated; read again at the next pass)."""
+        step = next((d for d in result.discrepancies
+                     if (d.earlier, d.later) == (PRODUCER, _FIRST_DATA_TIER) and d.decoded and d.duplicated), None)
+        cluster = self._clusters.get(key.datacenter)
+        if step is None or cluster is None or counted is None or counted.sketch is None:
+            return False
+        wanted = (counted.count, tuple(sorted(step.duplicated.items())))
+        known = self._held.get(key)
+        if known is not None and known[0] == wanted:
+            held = known[1]
+        else:
+            try:
+                found = scan_window(cluster, key.topic, key.window_start, key.window_end, self.config["grace.ms"],
+                                    key.datacenter)
+            except (KafkaClientError, KafkaProtocolError, OSError) as exc:
+                log.warning("cannot read window %s %s %d to tell duplicated events from unexpected ones (named "
+                            "duplicated; retried at the next pass): %s", key.topic, key.datacenter, key.window_start,
+                            describe_error(exc))
+                return None
+            held = held_copies(found, counted.sketch, step.duplicated)
+            self._held[key] = (wanted, held)
+        return bool(split_unexpected(step, held))
+
+
 def _latest(admin: AdminClient, topic: str, available: Iterable[str]) -> dict[int, int | None]:
     """The latest offsets of ``topic`` (none for a topic the cluster does not have)."""
     return admin.list_offsets(topic) if topic in available else {}
@@ -495,5 +542,5 @@ def _describe(result: WindowResult) -> str:
 def _signature(result: WindowResult) -> tuple:
     return (tuple(sorted(result.counts.items())), result.state, tuple(sorted(result.ready)),
             tuple((d.earlier, d.later, tuple(sorted(d.missing.items())), tuple(sorted(d.duplicated.items())),
-                   d.decoded, d.unnamed) for d in result.discrepancies),
+                   tuple(sorted(d.unexpected.items())), d.decoded, d.unnamed) for d in result.discrepancies),
             tuple((q.tier, q.reason, q.count, q.without_id) for q in result.quarantined))

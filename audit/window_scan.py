@@ -1,5 +1,6 @@
-"""Reading one window's events back from a cluster: where the sketches cannot name a difference (too large),
-and for ``python -m audit trace``.
+"""Reading one window's events back from a cluster: where the sketches cannot name a difference (too large), to
+count the copies of the events named duplicated at the datacenter tier (:func:`held_copies`: duplicated, or created by
+no producer the audit hears from?), and for ``python -m audit trace``.
 
 The records of our event topics carry their event time as their timestamp (the emulators set it, the mirror
 keeps it), so ListOffsets by timestamp finds where a window starts in each partition; the scan reads on until
@@ -10,14 +11,15 @@ event time are not seen -- the audit's own counting, which reads everything, doe
 from __future__ import annotations
 
 from collections import Counter
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
+from audit.sketch import EventSketch, SketchError
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from schemas.serde import event_key
 
-__all__ = ["Found", "multiplicities", "scan_window"]
+__all__ = ["Found", "held_copies", "multiplicities", "scan_window"]
 
 
 class Found(NamedTuple):
@@ -68,3 +70,20 @@ def scan_window(cluster: Cluster, topic: str, start_ms: int, end_ms: int, slack_
 def multiplicities(found: list[Found]) -> Counter:
     """Event id -> copies held."""
     return Counter(f.event_id for f in found)
+
+
+def held_copies(found: list[Found], counted: EventSketch, ids: Iterable[str]) -> dict[str, int]:
+    """The copies of each of ``ids`` a cluster holds as the audit counted them there (``counted``: the sketch of the
+    window's events its reader counted): the copies ``found`` by a scan, corrected by what the scan did not see or
+    saw besides (appended after the scan's horizon, deleted by retention since, not counted yet) when the sketches
+    name that; {} when they cannot (the scan is too far off: nothing can be told)."""
+    scanned = EventSketch(counted.cells_per_table)
+    try:
+        scanned.add([f.event_id for f in found])
+        difference = (counted - scanned).decode()
+    except (SketchError, ValueError):
+        return {}
+    if not difference.complete:
+        return {}
+    copies = multiplicities(found)
+    return {event: copies[event] + difference.counts.get(event, 0) for event in ids}

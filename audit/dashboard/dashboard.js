@@ -6,10 +6,12 @@ const TIERS = ["producer", "datacenter", "mirror", "offline", "warehouse"];
 const REFRESH_MS = 3000;
 // A cell's colour by the tier's state in the window (the audit's tierStates): red where events were lost (or the
 // tier could not be named, or the window is unaccounted for), amber where events were quarantined, duplicated or
-// are short (lost or set aside before), grey while the tier is pending (not compared yet: lag, not loss), green.
-const STATE_Z = {lost: 0, quarantined: 1, duplicated: 1, short: 1, pending: 2, complete: 3};
-const COLOURS = [[0, "#d32f2f"], [0.2, "#d32f2f"], [0.2, "#ffa000"], [0.5, "#ffa000"], [0.5, "#9e9e9e"],
-                 [0.8, "#9e9e9e"], [0.8, "#43a047"], [1, "#43a047"]];
+// are short (lost or set aside before), grey while the tier is pending (not compared yet: lag, not loss), green,
+// and purple where the tier holds events no producer the audit hears from created (unexpected: not ours, no loss).
+const STATE_Z = {lost: 0, quarantined: 1, duplicated: 1, short: 1, pending: 2, complete: 3, unexpected: 4};
+const Z_MAX = 4;
+const COLOURS = [[0, "#d32f2f"], [0.125, "#d32f2f"], [0.125, "#ffa000"], [0.375, "#ffa000"], [0.375, "#9e9e9e"],
+                 [0.625, "#9e9e9e"], [0.625, "#43a047"], [0.875, "#43a047"], [0.875, "#8e24aa"], [1, "#8e24aa"]];
 
 async function getJson(path) {
   const answer = await fetch(path, {cache: "no-store"});
@@ -62,7 +64,7 @@ function drawGrid(windows) {
     const z = TIERS.map(t => rows.map(w => w.counts[t] === undefined ? null
                                             : STATE_Z[(w.tierStates || {})[t] || "complete"]));
     const text = TIERS.map(t => rows.map(w => cellText(w, t)));
-    const data = [{type: "heatmap", x: x, y: TIERS, z: z, text: text, hoverinfo: "x+y+text", zmin: 0, zmax: 3,
+    const data = [{type: "heatmap", x: x, y: TIERS, z: z, text: text, hoverinfo: "x+y+text", zmin: 0, zmax: Z_MAX,
                    colorscale: COLOURS, showscale: false, xgap: 2, ygap: 2,
                    customdata: TIERS.map(() => rows.map(w => w.windowStart))}];
     const layout = {title: {text: key, font: {size: 13}}, height: 210, margin: {l: 90, r: 10, t: 30, b: 40},
@@ -111,13 +113,20 @@ async function showNamed(key, windowStart) {
     lines.push(`duplicated at ${tier}: ${Object.keys(ids).length}`);
     lines.push(...idLines(ids, "+"));
   }
+  for (const [tier, ids] of Object.entries(w.unexpected || {})) {
+    named += Object.keys(ids).length;
+    lines.push(`unexpected at ${tier} (held, created by no producer the audit hears from; not a duplicate): `
+               + Object.keys(ids).length);
+    lines.push(...idLines(ids, "x"));
+  }
   for (const d of w.discrepancies || []) {
     if (!d.decoded) lines.push(`${d.earlier} -> ${d.later}: more than the sketch can name`);
   }
   if (w.identity) {
     const i = w.identity;
-    lines.push(`identity at ${i.tier}: created ${i.created} = held ${i.held} - duplicates ${i.duplicates} + lost `
-               + `${i.lost} + quarantined ${i.quarantined}: ` + (i.holds ? "holds" : "DOES NOT HOLD (unaccounted for)"));
+    lines.push(`identity at ${i.tier}: created ${i.created} = held ${i.held} - duplicates ${i.duplicates} - unexpected `
+               + `${i.unexpected || 0} + lost ${i.lost} + quarantined ${i.quarantined}: `
+               + (i.holds ? "holds" : "DOES NOT HOLD (unaccounted for)"));
   }
   if (!named && !(w.discrepancies || []).length) lines.push("no events named: every tier agrees");
   box.textContent = lines.join("\n");

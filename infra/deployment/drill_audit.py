@@ -3,10 +3,12 @@
 The audit's JSON API (``/api/windows`` and ``/api/windows/{topic}/{datacenter}/{start}``, see
 :mod:`audit.http_api` and :mod:`audit.results`) gives, per window, each tier's count against the events created,
 the tiers still pending, and what it names: events lost (with the tier where they went missing), duplicated (at the
-data tier where the extra copy appears) and quarantined (with the tier and the reason), and whether the identity
-``created = held - duplicates + lost + quarantined`` holds. :func:`tally` adds those up per tier over the drill's
-windows; the :class:`Verdict` fails (``lost``) when an event is lost, a window is unaccounted for, or a tier that
-holds the events differs from the one before it by more than the audit could name. :func:`wait_for_audit` polls
+data tier where the extra copy appears), unexpected (held at a tier, created by no producer the audit hears from: a
+record another producer wrote, as ``chaos poison-record`` does) and quarantined (with the tier and the reason), and
+whether the identity ``created = held - duplicates - unexpected + lost + quarantined`` holds. :func:`tally` adds
+those up per tier over the drill's windows; the :class:`Verdict` fails (``lost``) when an event is lost, a window is
+unaccounted for, or a tier that holds the events differs from the one before it by more than the audit could name;
+an unexpected event is no loss: it is reported, it does not fail the drill. :func:`wait_for_audit` polls
 until every covering window is reconciled and no tier is pending any more (the warehouse after the ETL's next run),
 or its deadline passes.
 """
@@ -39,6 +41,7 @@ class TierTally:
     lost: list[str] = field(default_factory=list)
     lost_by_count: int = 0
     duplicated: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
     quarantined: dict[str, int] = field(default_factory=dict)
     pending: int = 0
     undecoded: int = 0
@@ -55,6 +58,7 @@ class TierTally:
         completeness = "n/a" if self.completeness is None else f"{self.completeness:.3f}"
         parts = [f"{self.tier:<10} completeness {completeness} ({self.count} of {self.created} created)",
                  f"lost {_ids(self.lost, self.lost_by_count)}", f"duplicated {_ids(self.duplicated)}",
+                 *([f"unexpected {_ids(self.unexpected)}"] if self.unexpected else []),
                  "quarantined " + (", ".join(f"{n} ({reason})" for reason, n in sorted(self.quarantined.items()))
                                    or "0")]
         if self.pending:
@@ -116,8 +120,8 @@ def covering(windows: Iterable[Mapping[str, Any]], start_ms: int, end_ms: int) -
 def _unaccounted(window: Mapping[str, Any]) -> str:
     i = window["identity"]
     return (f"{window['topic']} {window['datacenter']} {window['windowStart']}: created {i['created']} != "
-            f"{i['held']} held at {i['tier']} - {i['duplicates']} duplicates + {i['lost']} lost + "
-            f"{i['quarantined']} quarantined")
+            f"{i['held']} held at {i['tier']} - {i['duplicates']} duplicates - {i.get('unexpected', 0)} unexpected + "
+            f"{i['lost']} lost + {i['quarantined']} quarantined")
 
 
 def tally(windows: Iterable[Mapping[str, Any]]) -> Verdict:
@@ -146,6 +150,8 @@ def tally(windows: Iterable[Mapping[str, Any]]) -> Verdict:
             tallies[tier].lost_by_count += n
         for tier, ids in (window.get("duplicated") or {}).items():
             tallies[tier].duplicated += sorted(ids)
+        for tier, ids in (window.get("unexpected") or {}).items():
+            tallies[tier].unexpected += sorted(ids)
         for q in window.get("quarantined") or []:
             reasons = tallies[q["tier"]].quarantined
             reasons[q["reason"]] = reasons.get(q["reason"], 0) + q["count"] + q["withoutId"]

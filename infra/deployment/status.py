@@ -16,7 +16,8 @@ Where the figures come from:
   vanishes with it; the outside view keeps counting while the mirror is down, which is when it matters.
 - the last ETL run: the run history in the warehouse (:class:`etl.history.RunHistory`).
 - audit: the audit's JSON API (``/api/settings`` and ``/api/windows``, whose summaries say per window its state,
-  the tiers pending with their lag, and how many events are named lost, duplicated and quarantined per tier).
+  the tiers pending with their lag, and how many events are named lost, duplicated, unexpected and quarantined per
+  tier).
 - alerts: Prometheus's ``/api/v1/alerts``.
 """
 
@@ -231,7 +232,7 @@ def audit_figure(settings: Mapping[str, Any], windows: list[dict[str, Any]]) -> 
     """The audit's results in figures: completeness per tier of the newest windows (the worst topic and datacenter
     of each window; a tier still pending in one of them is shown pending), how many windows are incomplete, pending
     and unaccounted for, the tiers pending with their lag, and the newest windows naming events (lost, duplicated,
-    quarantined per reason, per tier)."""
+    unexpected, quarantined per reason, per tier)."""
     from audit.reconcile import TIERS
 
     try:
@@ -276,11 +277,13 @@ def audit_figure(settings: Mapping[str, Any], windows: list[dict[str, Any]]) -> 
 def _named(window: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per tier, what ``window`` (an /api/windows summary) names."""
     lost, duplicated = window.get("lostEvents") or {}, window.get("duplicatedEvents") or {}
-    quarantined = window.get("quarantinedEvents") or {}
+    unexpected, quarantined = window.get("unexpectedEvents") or {}, window.get("quarantinedEvents") or {}
     undecoded = {step.split("->")[-1] for step in window.get("undecoded") or []}
-    tiers = [t for t in window["counts"] if lost.get(t) or duplicated.get(t) or quarantined.get(t) or t in undecoded]
+    tiers = [t for t in window["counts"]
+             if lost.get(t) or duplicated.get(t) or unexpected.get(t) or quarantined.get(t) or t in undecoded]
     return [{"topic": window["topic"], "datacenter": window["datacenter"], "window_start": window["windowStart"],
              "tier": tier, "lost": lost.get(tier, 0), "duplicated": duplicated.get(tier, 0),
+             "unexpected": unexpected.get(tier, 0),
              "quarantined": dict(sorted((quarantined.get(tier) or {}).items())), "decoded": tier not in undecoded}
             for tier in tiers]
 

@@ -99,8 +99,8 @@ def _audit(audit: Mapping[str, Any], now: float) -> list[str]:
         tiers = "  ".join(f"{tier} {text}" for tier, text in shown.items())
         lines.append(f"  {start}-{end}  {tiers}")
     lines.append(f"incomplete windows: {audit['incomplete']} of {audit['windows']} reconciled; {audit['pending']} "
-                 f"pending, {audit['unaccounted']} unaccounted for; {audit['named_windows']} name lost, duplicated "
-                 f"or quarantined events")
+                 f"pending, {audit['unaccounted']} unaccounted for; {audit['named_windows']} name lost, duplicated, "
+                 f"unexpected or quarantined events")
     for tier, pending in audit["pending_tiers"].items():
         lag = "" if pending["lag_records"] is None else f", {pending['lag_records']} records behind"
         oldest = time.strftime("%H:%M:%S", time.gmtime(pending["oldest"] / 1000))
@@ -109,6 +109,7 @@ def _audit(audit: Mapping[str, Any], now: float) -> list[str]:
         start = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(named["window_start"] / 1000))
         what = [f"{named['lost']} lost"] if named["lost"] else []
         what += [f"{named['duplicated']} duplicated"] if named["duplicated"] else []
+        what += [f"{named['unexpected']} unexpected (created by no audited producer)"] if named.get("unexpected") else []
         what += [f"{n} quarantined ({reason})" for reason, n in named["quarantined"].items()]
         if not named["decoded"]:
             what.append("too many to name")

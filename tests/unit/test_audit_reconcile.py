@@ -1,7 +1,8 @@
 """Reconciling one window across the tiers as docs/accounting.md says: completeness against the events created,
 losses named at the tier where they happened (the producer tier for events that failed there), duplicates at the
 data tier where the extra copy appears, quarantined events with their tier and reason, pending tiers never compared,
-and the identity checked (pure logic on real sketches)."""
+events no producer created told from duplicates once their cluster was read back (unexpected), and the identity
+checked (pure logic on real sketches)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import random
 import uuid
 
 from audit.measures import failed_measure, quarantine_measure
-from audit.reconcile import COMPLETE, INCOMPLETE, PENDING, TIERS, TierCount, WindowKey, reconcile
+from audit.reconcile import (COMPLETE, INCOMPLETE, PENDING, TIERS, TierCount, WindowKey, account, reconcile,
+                             split_unexpected)
+from audit.results import result_from_json, result_to_json
 from audit.sketch import EventSketch
 
 KEY = WindowKey("PageViewEvent", "dc1", 60_000, 120_000)
@@ -179,3 +182,57 @@ def test_counts_that_their_ids_do_not_add_up_to_leave_the_window_unaccounted():
     result = reconcile(KEY, counts)
     assert result.lost == {"warehouse": {ids[1]: 1}}
     assert result.unaccounted and result.state == INCOMPLETE and result.tier_states()["warehouse"] == "lost"
+
+
+def test_an_event_no_producer_created_is_unexpected_once_its_cluster_holds_no_more_copies_than_named():
+    # dc1 holds every event created, one of them twice (a retry), and one event no audited producer created (as
+    # `chaos poison-record` writes); the mirror copies both on, and the ETL quarantines the foreign one.
+    ids = new_ids(500)
+    foreign, twice = new_ids(1, seed=11)[0], ids[4]
+    held = ids + [twice, foreign]
+    result = reconcile(KEY, {"producer": tier(ids), "datacenter": tier(held), "mirror": tier(held),
+                             "offline": tier(held), "warehouse": tier(ids + [twice]),
+                             quarantine_measure("warehouse", "unknown schema id"): tier([foreign])})
+    # The sketches alone cannot tell them apart: both are one extra copy at the datacenter tier.
+    assert result.duplicated == {"datacenter": {twice: 1, foreign: 1}} and result.unexpected == {}
+    step = next(d for d in result.discrepancies if d.later == "datacenter")
+
+    # The datacenter cluster read back: the foreign event held once (as many as its extra copies), the other twice.
+    assert split_unexpected(step, {twice: 2, foreign: 1}) == {foreign: 1}
+    account(result)
+    assert result.duplicated == {"datacenter": {twice: 1}} and result.unexpected == {"datacenter": {foreign: 1}}
+    assert [(q.tier, q.reason, q.ids) for q in result.quarantined] == [("warehouse", "unknown schema id", {foreign: 1})]
+    assert result.lost == {} and result.state == INCOMPLETE
+    # The warehouse holds 501 rows: - 1 duplicate - 1 unexpected + 1 quarantined = 500 created.
+    identity = result.identity
+    assert (identity.held, identity.duplicates, identity.unexpected, identity.quarantined) == (501, 1, 1, 1)
+    assert identity.holds and identity.created == 500
+    assert result.tier_states()["datacenter"] == "duplicated"  # a real duplicate outranks the foreign event
+
+    # Stored and read back as such (and an older line, without the field, reads as none unexpected).
+    again = result_from_json(result_to_json(result, 0))
+    assert again.unexpected == result.unexpected and again.identity == identity
+    assert [d.unexpected for d in again.discrepancies] == [d.unexpected for d in result.discrepancies]
+    older = result_to_json(result, 0)
+    del older["unexpected"], older["identity"]["unexpected"]
+    assert result_from_json(older).unexpected == {}
+
+
+def test_unexpected_alone_is_its_own_tier_state_and_a_read_back_that_saw_too_few_copies_tells_nothing():
+    ids = new_ids(100)
+    foreign = new_ids(2, seed=12)
+    counts = {"producer": tier(ids), "datacenter": tier(ids + foreign), "offline": tier(ids + foreign)}
+    result = reconcile(KEY, counts)
+    step = result.discrepancies[0]
+    # One of them not seen at all by the read (appended past its horizon): it stays duplicated.
+    assert split_unexpected(step, {foreign[0]: 1}) == {foreign[0]: 1}
+    account(result)
+    assert result.unexpected == {"datacenter": {foreign[0]: 1}} and result.duplicated == {"datacenter":
+                                                                                            {foreign[1]: 1}}
+    result = reconcile(KEY, counts)
+    split_unexpected(result.discrepancies[0], dict.fromkeys(foreign, 1))
+    account(result)
+    assert result.duplicated == {} and result.unexpected == {"datacenter": dict.fromkeys(sorted(foreign), 1)}
+    assert result.tier_states() == {"producer": "complete", "datacenter": "unexpected", "offline": "complete"}
+    assert result.identity.holds and (result.identity.duplicates, result.identity.unexpected) == (0, 2)
+    assert result.state == INCOMPLETE  # something is named

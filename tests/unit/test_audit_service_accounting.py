@@ -1,7 +1,8 @@
 """The audit service's pass over what the readers counted, as docs/accounting.md says: the producer records' failures
 and the tiers' quarantine records go through the checkpointed counts into the reconciliation (failed events lost at
 the producer tier unless the cluster got them after all, quarantined ones named with their reason); a tier is
-compared only once it is ready, pending meanwhile (audit_pending_windows, the oldest one's age) and never lost; the
+compared only once it is ready, pending meanwhile (audit_pending_windows, the oldest one's age) and never lost; an
+event no producer created is told from a duplicate by reading the datacenter cluster back (a fake scan here); the
 metrics count what is named once. (Real counts and readiness rules, followers fed by hand; no cluster.)"""
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
+import audit.service
 from audit.config import AuditConfig
 from audit.readiness import Follower, Readiness
 from audit.records import read_audit_count
 from audit.service import AuditService
 from audit.sketch import EventSketch
 from audit.state import CheckpointedCounts
+from audit.window_scan import Found
 
 WINDOW = 1000
 GRACE = 2000
@@ -142,3 +145,53 @@ def test_the_producer_tier_is_pending_while_its_records_say_events_are_still_in_
     (result,) = service.reconcile_closed(NOW + 1)
     assert result.state == "complete" and not result.pending and result.counts["producer"] == 10
     assert result.identity is not None and result.identity.holds
+
+
+def found(ids: list[str]) -> list[Found]:
+    return [Found(event_id, "dc1", START, "PageViewEvent", 0, offset) for offset, event_id in enumerate(ids)]
+
+
+def test_an_event_no_producer_created_is_named_unexpected_once_the_datacenter_cluster_is_read_back(service,
+                                                                                                  monkeypatch):
+    # dc1 holds the events created, one of them twice (a retry), and one no audited producer created (another
+    # producer wrote it, as `chaos poison-record` does); the mirror copies all on.
+    ids = [str(uuid.uuid4()) for _ in range(20)]
+    foreign, twice = str(uuid.uuid4()), ids[3]
+    held = ids + [twice, foreign]
+    publish(service, "dc1", "producer", ids, created="20", failed="0")
+    hold(service, "dc1", "datacenter", held)
+    publish(service, "offline", "mirror", held)
+    hold(service, "offline", "offline", held)
+    dc1 = object()
+    service._clusters = {"dc1": dc1, "offline": object()}
+    scans = []
+
+    def scan_window(cluster, topic, start_ms, end_ms, slack_ms, datacenter):
+        assert (cluster, topic, start_ms, end_ms, datacenter) == (dc1, "PageViewEvent", START, START + WINDOW, "dc1")
+        scans.append(cluster)
+        if len(scans) == 1:
+            raise OSError("connection refused")
+        # The read does not see the retried copy (appended past its horizon): the audit's own sketch of dc1 says so.
+        return found(ids + [foreign])
+    monkeypatch.setattr(audit.service, "scan_window", scan_window)
+
+    # dc1 cannot be read now: both stay named duplicated, and the window is read again at the next pass.
+    (first,) = service.reconcile_closed(NOW)
+    assert first.duplicated == {"datacenter": {twice: 1, foreign: 1}} and first.unexpected == {}
+    (result,) = service.reconcile_closed(NOW + 1)
+    assert len(scans) == 2
+    assert result.duplicated == {"datacenter": {twice: 1}} and result.unexpected == {"datacenter": {foreign: 1}}
+    assert result.lost == {} and result.identity.holds and result.identity.unexpected == 1
+    data = service.results[result.key]
+    assert data["unexpected"] == {"datacenter": {foreign: 1}} and data["tierStates"]["datacenter"] == "duplicated"
+    assert metric(service, "audit_events_unexpected_total", topic="PageViewEvent", tier="datacenter") == 1
+    assert service.reconcile_closed(NOW + 2) == []
+
+    # A count of another tier changes the window: reconciled again, named the same without reading dc1 again.
+    publish(service, "offline", "warehouse", held[:-1], recordId="run-1")
+    publish(service, "offline", "warehouse", [foreign], quarantined="unknown schema id", recordId="run-1q")
+    (again,) = service.reconcile_closed(NOW + 3)
+    assert len(scans) == 2 and again.unexpected == {"datacenter": {foreign: 1}}
+    assert [(q.tier, q.ids) for q in again.quarantined] == [("warehouse", {foreign: 1})] and again.identity.holds
+    assert metric(service, "audit_events_unexpected_total", topic="PageViewEvent", tier="datacenter") == 1
+    assert metric(service, "audit_events_duplicated_total", topic="PageViewEvent", tier="datacenter") == 2

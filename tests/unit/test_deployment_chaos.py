@@ -24,21 +24,23 @@ from tests.support.polling import wait_until
 
 def _window(start: int, counts: dict[str, int], reconciled: int | None = None, **named: Any) -> dict[str, Any]:
     """A window as the audit's API gives it with its named events (``lost``, ``lostByCount``, ``duplicated``,
-    ``quarantined``, ``pending``, ``identity``, ``discrepancies``)."""
+    ``unexpected``, ``quarantined``, ``pending``, ``identity``, ``discrepancies``)."""
     window = {"topic": "PageViewEvent", "datacenter": "dc1", "windowStart": start, "windowEnd": start + 1000,
               "reconciledAt": start + 1000 + 500 if reconciled is None else reconciled, "counts": counts,
-              "lost": {}, "lostByCount": {}, "duplicated": {}, "quarantined": [], "pending": {}, "discrepancies": [],
-              "identity": None, **named}
+              "lost": {}, "lostByCount": {}, "duplicated": {}, "unexpected": {}, "quarantined": [], "pending": {},
+              "discrepancies": [], "identity": None, **named}
     window["namedEvents"] = (sum(len(ids) for ids in window["lost"].values()) + sum(window["lostByCount"].values())
-                             + sum(len(ids) for ids in window["duplicated"].values()) + len(window["quarantined"]))
+                             + sum(len(ids) for ids in window["duplicated"].values())
+                             + sum(len(ids) for ids in window["unexpected"].values()) + len(window["quarantined"]))
     window["undecoded"] = [d for d in window["discrepancies"] if not d["decoded"]]
     return window
 
 
 def _identity(created: int, held: int, tier: str = "warehouse", duplicates: int = 0, lost: int = 0,
-              quarantined: int = 0) -> dict[str, Any]:
-    return {"tier": tier, "created": created, "held": held, "duplicates": duplicates, "lost": lost,
-            "quarantined": quarantined, "holds": created == held - duplicates + lost + quarantined}
+              quarantined: int = 0, unexpected: int = 0) -> dict[str, Any]:
+    return {"tier": tier, "created": created, "held": held, "duplicates": duplicates, "unexpected": unexpected,
+            "lost": lost, "quarantined": quarantined,
+            "holds": created == held - duplicates - unexpected + lost + quarantined}
 
 
 def test_kill_broker_picks_the_broker_leading_most_partitions_the_lowest_of_a_tie_else_the_first() -> None:
@@ -126,6 +128,28 @@ def test_the_tally_reads_completeness_against_the_events_created_and_every_name_
     assert by_tier["producer"].describe() == ("producer   completeness 1.000 (7 of 7 created), lost 1 (f), "
                                               "duplicated 0, quarantined 0")
     assert "quarantined 2 (not in the Confluent wire format), 1 (null value)" in by_tier["warehouse"].describe()
+
+
+def test_an_event_no_producer_created_is_reported_as_unexpected_and_does_not_fail_the_drill() -> None:
+    # What `chaos poison-record` leaves: an event of another producer held in dc1, quarantined by the ETL.
+    window = _window(1000, {"producer": 4, "datacenter": 5, "mirror": 5, "offline": 5, "warehouse": 4},
+                     unexpected={"datacenter": {"u": 1}},
+                     quarantined=[{"tier": "warehouse", "reason": "unknown schema id", "count": 1, "withoutId": 0,
+                                   "ids": {"u": 1}}],
+                     identity=_identity(4, 4, unexpected=1, quarantined=1))
+    audit = FakeAudit([[window]])
+    verdict = _wait(audit)
+    by_tier = {t.tier: t for t in verdict.tiers}
+    assert verdict.lost is None and verdict.unaccounted == []
+    assert by_tier["datacenter"].unexpected == ["u"] and by_tier["datacenter"].duplicated == []
+    assert by_tier["datacenter"].describe() == ("datacenter completeness 1.250 (5 of 4 created), lost 0, "
+                                                "duplicated 0, unexpected 1 (u), quarantined 0")
+    assert "quarantined 1 (unknown schema id)" in by_tier["warehouse"].describe()
+    assert "unexpected" not in by_tier["offline"].describe()
+    unaccounted = tally([_window(0, {"producer": 4, "datacenter": 5, "warehouse": 5},
+                                 unexpected={"datacenter": {"u": 1}}, identity=_identity(4, 6, unexpected=1))])
+    assert unaccounted.unaccounted == ["PageViewEvent dc1 0: created 4 != 6 held at warehouse - 0 duplicates - 1 "
+                                       "unexpected + 0 lost + 0 quarantined"]
 
 
 def test_a_window_unaccounted_for_or_not_named_fails_the_verdict_and_pending_tiers_are_shown() -> None:

@@ -42,7 +42,8 @@ def window(start: int, topic: str = "PageViewEvent", datacenter: str = "dc1", st
     ratios = {"producer": 1.0, "datacenter": 1.0, "mirror": 1.0, "offline": 1.0, **completeness}
     return {"topic": topic, "datacenter": datacenter, "windowStart": start, "windowEnd": start + 60_000,
             "state": state, "counts": {tier: 10 for tier in ratios}, "completeness": ratios, "pending": pending or {},
-            "lostEvents": {}, "duplicatedEvents": {}, "quarantinedEvents": {}, "namedEvents": 0, "namedTiers": [],
+            "lostEvents": {}, "duplicatedEvents": {}, "unexpectedEvents": {}, "quarantinedEvents": {}, "namedEvents": 0,
+            "namedTiers": [],
             "undecoded": [], "unaccounted": False}
 
 
@@ -128,7 +129,8 @@ def test_audit_figure_shows_the_newest_windows_pending_tiers_with_their_lag_and_
                        pending={"offline": {"lagRecords": 3400, "waitingFor": "..."}}),
                 {**window(9 * minute, "PageViewEvent", "dc2", "incomplete", warehouse=0.9),
                  "lostEvents": {"producer": 2}, "duplicatedEvents": {"offline": 1},
-                 "quarantinedEvents": {"warehouse": {"null value": 1}}, "unaccounted": True}]
+                 "unexpectedEvents": {"datacenter": 1},
+                 "quarantinedEvents": {"warehouse": {"unknown schema id": 1}}, "unaccounted": True}]
     figure = audit_figure({"threshold": 0.999}, windows)
     assert (figure["windows"], figure["incomplete"], figure["pending"], figure["unaccounted"]) == (20, 2, 2, 1)
     assert [w["window_start"] for w in figure["recent"]] == [i * minute for i in range(5, 10)]
@@ -138,16 +140,19 @@ def test_audit_figure_shows_the_newest_windows_pending_tiers_with_their_lag_and_
     assert figure["pending_tiers"] == {"offline": {"windows": 2, "lag_records": 3400, "oldest": 8 * minute}}
     assert figure["named"] == [
         {"topic": "PageViewEvent", "datacenter": "dc2", "window_start": 9 * minute, "tier": tier, "lost": lost,
-         "duplicated": duplicated, "quarantined": quarantined, "decoded": True}
-        for tier, lost, duplicated, quarantined in (("producer", 2, 0, {}), ("offline", 0, 1, {}),
-                                                    ("warehouse", 0, 0, {"null value": 1}))]
+         "duplicated": duplicated, "unexpected": unexpected, "quarantined": quarantined, "decoded": True}
+        for tier, lost, duplicated, unexpected, quarantined in (
+            ("producer", 2, 0, 0, {}), ("datacenter", 0, 0, 1, {}), ("offline", 0, 1, 0, {}),
+            ("warehouse", 0, 0, 0, {"unknown schema id": 1}))]
     text = render(document(audit={"value": figure}))
     assert "00:08:00-00:09:00  producer 1.000  datacenter 1.000  mirror 0.980  offline pending" in text
-    assert "incomplete windows: 2 of 20 reconciled; 2 pending, 1 unaccounted for; 1 name lost, duplicated or " \
-           "quarantined events" in text
+    assert "incomplete windows: 2 of 20 reconciled; 2 pending, 1 unaccounted for; 1 name lost, duplicated, " \
+           "unexpected or quarantined events" in text
     assert "pending at offline: 2 window(s) since 00:08:00, 3400 records behind (lag, not loss)" in text
     assert "PageViewEvent dc2 1970-01-01 00:09:00 at producer: 2 lost" in text
-    assert "PageViewEvent dc2 1970-01-01 00:09:00 at warehouse: 1 quarantined (null value)" in text
+    # An event no producer created, which the ETL then could not load: unexpected, and quarantined.
+    assert "PageViewEvent dc2 1970-01-01 00:09:00 at datacenter: 1 unexpected (created by no audited producer)" in text
+    assert "PageViewEvent dc2 1970-01-01 00:09:00 at warehouse: 1 quarantined (unknown schema id)" in text
     with pytest.raises(SourceError):
         audit_figure({"threshold": 0.999}, [{"windowStart": 0}])
 
