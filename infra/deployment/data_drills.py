@@ -56,8 +56,9 @@ def poison_record(context: Context, args: argparse.Namespace) -> None:
                 "Expect: the cluster stores them like any record and the mirror copies them to the offline cluster "
                 "(it does not decode values). The ETL's next run sets each aside in its quarantine, with its lineage "
                 f"and the reason ({', '.join(record.reason for record in records)}), and loads every other record: "
-                "the warehouse keeps loading. The audit names the one with an event id as quarantined at tier "
-                "warehouse, and counts the others (they have no event id); no event the emulators created is lost.")
+                "the warehouse keeps loading. The audit names the one with an event id unexpected at tier datacenter "
+                "(no emulator created it) and quarantined at tier warehouse, and counts the others (they have no "
+                "event id); no event the emulators created is lost.")
     try:
         placed = write(zookeeper, args.topic, records)
     except PoisonError as exc:

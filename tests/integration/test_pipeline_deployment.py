@@ -13,7 +13,8 @@ pipeline drained. At the end the accounting identity of docs/accounting.md is ch
 
     every event the emulators created is in the warehouse (by lineage), or named lost at its tier, or named
     quarantined with its reason -- and none is both; every event held more than once anywhere is named duplicated;
-    the poison records are quarantined and named; every window's identity holds.
+    the one event held that no emulator created (the poison event) is named unexpected, not duplicated; the poison
+    records are quarantined and named; every window's identity holds.
 
 The dashboard shows the topics in Chromium, and `make pipeline-down` leaves no process behind.
 """
@@ -133,13 +134,15 @@ def spans(lineages: set[tuple[str, str, int, int]]) -> str:
 
 
 class Named:
-    """What the audit names over every window: events lost (id -> tier), duplicated (id -> tiers), quarantined with
-    an id (id -> (tier, reason)) and without one ((tier, reason) -> count)."""
+    """What the audit names over every window: events lost (id -> tier), duplicated (id -> tiers), unexpected (id ->
+    tiers: created by no audited producer), quarantined with an id (id -> (tier, reason)) and without one ((tier,
+    reason) -> count)."""
 
     def __init__(self, deployment: Deployment, summaries: list[dict[str, Any]]) -> None:
         self.lost: dict[str, str] = {}
         self.lost_by_count: dict[str, int] = collections.Counter()
         self.duplicated: dict[str, set[str]] = collections.defaultdict(set)
+        self.unexpected: dict[str, set[str]] = collections.defaultdict(set)
         self.quarantined: dict[str, tuple[str, str]] = {}
         self.quarantined_without_id: dict[tuple[str, str], int] = collections.Counter()
         for summary in summaries:
@@ -153,6 +156,9 @@ class Named:
             for tier, ids in window["duplicated"].items():
                 for event_id in ids:
                     self.duplicated[event_id].add(tier)
+            for tier, ids in window["unexpected"].items():
+                for event_id in ids:
+                    self.unexpected[event_id].add(tier)
             for quarantine in window["quarantined"]:
                 for event_id, copies in quarantine["ids"].items():
                     if copies > 0:
@@ -347,6 +353,10 @@ def test_every_event_created_is_loaded_or_named_through_every_drill_from_a_fresh
         assert all(n == 1 for e, n in loaded.items() if e not in named.duplicated)
         # Every row is the event its lineage says it is.
         assert all(sources[lineage] == event_id for lineage, event_id in rows)
+        # The one event held that no emulator created, the poison event, is named unexpected at dc1, not duplicated.
+        assert {e for e in held if e not in created} == {poison_id}
+        assert named.unexpected == {poison_id: {"datacenter"}}, named.unexpected
+        assert poison_id not in named.duplicated
         # The poison records: each quarantined in the warehouse with its reason, the event by its id.
         assert named.quarantined[poison_id] == ("warehouse", "unknown schema id"), named.quarantined
         assert named.quarantined_without_id[("warehouse", "null value")] == 1, named.quarantined_without_id
@@ -357,7 +367,7 @@ def test_every_event_created_is_loaded_or_named_through_every_drill_from_a_fresh
             if window["windowEnd"] < drilled_from_ms - 10_000:
                 assert window["state"] == "complete" and window["namedEvents"] == 0, window
         print(f"{len(created)} events created, {len(held)} stored, {sum(loaded.values())} warehouse rows "
-              f"({len(loaded)} events), {len(named.duplicated)} events named duplicated, "
+              f"({len(loaded)} events), {len(named.duplicated)} events named duplicated, {len(named.unexpected)} unexpected, "
               f"{len(named.quarantined)} quarantined with an id, {sum(named.quarantined_without_id.values())} without")
 
         # The dashboard shows every topic.
