@@ -17,12 +17,12 @@ window is unaccounted for).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from audit.private_files import FILE_MODE, private_directory, private_file, write_private
 from audit.reconcile import COMPLETE, INCOMPLETE, Discrepancy, Identity, Quarantine, WindowKey, WindowResult
+from pipeline.durable_file import append_durably
 
 __all__ = ["MIN_COMPACT_BYTES", "ResultLog", "result_from_json", "result_to_json"]
 
@@ -96,12 +96,8 @@ class ResultLog:
         if not results:
             return
         private_directory(self.path.parent)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
-        with os.fdopen(fd, "a") as out:
-            for data in results:
-                out.write(json.dumps(data, sort_keys=True) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+        append_durably(self.path, "".join(json.dumps(data, sort_keys=True) + "\n" for data in results).encode(),
+                       mode=FILE_MODE)
         private_file(self.path)
 
     def size(self) -> int:

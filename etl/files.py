@@ -13,6 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pipeline import durable_file
+from pipeline.durable_file import fsync_dir
+
 __all__ = ["DIRECTORY_MODE", "FILE_MODE", "fsync_directory", "fsync_file", "private_directory", "read_json",
            "write_atomically", "write_bytes_atomically"]
 
@@ -42,11 +45,7 @@ def private_directory(path: Path) -> Path:
 
 
 def fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path)
 
 
 def fsync_file(path: Path) -> None:
@@ -61,17 +60,7 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` (owner-only): a temporary file fsynced, renamed into place, the directory
     fsynced."""
     private_directory(path.parent)
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
-    fsync_directory(path.parent)
+    durable_file.write_atomically(path, data, mode=FILE_MODE)
 
 
 def write_atomically(path: Path, data: dict[str, Any]) -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from pipeline.durable_file import make_private_dir
+from pipeline.durable_file import append_durably, make_private_dir
 from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.records import Header
 
@@ -63,14 +62,7 @@ class MirrorQuarantine:
         line = (json.dumps(entry, separators=(",", ":")) + "\n").encode()
         with self._lock:
             make_private_dir(self.directory)
-            fd = os.open(self.path(source), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            try:
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_durably(self.path(source), line)
         return reason
 
 

@@ -29,6 +29,23 @@ def fsync_dir(directory: Path) -> None:
     fsync_and_close([os.open(directory, os.O_RDONLY | os.O_DIRECTORY)])
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def append_durably(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Append ``data`` to ``path`` (created with ``mode`` if missing, less the umask) and fsync it: once this returns,
+    the lines are on disk; a crash in the middle can leave only a torn last line, which readers skip."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, mode)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomically(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` atomically; with ``durable`` (the default) also crash-safely.
 
@@ -38,9 +55,7 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = True, mode: int
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
         if durable:
             os.fsync(fd)
     finally:
