@@ -8,6 +8,7 @@
 #   make pipeline-clean pipeline-down, then remove the data (var/)
 #   make bench          our broker beside RabbitMQ, ActiveMQ, NATS JetStream -> bench/results/<date>/
 #                       (BENCH_ARGS="--ten-million" for the paper's counts; bench-scripts runs the older scripts)
+#   make docs           regenerate docs/operations.md from the settings tables, programs and metrics
 #   make clean          pipeline-clean and remove generated files (keeps .venv; `make distclean` drops it)
 
 SHELL := /bin/bash
@@ -50,7 +51,7 @@ BENCH_COMMANDS := \
 	"-m bench.log_cleaner_throughput" \
 	"-m bench.cleaner_bench"
 
-.PHONY: setup debian-packages test pipeline-up pipeline-down pipeline-clean bench bench-scripts clean distclean
+.PHONY: setup debian-packages test docs pipeline-up pipeline-down pipeline-clean bench bench-scripts clean distclean
 
 setup: $(SETUP_STAMP) debian-packages
 
@@ -64,6 +65,9 @@ debian-packages:
 
 test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+docs: setup
+	$(PY) -m infra.docs
 
 pipeline-up: setup
 	$(PY) -m infra.deployment up --topology $(TOPOLOGY)
