@@ -28,6 +28,9 @@ and client reads, and every metric each service exports at `/metrics`. How the p
 Settings are given in a properties file (`--config FILE`, `key=value` lines) or one by one on the command line;
 `python -m SERVICE --help` names the flags. In the deployment, `infra/topology.yml` sets them per component
 (its `settings:` maps).
+
+Contents: [processes and ports](#processes-and-ports-default-topology), [settings](#settings) (broker, schema
+registry, emulators, mirror, ETL, audit, and our clients), [metrics](#metrics) (per service).
 """
 
 

@@ -27,7 +27,12 @@ class SettingsTable:
     declared_in: str
     reader: str
     rows: Sequence[Property]
+    # a table these rows extend: only the rows it lacks are listed, and what it has that these lack is named
+    base: "SettingsTable | None" = None
 
+
+_CONSUMER = SettingsTable("SimpleConsumer and Consumer", "pipeline/client/consumer_config.py",
+                          "`pipeline.client.SimpleConsumer`, `pipeline.client.Consumer`", CONSUMER_CONFIG)
 
 SETTINGS: tuple[SettingsTable, ...] = (
     SettingsTable("Broker", "broker/config.py", "`python -m broker`", BROKER_PROPERTIES),
@@ -38,12 +43,12 @@ SETTINGS: tuple[SettingsTable, ...] = (
     SettingsTable("Audit", "audit/config.py", "`python -m audit`", AUDIT_PROPERTIES),
     SettingsTable("Producer client", "pipeline/client/producer_config.py", "`pipeline.client.Producer`",
                   PRODUCER_PROPERTIES),
-    SettingsTable("SimpleConsumer and Consumer", "pipeline/client/consumer_config.py",
-                  "`pipeline.client.SimpleConsumer`, `pipeline.client.Consumer`", CONSUMER_CONFIG),
-    SettingsTable("Consumer of a broker list (no ZooKeeper)", "pipeline/client/consumer_config.py",
-                  "the static connector a mirror source given by its brokers uses", STATIC_CONNECTOR_CONFIG),
+    _CONSUMER,
+    SettingsTable("StaticConsumerConnector (every partition of a broker list, no group)",
+                  "pipeline/client/consumer_config.py", "`pipeline.client.static_connector.StaticConsumerConnector`",
+                  STATIC_CONNECTOR_CONFIG, base=_CONSUMER),
     SettingsTable("ConsumerConnector", "pipeline/client/consumer_config.py", "`pipeline.client.ConsumerConnector`",
-                  CONSUMER_CONNECTOR_CONFIG),
+                  CONSUMER_CONNECTOR_CONFIG, base=_CONSUMER),
 )
 
 
@@ -58,14 +63,21 @@ def _bounds(row: Property) -> str:
 def _meaning(row: Property) -> str:
     if not row.aliases:
         return row.doc
-    return f"{row.doc} (also spelt {', '.join(f'`{a}`' for a in row.aliases)})"
+    names = ", ".join(f"`{alias}`" for alias in row.aliases)
+    return f"{row.doc} Also spelt {names}." if row.doc.endswith(".") else f"{row.doc} (also spelt {names})"
 
 
 def render_settings(settings: Sequence[SettingsTable] = SETTINGS) -> str:
     """One section per table: every setting with its default, its accepted range and what it does."""
     sections = []
     for entry in settings:
-        rows = [(f"`{row.name}`", code(row.default), _bounds(row), _meaning(row)) for row in entry.rows]
-        sections.append(f"### {entry.title}\n\nRead by {entry.reader}; declared in `{entry.declared_in}`.\n\n"
-                        + table(("setting", "default", "range", "meaning"), rows))
+        rows, text = list(entry.rows), f"Read by {entry.reader}; declared in `{entry.declared_in}`."
+        if entry.base is not None:
+            inherited = [row for row in entry.base.rows if row in rows]
+            lacking = [row.name for row in entry.base.rows if row.name not in {r.name for r in rows}]
+            rows = [row for row in rows if row not in inherited]
+            text += f" It also takes every setting of {entry.base.title} above"
+            text += f" except {', '.join(f'`{name}`' for name in lacking)}." if lacking else "."
+        cells = [(f"`{row.name}`", code(row.default), _bounds(row), _meaning(row)) for row in rows]
+        sections.append(f"### {entry.title}\n\n{text}\n\n" + table(("setting", "default", "range", "meaning"), cells))
     return "\n\n".join(sections)
