@@ -1,11 +1,12 @@
-"""docs/operations.md: the deployment's processes and ports, every service's settings and metrics, in one page
-rendered from the code, so it cannot drift from it."""
+"""docs/operations.md: the deployment's processes and ports, every service's settings and metrics, and the alert
+rules, in one page rendered from the code, so it cannot drift from it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from infra.deployment.topology import REPO_ROOT
+from infra.docs.alerts import render_alerts
 from infra.docs.metrics import render_metrics
 from infra.docs.processes import render_processes
 from infra.docs.settings import render_settings
@@ -30,7 +31,7 @@ Settings are given in a properties file (`--config FILE`, `key=value` lines) or 
 (its `settings:` maps).
 
 Contents: [processes and ports](#processes-and-ports-default-topology), [settings](#settings) (broker, schema
-registry, emulators, mirror, ETL, audit, and our clients), [metrics](#metrics) (per service).
+registry, emulators, mirror, ETL, audit, and our clients), [metrics](#metrics) (per service), [alerts](#alerts).
 """
 
 
@@ -40,7 +41,9 @@ def render_operations() -> str:
             + "\n## Processes and ports (default topology)\n\n" + render_processes()
             + "\n\n## Settings\n\n" + render_settings()
             + "\n\n## Metrics\n\nA counter is exported with the suffix `_total`; a histogram as `_bucket`, `_sum` and "
-              "`_count` series.\n\n" + render_metrics() + "\n")
+              "`_count` series.\n\n" + render_metrics()
+            + "\n\n## Alerts\n\nThe rules Prometheus evaluates in the deployment (`infra/prometheus/rules/alerts.yml`; "
+              "each is tested firing and not firing by `promtool test rules`).\n\n" + render_alerts() + "\n")
 
 
 def is_current(path: Path = OPERATIONS_DOC) -> bool:
