@@ -12,9 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
-
-import pytest
+from typing import Any, Callable, Iterable, Sequence
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.consumer import ConsumerRecord
@@ -37,13 +35,6 @@ def start_clusters(zookeeper_server: Any, factory: Callable[..., BrokerCluster],
     return {name: factory(base + unique_chroot(name), size=1,
                           overrides={**BROKER_OVERRIDES, **(overrides or {}).get(name, {})})
             for name in ("dc1", "dc2", "offline")}
-
-
-@pytest.fixture
-def clusters(zookeeper_server: Any, broker_cluster_factory: Callable[..., BrokerCluster]
-             ) -> Iterator[dict[str, BrokerCluster]]:
-    """The three clusters of a mirror test (import this fixture into the test module)."""
-    yield start_clusters(zookeeper_server, broker_cluster_factory)
 
 
 class MirrorProcess:

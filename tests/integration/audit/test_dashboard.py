@@ -11,7 +11,6 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from playwright.sync_api import sync_playwright
@@ -30,19 +29,11 @@ from tests.support.audit import (
 )
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.cluster import BrokerCluster
-from tests.support.mirror import clusters
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
-from tests.support.registry import RegistryProcess, standalone_registry
+from tests.support.registry import RegistryProcess
 
 pytestmark = pytest.mark.slow
-
-__all__ = ["clusters"]  # the fixture, imported for pytest
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path / "registry")
 
 
 def keep(screenshot: Path) -> None:

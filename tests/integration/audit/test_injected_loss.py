@@ -11,7 +11,6 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -31,7 +30,6 @@ from tests.support.cluster import BrokerCluster
 from tests.support.etl import run_etl
 from tests.support.mirror import (
     MirrorProcess,
-    clusters,
     create_topic,
     end_offsets,
     mirror_args,
@@ -39,18 +37,11 @@ from tests.support.mirror import (
     target_count,
 )
 from tests.support.polling import wait_until
-from tests.support.registry import RegistryProcess, standalone_registry
+from tests.support.registry import RegistryProcess
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["clusters"]  # the fixture, imported for pytest
-
 TIERS = ("producer", "datacenter", "mirror", "offline", "warehouse")
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path / "registry")
 
 
 def test_losses_at_three_tiers_are_named_exactly_where_they_happened(

@@ -12,9 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
-
-import pytest
+from typing import Any, Callable
 
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from tests.support.audit import WINDOW_MS, AuditProcess, audit_args, wait_committed
@@ -22,16 +20,11 @@ from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import MirrorProcess, create_topic, end_offsets, mirror_args
 from tests.support.polling import wait_until
-from tests.support.registry import RegistryProcess, standalone_registry
+from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import unique_chroot
 
 GRACE_MS = 2000
 PAUSE_S = 6.0
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path / "registry")
 
 
 class Watcher:

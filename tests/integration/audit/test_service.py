@@ -10,9 +10,6 @@ import time
 import urllib.error
 import uuid
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 from audit.window_scan import scan_window
 from pipeline.client.cluster import Cluster, StaticBrokerList
@@ -29,18 +26,11 @@ from tests.support.audit import (
 )
 from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
-from tests.support.mirror import MirrorProcess, clusters, mirror_args
+from tests.support.mirror import MirrorProcess, mirror_args
 from tests.support.polling import wait_until
-from tests.support.registry import RegistryProcess, standalone_registry
-
-__all__ = ["clusters"]  # the fixture, imported for pytest
+from tests.support.registry import RegistryProcess
 
 TIERS = ("producer", "datacenter", "mirror", "offline")
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path / "registry")
 
 
 def test_audit_of_a_running_pipeline(clusters: dict[str, BrokerCluster], registry: RegistryProcess,

@@ -8,9 +8,6 @@ import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 from audit.sketch import EventSketch
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
@@ -20,7 +17,6 @@ from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
     MirrorProcess,
-    clusters,
     committed,
     create_topic,
     end_offsets,
@@ -31,17 +27,10 @@ from tests.support.mirror import (
 )
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
-from tests.support.registry import RegistryProcess, standalone_registry
-
-__all__ = ["clusters"]  # the fixture, imported for pytest
+from tests.support.registry import RegistryProcess
 
 WINDOW_MS = 60_000
 BASE_MS = 1_700_000_040_000 - 1_700_000_040_000 % WINDOW_MS
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path / "registry")
 
 
 def metric(text: str, name: str) -> float:

@@ -13,7 +13,6 @@ from pipeline.client.admin import AdminClient
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
     MirrorProcess,
-    clusters,
     create_topic,
     end_offsets,
     lineages,
@@ -23,8 +22,6 @@ from tests.support.mirror import (
     wait_for_count,
 )
 from tests.support.polling import wait_until
-
-__all__ = ["clusters"]  # the fixture, imported for pytest
 
 
 def records_of(dc: str, start: int, n: int) -> list[tuple[bytes, bytes, int, list]]:

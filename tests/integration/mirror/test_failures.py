@@ -11,7 +11,6 @@ from typing import Callable
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
     MirrorProcess,
-    clusters,
     committed,
     create_topic,
     end_offsets,
@@ -25,8 +24,6 @@ from tests.support.mirror import (
     wait_for_count,
 )
 from tests.support.polling import wait_until
-
-__all__ = ["clusters"]  # the fixture, imported for pytest
 
 PARTITIONS = 4
 

@@ -14,7 +14,6 @@ from pipeline.zk import layout
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
     MirrorProcess,
-    clusters,
     committed,
     create_topic,
     end_offsets,
@@ -24,8 +23,6 @@ from tests.support.mirror import (
     read_all,
 )
 from tests.support.polling import wait_until
-
-__all__ = ["clusters"]  # the fixture, imported for pytest
 
 PARTITIONS = 4
 

@@ -15,7 +15,7 @@ from mirror.quarantine import read_quarantine
 from pipeline.client.admin import AdminClient
 from pipeline.client.producer import Producer, ProducerData
 from tests.support.listening import listening_addresses
-from tests.support.mirror import MirrorProcess, clusters, committed, create_topic, mirror_args, read_all  # noqa: F401
+from tests.support.mirror import MirrorProcess, committed, create_topic, mirror_args, read_all
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 

@@ -13,7 +13,6 @@ from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.mirror import (
     MirrorProcess,
-    clusters,
     committed,
     create_topic,
     end_offsets,
@@ -27,7 +26,6 @@ from tests.support.mirror import (
 from tests.support.polling import wait_until
 
 PARTITIONS = 4
-__all__ = ["clusters"]  # the fixture, imported for pytest
 
 
 def records_of(dc: str, n: int) -> list[tuple[bytes, bytes, int, list]]:

@@ -19,7 +19,7 @@ from tests.support import free_port
 
 
 @pytest.fixture
-def registry(zk_connect, broker):
+def zookeeper_registry(zk_connect, broker):
     """A ZooKeeper registry naming the broker (as cluster-mode brokers register) with one consumer group."""
     with AdminClient(broker.bootstrap) as admin:
         admin.create_topics(["clicks"], partitions=2)
@@ -41,14 +41,14 @@ def registry(zk_connect, broker):
     zk.close()
 
 
-def test_cluster_from_zookeeper(zk_connect, registry, broker):
+def test_cluster_from_zookeeper(zk_connect, zookeeper_registry, broker):
     out = ok(cli(None, "--zookeeper", zk_connect, "cluster"))
     assert "Controller: broker 0" in out
     assert f"127.0.0.1:{broker.port}" in out and "controller" in out
     assert "Topics: 1" in out
 
 
-def test_consumer_groups_list_and_describe_with_lag(zk_connect, registry, broker):
+def test_consumer_groups_list_and_describe_with_lag(zk_connect, zookeeper_registry, broker):
     assert ok(cli(None, "--zookeeper", zk_connect, "consumer-groups", "list")).split() == ["etl"]
     out = ok(cli(None, "--zookeeper", zk_connect, "consumer-groups", "describe", "etl"))
     rows = [line.split() for line in out.splitlines() if line.startswith("clicks")]
@@ -57,13 +57,13 @@ def test_consumer_groups_list_and_describe_with_lag(zk_connect, registry, broker
     assert "host-a-1  clicks: 1" in out
 
 
-def test_topics_and_consume_find_brokers_through_zookeeper(zk_connect, registry):
+def test_topics_and_consume_find_brokers_through_zookeeper(zk_connect, zookeeper_registry):
     assert "clicks" in ok(cli(None, "--zookeeper", zk_connect, "topics", "list")).split()
     out = ok(cli(None, "--zookeeper", zk_connect, "consume", "clicks", "--from-beginning", "--max-messages", "10"))
     assert sorted(out.split("\n")[:-1]) == sorted(f"click {i}" for i in range(10))
 
 
-def test_errors(zk_connect, registry):
+def test_errors(zk_connect, zookeeper_registry):
     failed(cli(None, "--zookeeper", zk_connect, "consumer-groups", "describe", "nope"), EXIT_FAILED,
            "consumer group 'nope' does not exist")
     # Without --zookeeper, list asks the brokers for the groups they coordinate.

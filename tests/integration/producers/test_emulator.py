@@ -28,7 +28,7 @@ from tests.support import BrokerProcess
 from tests.support.listening import listening_addresses
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
-from tests.support.registry import RegistryProcess, standalone_registry
+from tests.support.registry import RegistryProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -37,11 +37,6 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     with BrokerProcess(tmp_path / "logs", log_path=tmp_path / "broker.log", overrides={"num.partitions": 3}) as process:
         yield process
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path / "registry")
 
 
 class Emulator:

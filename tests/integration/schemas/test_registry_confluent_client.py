@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 from fastavro import parse_schema, schemaless_reader
@@ -17,12 +15,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from schemas.events import load_schema, references, source_schema, subject_for
-from tests.support.registry import RegistryProcess, standalone_registry
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path)
+from tests.support.registry import RegistryProcess
 
 
 def test_client_registers_fetches_and_sees_errors(registry: RegistryProcess) -> None:

@@ -8,12 +8,11 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from tests.support.polling import wait_until
-from tests.support.registry import CONTENT_TYPE, REPO_ROOT, RegistryProcess, standalone_registry
+from tests.support.registry import CONTENT_TYPE, REPO_ROOT, RegistryProcess
 
 
 def user(*extra: dict) -> dict:
@@ -24,11 +23,6 @@ def user(*extra: dict) -> dict:
 V1 = user()
 V2 = user({"name": "email", "type": ["null", "string"], "default": None})
 NO_DEFAULT = user({"name": "age", "type": "int"})
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path)
 
 
 def test_register_lookup_and_read_back(registry: RegistryProcess) -> None:

@@ -26,7 +26,7 @@ from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 from schemas.serde import AvroDecoder, AvroEncoder, schema_id_of
 from tests.support import BrokerProcess
 from tests.support.clients import confluent_consume
-from tests.support.registry import RegistryProcess, standalone_registry
+from tests.support.registry import RegistryProcess
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +34,6 @@ def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
     work = tmp_path_factory.mktemp("serde-broker")
     with BrokerProcess(work / "logs", log_path=work / "broker.log") as process:
         yield process
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[RegistryProcess]:
-    yield from standalone_registry(tmp_path)
 
 
 def events(name: str, count: int, version: int | None = None) -> list[dict]:

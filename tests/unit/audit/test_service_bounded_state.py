@@ -10,8 +10,6 @@ import stat
 import uuid
 from types import SimpleNamespace
 
-import pytest
-
 import audit.results
 import audit.state
 from audit.config import AuditConfig
@@ -31,13 +29,6 @@ class Clock:
 
     def __call__(self) -> int:
         return self.now
-
-
-@pytest.fixture
-def umask_022():
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
 
 
 def mode(path) -> int:

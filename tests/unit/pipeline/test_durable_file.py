@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
 import pytest
 
 from pipeline.durable_file import TMP_SUFFIX, append_durably, write_atomically
-
-
-@pytest.fixture
-def umask_022():
-    previous = os.umask(0o022)
-    yield
-    os.umask(previous)
 
 
 def test_write_atomically_replaces_the_whole_file_and_leaves_no_temporary(tmp_path: Path, umask_022) -> None:

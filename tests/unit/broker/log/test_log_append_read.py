@@ -18,13 +18,6 @@ from broker.log import (
 from pipeline.protocol.batch import CRC, iter_batches, parse_header
 
 
-@pytest.fixture
-def log(tmp_path):
-    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20))
-    yield log
-    log.close()
-
-
 def log_file_bytes(log) -> int:
     return sum(os.path.getsize(log.dir / name) for name in os.listdir(log.dir) if name.endswith(".log"))
 

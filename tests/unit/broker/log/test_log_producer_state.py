@@ -21,13 +21,6 @@ def idem(seq: int, count: int = 2, epoch: int = 0, pid: int = PID) -> bytes:
     return make_batch(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
-@pytest.fixture
-def log(tmp_path):
-    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20))
-    yield log
-    log.close()
-
-
 def test_retried_batch_is_not_appended_twice(log):
     first = log.append_as_leader(idem(0))
     log.append_as_leader(make_batch(1))  # another (non-idempotent) producer in between

@@ -46,13 +46,6 @@ def batch(area: bytes, count: int, last_delta: int | None = None, attributes: in
     return _HEAD.pack(0, 49 + len(area), -1, 2, crc) + tail + area
 
 
-@pytest.fixture
-def log(tmp_path):
-    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20))
-    yield log
-    log.close()
-
-
 def refused(log, data: bytes) -> InvalidRecordError:
     with pytest.raises(InvalidRecordError) as raised:
         log.append_as_leader(data)
