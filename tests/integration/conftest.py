@@ -14,6 +14,7 @@ from tests.support import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.consumer_groups import start_cluster
 from tests.support.mirror import start_clusters
+from tests.support.process import stop_all
 from tests.support.registry import RegistryProcess, standalone_registry
 from tests.support.zookeeper import unique_chroot
 
@@ -42,16 +43,7 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
         return broker
 
     yield make
-    errors = []
-    for broker in started:
-        try:
-            broker.stop()
-        except Exception as error:  # keep stopping the others; report after
-            errors.append(error)
-        finally:
-            broker.kill()
-    if errors:
-        raise errors[0]
+    stop_all(started)
 
 
 @pytest.fixture
@@ -101,14 +93,7 @@ def broker_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerClust
         return cluster
 
     yield make
-    errors = []
-    for cluster in clusters:
-        try:
-            cluster.stop()
-        except Exception as error:  # keep stopping the others; report after
-            errors.append(error)
-    if errors:
-        raise errors[0]
+    stop_all(clusters)
 
 
 @pytest.fixture

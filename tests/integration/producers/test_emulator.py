@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import collections
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from tests.support import BrokerProcess
 from tests.support.listening import listening_addresses
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
+from tests.support.process import ChildProcess, python_env, python_module
 from tests.support.registry import RegistryProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -40,37 +40,32 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 class Emulator:
-    """One `python -m producers` child process; `stop()` sends SIGTERM and returns the exit status."""
+    """One `python -m producers` child process on the process harness; `stop()` sends SIGTERM and returns the exit
+    status."""
 
     def __init__(self, log_path: Path, *args: str) -> None:
         self.log_path = log_path
-        self.command = [sys.executable, "-m", "producers", *args]
-        with open(log_path, "wb") as log:
-            self.process = subprocess.Popen(self.command, cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
-                                            stdout=log, stderr=subprocess.STDOUT)
+        self.child = ChildProcess("emulator", python_module("producers", *args), log_path, env=python_env(),
+                                  error=AssertionError).spawn()
 
     def wait(self, timeout: float) -> int:
         try:
-            return self.process.wait(timeout)
+            return self.child.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.child.kill()
             raise AssertionError(f"emulator still running after {timeout}s: {self.log()[-2000:]}") from None
 
     def stop(self, timeout: float = 60.0) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.wait(timeout)
+        return self.child.stop(timeout)
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.child.log_text()
 
     def __enter__(self) -> "Emulator":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self.child.kill()
 
 
 def read_topic(bootstrap: str, topic: str) -> list[ConsumerRecord]:
