@@ -94,3 +94,8 @@ def clean_until_done(cleaner: LogCleaner, most: int = 50) -> int:
         passes += 1
         assert passes < most, f"still cleaning after {most} passes"
     return passes
+
+
+def updates(keys: int, rounds: int, start: int = 0) -> list[tuple[bytes, bytes]]:
+    """``rounds`` updates of each of ``keys`` keys, values of a fixed length."""
+    return [(b"key-%02d" % (i % keys), b"value-%06d" % i) for i in range(start, start + keys * rounds)]

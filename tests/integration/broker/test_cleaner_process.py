@@ -10,7 +10,9 @@ import socket
 import threading
 
 import pytest
-from tests.support.cleaner import cleaner_for, compact_config, compacted, latest_per_key, read_records, ready_to_clean, write_updates
+from tests.support.cleaner import (
+    cleaner_for, compact_config, compacted, latest_per_key, read_records, ready_to_clean, updates, write_updates,
+)
 
 from broker.log import Log
 from broker.log.cleaner import CleanerConfig
@@ -21,10 +23,6 @@ from tests.support.broker import child_pids
 from tests.support.polling import wait_until
 
 TP = ("compacted", 0)
-
-
-def updates(keys: int, rounds: int) -> list[tuple[bytes, bytes]]:
-    return [(b"key-%02d" % (i % keys), b"value-%06d" % i) for i in range(keys * rounds)]
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from tests.support.cleaner import (
     compacted,
     compact_config,
     keyed_batch,
-    latest_per_key,
     read_batches_of,
     read_records,
     ready_to_clean,
+    updates,
     write_updates,
 )
 
@@ -30,12 +30,6 @@ from broker.log.log_segment import LogSegment
 from pipeline.protocol.batch import COMPRESSION_MASK, iter_batches
 from pipeline.protocol.compression import GZIP, LZ4, SNAPPY, ZSTD
 from pipeline.protocol.records import decode_batch, encode_batch
-from tests.support.polling import wait_until
-
-
-def updates(keys: int, rounds: int, start: int = 0) -> list[tuple[bytes, bytes]]:
-    """``rounds`` updates of each of ``keys`` keys, values of a fixed length."""
-    return [(b"key-%02d" % (i % keys), b"value-%06d" % i) for i in range(start, start + keys * rounds)]
 
 
 @pytest.fixture
@@ -335,26 +329,6 @@ def test_a_read_in_flight_stays_valid_across_the_swap(log):
     assert [(h.base_offset, decode_batch(data, pos)[1][0].value) for pos, h in iter_batches(data)][:3] == [
         (offset, value) for offset, _, value in written[:3]]
     assert read_records(log) == written[-2:]
-
-
-def test_the_cleaner_thread_keeps_up_with_appends_rolls_and_reads(tmp_path):
-    log = Log(tmp_path / "busy-0", compact_config(segment_bytes=1024))
-    cleaner = cleaner_for(log, backoff_ms=1)
-    cleaner.startup()
-    try:
-        written = []
-        for round_ in range(15):
-            written += write_updates(log, updates(keys=7, rounds=4, start=round_ * 28))
-            log.update_high_watermark(log.log_end_offset)
-            records = read_records(log)
-            assert latest_per_key(records) == latest_per_key(written)
-        ready_to_clean(log)
-        expected = compacted(written)
-        wait_until(lambda: read_records(log) == expected, message="the cleaner thread to finish the log")
-        assert cleaner.stats()["logs"][("busy", 0)]["passes"] >= 1
-    finally:
-        cleaner.shutdown()
-        log.close()
 
 
 @pytest.mark.parametrize("settings, threads", [({"threads": 2}, 2), ({"threads": 0}, 0),

@@ -16,20 +16,15 @@ from tests.support.cleaner import (
     latest_per_key,
     read_records,
     ready_to_clean,
+    updates,
     write_updates,
 )
 
 from broker.log import Log
 from broker.log.faults import PAUSE_POINTS, CleanerFaults
-from broker.log.log_manager import LogManager
-from broker.log.cleaner import CleanerConfig
 from tests.support.polling import wait_until
 
 TP = ("compacted", 0)
-
-
-def updates(keys: int, rounds: int, start: int = 0) -> list[tuple[bytes, bytes]]:
-    return [(b"key-%02d" % (i % keys), b"value-%06d" % i) for i in range(start, start + keys * rounds)]
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -209,20 +204,3 @@ def test_abort_and_pause_stops_a_pass_and_keeps_the_log_out_until_resumed(tmp_pa
     assert cleaner.clean_once()
     assert len(read_records(log)) == 30
     log.close()
-
-
-def test_the_log_manager_runs_the_cleaner_and_stops_it(tmp_path):
-    manager = LogManager([tmp_path], compact_config(), cleaner_config=CleanerConfig(backoff_ms=20, dedupe_buffer_size=1 << 16))
-    manager.startup()
-    try:
-        log = manager.get_or_create_log("compacted", 0, compact_config())
-        written = write_updates(log, updates(keys=3, rounds=30))
-        ready_to_clean(log)
-        wait_until(lambda: len(read_records(log)) == 3, message="the cleaner thread to compact the log")
-        assert read_records(log) == compacted(written)
-        assert manager.truncate_to("compacted", 0, 85)
-        manager.delete_log("compacted", 0)
-        assert "compacted 0" not in (tmp_path / "cleaner-offset-checkpoint").read_text()
-    finally:
-        manager.shutdown()
-    assert not any(t.name.startswith("kafka-log-cleaner") for t in threading.enumerate())
