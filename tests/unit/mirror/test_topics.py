@@ -1,5 +1,5 @@
 """TopicSync growing a target topic that has fewer partitions than a source (fakes for the admin client and
-the sources' ZooKeeper: this is the decision logic; tests/integration/test_mirror_partitions.py runs it for real)."""
+the sources' ZooKeeper: this is the decision logic; tests/integration/mirror/test_group.py runs it for real)."""
 
 from __future__ import annotations
 
