@@ -60,7 +60,7 @@ class BrokerProcess:
         self.env = dict(env or {})
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.child = ChildProcess(f"broker on {self.bootstrap}", self.command(), self.log_path, announce=True,
-                                  preexec_fn=self._limit_open_files if open_files_limit else None, error=BrokerError)
+                                  error=BrokerError)
 
     @property
     def bootstrap(self) -> str:
@@ -101,6 +101,7 @@ class BrokerProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.child.command = self.command()
         self.child.env = python_env(self.env)
+        self.child.preexec_fn = self._limit_open_files if self.open_files_limit else None
         self.child.start(self._answers_api_versions, self.start_timeout)
         return self
 
