@@ -18,7 +18,7 @@ PY := $(VENV)/bin/python
 # Written after a successful install; newer than pyproject.toml means nothing to do.
 SETUP_STAMP := $(VENV)/.setup-stamp
 # Debian packages needed by the tests and the demo (zookeeper brings the JRE Spark runs on; prometheus brings
-# prometheus and promtool, for the rules' unit tests and the live tests; chromium for the dashboard's browser
+# prometheus and promtool, for the rules' promtool tests and the live tests; chromium for the dashboard's browser
 # tests), and the benchmark's peers.
 DEBIAN_PACKAGES ?= kcat zookeeper prometheus chromium rabbitmq-server activemq nats-server
 BENCH_ARGS ?=

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -26,9 +24,9 @@ from bench.etl_bench import load_events
 from pipeline.zk.server import ZooKeeperServer
 from tests.support.cluster import BrokerCluster
 from tests.support.ports import free_port
+from tests.support.process import ChildProcess, python_module
 from tests.support.registry import RegistryProcess
 
-REPO = Path(__file__).resolve().parents[1]
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -60,26 +58,24 @@ def main() -> None:
             print(f"stored {records:,} events ({size / 1e6:.1f} MB of Avro values)", flush=True)
             port = free_port()
             started = time.monotonic()
-            audit = subprocess.Popen(
-                [sys.executable, "-m", "audit", "run", "--datacenter", f"dc1={dc1.zk_connect}", "--state-dir",
-                 str(work / "audit"), "--registry", registry.url, "--http-port", str(port), "--grace-ms", "0",
-                 "--set", "reconcile.interval.ms=500",
-                 # the events' times lie years back (bench.etl_bench.load_events): keep their windows
-                 "--set", f"retain.ms={int(time.time() * 1000) - 1_600_000_000_000}"],
-                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            audit = ChildProcess("audit", python_module(
+                "audit", "run", "--datacenter", f"dc1={dc1.zk_connect}", "--state-dir",
+                str(work / "audit"), "--registry", registry.url, "--http-port", str(port), "--grace-ms", "0",
+                "--set", "reconcile.interval.ms=500",
+                # the events' times lie years back (bench.etl_bench.load_events): keep their windows
+                "--set", f"retain.ms={int(time.time() * 1000) - 1_600_000_000_000}"), work / "audit.log").spawn()
             try:
                 deadline = started + 1800
                 while counted(port) < records:
-                    if audit.poll() is not None:
-                        raise SystemExit(f"the audit exited with {audit.returncode}")
+                    if not audit.running:
+                        raise SystemExit(f"the audit exited with {audit.returncode}:\n{audit.log_tail()}")
                     if time.monotonic() > deadline:
                         raise SystemExit(f"the audit had not counted {records:,} events after 30 minutes")
                     time.sleep(0.5)
                 elapsed = time.monotonic() - started
                 cpu = cpu_seconds(audit.pid)
             finally:
-                audit.terminate()
-                audit.wait(60)
+                audit.stop(60)
             print(f"audit counted {records:,} events in {elapsed:.1f}s (start-up included): {cpu:.1f} CPU seconds, "
                   f"{cpu / records * 1e6:.1f} CPU seconds per million events ({records / elapsed:,.0f} events/s)")
 

@@ -1,7 +1,7 @@
 """What every system adapter shares: child processes, the broker monitor, payloads, disk usage, results.
 
-* :class:`ChildProcess` starts a server with ``subprocess.Popen`` (so we hold its real pid), waits for a
-  readiness check with a deadline and stops exactly that pid (SIGTERM, then SIGKILL after a grace time).
+* :class:`ChildProcess` is the tests' process harness (tests.support.process) for a server: it holds the real pid,
+  waits for a readiness check with a deadline and stops exactly that pid (SIGTERM, then SIGKILL after a grace time).
 * :class:`BrokerMonitor` samples a broker's process tree (the pid and its descendants) for CPU seconds
   and resident memory while a test runs.
 * :class:`Course` records (seconds, messages) points during a produce run, for the throughput-versus-MB plot.
@@ -11,16 +11,16 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import statistics
 import struct
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
+
+from tests.support.process import ChildProcess as HarnessProcess
 
 MESSAGE_SIZE = 200
 MB = 1_000_000
@@ -109,55 +109,27 @@ class ServerAdapter:
         return self.server.pid
 
 
-class ChildProcess:
-    """One server process we started and will stop by its own pid; output goes to a log file."""
+class ChildProcess(HarnessProcess):
+    """One server process we started and will stop by its own pid, on the tests' process harness
+    (tests.support.process): output to a log file, BenchError with the log tail when it does not come up."""
+
+    error = BenchError
 
     def __init__(self, name: str, command: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None,
                  cwd: Path | None = None) -> None:
-        self.name = name
-        self.command = list(command)
-        self.log_path = log_path
-        self.env = dict(os.environ if env is None else env)
-        self.cwd = cwd
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(name, command, log_path, env=env, cwd=cwd)
 
-    @property
-    def pid(self) -> int:
-        if self.process is None:
-            raise BenchError(f"{self.name} is not running")
-        return self.process.pid
+    def start(self, ready: Callable[[], bool], timeout: float) -> ChildProcess:  # type: ignore[override]
+        """Start the process and poll ``ready`` until true; on failure kill it and raise with the log tail."""
+        super().start(ready, timeout, interval=0.2)
+        return self
 
-    def start(self, ready: Callable[[], bool], timeout: float) -> None:
-        """Start the process and poll ``ready`` until true; on failure stop it and raise with the log tail."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd)
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                reason = (f"exited with {self.process.returncode}" if self.process.poll() is not None
-                          else f"not ready after {timeout:.0f}s")
-                self.stop()
-                raise BenchError(f"{self.name} {reason}; log tail:\n{self.log_tail()}")
-            time.sleep(0.2)
-
-    def stop(self, grace: float = 30.0) -> None:
-        """SIGTERM our pid, wait up to ``grace`` seconds, then SIGKILL it."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
+    def stop(self, grace: float = 30.0) -> None:  # type: ignore[override]
+        """SIGTERM our pid, wait up to ``grace`` seconds, then SIGKILL it (a slow stop is no benchmark error)."""
         try:
-            self.process.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+            super().stop(grace)
+        except BenchError:
+            pass
 
 
 def _descendants(root: int) -> list[int]:

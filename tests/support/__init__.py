@@ -1,4 +1,6 @@
-"""Test harness shared by integration tests: broker processes, free ports, polling, raw wire access, clients."""
+"""Helpers shared by the tests and the benchmarks: the process harness (process.py) and the wrappers built on it
+(broker, registry, mirror, audit, etl, prometheus, stock group members), free ports, polling, raw wire access,
+clients."""
 
 from .broker import BrokerError, BrokerProcess, CLEAN_SHUTDOWN_MARKER, REPO_ROOT, rss_bytes
 from .polling import WaitTimeout, wait_until

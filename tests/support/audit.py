@@ -20,49 +20,47 @@ from tests.support.cluster import BrokerCluster
 from tests.support.mirror import MirrorProcess, committed, create_topic, end_offsets, mirror_args
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
+from tests.support.process import ChildProcess, python_module
 from tests.support.registry import RegistryProcess
 
 WINDOW_MS = 1000
 
 
 class AuditProcess:
-    """`python -m audit run` with its HTTP API on a free port."""
+    """`python -m audit run` with its HTTP API on a free port, on the process harness."""
 
     def __init__(self, tmp_path: Path, args: list[str]) -> None:
         self.port = free_port()
         self.log_path = tmp_path / f"audit-{self.port}.log"
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "audit", "run", *args, "--http-host", "127.0.0.1", "--http-port", str(self.port)],
-                cwd=REPO_ROOT,
-                stdout=log, stderr=subprocess.STDOUT)
+        self.child = ChildProcess("audit", python_module("audit", "run", *args, "--http-host", "127.0.0.1",
+                                                         "--http-port", str(self.port)),
+                                  self.log_path, error=AssertionError).spawn()
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.child.process
+
+    def _answers(self) -> bool:
+        try:
+            return bool(self.get("/metrics"))
+        except urllib.error.URLError:
+            return False
 
     def wait_ready(self) -> "AuditProcess":
-        def answers() -> bool:
-            try:
-                return bool(self.get("/metrics"))
-            except urllib.error.URLError:
-                return False
-        wait_until(answers, 30, interval=0.1, message="the audit's HTTP API answers")
+        self.child.wait_ready(self._answers, 30, interval=0.1)
         return self
 
     def get(self, path: str) -> Any:
-        assert self.process.poll() is None, self.log_path.read_text()[-3000:]
+        assert self.child.running, self.log_path.read_text()[-3000:]
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as answer:
             body = answer.read()
         return json.loads(body) if path.startswith("/api") else body.decode()
 
     def stop(self) -> int:
-        self.process.terminate()
-        try:
-            return self.process.wait(60)
-        finally:
-            self.kill()
+        return self.child.stop(60)
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self.child.kill()
 
 
 def listening_addresses(port: int) -> list[str]:

@@ -1,26 +1,23 @@
 """`BrokerProcess`: one `python -m broker` child process on a free loopback port, for tests and demos.
 
-It starts the broker with a log dir and `--override key=value` settings, sends its stderr to a log file,
-waits (with a deadline) until a TCP connect plus an ApiVersions round trip succeeds, and stops it with
-SIGTERM (`stop`) or SIGKILL (`kill`). If the broker dies while starting, the error carries the log tail.
+It starts the broker with a log dir and `--override key=value` settings on the process harness
+(tests.support.process): its output in a log file, ready once a TCP connect plus an ApiVersions round trip
+succeeds (with a deadline), stopped with SIGTERM (`stop`) or SIGKILL (`kill`), the log tail in every error.
 """
 
 from __future__ import annotations
 
 import os
 import resource
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Mapping
 
 from . import wire
 from .ports import free_port
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from .process import REPO_ROOT, ChildProcess, python_env
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
@@ -61,9 +58,9 @@ class BrokerProcess:
         self.python = python
         self.open_files_limit = open_files_limit
         self.env = dict(env or {})
-        self.process: subprocess.Popen[bytes] | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self.starts = 0
+        self.child = ChildProcess(f"broker on {self.bootstrap}", self.command(), self.log_path, announce=True,
+                                  error=BrokerError)
 
     @property
     def bootstrap(self) -> str:
@@ -71,18 +68,24 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.child.process
+
+    @property
+    def starts(self) -> int:
+        return self.child.starts
+
+    @property
     def pid(self) -> int:
-        if self.process is None:
-            raise BrokerError("broker not started")
-        return self.process.pid
+        return self.child.pid
 
     @property
     def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.child.running
 
     @property
     def returncode(self) -> int | None:
-        return None if self.process is None else self.process.poll()
+        return self.child.returncode
 
     def command(self) -> list[str]:
         """The command line that starts this broker."""
@@ -95,32 +98,11 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         """Start the process and wait until it answers ApiVersions; raise BrokerError with the log tail if not."""
-        if self.is_running:
-            raise BrokerError(f"broker already running as pid {self.pid}")
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.starts += 1
-        env = dict(os.environ)
-        env.update(self.env)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== harness: start #{self.starts}: {' '.join(self.command())}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                self.command(),
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=self._limit_open_files if self.open_files_limit else None,
-            )
-        try:
-            self.wait_ready(self.start_timeout)
-        except BaseException:
-            self.kill()
-            raise
+        self.child.command = self.command()
+        self.child.env = python_env(self.env)
+        self.child.preexec_fn = self._limit_open_files if self.open_files_limit else None
+        self.child.start(self._answers_api_versions, self.start_timeout)
         return self
 
     def _limit_open_files(self) -> None:
@@ -132,50 +114,28 @@ class BrokerProcess:
 
     def wait_ready(self, timeout: float) -> dict[int, tuple[int, int]]:
         """Poll until a connect + ApiVersions round trip succeeds; return the advertised versions."""
-        deadline = time.monotonic() + timeout
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            if not self.is_running:
-                raise BrokerError(
-                    f"broker exited with code {self.returncode} while starting\n--- log tail ---\n{self.log_tail()}"
-                )
-            try:
-                with wire.KafkaConnection(self.host, self.port, timeout=2.0) as conn:
-                    self.api_versions = wire.api_versions(conn)
-                return self.api_versions
-            except (OSError, AssertionError) as error:
-                last_error = error
-            time.sleep(0.05)
-        raise BrokerError(
-            f"broker on {self.bootstrap} not ready after {timeout:.0f}s (last error: {last_error!r})"
-            f"\n--- log tail ---\n{self.log_tail()}"
-        )
+        return self.child.wait_ready(self._answers_api_versions, timeout)
+
+    def _answers_api_versions(self) -> dict[int, tuple[int, int]] | None:
+        try:
+            with wire.KafkaConnection(self.host, self.port, timeout=2.0) as conn:
+                self.api_versions = wire.api_versions(conn)
+        except AssertionError:
+            return None
+        return self.api_versions
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait for exit; return the exit code. SIGKILL and raise if it outlives ``timeout``, and raise
         if the broker dropped a coroutine without awaiting it (a request or task silently lost, issue 26)."""
-        if self.process is None or self.process.poll() is not None:
-            code = self.returncode if self.process is not None else 0
-        else:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                code = self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise BrokerError(f"broker pid {self.pid} still running {timeout:.0f}s after SIGTERM; killed it\n"
-                                  f"{self.log_tail()}") from None
+        code = self.child.stop(timeout)
         if self.log_path.exists() and "was never awaited" in self.log_text():
             lines = [line for line in self.log_text().splitlines() if "was never awaited" in line]
             raise BrokerError(f"broker {self.bootstrap} dropped coroutines without awaiting them: {lines[:5]}")
-        return code
+        return 0 if code is None else code
 
     def kill(self) -> int | None:
         """SIGKILL (a crash) and reap; return the exit code (None if never started)."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.kill()
-        return self.process.wait()
+        return self.child.kill()
 
     def restart(self, overrides: Mapping[str, object] | None = None) -> BrokerProcess:
         """Stop (SIGTERM) if running, optionally change overrides, and start again on the same port and log dir."""
@@ -186,13 +146,10 @@ class BrokerProcess:
 
     def log_text(self) -> str:
         """Everything the broker (all its starts) wrote to stderr/stdout so far."""
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return self.child.log_text()
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+        return self.child.log_tail(lines)
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         """Where the broker keeps one partition's segment files."""

@@ -25,6 +25,7 @@ from pipeline.zk.client import connect
 from tests.support import wire
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
+from tests.support.process import stop_all
 
 API_CREATE_TOPICS = 19
 
@@ -130,20 +131,13 @@ class BrokerCluster:
         return self
 
     def stop(self) -> None:
-        errors = []
-        for broker in self.brokers.values():
-            try:
-                broker.stop()
-            except Exception as error:  # keep stopping the others; report after
-                errors.append(error)
-            finally:
-                broker.kill()
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk.close()
-            self._zk = None
-        if errors:
-            raise errors[0]
+        try:
+            stop_all(list(self.brokers.values()))
+        finally:
+            if self._zk is not None:
+                self._zk.stop()
+                self._zk.close()
+                self._zk = None
 
     def __enter__(self) -> BrokerCluster:
         try:

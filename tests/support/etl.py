@@ -30,9 +30,9 @@ from pipeline.client.producer import Producer, ProducerData
 from schemas.events import load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroEncoder
-from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
+from tests.support.process import ChildProcess, python_env
 from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import unique_chroot
 
@@ -163,7 +163,7 @@ SPARK_SUBMIT = (str(Path(sys.executable).parent / "spark-submit"), "--master", "
 
 class EtlProcess:
     """One ``python -m etl`` (or spark-submit) child process in its own session (its Spark JVM and workers in
-    it too)."""
+    it too), on the process harness."""
 
     def __init__(self, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None,
                  command: Sequence[str] = PYTHON_M_ETL) -> None:
@@ -171,23 +171,23 @@ class EtlProcess:
         self.args = list(args)
         self.env = dict(env or {})
         self.command = list(command)
-        self.process: subprocess.Popen[bytes] | None = None
+        self.child = ChildProcess("etl", [*self.command, *self.args], log_path, new_session=True, error=AssertionError)
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.child.process
 
     def start(self) -> "EtlProcess":
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        env = python_env(self.env)
         # spark-submit finds Spark's scripts and the interpreter on the PATH.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen([*self.command, *self.args], cwd=REPO_ROOT, env=env,
-                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+        self.child.env = env
+        self.child.spawn()
         return self
 
     def wait(self, timeout: float = 120.0) -> int:
-        assert self.process is not None
         try:
-            return self.process.wait(timeout)
+            return self.child.wait(timeout)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"etl still running after {timeout:.0f}s:\n{self.log_tail()}") from None
 
@@ -202,9 +202,7 @@ class EtlProcess:
         """Kill whatever of the session is left."""
         if self.process is None:
             return
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self.child.kill()
         if _session_alive(self.process.pid):
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -213,10 +211,10 @@ class EtlProcess:
             wait_until(lambda: not _session_alive(self.process.pid), 30, message="the etl session to end")
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.child.log_text()
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+        return self.child.log_tail(lines)
 
 
 def _session_alive(session_id: int) -> bool:

@@ -7,8 +7,6 @@ on demand. ``python -m tests.support.etl_schedule_jobs --record FILE --name N [-
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -20,7 +18,7 @@ from typing import Callable, NamedTuple
 from etl.config import EtlConfig
 from etl.history import RunHistory
 from etl.report import FAILED, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
-from tests.support.broker import REPO_ROOT
+from tests.support.process import ChildProcess, python_env, python_module
 
 ROWS = 10
 BYTES = 1000
@@ -109,34 +107,31 @@ def started(record: Path) -> int:
 
 
 class ScheduleProcess:
-    """``python -m etl schedule ...`` with a RecordingJob, as a child process logging to ``log_path``."""
+    """``python -m etl schedule ...`` with a RecordingJob, as a child process (on the process harness) logging to
+    ``log_path``."""
 
     def __init__(self, log_path: Path, record: Path, name: str, args: list[str], seconds: float = 0.3) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.etl_schedule_jobs", "--record", str(record), "--name", name,
-                 "--seconds", str(seconds), "schedule", *args],
-                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.child = ChildProcess("the scheduler", python_module(
+            "tests.support.etl_schedule_jobs", "--record", str(record), "--name", name, "--seconds", str(seconds),
+            "schedule", *args), log_path, env=python_env(), error=AssertionError).spawn()
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.child.process
 
     def alive(self) -> bool:
         """True while running; AssertionError with the log once it exited (for polled conditions)."""
-        if self.process.poll() is not None:
-            raise AssertionError(f"the scheduler exited with {self.process.returncode}:\n{self.log_path.read_text()}")
+        if not self.child.running:
+            raise AssertionError(f"the scheduler exited with {self.child.returncode}:\n{self.log_path.read_text()}")
         return True
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
+        return self.child.stop(timeout)
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
+        self.child.kill()
 
 
 def main() -> int:

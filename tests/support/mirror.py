@@ -2,19 +2,15 @@
 
 Each cluster is one cluster-mode broker on its own chroot of the session's ZooKeeper (the machine has two
 cores; the mirror's logic does not depend on the number of brokers). ``MirrorProcess`` runs
-``python -m mirror`` from the repo root, its output in a log file; ``stop`` is SIGTERM, ``kill`` SIGKILL.
+``python -m mirror`` from the repo root on the process harness, its output in a log file; ``stop`` is SIGTERM,
+``kill`` SIGKILL.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
-
-import pytest
+from typing import Any, Callable, Iterable, Sequence
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.consumer import ConsumerRecord
@@ -22,9 +18,9 @@ from pipeline.client.producer import Producer, ProducerData
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.zk import layout
 from mirror.lineage import LINEAGE_HEADERS, Lineage, lineage_of
-from tests.support.broker import REPO_ROOT
 from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
+from tests.support.process import ChildProcess, python_env, python_module
 from tests.support.zookeeper import unique_chroot
 
 BROKER_OVERRIDES = {"zookeeper.session.timeout.ms": 4000, "num.partitions": 1}
@@ -39,70 +35,50 @@ def start_clusters(zookeeper_server: Any, factory: Callable[..., BrokerCluster],
             for name in ("dc1", "dc2", "offline")}
 
 
-@pytest.fixture
-def clusters(zookeeper_server: Any, broker_cluster_factory: Callable[..., BrokerCluster]
-             ) -> Iterator[dict[str, BrokerCluster]]:
-    """The three clusters of a mirror test (import this fixture into the test module)."""
-    yield start_clusters(zookeeper_server, broker_cluster_factory)
-
-
 class MirrorProcess:
-    """One ``python -m mirror`` child process."""
+    """One ``python -m mirror`` child process on the process harness."""
 
     def __init__(self, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None) -> None:
         self.log_path = Path(log_path)
         self.args = list(args)
         self.env = dict(env or {})
-        self.process: subprocess.Popen[bytes] | None = None
+        self.child = ChildProcess("mirror", python_module("mirror", *self.args), self.log_path, announce=True,
+                                  error=AssertionError)
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.child.process
 
     def start(self) -> "MirrorProcess":
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== harness: {' '.join(self.args)}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen([sys.executable, "-m", "mirror", *self.args], cwd=REPO_ROOT, env=env,
-                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.child.env = python_env(self.env)
+        self.child.spawn()
         return self
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.child.running
 
     def wait(self, timeout: float = 60.0) -> int:
-        assert self.process is not None
-        return self.process.wait(timeout)
+        return self.child.wait(timeout)
 
     def stop(self, timeout: float = 60.0) -> int:
-        """SIGTERM and wait; the exit code."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"mirror still running {timeout:.0f}s after SIGTERM:\n{self.log_tail()}") from None
+        """SIGTERM and wait; the exit code (AssertionError with the log tail, the mirror killed, past ``timeout``)."""
+        return self.child.stop(timeout)
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-        if self.process is not None:
-            self.process.wait()
+        self.child.kill()
 
     def alive(self) -> bool:
         """True while running; AssertionError with the log's tail once it exited (for polled conditions)."""
         if not self.running:
-            raise AssertionError(f"mirror exited with {self.process.poll() if self.process else None}:\n"
-                                 f"{self.log_tail()}")
+            raise AssertionError(f"mirror exited with {self.child.returncode}:\n{self.log_tail()}")
         return True
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.child.log_text()
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+        return self.child.log_tail(lines)
 
 
 def mirror_until_committed(log_path: Path, args: Sequence[str], source: BrokerCluster, topic: str,

@@ -20,8 +20,8 @@ import yaml
 from prometheus_client import Metric
 
 from infra.prometheus.config import RULE_FILES
-from tests.support.polling import wait_until
 from tests.support.ports import free_port
+from tests.support.process import ChildProcess
 
 __all__ = ["PrometheusProcess", "binary", "exported_names", "metric_names_read", "promtool", "rules"]
 
@@ -75,26 +75,24 @@ class PrometheusProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = directory / "prometheus.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.child: ChildProcess | None = None
 
     def start(self, timeout: float = 30.0) -> "PrometheusProcess":
         """Start the server and wait until it says it is ready."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [binary("prometheus"), f"--config.file={self.config_file}",
-                 f"--storage.tsdb.path={self.directory / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_until(self.ready, timeout, interval=0.1, message=lambda: f"prometheus ready:\n{self.log_tail()}")
-        except BaseException:
-            self.stop()
-            raise
+        self.child = ChildProcess("prometheus", [
+            binary("prometheus"), f"--config.file={self.config_file}", f"--storage.tsdb.path={self.directory / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}"], self.log_path, cwd=None, error=AssertionError)
+        self.child.start(self.ready, timeout, interval=0.1)
         return self
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return None if self.child is None else self.child.process
 
     def ready(self) -> bool:
         """Whether /-/ready answers 200; AssertionError with the log's tail once the process exited."""
-        if self.process is None or self.process.poll() is not None:
+        if self.child is None or not self.child.running:
             raise AssertionError(f"prometheus is not running:\n{self.log_tail()}")
         try:
             with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as answer:
@@ -127,17 +125,11 @@ class PrometheusProcess:
             return "(no log)"
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM and wait; the exit code, None if it never started. Past ``timeout`` it is killed and
-        TimeoutExpired raised: Prometheus stops in well under a second."""
-        if self.process is None:
+        """SIGTERM and wait; the exit code, None if it never started. Past ``timeout`` it is killed and an
+        AssertionError raised: Prometheus stops in well under a second."""
+        if self.child is None:
             return None
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
+        return self.child.stop(timeout)
 
     def __enter__(self) -> "PrometheusProcess":
         return self.start()

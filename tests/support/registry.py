@@ -1,15 +1,14 @@
 """`RegistryProcess`: one `python -m schemas.registry` child process on a free loopback port, and a tiny
 JSON-over-HTTP client for tests.
 
-It starts the registry on ZooKeeper or a data directory, waits (with a deadline) until `GET /` answers,
-and stops it with SIGTERM, returning its exit status. If it dies while starting, the error has its log.
+It starts the registry on ZooKeeper or a data directory on the process harness (tests.support.process), waits
+(with a deadline) until `GET /` answers, and stops it with SIGTERM, returning its exit status. If it dies while
+starting, the error has its log tail.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -17,10 +16,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
-from .polling import wait_until
 from .ports import free_port
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from .process import REPO_ROOT, ChildProcess, python_env
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
@@ -50,7 +47,7 @@ class RegistryProcess:
         self.port = port if port is not None else free_port()
         self.start_timeout = start_timeout
         self.extra_args = extra_args
-        self.process: subprocess.Popen[bytes] | None = None
+        self.child: ChildProcess | None = None
 
     @property
     def url(self) -> str:
@@ -65,40 +62,29 @@ class RegistryProcess:
                 *self.extra_args]
 
     def _answers(self) -> bool:
-        if self.process is not None and self.process.poll() is not None:
-            raise RegistryError(f"registry exited with {self.process.returncode}: {self.log_path.read_text()[-2000:]}")
-        try:
-            return self.call("GET", "/")[0] == 200
-        except OSError:
-            return False
+        return self.call("GET", "/")[0] == 200
 
     def start(self) -> "RegistryProcess":
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command(), cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
-        wait_until(self._answers, self.start_timeout, message=f"registry on port {self.port} to answer")
+        self.child = ChildProcess(f"registry on port {self.port}", self.command(), self.log_path, env=python_env(),
+                                  error=RegistryError)
+        self.child.start(self._answers, self.start_timeout)
         return self
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return None if self.child is None else self.child.process
+
     def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM, wait for the exit, and return the exit status (None if never started)."""
-        if self.process is None:
+        """SIGTERM, wait for the exit, and return the exit status; SIGKILL and RegistryError past ``timeout``."""
+        if self.child is None:
             raise RegistryError("registry not started")
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise RegistryError(f"registry did not stop within {timeout}s after SIGTERM") from None
-        return self.process.returncode
+        return self.child.stop(timeout)
 
     def __enter__(self) -> "RegistryProcess":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None and self.process.poll() is None:
+        if self.child is not None and self.child.running:
             self.stop()
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from tests.support.broker import REPO_ROOT
+from tests.support.process import ChildProcess, python_env
 
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
 
@@ -291,43 +291,32 @@ class GroupMember:
                         "--session-timeout-ms", str(session_timeout_ms), "--assignor", assignor]
         if instance_id is not None:
             self.command += ["--instance-id", instance_id]
-        self.process: subprocess.Popen[bytes] | None = None
+        self.child: ChildProcess | None = None
         self.stderr_path = self.log_path.with_suffix(".stderr")
 
     def start(self) -> GroupMember:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-        with open(self.stderr_path, "ab") as stderr:
-            self.process = subprocess.Popen(self.command, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                                            stdout=stderr, stderr=subprocess.STDOUT)
+        self.child = ChildProcess(f"group member {self.log_path.name}", self.command, self.stderr_path,
+                                  env=python_env(), error=AssertionError).spawn()
         return self
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return None if self.child is None else self.child.process
 
     def read(self) -> MemberLog:
         return read_member_log(self.log_path)
 
     @property
     def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.child is not None and self.child.running
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM (the client closes and leaves the group) and wait; SIGKILL if it outlives ``timeout``."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise AssertionError(f"group member {self.log_path.name} ignored SIGTERM for {timeout:.0f}s")
-        return self.process.returncode
+        return None if self.child is None else self.child.stop(timeout)
 
     def kill(self) -> int | None:
         """SIGKILL (a crash: no LeaveGroup, no last commit) and reap."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.kill()
-        return self.process.wait()
+        return None if self.child is None else self.child.kill()
 
     def stderr_tail(self, lines: int = 20) -> str:
         try:
