@@ -57,12 +57,16 @@ class WorkerTarget:
         # The broker opens the cleaned files by name; whatever it answers, this process is done with them.
         cleaned.close()
         self.channel.send(("swap", cleaned.base_offset, [s.base_offset for s in group]))
+        aborted = False
         while True:
             message, _ = self.channel.receive()
             if message == ("abort",):  # sent before the broker saw the swap request; the answer follows
+                aborted = True
                 continue
             if not (isinstance(message, tuple) and message[0] == "swapped"):
                 raise RuntimeError(f"unexpected answer to a swap: {message!r}")
+            if aborted and not message[1]:  # refused for the abort, not because the log moved
+                raise LogCleaningAbortedError(f"cleaning of {self.job.dir.name} was aborted")
             return bool(message[1])
 
     def close(self) -> None:
