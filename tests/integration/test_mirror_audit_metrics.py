@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder, event_key
