@@ -9,7 +9,7 @@ file steps.
     WAREHOUSE/_etl/<group>/manifests/<run>.json    a published commit not folded yet: ranges, files added and
                                                    removed, skipped offsets, audit counts
     WAREHOUSE/_etl/<group>/checkpoint.json         every manifest folded so far (etl.checkpoint)
-    WAREHOUSE/_etl/<group>/history/...             the run history (etl.history)
+    WAREHOUSE/_etl/<group>/history/...             the run history (pipeline.etl_runs)
     WAREHOUSE/_etl/<group>/run.lock                held (flock) by the run in progress
 
 A manifest is the commit point: its ranges are loaded, its files are live and the files it removes are not, and
@@ -36,7 +36,7 @@ from etl.checkpoint import QUARANTINE_DIR, Checkpoint, Snapshot, fold, manifest_
 from etl.faults import pause_at
 from etl.files import fsync_directory, private_directory, read_json, write_atomically
 from etl.plan import OffsetRange
-from etl.report import SkippedOffsets
+from pipeline.etl_runs import SkippedOffsets
 
 __all__ = ["LOAD", "Journal", "Manifest", "Move", "RunInProgress", "Warehouse", "new_run_id"]
 

@@ -32,9 +32,9 @@ from etl.load import staged_moves, table_schema
 from etl.maintenance import keep_warehouse
 from etl.plan import OffsetRange, PartitionBounds, loaded_ends, plan_ranges
 from etl.query import show_query, tables
-from etl.report import RunReport
 from etl.spark import build_session, stop_session
 from etl.store import Manifest, Warehouse, new_run_id
+from pipeline.etl_runs import RunReport
 from schemas.events import load_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -20,8 +20,8 @@ from etl.config import EtlConfig
 from etl.files import private_directory, write_atomically
 from etl.maintenance import keep_warehouse
 from etl.plan import OffsetRange
-from etl.report import RunReport
 from etl.store import Journal, Manifest, Move, Warehouse, new_run_id
+from pipeline.etl_runs import RunReport
 
 HOUR = 3600.0
 #: 2023-11-14 22:00 UTC.
