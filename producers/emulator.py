@@ -6,8 +6,8 @@ wire format with the id the registry gave the topic's schema. The producer's cal
 event in the `AuditCounter` as acknowledged or failed; windows that closed are published as AuditCount
 records by the `AuditPublisher` thread (pipeline.auditing.publisher), retried until the broker takes them: per
 (server, topic, window) the events created, acknowledged and failed (with the failed ids' sketch), as
-docs/accounting.md says. An event the producer refuses at send() already is failed too, with its id. With `created.log` set, every event
-created is also listed there (producers.created_log). Stopping (SIGTERM, or the duration) sends what is queued,
+docs/accounting.md says. An event the producer refuses at send() already is failed too, with its id. With
+`created.log` set, every event created is also listed there (producers.created_log). Stopping (SIGTERM, or the duration) sends what is queued,
 then publishes the counts of the windows still open.
 """
 

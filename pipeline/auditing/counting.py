@@ -7,9 +7,9 @@ closes once the clock has passed its end and none of its events is still in flig
 it ended that long ago even with events still in flight (a broker outage the producer rides out for up to its
 delivery timeout must not make the window's count late); `close_windows` then returns one AuditCount record per
 (server, topic, window): `count`/`bytes`/`sketch` the acknowledged events (the sketch,
-:mod:`pipeline.auditing.sketch`, once the tier knows its events' ids), and in `properties` the events `created`, the `failed` ones and their
-`failedBytes` apart, never as acknowledged, with `failedSketch` (base64 of the failed ids' sketch) when any failed
-with a known id, and `unsettled`, the change in the events still in flight. A window closed with events in flight
+:mod:`pipeline.auditing.sketch`, once the tier knows its events' ids), and in `properties` the events `created`,
+the `failed` ones and their `failedBytes` apart, never as acknowledged, with `failedSketch` (base64 of the failed
+ids' sketch) when any failed with a known id, and `unsettled`, the change in the events still in flight. A window closed with events in flight
 stays counted: each later pass that saw some of them settle returns another record of what changed since (the
 records of a window add up, `unsettled` included, so their sum says how many are still in flight: while it is not
 zero the audit holds the producer tier of the window pending).
