@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker import REPO_ROOT
-
 pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 #: What the wheel is built from: the packages pyproject.toml lists, and the files its metadata names.
 SOURCES = ("pyproject.toml", "README.md", "pipeline", "schemas", "broker", "producers", "mirror", "etl", "audit",
