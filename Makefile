@@ -1,8 +1,8 @@
 # Developer entry points: install everything, run the tests, start/stop the demo, run the benchmarks.
 #
 #   make setup          .venv + `pip install -e '.[dev,bench]'` + the Debian packages the tests need (idempotent)
-#   make test           setup, then the whole pytest suite on 2 workers (PYTEST_ARGS="-k kcat" to narrow it,
-#                       PYTEST_WORKERS=0 for one process)
+#   make test           setup, the layer contracts (lint-imports), then the whole pytest suite on 2 workers
+#                       (PYTEST_ARGS="-k kcat" to narrow it, PYTEST_WORKERS=0 for one process)
 #   make pipeline-up    the whole pipeline under supervisord (infra/topology.yml; TOPOLOGY=file for another), data in var/
 #   make pipeline-down  stop every process, the emulators first and ZooKeeper last; the data stays
 #   make pipeline-clean pipeline-down, then remove the data (var/)
@@ -64,6 +64,7 @@ debian-packages:
 	@bash infra/install-debian-packages.sh $(DEBIAN_PACKAGES)
 
 test: setup
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 docs: setup

@@ -1,3 +1,3 @@
-"""Pipeline stage 4, the audit (the paper's section 5): `audit.counting` is what every tier uses to count its
-events and publish AuditCount records (with a sketch of their ids, `audit.sketch`); `audit.service` counts
-what each cluster holds, collects the tiers' counts and reconciles every window (`audit.reconcile`)."""
+"""Pipeline stage 4, the audit service (the paper's section 5): `audit.service` counts what each cluster holds,
+collects the AuditCount records every tier publishes with the client library `pipeline.auditing` (counts, and a
+sketch of their ids) and reconciles every window (`audit.reconcile`)."""

@@ -75,10 +75,10 @@ def trace(args: argparse.Namespace) -> int:
 
     from audit.results import ResultLog
     from audit.window_scan import scan_window
-    from mirror.config import parse_sources
     from pipeline.client.cluster import Cluster
     from pipeline.client.errors import KafkaClientError
     from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+    from pipeline.named_clusters import parse_sources
     from pipeline.protocol.errors import KafkaProtocolError
     from schemas.events import EVENT_TOPICS
 

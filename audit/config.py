@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from mirror.config import parse_sources
 from pipeline.config import Config, ConfigError, Property, parse_int, parse_optional_int, parse_regex, parse_str
+from pipeline.named_clusters import parse_sources
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 
 __all__ = ["AUDIT_PROPERTIES", "AuditConfig"]

@@ -21,8 +21,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from audit.reconcile import TIERS
 from audit.service import AuditService
-from etl.history import RunHistory
 from pipeline.error_text import describe_error
+from pipeline.etl_runs import RunHistory
 
 __all__ = ["AuditHttpServer"]
 

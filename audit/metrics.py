@@ -10,8 +10,8 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily
 
-from audit.latency import BUCKETS, LatencyBuckets
 from audit.reconcile import TIERS, WindowKey, WindowResult
+from pipeline.auditing.latency import BUCKETS, LatencyBuckets
 
 __all__ = ["AuditMetrics"]
 

@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 from fastavro.read import SchemaResolutionError
 
-from audit.latency import LatencyBuckets
 from audit.records import RetriableError, UnreadableRecord, read_audit_count
 from audit.state import CheckpointedCounts
+from pipeline.auditing.latency import LatencyBuckets
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.consumer_stream import ConsumerTimeout
 from pipeline.client.static_connector import StaticConsumerConnector

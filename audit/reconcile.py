@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Iterable, Mapping
 
 from audit.measures import FAILED, QUARANTINED, QUARANTINED_WITHOUT_ID, parse_measure
-from audit.sketch import EventSketch, SketchError
+from pipeline.auditing.sketch import EventSketch, SketchError
 
 __all__ = ["COMPLETE", "DATA_TIERS", "Discrepancy", "INCOMPLETE", "Identity", "PENDING", "Quarantine", "TIERS",
            "TierCount", "WindowKey", "WindowResult", "account", "reconcile", "split_unexpected"]

@@ -15,10 +15,10 @@ import binascii
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from audit.latency import LatencyBuckets
 from audit.measures import failed_measure, quarantine_measure, unsettled_measure
 from audit.reconcile import PRODUCER, TierCount
-from audit.sketch import EventSketch, SketchError
+from pipeline.auditing.latency import LatencyBuckets
+from pipeline.auditing.sketch import EventSketch, SketchError
 
 __all__ = ["AuditCountRecord", "RetriableError", "UnreadableRecord", "read_audit_count"]
 

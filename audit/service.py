@@ -42,8 +42,6 @@ from audit.reconcile import (PRODUCER, TIERS, Discrepancy, TierCount, WindowKey,
 from audit.results import ResultLog, result_from_json, result_to_json
 from audit.state import CheckpointedCounts, CountKey
 from audit.window_scan import held_copies, multiplicities, scan_window
-from etl.history import RunHistory
-from etl.report import NOTHING_NEW, PARTIAL, SUCCEEDED
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.consumer_config import StaticConnectorConfig
@@ -52,6 +50,7 @@ from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import Whitelist
 from pipeline.error_text import describe_error
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+from pipeline.etl_runs import NOTHING_NEW, PARTIAL, SUCCEEDED, RunHistory
 from pipeline.protocol.errors import KafkaProtocolError
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder

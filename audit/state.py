@@ -34,9 +34,9 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from audit.reconcile import TierCount
-from audit.sketch import EventSketch
 from audit.private_files import FILE_MODE, private_directory, private_file, write_private
+from audit.reconcile import TierCount
+from pipeline.auditing.sketch import EventSketch
 from pipeline.durable_file import LockFile, fsync_dir
 
 __all__ = ["CheckpointedCounts", "CountKey"]

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.query import tables
+from pipeline.warehouse_state import live_files
 
 __all__ = ["WarehouseRow", "find_rows"]
 
@@ -31,7 +31,7 @@ class WarehouseRow(NamedTuple):
 def find_rows(warehouse: Path, topic: str, start_ms: int, end_ms: int, event_id: str) -> list[WarehouseRow]:
     """The rows of ``topic`` whose ``header.eventId`` is ``event_id``, among the hours [start_ms, end_ms) touches."""
     found = []
-    live = tables(warehouse).get(topic, [])
+    live = live_files(warehouse).get(topic, [])
     hour = start_ms - start_ms % _HOUR_MS
     while hour < end_ms:
         moment = datetime.datetime.fromtimestamp(hour / 1000, datetime.timezone.utc)

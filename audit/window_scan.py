@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable, NamedTuple
 
-from audit.sketch import EventSketch, SketchError
+from pipeline.auditing.sketch import EventSketch, SketchError
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer

@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 
-from audit.sketch import DEFAULT_CELLS_PER_TABLE, HASHES, EventSketch
+from pipeline.auditing.sketch import DEFAULT_CELLS_PER_TABLE, HASHES, EventSketch
 
 
 def add_cost(events: int, batch: int, repeat: int, per_table: int) -> float:

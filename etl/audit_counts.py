@@ -21,12 +21,13 @@ from typing import Any, Iterable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from audit.counting import AuditPublisher
-from audit.latency import LatencyBuckets
-from audit.sketch import EventSketch
 from etl.config import EtlConfig
 from etl.plan import EtlError
+from pipeline.auditing.latency import LatencyBuckets
+from pipeline.auditing.publisher import AuditPublisher
+from pipeline.auditing.sketch import EventSketch
 from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import audit_count_encoder
 
 __all__ = ["AuditCounts", "WAREHOUSE_TIER", "publish_audit"]
 
@@ -134,7 +135,7 @@ def publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
     metrics = CollectorRegistry()
     registry = SchemaRegistryClient(config["schema.registry.url"])
     publisher = AuditPublisher({"zookeeper.connect": config["zookeeper.connect"], "request.required.acks": -1},
-                               registry, config["audit.topic"],
+                               audit_count_encoder(registry, config["audit.topic"]), config["audit.topic"],
                                published=Counter("etl_audit_published", "", registry=metrics),
                                failures=Counter("etl_audit_failures", "", registry=metrics))
     try:

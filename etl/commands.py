@@ -24,10 +24,9 @@ from dataclasses import asdict
 from typing import Any, Iterable, TextIO
 
 from etl.config import ETL_PROPERTIES, EtlConfig
-from etl.history import RunHistory
 from etl.lock import Job
-from etl.report import RunReport
 from pipeline.config import ConfigError, command_line_values, help_table
+from pipeline.etl_runs import RunHistory, RunReport
 from pipeline.service import log_to_stderr, stop_on_signals
 
 __all__ = ["RUN_OPTIONS", "add_history_parser", "add_query_parser", "add_run_parser", "add_schedule_parser",

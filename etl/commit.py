@@ -23,9 +23,9 @@ from etl.config import EtlConfig
 from etl.faults import pause_at
 from etl.plan import EtlError, PartitionBounds, loaded_ends
 from etl.store import Journal, Manifest, Warehouse
-from mirror.config import topic_filter
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
 from pipeline.client.cluster import Cluster
+from pipeline.client.topic_filter import whitelist_except
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.zk import layout
 from pipeline.zk.client import BoundedZooKeeper, connect
@@ -58,7 +58,7 @@ class OfflineCluster:
         self.zk.close()
 
     def bounds(self, topics_regex: str, exclude_regex: str) -> dict[tuple[str, int], PartitionBounds]:
-        wanted = topic_filter(topics_regex, exclude_regex).select(self.admin.list_topics())
+        wanted = whitelist_except(topics_regex, exclude_regex).select(self.admin.list_topics())
         bounds = {}
         for topic in wanted:
             earliest = self.admin.list_offsets(topic, None, EARLIEST_TIMESTAMP)

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from etl.checkpoint import HourPartition, Snapshot
 from etl.files import private_directory
 from etl.plan import EtlError
 from etl.store import Move
+from pipeline.warehouse_state import HourPartition, Snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

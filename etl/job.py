@@ -36,14 +36,22 @@ from etl.commit import Committer, LockLost, OfflineCluster
 from etl.config import EtlConfig
 from etl.faults import Faults, configure
 from etl.files import fsync_file
-from etl.history import RunHistory
 from etl.load import ColumnClash, load_topic, staged_moves, staged_quarantine_moves
 from etl.maintenance import keep_warehouse
 from etl.plan import EtlError, OffsetRange, plan_ranges
-from etl.report import FAILED, NOTHING_NEW, PARTIAL, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
 from etl.store import Manifest, Move, RunInProgress, Warehouse, new_run_id
 from etl.task import TASK_ERROR, StatsParam, TaskContext
 from pipeline.client.errors import KafkaClientError
+from pipeline.etl_runs import (
+    FAILED,
+    NOTHING_NEW,
+    PARTIAL,
+    SUCCEEDED,
+    RangeReport,
+    RunHistory,
+    RunReport,
+    SkippedOffsets,
+)
 from pipeline.protocol.errors import KafkaProtocolError
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError

@@ -22,11 +22,11 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
 from etl.avro_types import spark_schema
-from etl.checkpoint import QUARANTINE_DIR
 from etl.files import private_directory
 from etl.plan import OffsetRange
 from etl.store import Move
 from etl.task import LINEAGE_FIELDS, PARTITION_COLUMNS, TaskContext, load_ranges
+from pipeline.warehouse_state import QUARANTINE_DIR
 
 __all__ = ["ColumnClash", "load_topic", "staged_moves", "staged_quarantine_moves", "table_schema"]
 

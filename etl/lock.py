@@ -27,7 +27,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from etl.config import EtlConfig
-from etl.report import RunReport
+from pipeline.etl_runs import RunReport
 from pipeline.zk.client import BoundedZooKeeper, connect
 
 __all__ = ["EtlLock", "Job", "LockWaitInterrupted", "lock_path", "run_locked"]

@@ -24,8 +24,8 @@ from etl.compaction import compact_topic, compaction_plan
 from etl.config import EtlConfig
 from etl.files import fsync_file
 from etl.plan import EtlError
-from etl.report import RunReport
 from etl.store import Manifest, Warehouse, new_run_id
+from pipeline.etl_runs import RunReport
 
 __all__ = ["COMPACTION", "RETENTION", "keep_warehouse"]
 

@@ -12,8 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from etl.history import RunHistory
-from etl.report import FAILED, OUTCOMES, PARTIAL, SUCCEEDED, RunReport
+from pipeline.etl_runs import FAILED, OUTCOMES, PARTIAL, SUCCEEDED, RunHistory, RunReport
 
 __all__ = ["EtlMetrics"]
 

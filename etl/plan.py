@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
-from etl.report import SkippedOffsets
+from pipeline.etl_runs import SkippedOffsets
 
 __all__ = ["EtlError", "OffsetRange", "OutOfRangeError", "PartitionBounds", "plan_ranges"]
 

@@ -4,7 +4,7 @@
 follow events across topics.
 
 A table is a directory ``WAREHOUSE/<topic>`` of Parquet files (``date=D/hour=H/...``), and a query reads the
-files the warehouse's snapshot lists (etl.checkpoint; every ETL group's of the warehouse), never a directory
+files the warehouse's snapshot lists (pipeline.warehouse_state; every ETL group's of the warehouse), never a directory
 listing: a compaction or a replay committed while a query runs is seen whole or not at all, and the files it
 replaced stay until the query is long done. The quarantined records are the view ``quarantine`` (their lineage,
 reason, error, key, value and headers; etl.quarantine). Tables are read with their schemas merged, so that files
@@ -21,11 +21,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-from etl.checkpoint import QUARANTINE_DIR
-from etl.store import Warehouse
+from pipeline.warehouse_state import QUARANTINE_DIR, live_files
 
-__all__ = ["EVENTS_VIEW", "QUARANTINE_VIEW", "QueryError", "events_frame", "register_views", "run_query", "show_query",
-           "tables"]
+__all__ = ["EVENTS_VIEW", "QUARANTINE_VIEW", "QueryError", "events_frame", "register_views", "run_query", "show_query"]
 
 EVENTS_VIEW = "events"
 QUARANTINE_VIEW = "quarantine"
@@ -33,22 +31,6 @@ QUARANTINE_VIEW = "quarantine"
 
 class QueryError(RuntimeError):
     """The warehouse has no table, or the query could not run (the message is Spark's first line)."""
-
-
-def tables(warehouse: Path) -> dict[str, list[Path]]:
-    """The live files of each table of ``warehouse``, by topic in name order (the quarantine's under
-    ``_quarantine``): the snapshots of every ETL group that loads into it."""
-    found: dict[str, set[str]] = {}
-    groups = warehouse / "_etl"
-    for group in sorted(groups.iterdir()) if groups.is_dir() else ():
-        if not group.is_dir():
-            continue
-        snapshot = Warehouse(warehouse, group.name).snapshot()
-        for topic, files in snapshot.table_files().items():
-            found.setdefault(topic, set()).update(files)
-        for files in snapshot.quarantine_files().values():
-            found.setdefault(QUARANTINE_DIR, set()).update(files)
-    return {topic: [warehouse / f for f in sorted(files)] for topic, files in sorted(found.items())}
 
 
 def register_views(session: "SparkSession", warehouse: Path) -> list[str]:
@@ -123,7 +105,7 @@ def show_query(session: "SparkSession", warehouse: Path, sql: str, limit: int) -
 
 
 def _check_tables(warehouse: Path) -> dict[str, list[Path]]:
-    found = tables(warehouse)
+    found = live_files(warehouse)
     if not [topic for topic in found if topic != QUARANTINE_DIR]:
         raise QueryError(f"the warehouse {warehouse} has no table yet (the ETL loads them: python -m etl run)"
                          if warehouse.is_dir() else f"there is no warehouse at {warehouse}")

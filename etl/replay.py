@@ -29,7 +29,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from etl.audit_counts import AuditCounts
-from etl.checkpoint import hour_partition_of
 from etl.commit import Committer, OfflineCluster
 from etl.config import EtlConfig
 from etl.files import FILE_MODE, fsync_file, private_directory
@@ -38,6 +37,7 @@ from etl.plan import EtlError
 from etl.quarantine import QUARANTINE_SCHEMA, BadRecord
 from etl.store import Manifest, Move, RunInProgress, Warehouse, new_run_id
 from etl.task import Decoder, RowBuilder, convertible, table_arrow_schema
+from pipeline.warehouse_state import hour_partition_of
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 

@@ -19,11 +19,10 @@ from typing import Any, Callable, TextIO
 from kazoo.client import KazooClient
 
 from etl.config import EtlConfig
-from etl.history import RunHistory
 from etl.lock import EtlLock, Job, LockWaitInterrupted
 from etl.metrics import EtlMetrics
 from etl.progress import TerminalProgress
-from etl.report import FAILED, RunReport
+from pipeline.etl_runs import FAILED, RunHistory, RunReport
 from pipeline.zk.client import connect
 
 __all__ = ["Scheduler", "SparkJob", "one_line"]

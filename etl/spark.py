@@ -29,7 +29,7 @@ __all__ = ["APP_NAME", "PROJECT_PACKAGES", "build_session", "project_zip", "spar
 
 APP_NAME = "kafka-etl"
 #: The packages a task imports (directly or through the others).
-PROJECT_PACKAGES = ("etl", "pipeline", "schemas", "mirror", "audit")
+PROJECT_PACKAGES = ("etl", "pipeline", "schemas")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 log = logging.getLogger(__name__)

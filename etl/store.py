@@ -8,8 +8,8 @@ file steps.
     WAREHOUSE/_etl/<group>/journal/<run>.json      the moves of a publish and its manifest, written before them
     WAREHOUSE/_etl/<group>/manifests/<run>.json    a published commit not folded yet: ranges, files added and
                                                    removed, skipped offsets, audit counts
-    WAREHOUSE/_etl/<group>/checkpoint.json         every manifest folded so far (etl.checkpoint)
-    WAREHOUSE/_etl/<group>/history/...             the run history (etl.history)
+    WAREHOUSE/_etl/<group>/checkpoint.json         every manifest folded so far (pipeline.warehouse_state)
+    WAREHOUSE/_etl/<group>/history/...             the run history (pipeline.etl_runs)
     WAREHOUSE/_etl/<group>/run.lock                held (flock) by the run in progress
 
 A manifest is the commit point: its ranges are loaded, its files are live and the files it removes are not, and
@@ -32,11 +32,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from etl.checkpoint import QUARANTINE_DIR, Checkpoint, Snapshot, fold, manifest_files, read_snapshot
 from etl.faults import pause_at
 from etl.files import fsync_directory, private_directory, read_json, write_atomically
 from etl.plan import OffsetRange
-from etl.report import SkippedOffsets
+from pipeline.etl_runs import SkippedOffsets
+from pipeline.warehouse_state import (
+    CHECKPOINT_NAME,
+    MANIFESTS_NAME,
+    QUARANTINE_DIR,
+    Checkpoint,
+    Snapshot,
+    fold,
+    group_directory,
+    manifest_files,
+    read_snapshot,
+)
 
 __all__ = ["LOAD", "Journal", "Manifest", "Move", "RunInProgress", "Warehouse", "new_run_id"]
 
@@ -121,12 +131,12 @@ class Warehouse:
     def __init__(self, root: str | Path, group: str) -> None:
         self.root = Path(root).absolute()
         self.group = group
-        self.etl = self.root / "_etl" / group
+        self.etl = group_directory(self.root, group)
         self.plans = self.etl / "plans"
         self.staging = self.etl / "staging"
         self.journals = self.etl / "journal"
-        self.manifests = self.etl / "manifests"
-        self.checkpoint_path = self.etl / "checkpoint.json"
+        self.manifests = self.etl / MANIFESTS_NAME
+        self.checkpoint_path = self.etl / CHECKPOINT_NAME
 
     def table(self, topic: str) -> Path:
         return self.root / topic

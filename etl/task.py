@@ -38,8 +38,6 @@ from fastavro.read import SchemaResolutionError
 from fastavro.schema import SchemaParseException
 from pyspark.accumulators import AccumulatorParam
 
-from audit.latency import LatencyBuckets
-from audit.sketch import EventSketch
 from etl.faults import Faults, configure, dropped_event_ids, pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
 from etl.quarantine import (
@@ -54,10 +52,12 @@ from etl.quarantine import (
     QuarantineWriter,
     quarantined_row,
 )
-from mirror.lineage import lineage_of
+from pipeline.auditing.latency import LatencyBuckets
+from pipeline.auditing.sketch import EventSketch
 from pipeline.client.cluster import Cluster, StaticBrokerList
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, OffsetOutOfRange
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from pipeline.lineage import lineage_of
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 from schemas.serde import WireFormatError, schema_id_of
@@ -300,7 +300,7 @@ class _RangeLoader:
         self.rows = 0
         self.bytes = 0
         self.windows: dict[tuple[str, int], list[int]] = {}
-        #: How long after its event time each row of a window was loaded (audit.latency).
+        #: How long after its event time each row of a window was loaded (pipeline.auditing.latency).
         self.window_latency: dict[tuple[str, int], LatencyBuckets] = {}
         #: The event ids of each window, for the audit's sketch.
         self.window_ids: dict[tuple[str, int], list[str]] = {}
@@ -474,7 +474,7 @@ def _sketch_text(ids: list[str] | None) -> str | None:
     sketch = EventSketch()
     try:
         sketch.add(ids)
-    except ValueError:  # audit.sketch.SketchError, or bytes.fromhex on what is not hex
+    except ValueError:  # pipeline.auditing.sketch.SketchError, or bytes.fromhex on what is not hex
         sketch = EventSketch()
         sketch.add([i for i in ids if event_id_of(i) is not None])
     return base64.b64encode(sketch.to_bytes()).decode()

@@ -4,7 +4,8 @@
 - :mod:`mirror.service`: MirrorService, the consumers, the target producer and the commits.
 - :mod:`mirror.tracker`: which source offsets may be committed (never past an unacknowledged record).
 - :mod:`mirror.topics`: target topics created like their sources.
-- :mod:`mirror.lineage`: the lineage headers and the lookup behind ``python -m mirror lineage``.
+- :mod:`pipeline.lineage` (below the services: the ETL reads it too): the lineage headers and the lookup behind
+  ``python -m mirror lineage``.
 - :mod:`mirror.audit`, :mod:`mirror.metrics`: the tier-mirror AuditCount records, Prometheus metrics.
 - :mod:`mirror.config`: the settings; ``python -m mirror --help-config`` lists them.
 """

@@ -145,7 +145,7 @@ def lineage(argv: list[str]) -> int:
     from pipeline.client.cluster import Cluster, StaticBrokerList
     from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 
-    from mirror.lineage import look_up
+    from pipeline.lineage import look_up
 
     try:
         discovery: Any = (ZooKeeperBrokerDiscovery(args.target) if args.target

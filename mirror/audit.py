@@ -1,13 +1,13 @@
 """The mirror tier of the audit: per source datacenter, topic and window of event time, the records the
 target acknowledged, published as AuditCount records to the target's audit topic.
 
-One audit.counting.AuditCounter per source cluster, with tier ``mirror``, the source's name as its
+One pipeline.auditing.counting.AuditCounter per source cluster, with tier ``mirror``, the source's name as its
 datacenter (so the counts line up with that datacenter's producer tier) and this mirror process as the
 host. A record's event time is its timestamp. A record mirrored twice (after a restart, from the last
 commit) is counted twice: duplicates show as a mirror count above the producer count of the window.
 Windows are published once their end has passed and nothing of them is in flight, and all of them at
-shutdown, by the retrying audit.counting.AuditPublisher. A record the target refused for good and the mirror
-quarantined is counted in a quarantine record (properties.quarantined = the reason), not as mirrored.
+shutdown, by the retrying pipeline.auditing.publisher.AuditPublisher. A record the target refused for good and the
+mirror quarantined is counted in a quarantine record (properties.quarantined = the reason), not as mirrored.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import socket
 from typing import Any, Iterable
 
-from audit.counting import AuditCounter, AuditPublisher
+from pipeline.auditing.counting import AuditCounter
+from pipeline.auditing.publisher import AuditPublisher
 from schemas.registry_client import SchemaRegistryClient
-from schemas.serde import event_key
+from schemas.serde import audit_count_encoder, event_key
 
 __all__ = ["MIRROR_TIER", "MirrorAudit"]
 
@@ -33,8 +34,8 @@ class MirrorAudit:
         self.counters = {name: AuditCounter(window_ms=window_ms, datacenter=name, application="mirror",
                                             tier=MIRROR_TIER) for name in sources}
         self.registry = SchemaRegistryClient(registry_url)
-        self.publisher = AuditPublisher(producer_config, self.registry, topic, published=metrics.audit_published,
-                                        failures=metrics.audit_failures)
+        self.publisher = AuditPublisher(producer_config, audit_count_encoder(self.registry, topic), topic,
+                                        published=metrics.audit_published, failures=metrics.audit_failures)
 
     def start(self) -> "MirrorAudit":
         self.publisher.start()

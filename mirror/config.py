@@ -11,7 +11,6 @@ mirror's guarantees rest on (acks=all, idempotence, no automatic acknowledgement
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -22,7 +21,6 @@ from pipeline.client.consumer_config import (
     StaticConnectorConfig,
 )
 from pipeline.client.producer_config import ProducerConfig
-from pipeline.client.topic_filter import Whitelist
 from pipeline.config import (
     INT32_MAX,
     Config,
@@ -35,42 +33,10 @@ from pipeline.config import (
     parse_regex,
     parse_str,
 )
+from pipeline.named_clusters import parse_sources
 from schemas.events import AUDIT_TOPIC
 
-__all__ = ["MIRROR_PROPERTIES", "MirrorConfig", "parse_sources", "topic_filter"]
-
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
-
-
-def parse_sources(text: str) -> dict[str, str]:
-    """``name=HOST:PORT[,HOST:PORT...][/CHROOT][,name=...]`` -> {name: connect string or broker list}; either
-    may hold commas (several servers), so a new source starts only where ``NAME=`` does."""
-    sources: dict[str, str] = {}
-    name: str | None = None
-    for part in (p.strip() for p in text.split(",")):
-        head, sep, rest = part.partition("=")
-        if sep and _NAME.fullmatch(head):
-            if head in sources:
-                raise ValueError(f"source {head!r} given twice")
-            name = head
-            sources[name] = rest.strip()
-        elif name is not None and part:
-            sources[name] += "," + part
-        elif part:
-            raise ValueError(f"expected NAME=HOST:PORT[/CHROOT], got {part!r}")
-    for source, connect in sources.items():
-        if not connect:
-            raise ValueError(f"source {source!r} has no servers")
-    return sources
-
-
-def topic_filter(whitelist: str, blacklist: str | None) -> Whitelist:
-    """The consumers' filter: topics the whitelist matches and the blacklist does not (whole names)."""
-    white = Whitelist(whitelist).regex
-    if not blacklist:
-        return Whitelist(white)
-    return Whitelist(f"(?!(?:{Whitelist(blacklist).regex})$)(?:{white})")
-
+__all__ = ["MIRROR_PROPERTIES", "MirrorConfig"]
 
 def _parse_names(text: str) -> tuple[str, ...]:
     return tuple(sorted({n.strip() for n in text.split(",") if n.strip()}))

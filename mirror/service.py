@@ -6,7 +6,7 @@ take over those of one that dies) and ``num.streams`` threads read its streams. 
 brokers is read whole by one process through a
 :class:`~pipeline.client.static_connector.StaticConsumerConnector`, its offsets in a file under state.dir. Each record goes to the
 target partition with the source partition's number, with its key, value, headers, timestamp and three
-lineage headers (:mod:`mirror.lineage`), through one async, idempotent, acks=all Producer.
+lineage headers (:mod:`pipeline.lineage`), through one async, idempotent, acks=all Producer.
 
 No loss: the connector never commits on its own (``acknowledge_on_next=False``); the mirror commits per
 source partition the lowest offset the target has not acknowledged (:mod:`mirror.tracker`), every
@@ -50,15 +50,16 @@ from pipeline.client.producer import CallbackHandler, MessageSizeTooLargeError, 
 from pipeline.client.rebalance import TopicPartition
 from pipeline.client.sender import ProducerBatch, is_record_refusal
 from pipeline.client.static_connector import StaticConsumerConnector
+from pipeline.client.topic_filter import whitelist_except
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
+from pipeline.lineage import lineage_headers, lineage_overhead
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.protocol.records import Header
 from pipeline.zk import layout
 from schemas.serde import event_key
 from mirror.audit import MirrorAudit
-from mirror.config import MirrorConfig, topic_filter
+from mirror.config import MirrorConfig
 from mirror.faults import dropped_event_ids
-from mirror.lineage import lineage_headers, lineage_overhead
 from mirror.metrics import MirrorMetrics
 from mirror.quarantine import MirrorQuarantine
 from mirror.topics import BrokerSourceTopics, MirrorTopicError, SourceTopics, TopicSync, ZooKeeperSourceTopics
@@ -259,7 +260,7 @@ class MirrorService(CallbackHandler):
             log.warning("no state.dir: a record the target refuses for good cannot be quarantined and stops the "
                         "mirror")
         self._start_audit()
-        topics = topic_filter(config["whitelist"], config["blacklist"])
+        topics = whitelist_except(config["whitelist"], config["blacklist"])
         for source in self._sources:
             streams = source.connector.create_message_streams_by_filter(topics, config["num.streams"])
             for index, stream in enumerate(streams):

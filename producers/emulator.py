@@ -4,10 +4,10 @@
 hands each to one async Producer (batching, compression), keyed by member id, encoded in the Confluent
 wire format with the id the registry gave the topic's schema. The producer's callback settles every
 event in the `AuditCounter` as acknowledged or failed; windows that closed are published as AuditCount
-records by the `AuditPublisher` thread (audit.counting), retried until the broker takes them: per (server, topic,
-window) the events created, acknowledged and failed (with the failed ids' sketch), as docs/accounting.md says. An
-event the producer refuses at send() already is failed too, with its id. With `created.log` set, every event
-created is also listed there (producers.created_log). Stopping (SIGTERM, or the duration) sends what is queued,
+records by the `AuditPublisher` thread (pipeline.auditing.publisher), retried until the broker takes them: per
+(server, topic, window) the events created, acknowledged and failed (with the failed ids' sketch), as
+docs/accounting.md says. An event the producer refuses at send() already is failed too, with its id. With
+`created.log` set, every event created is also listed there (producers.created_log). Stopping (SIGTERM, or the duration) sends what is queued,
 then publishes the counts of the windows still open.
 """
 
@@ -21,7 +21,8 @@ from typing import Any, Callable, Sequence
 
 from prometheus_client import start_http_server
 
-from audit.counting import AuditCounter, AuditPublisher
+from pipeline.auditing.counting import AuditCounter
+from pipeline.auditing.publisher import AuditPublisher
 from pipeline.client import Producer, ProducerData
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.encoder import Encoder
@@ -34,7 +35,7 @@ from producers.rate import RateController
 from producers.workload import Event, Workload
 from schemas.events import EVENT_TOPICS, load_schema
 from schemas.registry_client import SchemaRegistryClient
-from schemas.serde import AvroEncoder
+from schemas.serde import AvroEncoder, audit_count_encoder
 
 __all__ = ["EmulatedEvent", "EncodedEvents", "FrontendEmulator"]
 
@@ -133,7 +134,8 @@ class FrontendEmulator:
         publisher = AuditPublisher({k: v for k, v in producer_config.items()
                                     if k in ("metadata.broker.list", "zookeeper.connect", "client.id")}
                                    | {"request.required.acks": -1, "compression.codec": "none"},
-                                   self.registry, config["audit.topic"], published=self.metrics.audit_published,
+                                   audit_count_encoder(self.registry, config["audit.topic"]), config["audit.topic"],
+                                   published=self.metrics.audit_published,
                                    failures=self.metrics.audit_failures).start()
         producer = Producer({**producer_config, "serializer.class": EncodedEvents()}, _Settler(self.audit, self.metrics))
         log.info("emulating %d %s servers in %s at %.0f events/s%s", config["servers"], config["service"],

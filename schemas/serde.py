@@ -20,10 +20,11 @@ import fastavro
 from fastavro import schemaless_reader, schemaless_writer
 
 from pipeline.client.encoder import Encoder
-from schemas.events import subject_for
+from schemas.events import AUDIT_NAME, load_schema, subject_for
 from schemas.registry_client import SchemaRegistryClient
 
-__all__ = ["MAGIC_BYTE", "AvroDecoder", "AvroEncoder", "EventKey", "WireFormatError", "event_key", "schema_id_of"]
+__all__ = ["MAGIC_BYTE", "AvroDecoder", "AvroEncoder", "EventKey", "WireFormatError", "audit_count_encoder",
+           "event_key", "schema_id_of"]
 
 MAGIC_BYTE = 0
 _PREFIX = struct.Struct(">bI")
@@ -148,6 +149,11 @@ class AvroEncoder(Encoder):
         if len(self.schemas) != 1 or self.default_schema is not None:
             raise TypeError("AvroEncoder.encode needs the topic: use encode_for(topic, messages)")
         return self.encode_for(next(iter(self.schemas)), [message])[0]
+
+
+def audit_count_encoder(registry: SchemaRegistryClient, topic: str) -> AvroEncoder:
+    """The encoder of the AuditCount records a tier publishes to ``topic`` (pipeline.auditing.publisher)."""
+    return AvroEncoder(registry, {topic: load_schema(AUDIT_NAME)})
 
 
 class AvroDecoder:

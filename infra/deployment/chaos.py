@@ -30,7 +30,6 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.config import KafkaConfig
-from etl.report import FAILED
 from infra.deployment.data_drills import fill_disk, fill_disk_arguments, poison_record, poison_record_arguments
 from infra.deployment.drill_audit import AuditApi, wait_for_audit
 from infra.deployment.drill_context import (Context, DrillError, PartitionState, choose_broker, chosen_broker,
@@ -40,6 +39,7 @@ from infra.deployment.drill_context import (Context, DrillError, PartitionState,
 from infra.deployment.lifecycle import shown
 from infra.deployment.programs import Program, log_file
 from infra.deployment.topology import REPO_ROOT, ClusterSpec, Topology, load
+from pipeline.etl_runs import FAILED
 from pipeline.zk import layout
 
 __all__ = ["DRILLS", "Drill", "DrillError", "add_parser", "choose_broker", "expiring_pause_s", "group_members",

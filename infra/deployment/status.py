@@ -14,7 +14,7 @@ Where the figures come from:
   outside (the group's committed offsets in each source's ZooKeeper against the partitions' latest offsets), per
   source cluster. The mirror's own ``mirror_lag_records`` covers only the partitions it owns at the moment and
   vanishes with it; the outside view keeps counting while the mirror is down, which is when it matters.
-- the last ETL run: the run history in the warehouse (:class:`etl.history.RunHistory`).
+- the last ETL run: the run history in the warehouse (:class:`pipeline.etl_runs.RunHistory`).
 - audit: the audit's JSON API (``/api/settings`` and ``/api/windows``, whose summaries say per window its state,
   the tiers pending with their lag, and how many events are named lost, duplicated, unexpected and quarantined per
   tier).
@@ -199,8 +199,7 @@ def mirror_lag(topology: Topology) -> dict[str, float | None]:
 
 def last_etl_run(topology: Topology) -> dict[str, Any] | None:
     """The newest run in the ETL's history (None: no run recorded yet), with the start of the newest success."""
-    from etl.history import RunHistory
-    from etl.report import SUCCEEDED
+    from pipeline.etl_runs import SUCCEEDED, RunHistory
 
     group = topology.etl.settings.get("group.id", "etl")
     history = RunHistory(topology.warehouse, group)

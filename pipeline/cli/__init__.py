@@ -1,7 +1,8 @@
 """The command line `python -m pipeline`: topics, produce, consume, offsets, cluster and consumer groups.
 
 Each subcommand group lives in its own module and registers its parser here; common.py holds the
-shared options (--bootstrap-server, --zookeeper), exit codes and error reporting.
+shared options (--bootstrap-server, --zookeeper), exit codes and error reporting. Packages above pipeline add
+subcommands through the entry points of ``COMMANDS_GROUP`` (infra's `status` and `chaos`).
 """
 
 from __future__ import annotations
@@ -9,12 +10,21 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from importlib.metadata import EntryPoint, entry_points
 from typing import Sequence
 
-from pipeline.cli import cluster, consume, consumer_groups, deployment, offsets, produce, replication, topics
+from pipeline.cli import cluster, consume, consumer_groups, offsets, produce, replication, topics
 from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
+#: The entry-point group in which packages above pipeline register subcommands (infra: `status` and `chaos`); each
+#: entry names a module with the ``add_parser``/``run(argv)`` pair, ``run`` getting the arguments from its name on.
+COMMANDS_GROUP = "kafka_pipeline.commands"
+
+
+def registered_commands() -> dict[str, EntryPoint]:
+    """The subcommands other packages register, by name."""
+    return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, deployment):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication):
+        module.add_parser(subparsers, common)
+    # A module may register several subcommands (one entry each): its parsers are added once.
+    for module in dict.fromkeys(entry.load() for entry in registered_commands().values()):
         module.add_parser(subparsers, common)
     return parser
 
@@ -44,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the subcommand; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in deployment.COMMANDS:
-        return deployment.run(argv)
+    registered = registered_commands()
+    if argv and argv[0] in registered:
+        return registered[argv[0]].load().run(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     # kazoo reports every connection retry as a warning; the CLI reports failures itself, in one line.

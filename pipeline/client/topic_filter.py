@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 
-__all__ = ["TopicFilter", "Whitelist", "Blacklist", "topic_filter_from_registration"]
+__all__ = ["TopicFilter", "Whitelist", "Blacklist", "topic_filter_from_registration", "whitelist_except"]
 
 
 class TopicFilter(ABC):
@@ -69,6 +69,15 @@ class Blacklist(TopicFilter):
 
     def is_topic_allowed(self, topic: str, exclude_internal: bool = True) -> bool:
         return not self.matches(topic) and not (exclude_internal and _internal(topic))
+
+
+def whitelist_except(whitelist: str, blacklist: str | None) -> Whitelist:
+    """One filter of the topics ``whitelist`` matches and ``blacklist`` does not (whole names), as the mirror and
+    the ETL choose their topics."""
+    white = Whitelist(whitelist).regex
+    if not blacklist:
+        return Whitelist(white)
+    return Whitelist(f"(?!(?:{Whitelist(blacklist).regex})$)(?:{white})")
 
 
 def topic_filter_from_registration(pattern: str, regex: str) -> TopicFilter:

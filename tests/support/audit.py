@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
 from pipeline.client.producer import Producer, ProducerData
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS, load_schema
 from schemas.registry_client import SchemaRegistryClient

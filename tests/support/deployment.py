@@ -17,11 +17,11 @@ from typing import Any, Iterable, NamedTuple
 import pyarrow.dataset as ds
 import yaml
 
-from etl.query import tables
 from infra.deployment import clusters
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import Topology, load
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from pipeline.warehouse_state import live_files
 from schemas.events import EVENT_TOPICS
 from schemas.serde import event_key
 from tests.support.broker import REPO_ROOT
@@ -181,7 +181,7 @@ def warehouse_events(topology: Topology) -> list[tuple[tuple[str, str, int, int]
     """((source cluster, topic, source partition, source offset), eventId) of every warehouse row, duplicates kept:
     the rows of the live files the warehouse's snapshot lists (a compaction's replaced files stay on disk a while)."""
     rows = []
-    live = tables(topology.warehouse)
+    live = live_files(topology.warehouse)
     for topic in EVENT_TOPICS:
         if not live.get(topic):
             continue

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from etl.config import EtlConfig
-from etl.history import RunHistory
-from etl.report import FAILED, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
+from pipeline.etl_runs import FAILED, SUCCEEDED, RangeReport, RunHistory, RunReport, SkippedOffsets
 from tests.support.process import ChildProcess, python_env, python_module
 
 ROWS = 10

@@ -17,7 +17,7 @@ from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.producer import Producer, ProducerData
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.zk import layout
-from mirror.lineage import LINEAGE_HEADERS, Lineage, lineage_of
+from pipeline.lineage import LINEAGE_HEADERS, Lineage, lineage_of
 from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
 from tests.support.process import ChildProcess, python_env, python_module

@@ -11,9 +11,9 @@ from broker.log.log import parse_topic_partition
 from broker.server.connection_quotas import parse_overrides
 from etl.config import parse_duration
 from infra.prometheus.config import Target
-from mirror.config import parse_sources
 from pipeline.client.cluster import parse_broker_list
 from pipeline.config import ConfigError
+from pipeline.named_clusters import parse_sources
 from pipeline.zk.client import split_connect_string
 from pipeline.zk.server import parse_peers
 from schemas.registry.errors import RegistryError

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from etl.history import RunHistory
-from etl.report import SUCCEEDED, RangeReport, RunReport
+from pipeline.etl_runs import SUCCEEDED, RangeReport, RunHistory, RunReport
 from schemas.events import EVENT_TOPICS
 from tests.support.audit import (
     AuditProcess,

@@ -27,7 +27,7 @@ from audit.__main__ import main as audit_main
 from audit.config import AuditConfig
 from audit.http_api import AuditHttpServer
 from audit.service import AuditService
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
 from schemas.events import AUDIT_TOPIC, load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroEncoder

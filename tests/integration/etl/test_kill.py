@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from etl.history import RunHistory
 from etl.quarantine import quarantine_table
 from etl.store import Warehouse
+from pipeline.etl_runs import RunHistory
 from schemas.events import load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder

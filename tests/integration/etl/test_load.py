@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from audit.latency import LatencyBuckets
-from audit.sketch import EventSketch
-from etl.history import RunHistory
 from etl.job import EtlError, LockLost, run_once
 from etl.query import QueryError, show_query
-from etl.report import SkippedOffsets
 from etl.store import Warehouse
+from pipeline.auditing.latency import LatencyBuckets
+from pipeline.auditing.sketch import EventSketch
 from pipeline.client.simple_consumer import SimpleConsumer
+from pipeline.etl_runs import RunHistory, SkippedOffsets
 from schemas.events import AUDIT_TOPIC, load_schema
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder

@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 
 from etl.config import EtlConfig
 from etl.lock import EtlLock, LockWaitInterrupted, lock_path, run_locked
-from etl.report import SUCCEEDED, RunReport
+from pipeline.etl_runs import SUCCEEDED, RunReport
 from pipeline.zk.client import connect
 from pipeline.zk.server import ZooKeeperServer
 from tests.support.polling import wait_until

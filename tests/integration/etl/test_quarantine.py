@@ -18,13 +18,13 @@ import fastavro
 import pytest
 from pyspark.sql import SparkSession
 
-from audit.sketch import EventSketch
 from etl.__main__ import main as etl_main
 from etl.job import run_once
 from etl.quarantine import quarantine_table
 from etl.query import show_query
 from etl.replay import replay_quarantine
 from etl.store import Warehouse
+from pipeline.auditing.sketch import EventSketch
 from schemas.events import AUDIT_NAME, AUDIT_TOPIC, load_schema, subject_for
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder

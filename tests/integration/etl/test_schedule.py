@@ -13,9 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from etl.config import EtlConfig
-from etl.history import RunHistory
 from etl.lock import EtlLock
 from etl.schedule import Scheduler
+from pipeline.etl_runs import RunHistory
 from pipeline.zk.client import connect
 from tests.support.etl_schedule_jobs import (BYTES, ROWS, GatedJob, RecordingJob, ScheduleProcess, read_spans,
                                              started)

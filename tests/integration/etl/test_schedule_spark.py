@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from etl.history import RunHistory
+from pipeline.etl_runs import RunHistory
 from schemas.events import load_schema
 from tests.support.etl import EtlEnvironment, EtlProcess, expected_keys, page_views, warehouse_rows
 from tests.support.mirror import end_offsets

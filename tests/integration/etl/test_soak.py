@@ -31,10 +31,11 @@ from etl.config import EtlConfig
 from etl.load import staged_moves, table_schema
 from etl.maintenance import keep_warehouse
 from etl.plan import OffsetRange, PartitionBounds, loaded_ends, plan_ranges
-from etl.query import show_query, tables
-from etl.report import RunReport
+from etl.query import show_query
 from etl.spark import build_session, stop_session
 from etl.store import Manifest, Warehouse, new_run_id
+from pipeline.etl_runs import RunReport
+from pipeline.warehouse_state import live_files
 from schemas.events import load_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -179,7 +180,7 @@ def test_thousands_of_runs_keep_planning_manifests_and_files_per_partition_bound
             if number in (2 * UPKEEP_EVERY, RUNS):
                 counted, elapsed = _query_count(spark, warehouse_dir, "soak_views", capsys)
                 assert counted == sum(n for (topic, _), n in runs.rows.items() if topic == "soak_views")
-                queries.append((elapsed, sum(len(files) for files in tables(warehouse_dir).values())))
+                queries.append((elapsed, sum(len(files) for files in live_files(warehouse_dir).values())))
     total_s = time.perf_counter() - began
     assert runs.offsets.committed == runs.latest and warehouse.loaded() == runs.latest
     # Planning in the 200 runs after the first upkeep (retention reached: the steady state) and after the second,

@@ -9,7 +9,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder, event_key

@@ -10,7 +10,7 @@ import stat
 import urllib.request
 from pathlib import Path
 
-from mirror.lineage import lineage_of
+from pipeline.lineage import lineage_of
 from mirror.quarantine import read_quarantine
 from pipeline.client.admin import AdminClient
 from pipeline.client.producer import Producer, ProducerData

@@ -16,10 +16,10 @@ from typing import Iterator
 
 import pytest
 
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
+from pipeline.client.admin import AdminClient
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
-from pipeline.client.admin import AdminClient
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS, subject_for
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder, schema_id_of

@@ -8,8 +8,8 @@ import uuid
 
 import fastavro
 
-from audit.counting import AuditCounter
-from audit.sketch import EventSketch
+from pipeline.auditing.counting import AuditCounter
+from pipeline.auditing.sketch import EventSketch
 from schemas.events import parsed_schema
 from schemas.serde import event_key
 

@@ -9,7 +9,7 @@ from audit.__main__ import main, named_ids
 from audit.measures import failed_measure, quarantine_measure
 from audit.reconcile import TierCount, WindowKey, reconcile
 from audit.results import ResultLog, result_to_json
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
 
 START = 1_795_400_000_000  # 2026-11-23 02:13:20Z
 

@@ -13,7 +13,7 @@ from audit.measures import failed_measure, quarantine_measure
 from audit.reconcile import (COMPLETE, INCOMPLETE, PENDING, TIERS, TierCount, WindowKey, account, reconcile,
                              split_unexpected)
 from audit.results import result_from_json, result_to_json
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
 
 KEY = WindowKey("PageViewEvent", "dc1", 60_000, 120_000)
 

@@ -12,7 +12,7 @@ import pytest
 
 from audit.measures import failed_measure, parse_measure, quarantine_measure
 from audit.records import UnreadableRecord, read_audit_count
-from audit.sketch import EventSketch
+from pipeline.auditing.sketch import EventSketch
 
 WINDOW = 60_000
 

@@ -18,9 +18,9 @@ from audit.config import AuditConfig
 from audit.readiness import Follower, Readiness
 from audit.records import read_audit_count
 from audit.service import AuditService
-from audit.sketch import EventSketch
 from audit.state import CheckpointedCounts
 from audit.window_scan import Found
+from pipeline.auditing.sketch import EventSketch
 
 WINDOW = 1000
 GRACE = 2000

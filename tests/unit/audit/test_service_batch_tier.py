@@ -16,8 +16,7 @@ from audit.config import AuditConfig
 from audit.reconcile import INCOMPLETE, PENDING
 from audit.service import AuditService
 from audit.state import CheckpointedCounts
-from etl.history import RunHistory
-from etl.report import FAILED, SUCCEEDED, RunReport
+from pipeline.etl_runs import FAILED, SUCCEEDED, RunHistory, RunReport
 
 WINDOW = 1000
 GRACE = 2000

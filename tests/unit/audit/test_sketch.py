@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from audit.sketch import DEFAULT_CELLS_PER_TABLE, EventSketch, SketchError, id_bytes
+from pipeline.auditing.sketch import DEFAULT_CELLS_PER_TABLE, EventSketch, SketchError, id_bytes
 
 
 def ids(rng: random.Random, n: int) -> list[str]:

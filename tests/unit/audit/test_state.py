@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 import audit.state
-from audit.sketch import EventSketch
 from audit.state import CheckpointedCounts, CountKey
+from pipeline.auditing.sketch import EventSketch
 
 NOW = 1_700_000_000_000
 RETAIN = 6 * 3_600_000

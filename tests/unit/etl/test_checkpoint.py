@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from etl import checkpoint as checkpoint_module
-from etl.checkpoint import Checkpoint, HourPartition, hour_partition_of
 from etl.commit import Committer
 from etl.compaction import compaction_plan
 from etl.config import EtlConfig
 from etl.files import private_directory, write_atomically
 from etl.maintenance import keep_warehouse
 from etl.plan import OffsetRange
-from etl.report import RunReport
 from etl.store import Journal, Manifest, Move, Warehouse, new_run_id
+from pipeline import warehouse_state as checkpoint_module
+from pipeline.etl_runs import RunReport
+from pipeline.warehouse_state import Checkpoint, HourPartition, hour_partition_of
 
 HOUR = 3600.0
 #: 2023-11-14 22:00 UTC.

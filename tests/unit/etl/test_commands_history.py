@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from etl.commands import add_history_parser, add_schedule_parser, schedule_config
-from etl.history import RunHistory
-from etl.report import FAILED, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
 from etl.schedule import one_line
+from pipeline.etl_runs import FAILED, SUCCEEDED, RangeReport, RunHistory, RunReport, SkippedOffsets
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -7,9 +7,17 @@ import urllib.request
 from pathlib import Path
 
 from etl.config import EtlConfig
-from etl.history import RunHistory
 from etl.metrics import EtlMetrics
-from etl.report import FAILED, NOTHING_NEW, PARTIAL, SUCCEEDED, RangeReport, RunReport, SkippedOffsets
+from pipeline.etl_runs import (
+    FAILED,
+    NOTHING_NEW,
+    PARTIAL,
+    SUCCEEDED,
+    RangeReport,
+    RunHistory,
+    RunReport,
+    SkippedOffsets,
+)
 
 GROUP = "g"
 

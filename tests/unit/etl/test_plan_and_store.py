@@ -13,8 +13,8 @@ from pyspark.sql import types as T
 from etl.avro_types import UnsupportedSchema, raw_arrow_schema, spark_schema, without_logical_types
 from etl.load import ColumnClash, table_schema
 from etl.plan import EtlError, OffsetRange, OutOfRangeError, PartitionBounds, plan_ranges
-from etl.report import SkippedOffsets
 from etl.store import Journal, Manifest, Move, RunInProgress, Warehouse, new_run_id
+from pipeline.etl_runs import SkippedOffsets
 from schemas.events import load_schema
 
 

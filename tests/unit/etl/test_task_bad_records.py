@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from audit.latency import LatencyBuckets
-from audit.sketch import EventSketch
 from etl.audit_counts import AuditCounts
+from pipeline.auditing.latency import LatencyBuckets
+from pipeline.auditing.sketch import EventSketch
 from etl.quarantine import (
     NOT_WIRE_FORMAT,
     NULL_VALUE,
@@ -34,7 +34,7 @@ from etl.quarantine import (
     quarantined_row,
 )
 from etl.task import Decoder, RowBuilder, _sketch_text, convertible
-from mirror.lineage import Lineage
+from pipeline.lineage import Lineage
 from schemas.events import load_schema
 from schemas.registry_client import RegisteredSchema, SchemaRegistryError
 

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from mirror.__main__ import main
-from mirror.config import MirrorConfig, parse_sources, topic_filter
-from mirror.lineage import Lineage, lineage_headers, lineage_of
+from mirror.config import MirrorConfig
+from pipeline.client.topic_filter import whitelist_except
 from pipeline.config import ConfigError
+from pipeline.lineage import Lineage, lineage_headers, lineage_of
+from pipeline.named_clusters import parse_sources
 
 BASE = {"source.clusters": "dc1=zk1:2181/dc1", "target.zookeeper.connect": "zk:2181/offline", "whitelist": "ev.*"}
 
@@ -39,7 +41,7 @@ def test_the_guarantees_cannot_be_configured_away_and_other_properties_pass_thro
 
 
 def test_the_topic_filter_takes_whitelisted_names_the_blacklist_does_not_match() -> None:
-    chosen = topic_filter("events.*,logs", "events-private.*")
+    chosen = whitelist_except("events.*,logs", "events-private.*")
     assert [t for t in ("events-a", "events-private-x", "logs", "logsx") if chosen.is_topic_allowed(t)] == \
         ["events-a", "logs"]
 

@@ -7,10 +7,10 @@ import os
 import stat
 import uuid
 
-from audit.sketch import EventSketch
 from mirror.audit import MirrorAudit
 from mirror.metrics import MirrorMetrics
 from mirror.quarantine import MirrorQuarantine, read_quarantine, reason_of
+from pipeline.auditing.sketch import EventSketch
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 

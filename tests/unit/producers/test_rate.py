@@ -7,11 +7,11 @@ import threading
 import fastavro
 import pytest
 
-from audit.counting import AuditCounter
-from audit.latency import LatencyBuckets
+from pipeline.auditing.counting import AuditCounter
+from pipeline.auditing.latency import LatencyBuckets
+from pipeline.config import ConfigError
 from producers.config import EmulatorConfig
 from producers.rate import RateController
-from pipeline.config import ConfigError
 from schemas.events import parsed_schema
 
 
@@ -238,7 +238,7 @@ def test_the_producer_tier_counts_every_event_created_and_names_the_failed_ones(
     import base64
     import uuid
 
-    from audit.sketch import EventSketch
+    from pipeline.auditing.sketch import EventSketch
 
     audit = counter()
     acked, failed = [str(uuid.uuid4()) for _ in range(4)], [str(uuid.uuid4()) for _ in range(3)]
@@ -261,7 +261,7 @@ def test_the_producer_tier_counts_every_event_created_and_names_the_failed_ones(
 def test_quarantined_records_are_counted_in_quarantine_records_per_reason() -> None:
     import uuid
 
-    from audit.sketch import EventSketch
+    from pipeline.auditing.sketch import EventSketch
 
     audit = AuditCounter(window_ms=1_000, datacenter="dc1", application="mirror", tier="mirror")
     named = [str(uuid.uuid4()) for _ in range(2)]
@@ -290,7 +290,7 @@ def test_an_event_refused_at_send_is_counted_failed_with_its_id_and_every_event_
     import os
     import stat
 
-    from audit.sketch import EventSketch
+    from pipeline.auditing.sketch import EventSketch
     from pipeline.client.errors import KafkaClientError
     from producers.created_log import CreatedLog
     from producers.emulator import FrontendEmulator, settle
@@ -326,13 +326,15 @@ def test_an_event_refused_at_send_is_counted_failed_with_its_id_and_every_event_
 def test_audit_counts_are_published_with_acks_all_and_idempotence_by_default() -> None:
     from prometheus_client import CollectorRegistry, Counter
 
-    from audit.counting import AuditPublisher
+    from pipeline.auditing.publisher import AuditPublisher
     from schemas.registry_client import SchemaRegistryClient
+    from schemas.serde import audit_count_encoder
 
     registry = CollectorRegistry()
     metrics = {"published": Counter("p", "p", registry=registry), "failures": Counter("f", "f", registry=registry)}
     client = SchemaRegistryClient("http://127.0.0.1:9")
-    publisher = AuditPublisher({"metadata.broker.list": "127.0.0.1:9"}, client, "AuditCount", **metrics)
+    publisher = AuditPublisher({"metadata.broker.list": "127.0.0.1:9"}, audit_count_encoder(client, "AuditCount"),
+                               "AuditCount", **metrics)
     try:
         config = publisher.producer.config
         assert config.acks == -1 and config.idempotent and config.delivery_timeout_s == 10.0

@@ -1,4 +1,5 @@
-"""Exact lineage: every mirrored record carries where it came from in three record headers.
+"""Exact lineage: every mirrored record carries where it came from in three record headers (the mirror writes them,
+the ETL reads them into its lineage columns).
 
 ``mirror.cluster`` (the source cluster's name), ``mirror.partition`` and ``mirror.offset`` (decimal ASCII)
 are appended to the record's own headers; headers of those names that the record already had (a record

@@ -1,5 +1,6 @@
 """The warehouse's live state, folded: where each partition's loaded offsets end and which files make up the tables
-and the quarantine, so that planning and readers read a bounded amount whatever the history.
+and the quarantine, so that planning and readers read a bounded amount whatever the history. The ETL writes it;
+its readers (``etl query``, ``audit trace``) list the live files with :func:`live_files`.
 
     WAREHOUSE/_etl/<group>/checkpoint.json    the state of every manifest folded so far
     WAREHOUSE/_etl/<group>/manifests/<run>.json    published commits not folded yet (usually none or one)
@@ -39,14 +40,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from etl.files import fsync_directory, read_json, write_atomically
+from pipeline.durable_file import fsync_dir, make_private_dir, write_atomically
 
-__all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "HourPartition", "QUARANTINE_DIR", "Snapshot", "SnapshotChanged",
-           "hour_partition_of", "read_snapshot"]
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "Checkpoint", "HourPartition", "MANIFESTS_NAME", "QUARANTINE_DIR",
+           "Snapshot", "SnapshotChanged", "group_directory", "hour_partition_of", "live_files", "read_snapshot"]
 
 CHECKPOINT_FORMAT = 1
 #: The warehouse directory of the quarantine table (one subdirectory per topic).
 QUARANTINE_DIR = "_quarantine"
+#: An ETL group's checkpoint file and manifest directory, in its directory (:func:`group_directory`).
+CHECKPOINT_NAME = "checkpoint.json"
+MANIFESTS_NAME = "manifests"
 _HOUR_DIRECTORY = re.compile(r"date=([0-9]{4}-[0-9]{2}-[0-9]{2})/hour=([0-9]{1,2})")
 _ATTEMPTS = 20
 
@@ -138,7 +142,8 @@ class Checkpoint:
             return cls()
 
     def write(self, path: Path) -> None:
-        write_atomically(path, self.as_dict())
+        make_private_dir(path.parent)
+        write_atomically(path, json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":")).encode(), mode=0o600)
 
 
 @dataclass
@@ -172,6 +177,28 @@ class Snapshot:
             if partition is not None and partition.quarantine == quarantine:
                 found.setdefault(partition.topic, []).append(path)
         return found
+
+
+def group_directory(warehouse: Path, group: str) -> Path:
+    """The directory of one ETL group's state in ``warehouse``."""
+    return warehouse / "_etl" / group
+
+
+def live_files(warehouse: Path) -> dict[str, list[Path]]:
+    """The live files of each table of ``warehouse``, by topic in name order (the quarantine's under
+    ``_quarantine``): the snapshots of every ETL group that loads into it."""
+    found: dict[str, set[str]] = {}
+    groups = warehouse / "_etl"
+    for group in sorted(groups.iterdir()) if groups.is_dir() else ():
+        if not group.is_dir():
+            continue
+        state = group_directory(warehouse.absolute(), group.name)
+        snapshot = read_snapshot(state / CHECKPOINT_NAME, state / MANIFESTS_NAME)
+        for topic, files in snapshot.table_files().items():
+            found.setdefault(topic, set()).update(files)
+        for files in snapshot.quarantine_files().values():
+            found.setdefault(QUARANTINE_DIR, set()).update(files)
+    return {topic: [warehouse / f for f in sorted(files)] for topic, files in sorted(found.items())}
 
 
 def manifest_files(directory: Path) -> list[Path]:
@@ -244,6 +271,11 @@ def fold(checkpoint_path: Path, manifests: Path, *, now: float, keep_obsolete_s:
         path.unlink(missing_ok=True)
     if on_disk:
         # A manifest whose removal a power cut undid would be folded again after `folded` forgot it.
-        fsync_directory(manifests)
+        fsync_dir(manifests)
     return checkpoint, applied
 
+
+def read_json(path: Path) -> Any:
+    """The JSON document in ``path`` (a checkpoint, a manifest)."""
+    with open(path) as source:
+        return json.load(source)

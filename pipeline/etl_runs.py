@@ -1,18 +1,27 @@
-"""What one ETL run did: its ranges, rows, bytes, duration, outcome and error, the topics it could not load, the
-records it quarantined and the warehouse's maintenance, as recorded in the run history.
+"""The ETL's run history, the contract between the ETL (which records each run) and its readers (the audit, the
+deployment's status, ``python -m etl history``): what one run did -- its ranges, rows, bytes, duration, outcome and
+error, the topics it could not load, the records it quarantined and the warehouse's maintenance -- and where and how
+each finished run is kept: one JSON file per run under ``WAREHOUSE/_etl/GROUP/history``, newest kept.
 
 Outcomes: ``succeeded`` (new offsets loaded), ``nothing-new``, ``partial`` (every topic was loaded but those named
 in ``topic_errors``, which are loaded again by the next run), ``failed`` (nothing was published, or the run could
 not finish its maintenance; ``error`` says why).
+
+A run's file is written atomically and owner-only, so a reader never sees half a report; a driver killed while
+writing leaves at most a stray temporary file, ignored and cleaned up by the next record.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["FAILED", "NOTHING_NEW", "OUTCOMES", "PARTIAL", "RangeReport", "RunReport", "SUCCEEDED", "SkippedOffsets"]
+from pipeline.durable_file import make_private_dir, write_atomically
+
+__all__ = ["FAILED", "NOTHING_NEW", "OUTCOMES", "PARTIAL", "RangeReport", "RunHistory", "RunReport", "SUCCEEDED",
+           "SkippedOffsets"]
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
@@ -101,3 +110,39 @@ class RunReport:
         data["ranges"] = [RangeReport(**r) for r in data.get("ranges", [])]
         data["skipped"] = [SkippedOffsets(**s) for s in data.get("skipped", [])]
         return cls(**data)
+
+
+class RunHistory:
+    """Records finished runs and lists them, newest first."""
+
+    def __init__(self, warehouse: str | Path, group: str, keep: int = 1000) -> None:
+        self.directory = Path(warehouse) / "_etl" / group / "history"
+        self.keep = keep
+
+    def record(self, report: RunReport) -> Path:
+        """Store ``report`` (a finished run) and delete the oldest entries beyond ``keep``."""
+        if report.finished_at is None:
+            raise ValueError(f"run {report.run_id} has not finished")
+        make_private_dir(self.directory)
+        path = self.directory / f"{int(report.started_at * 1000):015d}-{report.run_id}.json"
+        write_atomically(path, report.to_json().encode(), mode=0o600)
+        for old in self._files()[self.keep:]:
+            old.unlink(missing_ok=True)
+        for stray in self.directory.glob("*.json.tmp"):
+            stray.unlink(missing_ok=True)
+        return path
+
+    def runs(self, limit: int | None = None) -> list[RunReport]:
+        """The recorded runs, newest first (at most ``limit``)."""
+        files = self._files()
+        if limit is not None:
+            files = files[:limit]
+        return [RunReport.from_json(f.read_text()) for f in files]
+
+    def last_success(self) -> RunReport | None:
+        return next((r for r in self.runs() if r.outcome == SUCCEEDED), None)
+
+    def _files(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob("*.json"), reverse=True)

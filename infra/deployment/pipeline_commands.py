@@ -1,7 +1,9 @@
 """`status` and `chaos`: the deployment of `make pipeline-up`, seen and shaken from the pipeline's command line.
 
-Both hand their arguments to `python -m infra.deployment` (the deployment layer above the clients), imported only
-when one of them runs, so that the other subcommands start as fast as before.
+infra registers this module in the entry-point group ``kafka_pipeline.commands`` (pyproject.toml), which
+`python -m pipeline` reads, so that pipeline, below infra, never imports it. Both subcommands hand their arguments
+to `python -m infra.deployment`'s parser, imported only when one of them runs, so that the other subcommands start
+as fast as before.
 """
 
 from __future__ import annotations

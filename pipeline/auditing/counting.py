@@ -6,44 +6,32 @@ in: in flight when handed to the producer, then acknowledged (with its encoded s
 closes once the clock has passed its end and none of its events is still in flight, or, with a settle time, once
 it ended that long ago even with events still in flight (a broker outage the producer rides out for up to its
 delivery timeout must not make the window's count late); `close_windows` then returns one AuditCount record per
-(server, topic, window): `count`/`bytes`/`sketch` the acknowledged events (the sketch, :mod:`audit.sketch`, once
-the tier knows its events' ids), and in `properties` the events `created`, the `failed` ones and their
-`failedBytes` apart, never as acknowledged, with `failedSketch` (base64 of the failed ids' sketch) when any failed
-with a known id, and `unsettled`, the change in the events still in flight. A window closed with events in flight
+(server, topic, window): `count`/`bytes`/`sketch` the acknowledged events (the sketch,
+:mod:`pipeline.auditing.sketch`, once the tier knows its events' ids), and in `properties` the events `created`,
+the `failed` ones and their `failedBytes` apart, never as acknowledged, with `failedSketch` (base64 of the failed
+ids' sketch) when any failed with a known id, and `unsettled`, the change in the events still in flight. A window closed with events in flight
 stays counted: each later pass that saw some of them settle returns another record of what changed since (the
 records of a window add up, `unsettled` included, so their sum says how many are still in flight: while it is not
 zero the audit holds the producer tier of the window pending).
 A record set aside for good (`quarantined`, e.g. one the mirror's target refuses) is counted in a quarantine
 record of its own per (server, topic, window, reason): `count`/`sketch` the quarantined records with an event
 id, `properties.quarantined` the reason, `properties.withoutId` those without an id.
-`AuditPublisher` sends those records to the audit topic, retrying until the broker takes them. The
-frontend emulators count as tier `producer`, the mirror as tier `mirror`.
+:mod:`pipeline.auditing.publisher` sends those records to the audit topic. The frontend emulators count as tier
+`producer`, the mirror as tier `mirror`.
 """
 
 from __future__ import annotations
 
 import base64
-import logging
-import queue
 import threading
 import time
 import uuid
 from typing import Any, Mapping, Sequence
 
-from prometheus_client import Counter
+from pipeline.auditing.latency import LatencyBuckets
+from pipeline.auditing.sketch import EventSketch
 
-from audit.latency import LatencyBuckets
-from audit.sketch import EventSketch
-from pipeline.client import Producer, ProducerData
-from pipeline.client.errors import KafkaClientError
-from pipeline.protocol.errors import KafkaProtocolError
-from schemas.events import AUDIT_NAME, load_schema
-from schemas.registry_client import SchemaRegistryClient
-from schemas.serde import AvroEncoder
-
-__all__ = ["AuditCounter", "AuditPublisher", "PRODUCER_TIER", "PUBLISHER_PRODUCER_DEFAULTS", "quarantine_record"]
-
-log = logging.getLogger(__name__)
+__all__ = ["AuditCounter", "PRODUCER_TIER", "quarantine_record"]
 
 PRODUCER_TIER = "producer"
 
@@ -58,11 +46,11 @@ class _Window:
         self.created = self.reported_in_flight = 0
         #: Whether a record of the window was returned already (then only what changes is).
         self.reported = False
-        #: The acknowledged events' ids, once ids are given (audit.sketch).
+        #: The acknowledged events' ids, once ids are given (pipeline.auditing.sketch).
         self.sketch: EventSketch | None = None
         #: The ids of the events that failed for good, once ids are given.
         self.failed_sketch: EventSketch | None = None
-        #: How long after its event time each acknowledged event was acknowledged (audit.latency).
+        #: How long after its event time each acknowledged event was acknowledged (pipeline.auditing.latency).
         self.latency = LatencyBuckets()
 
 
@@ -261,89 +249,3 @@ class AuditCounter:
                 "host": server, "datacenter": self.datacenter, "application": self.application,
                 "count": window.count, "bytes": window.bytes,
                 "sketch": None if window.sketch is None else window.sketch.to_bytes(), "properties": properties}
-
-
-# The publishers' producer, unless the caller says otherwise: acks=all and idempotent (a retried publish is stored
-# once), each attempt bounded by a short delivery timeout since the publisher's own loop retries for ever.
-PUBLISHER_PRODUCER_DEFAULTS: dict[str, Any] = {"request.required.acks": -1, "enable.idempotence": True,
-                                               "request.timeout.ms": 5000, "delivery.timeout.ms": 10000}
-
-
-class AuditPublisher:
-    """A thread that publishes AuditCount records to the audit topic, retrying what the broker refused; its
-    producer settings are ``config`` over :data:`PUBLISHER_PRODUCER_DEFAULTS`."""
-
-    def __init__(self, config: dict[str, Any], registry: SchemaRegistryClient, topic: str, *,
-                 published: Counter, failures: Counter, retry_backoff_s: float = 1.0) -> None:
-        self.topic = topic
-        self.published_total = published
-        self.failures_total = failures
-        self.retry_backoff_s = retry_backoff_s
-        self.encoder = AvroEncoder(registry, {topic: load_schema(AUDIT_NAME)})
-        self.producer = Producer({**PUBLISHER_PRODUCER_DEFAULTS, **config, "producer.type": "sync",
-                                  "serializer.class": self.encoder})
-        self.published = 0
-        self._pending: list[dict[str, Any]] = []
-        self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
-        self._give_up = threading.Event()
-        self._enqueued = 0
-        self._published_changed = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="audit-publisher", daemon=True)
-
-    def start(self) -> "AuditPublisher":
-        self.encoder.writer_for(self.topic)
-        self._thread.start()
-        return self
-
-    def publish(self, records: list[dict[str, Any]]) -> int:
-        """Queue ``records``; the number of records queued so far, for ``wait_published``."""
-        with self._published_changed:
-            if records:
-                self._enqueued += len(records)
-                self._queue.put(records)
-            return self._enqueued
-
-    def wait_published(self, upto: int, timeout_s: float) -> bool:
-        """Wait until the first ``upto`` records queued are published (True), or ``timeout_s`` passes (False)."""
-        with self._published_changed:
-            return self._published_changed.wait_for(lambda: self.published >= upto, timeout_s)
-
-    def close(self, timeout_s: float) -> int:
-        """Publish what is queued, retrying for at most `timeout_s`; the number of records left unpublished."""
-        self._queue.put(None)
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            self._give_up.set()
-            self._thread.join()
-        left = len(self._pending) + sum(len(batch) for batch in self._queue.queue if batch)
-        self.producer.close()
-        return left
-
-    def _run(self) -> None:
-        closing = False
-        while not (closing and not self._pending):
-            try:
-                item = self._queue.get(block=not self._pending and not closing)
-                while True:
-                    if item is None:
-                        closing = True
-                    else:
-                        self._pending.extend(item)
-                    item = self._queue.get_nowait()
-            except queue.Empty:
-                pass
-            if not self._pending:
-                continue
-            try:
-                self.producer.send([ProducerData(self.topic, r["topic"].encode(), [r]) for r in self._pending])
-            except (KafkaClientError, KafkaProtocolError) as exc:
-                self.failures_total.inc()
-                log.warning("could not publish %d audit counts (will retry): %s", len(self._pending), exc)
-                if self._give_up.wait(self.retry_backoff_s):
-                    return
-                continue
-            with self._published_changed:
-                self.published += len(self._pending)
-                self._published_changed.notify_all()
-            self.published_total.inc(len(self._pending))
-            self._pending = []
