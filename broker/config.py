@@ -11,8 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from broker.log.faults import PAUSE_POINTS
-from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig, parse_cleanup_policy
+from broker.log.log_config import (
+    CLEANER_PAUSE_POINTS,
+    MIN_INDEX_BYTES,
+    MIN_SEGMENT_BYTES,
+    LogConfig,
+    parse_cleanup_policy,
+)
 from pipeline.config import (
     INT32_MAX,
     INT64_MAX,
@@ -28,6 +33,7 @@ from pipeline.config import (
     parse_str as _str,
     read_properties_file,
 )
+from pipeline.testing_faults import testing_properties
 
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
@@ -171,13 +177,7 @@ PROPERTIES: tuple[Property, ...] = (
              "How long a tombstone stays after the segment holding it was cleaned.", at_least=0, at_most=INT64_MAX),
     Property("log.cleaner.backoff.ms", int, 15000, "The cleaner's sleep when no log needs cleaning.",
              at_least=0, at_most=INT64_MAX),
-    # Fault injection, for tests only (broker.log.faults).
-    Property("log.cleaner.fault.pause.at", parse_choice("", *PAUSE_POINTS), "",
-             "Tests only (fault injection): a cleaning pass stops dead at this point (" + ", ".join(PAUSE_POINTS)
-             + "), after writing log.cleaner.fault.pause.file, for a test to kill the broker exactly there (empty: "
-             "never)."),
-    Property("log.cleaner.fault.pause.file", _str, "",
-             "Tests only (fault injection): the file a paused cleaning pass writes \"<pid> <point>\" to first."),
+    *testing_properties(CLEANER_PAUSE_POINTS),
     Property("group.min.session.timeout.ms", int, 6000, "Shortest session timeout a group member may ask for.",
              at_least=1, at_most=INT32_MAX),
     Property("group.max.session.timeout.ms", int, 1800000, "Longest session timeout a group member may ask for.",

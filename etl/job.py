@@ -34,7 +34,6 @@ from etl.audit_counts import WAREHOUSE_TIER, AuditCounts
 from etl.avro_types import UnsupportedSchema
 from etl.commit import Committer, LockLost, OfflineCluster
 from etl.config import EtlConfig
-from etl.faults import Faults, configure
 from etl.files import fsync_file
 from etl.history import RunHistory
 from etl.load import ColumnClash, load_topic, staged_moves, staged_quarantine_moves
@@ -45,6 +44,7 @@ from etl.store import Manifest, Move, RunInProgress, Warehouse, new_run_id
 from etl.task import TASK_ERROR, StatsParam, TaskContext
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.testing_faults import Faults
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 
@@ -321,7 +321,6 @@ def run_once(config: EtlConfig, spark: SparkSession | Callable[[], SparkSession]
     A topic that cannot be loaded makes the run ``partial`` (returned, the topics in ``topic_errors``); any other
     failure raises an EtlError after recording a failed run.
     """
-    configure(Faults.of(config))
     run = _Run(config, spark, on_progress, still_locked)
     report = run.report
     history = RunHistory(config.warehouse, run.group, config["history.keep"])

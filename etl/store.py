@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from etl.checkpoint import QUARANTINE_DIR, Checkpoint, Snapshot, fold, manifest_files, read_snapshot
-from etl.faults import pause_at
 from etl.files import fsync_directory, private_directory, read_json, write_atomically
 from etl.plan import OffsetRange
 from etl.report import SkippedOffsets
+from pipeline.testing_faults import Faults
 
 __all__ = ["LOAD", "Journal", "Manifest", "Move", "RunInProgress", "Warehouse", "new_run_id"]
 
@@ -204,7 +204,7 @@ class Warehouse:
             return []
         return [Journal.from_dict(read_json(p)) for p in sorted(self.journals.glob("*.json"))]
 
-    def publish(self, journal: Journal) -> None:
+    def publish(self, journal: Journal, faults: Faults = Faults()) -> None:
         """Make the journal's moves (those not made yet) and write its manifest: the commit point.
 
         Idempotent, so a journal left by a dead run is rolled forward by calling it again.
@@ -219,7 +219,7 @@ class Warehouse:
                 private_directory(published.parent)
                 os.replace(staged, published)
                 directories.add(published.parent)
-                pause_at("publishing")
+                faults.pause("publishing")
             elif not published.exists():
                 raise FileNotFoundError(f"run {manifest.run_id}: neither the staged file {staged} nor the published "
                                         f"{published} exists; the warehouse was changed by hand")

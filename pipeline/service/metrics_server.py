@@ -1,0 +1,58 @@
+"""The one way a service serves Prometheus's /metrics: prometheus_client's HTTP server, on a thread of its own,
+bound to the configured host and port.
+
+The audit is the exception by design: its /metrics is a route of its aiohttp app on the one port that also serves
+the dashboard and the JSON API, because /metrics answers 503 there once a reader stopped (as /api/health does),
+and a second port would change what the deployment scrapes.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+__all__ = ["MetricsServer", "serve_metrics", "serving_metrics"]
+
+log = logging.getLogger(__name__)
+
+
+class MetricsServer:
+    """A running /metrics endpoint; :meth:`close` stops it (also as a context manager)."""
+
+    def __init__(self, server: Any, thread: Any) -> None:
+        self._server = server
+        self._thread = thread
+        self.port: int = server.server_address[1]
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> "MetricsServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
+    """Serve ``registry`` at http://host:port/metrics from a thread until closed. Port 0 picks a free one."""
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    served = MetricsServer(server, thread)
+    log.info("serving Prometheus metrics at http://%s:%d/metrics", host, served.port)
+    return served
+
+
+@contextmanager
+def serving_metrics(registry: CollectorRegistry, host: str, port: int | None) -> Iterator[MetricsServer | None]:
+    """Serve ``registry`` while the block runs, when ``port`` is set (a metrics.port setting); None otherwise."""
+    if port is None:
+        yield None
+        return
+    with serve_metrics(registry, host, port) as served:
+        yield served
