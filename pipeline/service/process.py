@@ -22,9 +22,10 @@ def write_owner_only() -> int:
 
 
 def log_to_stderr(level: int | str = logging.INFO, quiet: Iterable[str] = ("kazoo", "httpx")) -> None:
-    """Log at ``level`` to stderr; the libraries in ``quiet`` (every ZooKeeper session, every HTTP request
-    they make) only from WARNING."""
-    logging.basicConfig(level=level.upper() if isinstance(level, str) else level, stream=sys.stderr,
-                        format=LOG_FORMAT)
+    """Log at ``level`` to stderr (called again: only the level changes); the libraries in ``quiet`` (every
+    ZooKeeper session, every HTTP request they make) only from WARNING."""
+    level = level.upper() if isinstance(level, str) else level
+    logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT)
+    logging.getLogger().setLevel(level)
     for name in quiet:
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -23,8 +23,8 @@ from pipeline.service.process import log_to_stderr, write_owner_only
 from pipeline.service.settings import print_settings_table
 from pipeline.service.signals import stop_on_signals, stop_on_signals_async
 
-__all__ = ["BAD_SETTINGS", "EXIT_BAD_SETTINGS", "EXIT_FAILED", "EXIT_OK", "RUN", "Service", "fail", "main",
-           "run_asyncio", "run_threaded"]
+__all__ = ["BAD_SETTINGS", "EXIT_BAD_SETTINGS", "EXIT_FAILED", "EXIT_OK", "RUN", "Service", "command_line", "fail",
+           "main", "parse", "run_asyncio", "run_threaded"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -41,19 +41,31 @@ def fail(prog: str, error: BaseException | str, code: int) -> int:
     return code
 
 
-def main(prog: str, description: str, commands: Iterable[Callable[[Any], Any]], argv: Sequence[str] | None = None,
-         *, default: str | None = RUN, epilog: str | None = None) -> int:
-    """Parse ``argv`` (default: the process's) with ``commands`` registered and run the chosen one; ``default``
-    is the subcommand of a command line that names none."""
+def command_line(prog: str, description: str, commands: Iterable[Callable[[Any], Any]],
+                 epilog: str | None = None) -> argparse.ArgumentParser:
+    """A service's parser with ``commands`` registered (each an ``add_parser(subparsers)``)."""
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     for add_parser in commands:
         add_parser(subparsers)
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *,
+          default: str | None = RUN) -> argparse.Namespace:
+    """Parse ``argv`` (None: the process's); ``default`` is the subcommand of a command line that names none."""
     given = list(sys.argv[1:] if argv is None else argv)
-    if default is not None and (not given or given[0] not in subparsers.choices and given[0] not in ("-h", "--help")):
+    choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    if default is not None and (not given or given[0] not in choices and given[0] not in ("-h", "--help")):
         given.insert(0, default)
-    args = parser.parse_args(given)
+    return parser.parse_args(given)
+
+
+def main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, default: str | None = RUN) -> int:
+    """Run the subcommand ``argv`` names (see :func:`parse`), logging to stderr; its exit code."""
+    args = parse(parser, argv, default=default)
+    log_to_stderr()
     return args.command(args)
 
 
