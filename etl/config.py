@@ -1,5 +1,5 @@
 """The ETL's configuration table: what a properties file (``--config``), ``--set KEY=VALUE`` or the command
-line sets, for a single run (``python -m etl run``) and for the scheduler (``python -m etl schedule``).
+line sets, for a single run (``python -m etl load``) and for the scheduler (``python -m etl run``).
 
 Spark settings pass through with their own names (``spark.executor.memory=2g``, ``spark.sql.shuffle.partitions=8``)
 and go to the SparkSession builder; ``spark.master`` is ``local[*]`` unless given (``--master``), and a

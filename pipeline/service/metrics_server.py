@@ -25,7 +25,8 @@ class MetricsServer:
     def __init__(self, server: Any, thread: Any) -> None:
         self._server = server
         self._thread = thread
-        self.port: int = server.server_address[1]
+        self.address: tuple[str, int] = tuple(server.server_address[:2])  # type: ignore[assignment]
+        self.port: int = self.address[1]
 
     def close(self) -> None:
         if self._server is not None:

@@ -86,11 +86,11 @@ def _prepare(service: Service, args: argparse.Namespace) -> Config | int:
     if args.help_config:
         print_settings_table(service.table)
         return EXIT_OK
-    write_owner_only()
     try:
         config = service.load(args)
     except BAD_SETTINGS as error:
         return fail(service.prog, error, EXIT_BAD_SETTINGS)
+    write_owner_only()
     log_to_stderr(config.get("log.level") or "info")
     return config
 

@@ -65,7 +65,7 @@ def test_losses_at_three_tiers_are_named_exactly_where_they_happened(
                         settings={"testing.drop.event.ids": ",".join(dropped_by_mirror)})
 
     code, output = run_etl(tmp_path / "etl.log", [
-        "run", "--zookeeper", offline.zk_connect, "--warehouse", str(tmp_path / "warehouse"), "--master", "local[2]",
+        "load", "--zookeeper", offline.zk_connect, "--warehouse", str(tmp_path / "warehouse"), "--master", "local[2]",
         "--registry", registry.url, "--set", f"audit.window.ms={WINDOW_MS}",
         "--set", f"testing.drop.event.ids={','.join(dropped_by_etl)}"], timeout=300)
     assert code == 0, output[-3000:]

@@ -1,4 +1,4 @@
-"""SIGKILL of the ETL's driver (``python -m etl run``, Spark local[2]) at each point of a run, then a rerun: the
+"""SIGKILL of the ETL's driver (``python -m etl load``, Spark local[2]) at each point of a run, then a rerun: the
 warehouse ends with every offset exactly once, as an uninterrupted run leaves it, and ZooKeeper has the ends.
 
 The driver is made to stop dead at a point by the fault-injection setting ``testing.pause.at`` (pipeline/testing_faults.py). One sequence

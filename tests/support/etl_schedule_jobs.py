@@ -1,7 +1,7 @@
 """A stand-in for the ETL's Spark load, for the scheduler's tests: it records each run's start and end in a
 shared file, takes a moment, records its RunReport in the run history as ``etl.job.run_once`` does, and fails
-on demand. ``python -m tests.support.etl_schedule_jobs --record FILE --name N [--seconds S] [--fail] schedule
-...`` runs the real ``schedule`` command line with it.
+on demand. ``python -m tests.support.etl_schedule_jobs --record FILE --name N [--seconds S] [--fail] run
+...`` runs the real ``run`` command line (the scheduler) with it.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def started(record: Path) -> int:
 
 
 class ScheduleProcess:
-    """``python -m etl schedule ...`` with a RecordingJob, as a child process logging to ``log_path``."""
+    """``python -m etl run ...`` (the scheduler) with a RecordingJob, as a child process logging to ``log_path``."""
 
     def __init__(self, log_path: Path, record: Path, name: str, args: list[str], seconds: float = 0.3) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -118,7 +118,7 @@ class ScheduleProcess:
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.support.etl_schedule_jobs", "--record", str(record), "--name", name,
-                 "--seconds", str(seconds), "schedule", *args],
+                 "--seconds", str(seconds), "run", *args],
                 cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
     def alive(self) -> bool:
@@ -146,12 +146,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0.3)
     parser.add_argument("--fail", action="store_true")
     args, command = parser.parse_known_args()
-    from etl.commands import add_schedule_parser, schedule_main
+    from etl.commands import add_run_parser, run_main
 
     etl = argparse.ArgumentParser(prog="python -m etl")
-    add_schedule_parser(etl.add_subparsers(required=True))
+    add_run_parser(etl.add_subparsers(required=True))
     job = RecordingJob(args.record, args.name, args.seconds, lambda _call: args.fail)
-    return schedule_main(etl.parse_args(command), job=job)
+    return run_main(etl.parse_args(command), job=job)
 
 
 if __name__ == "__main__":
