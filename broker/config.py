@@ -33,6 +33,7 @@ from pipeline.config import (
     parse_str as _str,
     read_properties_file,
 )
+from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import testing_properties
 
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
@@ -201,6 +202,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("metrics.port", _optional_int, None,
              "Serve Prometheus metrics at http://<host.name>:<port>/metrics (0 picks a free port and logs it; "
              "empty: no endpoint).", at_least=0, at_most=65535),
+    LOG_LEVEL,
 )
 
 

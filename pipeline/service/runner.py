@@ -41,14 +41,18 @@ def fail(prog: str, error: BaseException | str, code: int) -> int:
     return code
 
 
-def command_line(prog: str, description: str, commands: Iterable[Callable[[Any], Any]],
-                 epilog: str | None = None) -> argparse.ArgumentParser:
-    """A service's parser with ``commands`` registered (each an ``add_parser(subparsers)``)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+def command_line(prog: str, description: str, commands: Iterable[Callable[[Any], Any]], *,
+                 default: str | None = RUN) -> argparse.ArgumentParser:
+    """A service's parser with ``commands`` registered (each an ``add_parser(subparsers)``); its --help shows the
+    ``default`` command's options too, since a command line naming no command means that one."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     for add_parser in commands:
         add_parser(subparsers)
+    if default is not None:
+        parser.epilog = f"`{prog}` without a COMMAND means `{prog} {default}`:\n\n" + \
+            subparsers.choices[default].format_help()
     return parser
 
 
