@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from etl.files import private_directory, write_bytes_atomically
+from etl.files import write_bytes_atomically
 from etl.report import SUCCEEDED, RunReport
+from pipeline.durable_file import make_private_dir
 
 __all__ = ["RunHistory"]
 
@@ -25,7 +26,7 @@ class RunHistory:
         """Store ``report`` (a finished run) and delete the oldest entries beyond ``keep``."""
         if report.finished_at is None:
             raise ValueError(f"run {report.run_id} has not finished")
-        private_directory(self.directory)
+        make_private_dir(self.directory)
         path = self.directory / f"{int(report.started_at * 1000):015d}-{report.run_id}.json"
         write_bytes_atomically(path, report.to_json().encode())
         for old in self._files()[self.keep:]:

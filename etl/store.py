@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from etl.checkpoint import QUARANTINE_DIR, Checkpoint, Snapshot, fold, manifest_files, read_snapshot
-from etl.files import fsync_directory, private_directory, read_json, write_atomically
+from etl.files import fsync_directory, read_json, write_atomically
 from etl.plan import OffsetRange
 from etl.report import SkippedOffsets
+from pipeline.durable_file import make_private_dir
 from pipeline.testing_faults import Faults
 
 __all__ = ["LOAD", "Journal", "Manifest", "Move", "RunInProgress", "Warehouse", "new_run_id"]
@@ -216,7 +217,7 @@ class Warehouse:
         for move in manifest.files:
             staged, published = self.root / move.staged, self.root / move.published
             if staged.exists():
-                private_directory(published.parent)
+                make_private_dir(published.parent)
                 os.replace(staged, published)
                 directories.add(published.parent)
                 faults.pause("publishing")
@@ -263,7 +264,7 @@ class Warehouse:
     def exclusive(self) -> Iterator[None]:
         """Hold the group's run lock (``_etl/<group>/run.lock``, flock) for a run; RunInProgress if another
         process of this host holds it. The kernel drops it when the holder dies, however it dies."""
-        private_directory(self.etl)
+        make_private_dir(self.etl)
         with open(os.open(self.etl / "run.lock", os.O_RDWR | os.O_CREAT, 0o600), "r+") as lock:
             try:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
