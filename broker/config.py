@@ -34,7 +34,7 @@ from pipeline.config import (
     read_properties_file,
 )
 from pipeline.service.settings import LOG_LEVEL
-from pipeline.testing_faults import testing_properties
+from pipeline.testing_faults import fault_properties
 
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
@@ -178,7 +178,7 @@ PROPERTIES: tuple[Property, ...] = (
              "How long a tombstone stays after the segment holding it was cleaned.", at_least=0, at_most=INT64_MAX),
     Property("log.cleaner.backoff.ms", int, 15000, "The cleaner's sleep when no log needs cleaning.",
              at_least=0, at_most=INT64_MAX),
-    *testing_properties(CLEANER_PAUSE_POINTS),
+    *fault_properties(CLEANER_PAUSE_POINTS),
     Property("group.min.session.timeout.ms", int, 6000, "Shortest session timeout a group member may ask for.",
              at_least=1, at_most=INT32_MAX),
     Property("group.max.session.timeout.ms", int, 1800000, "Longest session timeout a group member may ask for.",

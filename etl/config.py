@@ -24,7 +24,7 @@ from pipeline.config import (
     parse_str,
 )
 from pipeline.service.settings import LOG_LEVEL
-from pipeline.testing_faults import testing_properties
+from pipeline.testing_faults import fault_properties
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["ETL_PROPERTIES", "EtlConfig", "PAUSE_POINTS", "parse_duration"]
@@ -95,7 +95,7 @@ ETL_PROPERTIES = (
              "the scheduler serves Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)",
              at_least=0, at_most=65535),
     LOG_LEVEL,
-    *testing_properties(PAUSE_POINTS, drops_events=True),
+    *fault_properties(PAUSE_POINTS, drops_events=True),
 )
 
 

@@ -36,7 +36,7 @@ from pipeline.config import (
     parse_str,
 )
 from pipeline.service.settings import LOG_LEVEL
-from pipeline.testing_faults import testing_properties
+from pipeline.testing_faults import fault_properties
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["MIRROR_PROPERTIES", "MirrorConfig", "parse_sources", "topic_filter"]
@@ -115,7 +115,7 @@ MIRROR_PROPERTIES = (
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry of the AuditCount schema, comma-separated URLs"),
     LOG_LEVEL,
-    *testing_properties(drops_events=True),
+    *fault_properties(drops_events=True),
 )
 
 # What the mirror's guarantees rest on: set by the mirror, refused from the user.

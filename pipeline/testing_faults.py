@@ -1,6 +1,6 @@
 """Fault injection for tests and drills, through declared ``testing.*`` settings read in this one place.
 
-A service adds :func:`testing_properties` to its settings table (the rows are documented there as test-only),
+A service adds :func:`fault_properties` to its settings table (the rows are documented there as test-only),
 reads them once with :meth:`Faults.of` and passes the frozen :class:`Faults` down to the code that injects them;
 no service reads an environment variable for them. Every real run leaves them empty, and then they do nothing.
 
@@ -21,14 +21,14 @@ from typing import Any, Mapping, Sequence
 
 from pipeline.config import Property, parse_choice, parse_str
 
-__all__ = ["DROP_EVENT_IDS", "Faults", "PAUSE_AT", "PAUSE_FILE", "pause_here", "testing_properties"]
+__all__ = ["DROP_EVENT_IDS", "Faults", "PAUSE_AT", "PAUSE_FILE", "pause_here", "fault_properties"]
 
 PAUSE_AT = "testing.pause.at"
 PAUSE_FILE = "testing.pause.file"
 DROP_EVENT_IDS = "testing.drop.event.ids"
 
 
-def testing_properties(pause_points: Sequence[str] = (), *, drops_events: bool = False) -> tuple[Property, ...]:
+def fault_properties(pause_points: Sequence[str] = (), *, drops_events: bool = False) -> tuple[Property, ...]:
     """The test-only rows of a service's table: the pause (when it names ``pause_points``) and the dropping of
     events (when ``drops_events``)."""
     rows: list[Property] = []
