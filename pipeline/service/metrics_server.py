@@ -1,9 +1,10 @@
-"""The one way a service serves Prometheus's /metrics: prometheus_client's HTTP server, on a thread of its own,
-bound to the configured host and port.
+"""How a service serves Prometheus's /metrics: prometheus_client's HTTP server, on a thread of its own, bound to the
+configured metrics.host and metrics.port (the broker, the emulators, the mirror, the ETL's scheduler).
 
-The audit is the exception by design: its /metrics is a route of its aiohttp app on the one port that also serves
-the dashboard and the JSON API, because /metrics answers 503 there once a reader stopped (as /api/health does),
-and a second port would change what the deployment scrapes.
+A service that already answers HTTP with an aiohttp app (the schema registry, the audit) keeps /metrics a route of
+that app, answered by :func:`metrics_response`: its one port is what the deployment scrapes and checks, and the
+audit's /metrics answers 503 once a reader stopped, as its /api/health does; a second server would add a port to
+configure and change what Prometheus scrapes, for nothing gained.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import logging
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, start_http_server
 
-__all__ = ["MetricsServer", "serve_metrics", "serving_metrics"]
+__all__ = ["MetricsServer", "metrics_response", "serve_metrics", "serving_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +58,12 @@ def serving_metrics(registry: CollectorRegistry, host: str, port: int | None) ->
         return
     with serve_metrics(registry, host, port) as served:
         yield served
+
+
+def metrics_response(registry: CollectorRegistry, *, healthy: bool = True) -> Any:
+    """The answer of an aiohttp app's /metrics route: ``registry`` in Prometheus's text format (503 unless
+    ``healthy``)."""
+    from aiohttp import web
+
+    return web.Response(body=generate_latest(registry), status=200 if healthy else 503,
+                        headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from pipeline.service.metrics_server import serve_metrics, serving_metrics
+from pipeline.service.metrics_server import metrics_response, serve_metrics, serving_metrics
 
 
 def registry() -> CollectorRegistry:
@@ -31,3 +31,10 @@ def test_without_a_port_nothing_is_served() -> None:
         assert server is None
     with serving_metrics(registry(), "127.0.0.1", 0) as server:
         assert server is not None and server.port > 0
+
+
+def test_an_aiohttp_route_answers_the_same_text_503_when_unhealthy() -> None:
+    answer = metrics_response(registry())
+    assert answer.status == 200 and b"skeleton_things_total 3.0" in answer.body
+    assert answer.headers["Content-Type"].startswith("text/plain")
+    assert metrics_response(registry(), healthy=False).status == 503
