@@ -72,4 +72,5 @@ class Faults:
 
     def pause(self, point: str) -> None:
         """Wait forever here if asked to pause at ``point``."""
-        pause_here(point, self.pause_at, self.pause_file)
+        if self.pause_at == point:
+            pause_here(point, self.pause_at, self.pause_file)

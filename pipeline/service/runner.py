@@ -1,8 +1,8 @@
 """One runner for every ``python -m <service>``: its subcommands, settings, logging, signals and exit codes.
 
-A service's ``__main__`` gives :func:`main` its subcommands (pipeline/cli's style: each ``add_parser(subparsers)``
-sets ``command``, a function of the parsed arguments returning the exit code); the long-running one is ``run``,
-also what a command line without a subcommand means. The ``run`` command hands a :class:`Service` and the function
+A service's ``__main__`` builds its parser with :func:`command_line` from its subcommands (pipeline/cli's style:
+each ``add_parser(subparsers)`` sets ``command``, a function of the parsed arguments returning the exit code) and
+hands it to :func:`main`; the long-running one is ``run``, also what a command line without a subcommand means. The ``run`` command hands a :class:`Service` and the function
 that builds and runs the service to :func:`run_threaded` or :func:`run_asyncio`, which own the rest:
 ``--help-config``, the owner-only umask, the settings (``--config``, ``--set``, the options), logging at
 ``log.level``, SIGTERM and SIGINT as a clean stop, and the exit code -- 0 stopped cleanly, 1 a runtime failure, 2 a
