@@ -26,7 +26,6 @@ from pipeline.config import (
     Property,
     help_table,
     parse_bool as _bool,
-    parse_choice,
     parse_float,
     parse_optional_int as _optional_int,
     parse_overrides,
