@@ -28,12 +28,11 @@ from etl.history import RunHistory
 from etl.lock import Job
 from etl.report import RunReport
 from pipeline.config import ConfigError, command_line_values
-from pipeline.service import Service, add_settings_options as add_service_settings, fail, run_threaded, settings_values
-from pipeline.service.settings import print_settings_table
+from pipeline.service import Service, add_settings_options as add_service_settings, run_threaded, settings_values
 
 __all__ = ["LOAD_OPTIONS", "RUN_OPTIONS", "add_history_parser", "add_load_parser", "add_query_parser",
            "add_run_parser", "add_settings_options", "history_main", "history_table", "load_config", "load_main",
-           "query_main", "run_config", "run_main", "run_under_lock", "settings_of"]
+           "query_main", "run_config", "run_main", "run_under_lock"]
 
 PROG = "python -m etl"
 
@@ -69,18 +68,6 @@ def add_load_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_settings_options(parser)
     parser.set_defaults(command=load_main)
     return parser
-
-
-def settings_of(args: argparse.Namespace, options: dict[str, str], command: str) -> EtlConfig | int:
-    """The EtlConfig of a command line, or the exit code when there is nothing to run: 0 after printing the
-    settings table (--help-config), 2 after a one-line error about a wrong setting."""
-    if args.help_config:
-        print_settings_table(ETL_PROPERTIES)
-        return 0
-    try:
-        return load_config(args, options)
-    except (ConfigError, OSError) as error:
-        return fail(" ".join(filter(None, (PROG, command))), error, 2)
 
 
 def load_main(args: argparse.Namespace, *, job: Job | None = None) -> int:

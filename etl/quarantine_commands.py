@@ -162,18 +162,23 @@ def show_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
 
 def replay_main(args: argparse.Namespace) -> int:
     """Replay what a parsed ``quarantine replay`` asks for under the group's lock; 0 done, 1 failed, 2 settings."""
-    from etl.commands import LOAD_OPTIONS, run_under_lock, settings_of
-    from etl.replay import replay_quarantine
+    from etl.commands import load_config
+    from etl.config import ETL_PROPERTIES
+    from pipeline.service import Service, run_threaded
 
-    config = settings_of(args, LOAD_OPTIONS, "quarantine replay")
-    if isinstance(config, int):
-        return config
+    return run_threaded(Service(f"{PROG} replay", ETL_PROPERTIES, load_config, ()), args,
+                        lambda config, stop: _replay(args, config, stop))
+
+
+def _replay(args: argparse.Namespace, config: Any, stop: Any) -> int:
+    from etl.commands import run_under_lock
+    from etl.replay import replay_quarantine
 
     def job(settings: Any, *, still_locked: Any) -> Any:
         return replay_quarantine(settings, topics=set(args.topic) if args.topic else None, run=args.run,
                                  still_locked=still_locked)
 
-    report, code = run_under_lock(config, job, f"{PROG} replay")
+    report, code = run_under_lock(config, job, f"{PROG} replay", stop)
     if report is None:
         return code or 0
     for topic in sorted(set(report.loaded) | set(report.still_quarantined)):
