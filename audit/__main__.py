@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
+import threading
+from typing import Any
 
-from pipeline.config import ConfigError, command_line_values, help_table
-from pipeline.service import log_to_stderr, stop_on_signals, write_owner_only
+from pipeline.config import Config
+from pipeline.service import Service, add_settings_options, command_line, run_threaded, runner, settings_values
 
 PROG = "python -m audit"
 
@@ -27,39 +29,43 @@ _OPTIONS = {"offline": "offline.zookeeper.connect", "state_dir": "state.dir", "h
             "registry": "schema.registry.url", "window_ms": "window.ms", "grace_ms": "grace.ms"}
 
 
-def _run_parser(subparsers: argparse._SubParsersAction) -> None:
-    run = subparsers.add_parser("run", help="run the audit service")
-    run.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
-    run.add_argument("--datacenter", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]",
-                     help="a datacenter cluster by name and ZooKeeper (repeat for several)")
-    run.add_argument("--offline", metavar="HOST:PORT[/CHROOT]", help="the offline cluster's ZooKeeper")
-    run.add_argument("--state-dir", metavar="DIR", help="where counts, offsets and results are kept")
-    run.add_argument("--http-host", metavar="ADDRESS", help="address of /metrics and the JSON API (default 0.0.0.0)")
-    run.add_argument("--http-port", type=int, help="port of /metrics and the JSON API (default 8090)")
-    run.add_argument("--registry", metavar="URL", help="schema registry of the AuditCount schema")
-    run.add_argument("--window-ms", type=int, help="window of event time (default 60000)")
-    run.add_argument("--grace-ms", type=int, help="wait after a window's end before reconciling it")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any setting of --help-config")
-    run.add_argument("--help-config", action="store_true", help="list every setting and exit")
+def add_run_parser(subparsers: Any) -> None:
+    """``run``: the audit service, until SIGTERM or SIGINT."""
+    parser = subparsers.add_parser("run", help="run the audit service (the default command)")
+    parser.add_argument("--datacenter", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]",
+                        help="a datacenter cluster by name and ZooKeeper (repeat for several)")
+    parser.add_argument("--offline", metavar="HOST:PORT[/CHROOT]", help="the offline cluster's ZooKeeper")
+    parser.add_argument("--state-dir", metavar="DIR", help="where counts, offsets and results are kept")
+    parser.add_argument("--http-host", metavar="ADDRESS", help="address of /metrics and the JSON API (default 0.0.0.0)")
+    parser.add_argument("--http-port", type=int, help="port of /metrics and the JSON API (default 8090)")
+    parser.add_argument("--registry", metavar="URL", help="schema registry of the AuditCount schema")
+    parser.add_argument("--window-ms", type=int, help="window of event time (default 60000)")
+    parser.add_argument("--grace-ms", type=int, help="wait after a window's end before reconciling it")
+    add_settings_options(parser)
+    parser.set_defaults(command=run)
 
 
-def _report_parser(subparsers: argparse._SubParsersAction) -> None:
-    report = subparsers.add_parser("report", help="print the reconciliation table")
-    report.add_argument("--state-dir", required=True, metavar="DIR")
-    report.add_argument("--topic")
-    report.add_argument("--since", metavar="ISO-TIME", help="windows starting at or after this time (UTC)")
+def add_report_parser(subparsers: Any) -> None:
+    """``report``: the stored results as a table."""
+    parser = subparsers.add_parser("report", help="print the reconciliation table")
+    parser.add_argument("--state-dir", required=True, metavar="DIR")
+    parser.add_argument("--topic")
+    parser.add_argument("--since", metavar="ISO-TIME", help="windows starting at or after this time (UTC)")
+    parser.set_defaults(command=report)
 
 
-def _trace_parser(subparsers: argparse._SubParsersAction) -> None:
-    trace = subparsers.add_parser("trace", help="find one event at every tier")
-    trace.add_argument("event_id", metavar="EVENT_ID")
-    trace.add_argument("--datacenter", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]")
-    trace.add_argument("--offline", metavar="HOST:PORT[/CHROOT]")
-    trace.add_argument("--warehouse", metavar="DIR", help="the ETL's warehouse, to find the event's rows")
-    trace.add_argument("--state-dir", metavar="DIR", help="find the event's window among the named events there")
-    trace.add_argument("--around", metavar="ISO-TIME", help="the event's time, give or take a window (UTC)")
-    trace.add_argument("--topic", help="its topic (default: every event topic)")
-    trace.add_argument("--window-ms", type=int, default=60_000)
+def add_trace_parser(subparsers: Any) -> None:
+    """``trace``: one event at every tier."""
+    parser = subparsers.add_parser("trace", help="find one event at every tier")
+    parser.add_argument("event_id", metavar="EVENT_ID")
+    parser.add_argument("--datacenter", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]")
+    parser.add_argument("--offline", metavar="HOST:PORT[/CHROOT]")
+    parser.add_argument("--warehouse", metavar="DIR", help="the ETL's warehouse, to find the event's rows")
+    parser.add_argument("--state-dir", metavar="DIR", help="find the event's window among the named events there")
+    parser.add_argument("--around", metavar="ISO-TIME", help="the event's time, give or take a window (UTC)")
+    parser.add_argument("--topic", help="its topic (default: every event topic)")
+    parser.add_argument("--window-ms", type=int, default=60_000)
+    parser.set_defaults(command=trace)
 
 
 def _millis(text: str) -> int:
@@ -135,30 +141,21 @@ def trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    from audit.config import AUDIT_PROPERTIES, AuditConfig
+def load_config(args: argparse.Namespace) -> Config:
+    from audit.config import AuditConfig
 
-    if args.help_config:
-        print(help_table(AUDIT_PROPERTIES))
-        return 0
-    write_owner_only()
-    try:
-        values = command_line_values(args.config, args.set, {name: getattr(args, option)
-                                                             for option, name in _OPTIONS.items()})
-        if args.datacenter:
-            values["datacenters"] = ",".join(args.datacenter)
-        config = AuditConfig(values)
-    except (ConfigError, OSError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
-    from kazoo.exceptions import KazooException
+    values = settings_values(args, _OPTIONS)
+    if args.datacenter:
+        values["datacenters"] = ",".join(args.datacenter)
+    return AuditConfig(values)
 
+
+def audit(config: Config, stop: threading.Event) -> None:
+    """Run the audit service until ``stop``, with its HTTP service (dashboard, JSON API and /metrics) when
+    http.port is set."""
     from audit.http_api import AuditHttpServer
     from audit.service import AuditService
-    from pipeline.client.errors import KafkaClientError
-    from schemas.registry_client import SchemaRegistryError
 
-    stop = stop_on_signals()
     service = AuditService(config)
     server = None
     try:
@@ -167,13 +164,21 @@ def run(args: argparse.Namespace) -> int:
             shown = "127.0.0.1" if config["http.host"] in ("0.0.0.0", "") else config["http.host"]
             print(f"{PROG}: serving http://{shown}:{server.port}/ (metrics at /metrics)", file=sys.stderr)
         service.run(stop)
-    except (OSError, KazooException, KafkaClientError, SchemaRegistryError) as error:
-        print(f"{PROG}: error: {str(error) or type(error).__name__}", file=sys.stderr)
-        return 1
     finally:
         if server is not None:
             server.stop()
-    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from kazoo.exceptions import KazooException
+
+    from audit.config import AUDIT_PROPERTIES
+    from pipeline.client.errors import KafkaClientError
+    from schemas.registry_client import SchemaRegistryError
+
+    service = Service(PROG, AUDIT_PROPERTIES, load_config, (OSError, KazooException, KafkaClientError,
+                                                            SchemaRegistryError))
+    return run_threaded(service, args, audit)
 
 
 def named_ids(data: dict) -> set[str]:
@@ -253,16 +258,13 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return command_line(PROG, "The pipeline's audit: counts at every tier, reconciled per topic and window of event "
+                              "time.", (add_run_parser, add_report_parser, add_trace_parser))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description="The pipeline's audit: counts at every tier, "
-                                                            "reconciled per topic and window of event time.")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    _run_parser(subparsers)
-    _report_parser(subparsers)
-    _trace_parser(subparsers)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    log_to_stderr()
-    return {"run": run, "report": report, "trace": trace}[args.command](args)
+    return runner.main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_int, parse_optional_int, parse_regex, parse_str
 from pipeline.named_clusters import parse_sources
+from pipeline.service.settings import LOG_LEVEL
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 
 __all__ = ["AUDIT_PROPERTIES", "AuditConfig"]
@@ -51,6 +52,7 @@ AUDIT_PROPERTIES = (
     Property("prometheus.url", parse_str, "http://localhost:9090",
              "the Prometheus server the dashboard reads alerts, lag, latency and ETL runs from"),
     Property("schema.registry.url", parse_str, "http://localhost:8081", "schema registry of the AuditCount schema"),
+    LOG_LEVEL,
 )
 
 

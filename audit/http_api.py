@@ -17,12 +17,12 @@ from typing import Any
 import aiohttp
 import plotly
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from audit.reconcile import TIERS
 from audit.service import AuditService
 from pipeline.error_text import describe_error
 from pipeline.etl_runs import RunHistory
+from pipeline.service.metrics_server import metrics_response
 
 __all__ = ["AuditHttpServer"]
 
@@ -156,9 +156,7 @@ class AuditHttpServer:
         return web.json_response(health, status=200 if health["healthy"] else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        body = generate_latest(self.service.metrics.registry)
-        status = 200 if self.service.health()["healthy"] else 503
-        return web.Response(body=body, status=status, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return metrics_response(self.service.metrics.registry, healthy=self.service.health()["healthy"])
 
     async def _windows(self, request: web.Request) -> web.Response:
         topic = request.query.get("topic")

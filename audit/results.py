@@ -20,9 +20,14 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from audit.private_files import FILE_MODE, private_directory, private_file, write_private
 from audit.reconcile import COMPLETE, INCOMPLETE, Discrepancy, Identity, Quarantine, WindowKey, WindowResult
-from pipeline.durable_file import append_durably
+from pipeline.durable_file import (
+    PRIVATE_FILE_MODE,
+    append_durably,
+    make_private_dir,
+    make_private_file,
+    write_atomically,
+)
 
 __all__ = ["MIN_COMPACT_BYTES", "ResultLog", "result_from_json", "result_to_json"]
 
@@ -95,10 +100,10 @@ class ResultLog:
     def append(self, results: list[dict[str, Any]]) -> None:
         if not results:
             return
-        private_directory(self.path.parent)
+        make_private_dir(self.path.parent, tighten=True)
         append_durably(self.path, "".join(json.dumps(data, sort_keys=True) + "\n" for data in results).encode(),
-                       mode=FILE_MODE)
-        private_file(self.path)
+                       mode=PRIVATE_FILE_MODE)
+        make_private_file(self.path)
 
     def size(self) -> int:
         try:
@@ -117,9 +122,10 @@ class ResultLog:
     def rewrite(self, results: Iterable[dict[str, Any]]) -> None:
         """Replace the file by ``results`` (one per window), atomically."""
         kept = sorted(results, key=lambda d: (d["windowStart"], d["topic"], d["datacenter"]))
-        private_directory(self.path.parent)
+        make_private_dir(self.path.parent, tighten=True)
         data = "".join(json.dumps(d, sort_keys=True) + "\n" for d in kept).encode()
-        write_private(self.path, data)
+        write_atomically(self.path, data, mode=PRIVATE_FILE_MODE)
+        make_private_file(self.path)
         self.compacted_bytes = len(data)
 
     def _lines(self) -> Iterator[dict[str, Any]]:

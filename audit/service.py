@@ -34,7 +34,6 @@ from audit.config import AuditConfig
 from audit.lag import committed_offsets, group_lags
 from audit.measures import parse_measure, unsettled_measure
 from audit.metrics import AuditMetrics
-from audit.private_files import private_directory
 from audit.readers import AuditCountReader, ClusterReader, EventCounter
 from audit.readiness import EtlRun, Follower, Readiness
 from audit.reconcile import (PRODUCER, TIERS, Discrepancy, TierCount, WindowKey, WindowResult, account, reconcile,
@@ -48,6 +47,7 @@ from pipeline.client.consumer_config import StaticConnectorConfig
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import Whitelist
+from pipeline.durable_file import make_private_dir
 from pipeline.error_text import describe_error
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.etl_runs import NOTHING_NEW, PARTIAL, SUCCEEDED, RunHistory
@@ -123,7 +123,7 @@ class AuditService:
 
     def run(self, stop: threading.Event) -> None:
         config = self.config
-        private_directory(config.state_dir)
+        make_private_dir(config.state_dir, tighten=True)
         horizon = _now_ms() - config["retain.ms"]
         self.results_log.compact(horizon)
         self.results = self.results_log.read(horizon)

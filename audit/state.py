@@ -34,10 +34,16 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from audit.private_files import FILE_MODE, private_directory, private_file, write_private
 from audit.reconcile import TierCount
 from pipeline.auditing.sketch import EventSketch
-from pipeline.durable_file import LockFile, fsync_dir
+from pipeline.durable_file import (
+    PRIVATE_FILE_MODE,
+    LockFile,
+    fsync_dir,
+    make_private_dir,
+    make_private_file,
+    write_atomically,
+)
 
 __all__ = ["CheckpointedCounts", "CountKey"]
 
@@ -124,7 +130,7 @@ class CheckpointedCounts:
 
     def __init__(self, path: str | Path, retain_ms: int, now_ms: Callable[[], int]) -> None:
         self.path = Path(path)
-        private_directory(self.path.parent)
+        make_private_dir(self.path.parent, tighten=True)
         self.checkpoint_path = self.path.with_name(self.path.name + ".checkpoint")
         self.journal_path = self.path.with_name(self.path.name + ".journal")
         self.retain_ms = retain_ms
@@ -145,7 +151,7 @@ class CheckpointedCounts:
         self._journal_bytes = 0
         self._journal: int | None = None
         self._file_lock = LockFile(self.path.with_name(self.path.name + ".lock"), f"audit state {self.path}")
-        private_file(self._file_lock.path)
+        make_private_file(self._file_lock.path)
         try:
             self._read()
         except BaseException:
@@ -283,7 +289,8 @@ class CheckpointedCounts:
 
     def _write_checkpoint(self, checkpoint: bytes) -> None:
         """Replace the checkpoint, then empty the journal it includes."""
-        write_private(self.checkpoint_path, checkpoint)
+        write_atomically(self.checkpoint_path, checkpoint, mode=PRIVATE_FILE_MODE)
+        make_private_file(self.checkpoint_path)
         assert self._journal is not None
         os.ftruncate(self._journal, 0)
         os.fsync(self._journal)
@@ -310,8 +317,8 @@ class CheckpointedCounts:
                               f"{self.journal_path.name} away to count from the start")
             self._checkpoint_bytes = len(data)
             self._apply(self._parse(self.checkpoint_path, records[0][1], records[0][2]))
-        self._journal = os.open(self.journal_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
-        private_file(self.journal_path)
+        self._journal = os.open(self.journal_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+        make_private_file(self.journal_path)
         journal = self.journal_path.read_bytes()
         end = 0
         for end, sequence, payload in _records(journal):

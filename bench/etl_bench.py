@@ -135,7 +135,7 @@ def main() -> None:
                                 "audit.enable": "false", "warehouse.retention": "0", "compaction.enable": "false"})
             with PeakMemory() as memory:
                 try:
-                    report = run_once(config)  # builds its SparkSession, as `python -m etl run` does
+                    report = run_once(config)  # builds its SparkSession, as `python -m etl load` does
                 finally:
                     session = SparkSession.getActiveSession()
                     if session is not None:

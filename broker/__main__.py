@@ -1,4 +1,7 @@
-"""``python -m broker``: run one broker until SIGTERM or SIGINT, then shut it down cleanly (exit 0)."""
+"""``python -m broker [run]``: run one broker until SIGTERM or SIGINT, then shut it down cleanly (exit 0).
+
+Exit codes: 0 stopped cleanly, 1 it could not start or failed (one line on stderr), 2 a wrong setting.
+"""
 
 from __future__ import annotations
 
@@ -6,42 +9,46 @@ import argparse
 import asyncio
 import logging
 import resource
-import signal
 import sys
+from typing import Any, Callable
 
-from broker.config import ConfigError, KafkaConfig, help_text, parse_overrides, read_properties_file
-from broker.kafka_server import KafkaServer
-from pipeline.service import write_owner_only
+from broker.config import PROPERTIES, KafkaConfig, parse_overrides, read_properties_file
+from pipeline.config import Config
+from pipeline.service import Service, add_settings_options, command_line, run_asyncio, runner
+
+PROG = "python -m broker"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m broker",
+def add_run_parser(subparsers: Any) -> None:
+    """``run``: serve until SIGTERM or SIGINT."""
+    parser = subparsers.add_parser(
+        "run", help="run the broker (the default command)",
         description="Run a Kafka-protocol broker. Without zookeeper.connect it runs standalone: one node, "
                     "topic metadata kept in its log directory. With zookeeper.connect=host:port[,...]/chroot "
                     "it joins the cluster under that chroot: it registers as /brokers/ids/<broker.id>, one "
                     "broker is elected controller, and topics are created through it. Property names are "
-                    "Kafka's (see --help-config).",
-    )
-    parser.add_argument("--config", metavar="FILE", help="a server.properties file")
-    parser.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
-                        help="set a property, overriding the file (repeatable)")
-    parser.add_argument("--log-dir", metavar="DIR", help="shorthand for --override log.dirs=DIR")
-    parser.add_argument("--port", type=int, help="shorthand for --override port=PORT (0 picks a free port)")
-    parser.add_argument("--host", help="shorthand for --override host.name=HOST (default 127.0.0.1)")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    parser.add_argument("--help-config", action="store_true", help="list every property with its default and exit")
-    return parser
+                    "Kafka's (see --help-config).")
+    add_settings_options(parser, config_help="a server.properties file", aliases=("--override",),
+                         set_help="set a property, overriding the file and the options below (repeatable; "
+                                  "--override is Kafka's name for it)")
+    parser.add_argument("--log-dir", metavar="DIR", help="shorthand for --set log.dirs=DIR")
+    parser.add_argument("--port", type=int, help="shorthand for --set port=PORT (0 picks a free port)")
+    parser.add_argument("--host", help="shorthand for --set host.name=HOST (default 127.0.0.1)")
+    parser.add_argument("--log-level", help="shorthand for --set log.level=LEVEL: DEBUG, INFO, WARNING or ERROR "
+                                            "(default INFO)")
+    parser.set_defaults(command=run)
 
 
 def load_config(args: argparse.Namespace) -> KafkaConfig:
+    """The file, then the shorthand options, then --set/--override (Kafka's order: an override wins)."""
     values: dict[str, str] = {}
     if args.config:
         values.update(read_properties_file(args.config))
-    for name, value in (("log.dirs", args.log_dir), ("port", args.port), ("host.name", args.host)):
+    for name, value in (("log.dirs", args.log_dir), ("port", args.port), ("host.name", args.host),
+                        ("log.level", args.log_level)):
         if value is not None:
             values[name] = str(value)
-    values.update(parse_overrides(args.override))
+    values.update(parse_overrides(args.set))
     return KafkaConfig(values)
 
 
@@ -58,49 +65,37 @@ def raise_open_files_limit() -> int:
     return soft
 
 
-async def serve(config: KafkaConfig) -> None:
-    try:
-        server = KafkaServer(config)
-    except ConfigError as exc:
-        raise SystemExit(f"broker: {exc}") from None
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await server.startup()
-    except ConfigError as exc:
-        raise SystemExit(f"broker: {exc}") from None
+async def serve(config: Config, stop: asyncio.Event) -> None:
+    """Start the broker, serve until ``stop``, shut it down."""
+    from broker.kafka_server import KafkaServer
+
+    server = KafkaServer(config)
+    await server.startup()
     await stop.wait()
     await server.shutdown()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.help_config:
-        print(help_text())
-        return 0
-    write_owner_only()
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_config(args)
-    except (ConfigError, OSError) as exc:
-        print(f"broker: {exc}", file=sys.stderr)
-        return 2
-    logging.getLogger("broker").info("open files limit: %s", raise_open_files_limit())
+def _event_loop() -> Callable[[Any], Any]:
     try:
         import uvloop
     except ImportError:
-        runner = asyncio.run
-    else:
-        runner = uvloop.run
-    try:
-        runner(serve(config))
-    except OSError as exc:
-        logging.getLogger("broker").error("cannot start: %s", exc)
-        return 1
-    return 0
+        return asyncio.run
+    return uvloop.run
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_asyncio(Service(PROG, PROPERTIES, load_config), args, serve,
+                       before=lambda _: logging.getLogger("broker").info("open files limit: %s",
+                                                                          raise_open_files_limit()),
+                       loop_runner=_event_loop())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return command_line(PROG, "Run a Kafka-protocol broker (`run`, the default).", (add_run_parser,))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return runner.main(build_parser(), argv)
 
 
 if __name__ == "__main__":

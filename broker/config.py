@@ -11,8 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from broker.log.faults import PAUSE_POINTS
-from broker.log.log_config import MIN_INDEX_BYTES, MIN_SEGMENT_BYTES, LogConfig, parse_cleanup_policy
+from broker.log.log_config import (
+    CLEANER_PAUSE_POINTS,
+    MIN_INDEX_BYTES,
+    MIN_SEGMENT_BYTES,
+    LogConfig,
+    parse_cleanup_policy,
+)
 from pipeline.config import (
     INT32_MAX,
     INT64_MAX,
@@ -21,13 +26,14 @@ from pipeline.config import (
     Property,
     help_table,
     parse_bool as _bool,
-    parse_choice,
     parse_float,
     parse_optional_int as _optional_int,
     parse_overrides,
     parse_str as _str,
     read_properties_file,
 )
+from pipeline.service.settings import LOG_LEVEL
+from pipeline.testing_faults import fault_properties
 
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
@@ -171,13 +177,7 @@ PROPERTIES: tuple[Property, ...] = (
              "How long a tombstone stays after the segment holding it was cleaned.", at_least=0, at_most=INT64_MAX),
     Property("log.cleaner.backoff.ms", int, 15000, "The cleaner's sleep when no log needs cleaning.",
              at_least=0, at_most=INT64_MAX),
-    # Fault injection, for tests only (broker.log.faults).
-    Property("log.cleaner.fault.pause.at", parse_choice("", *PAUSE_POINTS), "",
-             "Tests only (fault injection): a cleaning pass stops dead at this point (" + ", ".join(PAUSE_POINTS)
-             + "), after writing log.cleaner.fault.pause.file, for a test to kill the broker exactly there (empty: "
-             "never)."),
-    Property("log.cleaner.fault.pause.file", _str, "",
-             "Tests only (fault injection): the file a paused cleaning pass writes \"<pid> <point>\" to first."),
+    *fault_properties(CLEANER_PAUSE_POINTS),
     Property("group.min.session.timeout.ms", int, 6000, "Shortest session timeout a group member may ask for.",
              at_least=1, at_most=INT32_MAX),
     Property("group.max.session.timeout.ms", int, 1800000, "Longest session timeout a group member may ask for.",
@@ -201,6 +201,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("metrics.port", _optional_int, None,
              "Serve Prometheus metrics at http://<host.name>:<port>/metrics (0 picks a free port and logs it; "
              "empty: no endpoint).", at_least=0, at_most=65535),
+    LOG_LEVEL,
 )
 
 

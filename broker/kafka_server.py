@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from wsgiref.simple_server import WSGIServer
 
 from broker.admin_manager import AdminManager
 from broker.cluster.membership import ClusterMembership
@@ -24,11 +23,12 @@ from broker.log.cleaner_metrics import LogCleanerMetrics
 from broker.log.cleaner import CleanerConfig
 from broker.log.log_manager import LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata
-from broker.metrics import BrokerMetrics, serve_metrics
+from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
 from broker.server.socket_server import CloseConnection, SocketServer
 from broker.state_metrics import BrokerStateCollector
+from pipeline.service.metrics_server import MetricsServer, serve_metrics
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class KafkaServer:
         self.groups: GroupCoordination | None = None
         self.metrics = BrokerMetrics()
         self.metrics_port: int | None = None
-        self._metrics_server: WSGIServer | None = None
+        self._metrics_server: MetricsServer | None = None
         self._stopped = asyncio.Event()
 
     @property
@@ -127,20 +127,18 @@ class KafkaServer:
             else (lambda: 0)))
         if config["metrics.port"] is not None:
             try:
-                self._metrics_server, self.metrics_port = serve_metrics(self.metrics.registry, host,
-                                                                        config["metrics.port"])
+                self._metrics_server = serve_metrics(self.metrics.registry, host, config["metrics.port"])
             except BaseException:
                 await self._abort_startup()
                 raise
-            log.info("serving Prometheus metrics at http://%s:%d/metrics", host, self.metrics_port)
+            self.metrics_port = self._metrics_server.port
         log.info("broker %d started, listening on %s port %d (cluster id %s, %s)", config.broker_id, host,
                  bound_port, cluster_id, mode)
 
     def _stop_metrics(self) -> None:
         server, self._metrics_server = self._metrics_server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.close()
 
     async def _abort_startup(self) -> None:
         if self.groups is not None:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -24,7 +23,7 @@ from pipeline.protocol.messages import APIS
 from pipeline.protocol.schema import Field
 
 __all__ = ["ApiStats", "BrokerMetrics", "LATENCY_BUCKETS", "TopicStats", "api_name", "error_code_counter",
-           "error_code_paths", "error_name", "serve_metrics"]
+           "error_code_paths", "error_name"]
 
 # Request latencies from sub-millisecond produces to fetches long-polling for fetch.max.wait.cap.ms.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -241,8 +240,3 @@ class BrokerMetrics(Collector):
         yield errors
         yield latency
 
-
-def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> tuple[WSGIServer, int]:
-    """Serve ``registry`` at http://host:port/metrics from a thread; (server, bound port). Port 0 picks one."""
-    server, _ = start_http_server(port, addr=host, registry=registry)
-    return server, server.server_address[1]

@@ -1,17 +1,17 @@
-"""The subcommands of `python -m etl`: `run`, `schedule`, `history` and `query`.
+"""The subcommands of `python -m etl`: `run` (the scheduler), `load` (one run), `history` and `query`.
 
-    python -m etl run --zookeeper zk:2181/offline --warehouse /data/warehouse [--topics REGEX] [--master URL]
-    python -m etl schedule --every 5m --zookeeper zk:2181/offline --warehouse /data/warehouse [--metrics-port 9464]
+    python -m etl run --every 5m --zookeeper zk:2181/offline --warehouse /data/warehouse [--metrics-port 9464]
+    python -m etl load --zookeeper zk:2181/offline --warehouse /data/warehouse [--topics REGEX] [--master URL]
     python -m etl history --warehouse /data/warehouse [--group etl] [--limit 20] [--json]
     python -m etl query --warehouse /data/warehouse [--master URL] [--limit 100] "SELECT ... FROM events ..."
 
-``add_run_parser`` / ``add_schedule_parser`` / ``add_history_parser`` / ``add_query_parser`` add them to the
-subparsers of the command line; each sets ``handler`` (a function of the parsed arguments returning the exit code)
+``add_run_parser`` / ``add_load_parser`` / ``add_history_parser`` / ``add_query_parser`` add them to the
+subparsers of the command line; each sets ``command`` (a function of the parsed arguments returning the exit code)
 as its default. Options on the command line override ``--set KEY=VALUE``, which override the properties file
-(``--config``). Exit codes: 0 success (``run``: the run succeeded or found nothing new; ``schedule``: stopped by
-SIGTERM or SIGINT, the run in progress finished), 1 the run failed (recorded in the run history), the scheduler
-could not go on, or the query failed, 2 wrong settings. ``run`` and ``schedule`` take the group's lock in
-ZooKeeper for every run, so that runs of the same group never overlap, wherever they are started.
+(``--config``). Exit codes: 0 success (``run``: stopped by SIGTERM or SIGINT, the run in progress finished;
+``load``: the run succeeded or found nothing new), 1 the run failed (recorded in the run history), the scheduler
+could not go on, or the query failed, 2 wrong settings. ``run`` and ``load`` take the group's lock in ZooKeeper
+for every run, so that runs of the same group never overlap, wherever they are started.
 """
 
 from __future__ import annotations
@@ -25,21 +25,22 @@ from typing import Any, Iterable, TextIO
 
 from etl.config import ETL_PROPERTIES, EtlConfig
 from etl.lock import Job
-from pipeline.config import ConfigError, command_line_values, help_table
+from pipeline.config import ConfigError, command_line_values
 from pipeline.etl_runs import RunHistory, RunReport
-from pipeline.service import log_to_stderr, stop_on_signals
+from pipeline.service import Service, add_settings_options as add_service_settings, run_threaded, settings_values
 
-__all__ = ["RUN_OPTIONS", "add_history_parser", "add_query_parser", "add_run_parser", "add_schedule_parser",
-           "add_settings_options", "history_main", "history_table", "load_config", "query_main", "run_main",
-           "run_under_lock", "schedule_config", "schedule_main", "settings_of"]
+__all__ = ["LOAD_OPTIONS", "RUN_OPTIONS", "add_history_parser", "add_load_parser", "add_query_parser",
+           "add_run_parser", "add_settings_options", "history_main", "history_table", "load_config", "load_main",
+           "query_main", "run_config", "run_main", "run_under_lock"]
 
 PROG = "python -m etl"
 
-# Command-line options of `run` (and `schedule`) and the setting each one sets.
-RUN_OPTIONS = {"zookeeper": "zookeeper.connect", "warehouse": "warehouse.dir", "topics": "topics",
-               "master": "spark.master", "group": "group.id", "registry": "schema.registry.url"}
-_SCHEDULE_OPTIONS = {**RUN_OPTIONS, "every": "schedule.every", "metrics_host": "metrics.host",
-                     "metrics_port": "metrics.port"}
+# Command-line options of `load` (and `run`, `quarantine replay`) and the setting each one sets.
+LOAD_OPTIONS = {"zookeeper": "zookeeper.connect", "warehouse": "warehouse.dir", "topics": "topics",
+                "master": "spark.master", "group": "group.id", "registry": "schema.registry.url"}
+# Those of `run`, the scheduler.
+RUN_OPTIONS = {**LOAD_OPTIONS, "every": "schedule.every", "metrics_host": "metrics.host",
+               "metrics_port": "metrics.port"}
 
 
 def add_settings_options(parser: argparse.ArgumentParser) -> None:
@@ -50,51 +51,36 @@ def add_settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     parser.add_argument("--group", help="name of this ETL: its offsets, lock and history (default etl)")
     parser.add_argument("--registry", metavar="URL", help="schema registry URL")
-    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any setting of --help-config; spark.* settings go to Spark")
-    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
+    add_service_settings(parser, set_help="any setting of --help-config; spark.* settings go to Spark")
 
 
-def load_config(args: argparse.Namespace, options: dict[str, str] = RUN_OPTIONS) -> EtlConfig:
+def load_config(args: argparse.Namespace, options: dict[str, str] = LOAD_OPTIONS) -> EtlConfig:
     """The EtlConfig of a command line made with ``add_settings_options``."""
-    return EtlConfig(command_line_values(args.config, args.set,
-                                         {name: getattr(args, option) for option, name in options.items()}))
+    return EtlConfig(settings_values(args, options))
 
 
-def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """``run``: one run of the ETL under the group's lock, then exit."""
-    parser = subparsers.add_parser("run", help="load every new offset once, then exit",
+def add_load_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``load``: one run of the ETL under the group's lock, then exit."""
+    parser = subparsers.add_parser("load", help="load every new offset once, then exit",
                                    description="Load every new offset of the offline cluster's topics into the "
                                                "Parquet warehouse, exactly once, and record the run in its history.")
     add_settings_options(parser)
-    parser.set_defaults(handler=run_main)
+    parser.set_defaults(command=load_main)
     return parser
 
 
-def settings_of(args: argparse.Namespace, options: dict[str, str], command: str) -> EtlConfig | int:
-    """The EtlConfig of a command line, or the exit code when there is nothing to run: 0 after printing the
-    settings table (--help-config), 2 after a one-line error about a wrong setting."""
-    if args.help_config:
-        print(help_table(ETL_PROPERTIES))
-        return 0
-    try:
-        return load_config(args, options)
-    except (ConfigError, OSError) as error:
-        print(f"{' '.join(filter(None, (PROG, command)))}: error: {error}", file=sys.stderr)
-        return 2
+def load_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
+    """One run of a parsed ``load`` command line; 0 done, 1 the run failed, 2 wrong settings."""
+    return run_threaded(Service(PROG, ETL_PROPERTIES, load_config, ()), args,
+                        lambda config, stop: _load(config, stop, job))
 
 
-def run_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
-    """One run of a parsed ``run`` command line; 0 done, 1 the run failed, 2 wrong settings."""
-    config = settings_of(args, RUN_OPTIONS, "")
-    if isinstance(config, int):
-        return config
+def _load(config: EtlConfig, stop: Any, job: Job | None) -> int:
     from etl.schedule import SparkJob, one_line
 
     spark_job = SparkJob() if job is None else None
     try:
-        report, code = run_under_lock(config, job or spark_job, PROG)
+        report, code = run_under_lock(config, job or spark_job, PROG, stop)
     finally:
         if spark_job is not None:
             spark_job.close()
@@ -112,16 +98,18 @@ def run_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
     return 1 if report.topic_errors else 0
 
 
-def run_under_lock(config: EtlConfig, job: Any, prog: str) -> tuple[Any, int | None]:
-    """``job(config, still_locked=...)`` under the group's lock (etl.lock.run_locked), stopped by SIGTERM or SIGINT
-    while waiting: (its result, None), or (None, the exit code) after a one-line error (1) or a stop (0)."""
+def run_under_lock(config: EtlConfig, job: Any, prog: str, stop: Any = None) -> tuple[Any, int | None]:
+    """``job(config, still_locked=...)`` under the group's lock (etl.lock.run_locked), stopped by ``stop`` (None:
+    SIGTERM or SIGINT) while waiting: (its result, None), or (None, the exit code) after a one-line error (1) or a
+    stop (0)."""
     from kazoo.exceptions import KazooException
 
     from etl.lock import run_locked
     from etl.plan import EtlError
+    from pipeline.service import stop_on_signals
 
     try:
-        result = run_locked(config, job, stop_on_signals())
+        result = run_locked(config, job, stop if stop is not None else stop_on_signals())
     except EtlError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return None, 1
@@ -134,10 +122,10 @@ def run_under_lock(config: EtlConfig, job: Any, prog: str) -> tuple[Any, int | N
     return result, None
 
 
-def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """``schedule``: run the ETL every ``--every`` under the ZooKeeper lock until SIGTERM or SIGINT."""
+def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``run``: the scheduler, running the ETL every ``--every`` under the ZooKeeper lock until SIGTERM or SIGINT."""
     parser = subparsers.add_parser(
-        "schedule", help="run the ETL on a schedule, never two runs at once", description=(
+        "run", help="run the ETL on a schedule, never two runs at once (the default command)", description=(
             "Run the ETL every --every (the next run starts that long after the previous one started, or right "
             "after it when it took longer), under a lock in ZooKeeper that keeps the runs of several schedulers "
             "apart. A failed run is logged and the schedule goes on. SIGTERM or SIGINT: the run in progress "
@@ -147,33 +135,25 @@ def add_schedule_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--metrics-host", metavar="ADDRESS",
                         help="address the metrics server listens on (default 0.0.0.0)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
-    parser.set_defaults(handler=schedule_main)
+    parser.set_defaults(command=run_main)
     return parser
 
 
-def schedule_config(args: argparse.Namespace) -> EtlConfig:
-    """The settings of a parsed ``schedule`` command line (the file, then --set, then the options)."""
-    return load_config(args, _SCHEDULE_OPTIONS)
+def run_config(args: argparse.Namespace) -> EtlConfig:
+    """The settings of a parsed ``run`` command line (the file, then --set, then the options)."""
+    return load_config(args, RUN_OPTIONS)
 
 
-def schedule_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
-    """Run the scheduler of a parsed ``schedule`` command line until SIGTERM or SIGINT; ``job`` replaces the
-    Spark load (tests)."""
-    config = settings_of(args, _SCHEDULE_OPTIONS, "schedule")
-    if isinstance(config, int):
-        return config
-    log_to_stderr()
+def run_main(args: argparse.Namespace, *, job: Job | None = None) -> int:
+    """Run the scheduler of a parsed ``run`` command line until SIGTERM or SIGINT; ``job`` replaces the Spark load
+    (tests)."""
     from kazoo.exceptions import KazooException
 
     from etl.schedule import Scheduler
 
-    scheduler = Scheduler(config, job, stop_on_signals())
-    try:
-        scheduler.run()
-    except (KazooException, OSError) as error:  # ZooKeeper unreachable, the metrics port taken, ...
-        print(f"{PROG} schedule: error: {str(error) or type(error).__name__}", file=sys.stderr)
-        return 1
-    return 0
+    # ZooKeeper unreachable, the metrics port taken, ...: exit 1.
+    service = Service(PROG, ETL_PROPERTIES, run_config, (KazooException, OSError))
+    return run_threaded(service, args, lambda config, stop: Scheduler(config, job, stop).run())
 
 
 def add_history_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -187,7 +167,7 @@ def add_history_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--group", help="the ETL group (default etl)")
     parser.add_argument("--limit", type=int, default=20, metavar="N", help="show at most N runs (default 20)")
     parser.add_argument("--json", action="store_true", help="a JSON array of the runs instead of a table")
-    parser.set_defaults(handler=history_main)
+    parser.set_defaults(command=history_main)
     return parser
 
 
@@ -231,7 +211,7 @@ def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=100, metavar="N", help="show at most N rows (default 100)")
     parser.add_argument("sql", metavar="SQL", help='the query, e.g. "SELECT kafka_topic, count(*) FROM events '
                                                    'GROUP BY kafka_topic"')
-    parser.set_defaults(handler=query_main)
+    parser.set_defaults(command=query_main)
     return parser
 
 

@@ -20,7 +20,6 @@ from kazoo.client import KazooClient
 
 from etl.audit_counts import publish_audit
 from etl.config import EtlConfig
-from etl.faults import pause_at
 from etl.plan import EtlError, PartitionBounds, loaded_ends
 from etl.store import Journal, Manifest, Warehouse
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
@@ -28,6 +27,7 @@ from pipeline.client.cluster import Cluster
 from pipeline.client.topic_filter import whitelist_except
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.zk import layout
+from pipeline.testing_faults import Faults
 from pipeline.zk.client import BoundedZooKeeper, connect
 
 __all__ = ["AUDIT_STEP", "Committer", "LockLost", "OfflineCluster", "ZOOKEEPER_STEP"]
@@ -72,7 +72,7 @@ class OfflineCluster:
     def brokers(self) -> str:
         return ",".join(f"{host}:{port}" for host, port in sorted(self.cluster.brokers().values()))
 
-    def commit_offsets(self, group: str, manifest: Manifest) -> None:
+    def commit_offsets(self, group: str, manifest: Manifest, faults: Faults = Faults()) -> None:
         """Write where the manifest's ranges end to /consumers/GROUP/offsets/TOPIC/PARTITION (idempotent)."""
         zk = BoundedZooKeeper(self.zk, 15.0)
         for (topic, partition), end in sorted(loaded_ends([*manifest.ranges, *manifest.skipped]).items()):
@@ -81,7 +81,7 @@ class OfflineCluster:
             if zk.exists(path) is None:
                 zk.ensure_path(path)
             zk.set(path, data)
-            pause_at("committing")
+            faults.pause("committing")
 
 
 class Committer:
@@ -96,6 +96,7 @@ class Committer:
         self.warehouse = warehouse
         self.offline = offline
         self.still_locked = still_locked
+        self.faults = Faults.of(config)
 
     def recover(self) -> None:
         """Roll forward the commits that died after their journal; discard the staging of those that died before."""
@@ -103,7 +104,7 @@ class Committer:
         warehouse.remove_strays()
         for journal in warehouse.journals_pending():
             log.warning("run %s stopped after it began publishing; completing it", journal.manifest.run_id)
-            warehouse.publish(journal)
+            warehouse.publish(journal, self.faults)
             self.complete(journal)
         for run_id in warehouse.abandoned_runs():
             log.warning("run %s died before publishing; discarding its staging", run_id)
@@ -114,8 +115,8 @@ class Committer:
         self.check_lock("publishing")
         journal = Journal(manifest)
         self.warehouse.write_journal(journal)
-        self.warehouse.publish(journal)
-        pause_at("published")
+        self.warehouse.publish(journal, self.faults)
+        self.faults.pause("published")
         self.complete(journal)
 
     def complete(self, journal: Journal) -> None:
@@ -125,7 +126,7 @@ class Committer:
         if ZOOKEEPER_STEP not in journal.steps:
             if manifest.ranges or manifest.skipped:
                 self.check_lock("committing")
-                self.offline.commit_offsets(self.config["group.id"], manifest)
+                self.offline.commit_offsets(self.config["group.id"], manifest, self.faults)
             self.warehouse.step_done(journal, ZOOKEEPER_STEP)
         if AUDIT_STEP not in journal.steps:
             if self.config["audit.enable"]:

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from etl.files import private_directory
 from etl.plan import EtlError
 from etl.store import Move
+from pipeline.durable_file import make_private_dir
 from pipeline.warehouse_state import HourPartition, Snapshot
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def compact_topic(spark: "SparkSession", warehouse: Path, topic: str, tasks: lis
     new files. EtlError when the rows written per hour are not the rows read."""
     rows, size = sum(t.rows for t in tasks), sum(t.bytes for t in tasks)
     per_file = max(1, int(target_bytes * rows / max(size, 1)))
-    private_directory(staging.parent)
+    make_private_dir(staging.parent)
     frame = (spark.read.option("basePath", str(warehouse / topic)).option("mergeSchema", "true")
              .parquet(*(str(warehouse / path) for t in tasks for path in t.files)))
     (frame.repartition(len(tasks), "date", "hour")

@@ -1,5 +1,5 @@
 """The ETL's configuration table: what a properties file (``--config``), ``--set KEY=VALUE`` or the command
-line sets, for a single run (``python -m etl run``) and for the scheduler (``python -m etl schedule``).
+line sets, for a single run (``python -m etl load``) and for the scheduler (``python -m etl run``).
 
 Spark settings pass through with their own names (``spark.executor.memory=2g``, ``spark.sql.shuffle.partitions=8``)
 and go to the SparkSession builder; ``spark.master`` is ``local[*]`` unless given (``--master``), and a
@@ -23,10 +23,16 @@ from pipeline.config import (
     parse_regex,
     parse_str,
 )
-from etl.faults import PAUSE_POINTS
+from pipeline.service.settings import LOG_LEVEL
+from pipeline.testing_faults import fault_properties
 from schemas.events import AUDIT_TOPIC
 
-__all__ = ["ETL_PROPERTIES", "EtlConfig", "parse_duration"]
+__all__ = ["ETL_PROPERTIES", "EtlConfig", "PAUSE_POINTS", "parse_duration"]
+
+# Where testing.pause.at stops a run (driver or task), in the order a run meets them: a task has loaded its first
+# batch; the journal is written and the first staged file moved into a table; the manifest is written, the
+# ZooKeeper commit not begun; the first partition's offset is written to ZooKeeper, the others not.
+PAUSE_POINTS = ("loading", "publishing", "published", "committing")
 
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -88,14 +94,8 @@ ETL_PROPERTIES = (
     Property("metrics.port", parse_optional_int, None,
              "the scheduler serves Prometheus metrics at http://METRICS.HOST:PORT/metrics (empty: none)",
              at_least=0, at_most=65535),
-    # Fault injection, for tests and drills only (etl.faults).
-    Property("fault.pause.at", parse_choice("", *PAUSE_POINTS), "",
-             "fault injection: a run (driver or task) stops dead at this point, after writing fault.pause.file, for "
-             "a test to kill it exactly there (empty: never)"),
-    Property("fault.pause.file", parse_str, "", "fault injection: the marker file a paused run writes first"),
-    Property("fault.drop.event.ids", parse_str, "",
-             "fault injection: the tasks lose the events with these header.eventId values (comma-separated): not "
-             "written, not counted, their offsets committed -- an ETL bug for the audit to name (empty: none)"),
+    LOG_LEVEL,
+    *fault_properties(PAUSE_POINTS, drops_events=True),
 )
 
 

@@ -14,34 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import durable_file
-from pipeline.durable_file import fsync_dir
+from pipeline.durable_file import fsync_dir, make_private_dir
 
-__all__ = ["DIRECTORY_MODE", "FILE_MODE", "fsync_directory", "fsync_file", "private_directory", "read_json",
+__all__ = ["DIRECTORY_MODE", "FILE_MODE", "fsync_directory", "fsync_file", "read_json",
            "write_atomically", "write_bytes_atomically"]
 
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
-
-
-def private_directory(path: Path) -> Path:
-    """Create ``path`` and each missing parent owner-only (0700); an existing directory is left as it is."""
-    missing = []
-    current = path
-    while not current.is_dir():
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, DIRECTORY_MODE)
-        except FileExistsError:
-            if not directory.is_dir():
-                raise
-            continue
-        # mkdir's mode is masked by the umask; chmod is not.
-        os.chmod(directory, DIRECTORY_MODE)
-    return path
 
 
 def fsync_directory(path: Path) -> None:
@@ -59,7 +38,7 @@ def fsync_file(path: Path) -> None:
 def write_bytes_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` (owner-only): a temporary file fsynced, renamed into place, the directory
     fsynced."""
-    private_directory(path.parent)
+    make_private_dir(path.parent)
     durable_file.write_atomically(path, data, mode=FILE_MODE)
 
 

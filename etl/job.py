@@ -34,7 +34,6 @@ from etl.audit_counts import WAREHOUSE_TIER, AuditCounts
 from etl.avro_types import UnsupportedSchema
 from etl.commit import Committer, LockLost, OfflineCluster
 from etl.config import EtlConfig
-from etl.faults import Faults, configure
 from etl.files import fsync_file
 from etl.load import ColumnClash, load_topic, staged_moves, staged_quarantine_moves
 from etl.maintenance import keep_warehouse
@@ -53,6 +52,7 @@ from pipeline.etl_runs import (
     SkippedOffsets,
 )
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.testing_faults import Faults
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 
@@ -329,7 +329,6 @@ def run_once(config: EtlConfig, spark: SparkSession | Callable[[], SparkSession]
     A topic that cannot be loaded makes the run ``partial`` (returned, the topics in ``topic_errors``); any other
     failure raises an EtlError after recording a failed run.
     """
-    configure(Faults.of(config))
     run = _Run(config, spark, on_progress, still_locked)
     report = run.report
     history = RunHistory(config.warehouse, run.group, config["history.keep"])

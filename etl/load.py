@@ -22,10 +22,10 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
 from etl.avro_types import spark_schema
-from etl.files import private_directory
 from etl.plan import OffsetRange
 from etl.store import Move
 from etl.task import LINEAGE_FIELDS, PARTITION_COLUMNS, TaskContext, load_ranges
+from pipeline.durable_file import make_private_dir
 from pipeline.warehouse_state import QUARANTINE_DIR
 
 __all__ = ["ColumnClash", "load_topic", "staged_moves", "staged_quarantine_moves", "table_schema"]
@@ -56,7 +56,7 @@ def load_topic(spark: SparkSession, context: TaskContext, ranges: list[OffsetRan
                staging: Path, window_ms: int, accumulator: Any) -> None:
     """Load ``ranges`` (all of ``context.topic``, the run's ranges from ``first_index`` on) into Parquet under
     ``staging`` (which must not exist); each task reports its stats under its range's index in the run."""
-    private_directory(staging.parent)
+    make_private_dir(staging.parent)
     schema = table_schema(json.loads(context.reader_schema))
     target = to_arrow_schema(schema, timezone="UTC")
     rows = [(first_index + i, r.partition, r.start, r.end) for i, r in enumerate(ranges)]

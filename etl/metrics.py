@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from pipeline.etl_runs import FAILED, OUTCOMES, PARTIAL, SUCCEEDED, RunHistory, RunReport
+from pipeline.service.metrics_server import serve_metrics
 
 __all__ = ["EtlMetrics"]
 
@@ -130,11 +131,10 @@ class EtlMetrics:
 
     def serve(self, port: int, address: str) -> int:
         """Serve /metrics on ``address``:``port`` (0: any free port) until :meth:`close`; the port served."""
-        self._server, _ = start_http_server(port, addr=address, registry=self.registry)
-        return self._server.server_address[1]
+        self._server = serve_metrics(self.registry, address, port)
+        return self._server.port
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None

@@ -24,7 +24,8 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from etl.files import FILE_MODE, private_directory
+from etl.files import FILE_MODE
+from pipeline.durable_file import make_private_dir
 from schemas.serde import event_key
 
 __all__ = ["BadRecord", "NOT_WIRE_FORMAT", "NULL_VALUE", "QUARANTINE_SCHEMA", "QuarantineWriter", "Quarantined",
@@ -138,7 +139,7 @@ class QuarantineWriter:
     def _writer(self, hour: tuple[str, int]) -> pq.ParquetWriter:
         found = self._writers.get(hour)
         if found is None:
-            directory = private_directory(self.directory / f"date={hour[0]}" / f"hour={hour[1]}")
+            directory = make_private_dir(self.directory / f"date={hour[0]}" / f"hour={hour[1]}")
             final = directory / f"part-{self.index:05d}.parquet"
             temporary = directory / f".{final.name}.{secrets.token_hex(4)}.tmp"
             sink = open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE), "wb")

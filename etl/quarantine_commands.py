@@ -49,7 +49,7 @@ def add_quarantine_parser(subparsers: Any) -> argparse.ArgumentParser:
     listing.add_argument("--reason", choices=REASONS, help="only records set aside for this reason")
     listing.add_argument("--limit", type=int, default=100, metavar="N", help="show at most N records (default 100)")
     listing.add_argument("--json", action="store_true", help="a JSON array instead of a table")
-    listing.set_defaults(handler=list_main)
+    listing.set_defaults(command=list_main)
 
     show = commands.add_parser("show", help="one quarantined record in full, its value decoded where possible",
                                description="One quarantined record: its lineage, run, reason and error, key, "
@@ -60,7 +60,7 @@ def add_quarantine_parser(subparsers: Any) -> argparse.ArgumentParser:
     show.add_argument("topic", metavar="TOPIC")
     show.add_argument("partition", metavar="PARTITION", type=int)
     show.add_argument("offset", metavar="OFFSET", type=int)
-    show.set_defaults(handler=show_main)
+    show.set_defaults(command=show_main)
 
     replay = commands.add_parser(
         "replay", help="load the quarantined records that now decode",
@@ -70,7 +70,7 @@ def add_quarantine_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_settings_options(replay)
     replay.add_argument("--topic", action="append", metavar="TOPIC", help="only this topic (repeatable)")
     replay.add_argument("--run", metavar="RUN", help="only records set aside by this run")
-    replay.set_defaults(handler=replay_main)
+    replay.set_defaults(command=replay_main)
     return parser
 
 
@@ -162,18 +162,23 @@ def show_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
 
 def replay_main(args: argparse.Namespace) -> int:
     """Replay what a parsed ``quarantine replay`` asks for under the group's lock; 0 done, 1 failed, 2 settings."""
-    from etl.commands import RUN_OPTIONS, run_under_lock, settings_of
-    from etl.replay import replay_quarantine
+    from etl.commands import load_config
+    from etl.config import ETL_PROPERTIES
+    from pipeline.service import Service, run_threaded
 
-    config = settings_of(args, RUN_OPTIONS, "quarantine replay")
-    if isinstance(config, int):
-        return config
+    return run_threaded(Service(f"{PROG} replay", ETL_PROPERTIES, load_config, ()), args,
+                        lambda config, stop: _replay(args, config, stop))
+
+
+def _replay(args: argparse.Namespace, config: Any, stop: Any) -> int:
+    from etl.commands import run_under_lock
+    from etl.replay import replay_quarantine
 
     def job(settings: Any, *, still_locked: Any) -> Any:
         return replay_quarantine(settings, topics=set(args.topic) if args.topic else None, run=args.run,
                                  still_locked=still_locked)
 
-    report, code = run_under_lock(config, job, f"{PROG} replay")
+    report, code = run_under_lock(config, job, f"{PROG} replay", stop)
     if report is None:
         return code or 0
     for topic in sorted(set(report.loaded) | set(report.still_quarantined)):

@@ -31,12 +31,13 @@ import pyarrow.parquet as pq
 from etl.audit_counts import AuditCounts
 from etl.commit import Committer, OfflineCluster
 from etl.config import EtlConfig
-from etl.files import FILE_MODE, fsync_file, private_directory
+from etl.files import FILE_MODE, fsync_file
 from etl.load import table_schema
 from etl.plan import EtlError
 from etl.quarantine import QUARANTINE_SCHEMA, BadRecord
 from etl.store import Manifest, Move, RunInProgress, Warehouse, new_run_id
 from etl.task import Decoder, RowBuilder, convertible, table_arrow_schema
+from pipeline.durable_file import make_private_dir
 from pipeline.warehouse_state import hour_partition_of
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
@@ -211,7 +212,7 @@ class _TopicReplay:
         """Stage ``table`` as the next replayed file of ``directory`` (a table's or the quarantine's hour)."""
         number = self._numbers[directory] = self._numbers.get(directory, -1) + 1
         name = f"{self.topic}-replayed-{self.run_id}-{number}.parquet"
-        staged = private_directory(self.warehouse.staging_dir(self.run_id) / directory) / name
+        staged = make_private_dir(self.warehouse.staging_dir(self.run_id) / directory) / name
         with open(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE), "wb") as sink:
             pq.write_table(table, sink)
         self.moves.append(Move(str(staged.relative_to(self.warehouse.root)), f"{directory}/{name}", -1,

@@ -1,4 +1,4 @@
-"""`python -m etl schedule`: ETL runs one after another, each under the ETL lock, until told to stop.
+"""`python -m etl run`: ETL runs one after another, each under the ETL lock, until told to stop.
 
 A run starts ``schedule.every`` after the previous one started (right after it when it took longer), so runs of
 one scheduler never overlap, and the ZooKeeper lock keeps the runs of several schedulers of one group apart. A
@@ -95,9 +95,7 @@ class Scheduler:
         every = self.config["schedule.every"]
         try:
             if self.config["metrics.port"] is not None:
-                host = self.config["metrics.host"]
-                self.metrics_port = self.metrics.serve(self.config["metrics.port"], host)
-                log.info("Prometheus metrics at http://%s:%d/metrics", host, self.metrics_port)
+                self.metrics_port = self.metrics.serve(self.config["metrics.port"], self.config["metrics.host"])
             log.info("running the ETL of group %s every %gs", self.config["group.id"], every)
             next_start = time.monotonic()
             while not self.stop.wait(max(0.0, next_start - time.monotonic())):

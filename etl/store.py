@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from etl.faults import pause_at
-from etl.files import fsync_directory, private_directory, read_json, write_atomically
+from etl.files import fsync_directory, read_json, write_atomically
 from etl.plan import OffsetRange
+from pipeline.durable_file import make_private_dir
 from pipeline.etl_runs import SkippedOffsets
+from pipeline.testing_faults import Faults
 from pipeline.warehouse_state import (
     CHECKPOINT_NAME,
     MANIFESTS_NAME,
@@ -214,7 +215,7 @@ class Warehouse:
             return []
         return [Journal.from_dict(read_json(p)) for p in sorted(self.journals.glob("*.json"))]
 
-    def publish(self, journal: Journal) -> None:
+    def publish(self, journal: Journal, faults: Faults = Faults()) -> None:
         """Make the journal's moves (those not made yet) and write its manifest: the commit point.
 
         Idempotent, so a journal left by a dead run is rolled forward by calling it again.
@@ -226,10 +227,10 @@ class Warehouse:
         for move in manifest.files:
             staged, published = self.root / move.staged, self.root / move.published
             if staged.exists():
-                private_directory(published.parent)
+                make_private_dir(published.parent)
                 os.replace(staged, published)
                 directories.add(published.parent)
-                pause_at("publishing")
+                faults.pause("publishing")
             elif not published.exists():
                 raise FileNotFoundError(f"run {manifest.run_id}: neither the staged file {staged} nor the published "
                                         f"{published} exists; the warehouse was changed by hand")
@@ -273,7 +274,7 @@ class Warehouse:
     def exclusive(self) -> Iterator[None]:
         """Hold the group's run lock (``_etl/<group>/run.lock``, flock) for a run; RunInProgress if another
         process of this host holds it. The kernel drops it when the holder dies, however it dies."""
-        private_directory(self.etl)
+        make_private_dir(self.etl)
         with open(os.open(self.etl / "run.lock", os.O_RDWR | os.O_CREAT, 0o600), "r+") as lock:
             try:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,4 +1,4 @@
-"""The ETL's entry for spark-submit: ``spark-submit [--master URL] etl/submit.py run --zookeeper ... --warehouse ...``.
+"""The ETL's entry for spark-submit: ``spark-submit [--master URL] etl/submit.py load --zookeeper ... --warehouse ...``.
 
 spark-submit runs a file, not a module, so the project's root is put on the path first; the command line is
 then ``python -m etl``'s, and spark-submit's ``--master`` and ``--conf`` decide the Spark settings.

@@ -38,7 +38,6 @@ from fastavro.read import SchemaResolutionError
 from fastavro.schema import SchemaParseException
 from pyspark.accumulators import AccumulatorParam
 
-from etl.faults import Faults, configure, dropped_event_ids, pause_at
 from etl.avro_types import raw_arrow_schema, without_logical_types
 from etl.quarantine import (
     NOT_WIRE_FORMAT,
@@ -59,6 +58,7 @@ from pipeline.client.errors import KafkaClientError, KafkaConnectionError, Offse
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.lineage import lineage_of
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.testing_faults import Faults
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 from schemas.serde import WireFormatError, schema_id_of
 
@@ -289,7 +289,7 @@ class _RangeLoader:
                  window_ms: int, partition: int, start: int, end: int,
                  quarantine: QuarantineWriter | None) -> None:
         self.context = context
-        self.builder = RowBuilder(context.topic, partition, decoder, window_ms, dropped_event_ids())
+        self.builder = RowBuilder(context.topic, partition, decoder, window_ms, context.faults.drop_event_ids)
         self.arrow_schema = arrow_schema
         self.target = target
         self.window_ms = window_ms
@@ -485,7 +485,6 @@ def load_ranges(context: TaskContext, window_ms: int, accumulator: Any, target: 
     """The mapInArrow function: for each (index, partition, start, end) row, the range's Arrow batches, cast
     to ``target`` (Spark's Arrow form of the table's schema), its bad records written to the staged quarantine."""
     started = time.time()
-    configure(context.faults)
     decoder = Decoder(_registry(context.registry_url), context.reader_schema)
     arrow_schema = table_arrow_schema(json.loads(context.reader_schema))
     for batch in batches:
@@ -497,7 +496,7 @@ def load_ranges(context: TaskContext, window_ms: int, accumulator: Any, target: 
             try:
                 for loaded in loader.batches():
                     yield loaded
-                    pause_at("loading")
+                    context.faults.pause("loading")
                 if quarantine is not None:
                     quarantine.close()
             except BaseException:

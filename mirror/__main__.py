@@ -1,25 +1,28 @@
-"""`python -m mirror`: copy whitelisted topics of datacenter clusters into the offline cluster; `lineage`.
+"""`python -m mirror`: copy whitelisted topics of datacenter clusters into the offline cluster (`run`, also what a
+command line without a subcommand means); `lineage`: where a target record came from.
 
     python -m mirror --source dc1=zk:2181/dc1 --source dc2=zk:2181/dc2 --target zk:2181/offline --whitelist 'events.*'
-    python -m mirror --source-bootstrap-server dc3=b1:9092,b2:9092 --state-dir var/mirror --target zk:2181/offline ...
+    python -m mirror run --source-bootstrap-server dc3=b1:9092,b2:9092 --state-dir var/mirror --target zk:2181/offline ...
     python -m mirror --config mirror.properties
     python -m mirror lineage TOPIC PARTITION OFFSET --target zk:2181/offline
 
-Options on the command line override the properties file. SIGTERM or SIGINT stops it: what is in flight is
-acknowledged, the offsets committed, the groups left, and it exits 0. Errors are one line on stderr; exit
-codes: 0 success, 1 the mirror stopped on an error (or the lineage lookup found none), 2 wrong settings.
+Options on the command line override ``--set``, which overrides the properties file. SIGTERM or SIGINT stops it:
+what is in flight is acknowledged, the offsets committed, the groups left, and it exits 0. Errors are one line on
+stderr; exit codes: 0 success, 1 the mirror stopped on an error (or the lineage lookup found none), 2 wrong settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import Any
 
 from pipeline.client.errors import KafkaClientError
-from pipeline.config import ConfigError, command_line_values, help_table
+from pipeline.config import Config
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.service import log_to_stderr, stop_on_signals, write_owner_only
+from pipeline.service import (Service, add_settings_options, command_line, fail, parse, run_threaded, runner,
+                              serving_metrics, settings_values)
 
 PROG = "python -m mirror"
 
@@ -35,12 +38,13 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--target-bootstrap-server", metavar="HOST:PORT[,...]", help="the target cluster's brokers")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Mirror every whitelisted topic of one or more source clusters into a target "
-                               "cluster, at least once, with the lineage of every record in its headers. "
-                               f"`{PROG} lineage --help`: where a target record came from.")
-    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
+def add_run_parser(subparsers: Any) -> None:
+    """``run``: mirror until SIGTERM or SIGINT."""
+    parser = subparsers.add_parser(
+        "run", help="mirror the source clusters into the target (the default command)",
+        description="Mirror every whitelisted topic of one or more source clusters into a target cluster, at least "
+                    f"once, with the lineage of every record in its headers. `{PROG} lineage --help`: where a target "
+                    "record came from.")
     parser.add_argument("--source", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]",
                         help="a source cluster by name and ZooKeeper (repeat for several)")
     parser.add_argument("--source-bootstrap-server", action="append", default=[], metavar="NAME=HOST:PORT[,...]",
@@ -61,17 +65,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="address the metrics server listens on (default 0.0.0.0)")
     parser.add_argument("--registry", metavar="URL", help="schema registry for the audit counts")
     parser.add_argument("--no-audit", action="store_true", help="publish no tier-mirror audit counts")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any other setting of --help-config; producer.* and consumer.* pass through")
-    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
-    return parser.parse_args(argv)
+    add_settings_options(parser, set_help="any other setting of --help-config; producer.* and consumer.* pass through")
+    parser.set_defaults(command=run)
 
 
-def load_config(args: argparse.Namespace) -> Any:
+def load_config(args: argparse.Namespace) -> Config:
     from mirror.config import MirrorConfig
 
-    values = command_line_values(args.config, args.set, {name: getattr(args, option)
-                                                         for option, name in _OPTIONS.items()})
+    values = settings_values(args, _OPTIONS)
     if args.source:
         values["source.clusters"] = ",".join(args.source)
     if args.source_bootstrap_server:
@@ -88,41 +89,13 @@ def load_config(args: argparse.Namespace) -> Any:
     return MirrorConfig(values)
 
 
-def run(argv: list[str]) -> int:
-    args = parse_args(argv)
-    if args.help_config:
-        from mirror.config import MIRROR_PROPERTIES
-        print(help_table(MIRROR_PROPERTIES))
-        return 0
-    write_owner_only()
-    try:
-        config = load_config(args)
-    except (ConfigError, OSError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
-    from kazoo.exceptions import KazooException
-    from prometheus_client import start_http_server
+def mirror(config: Config, stop: threading.Event) -> int:
+    """Run the mirror until ``stop``; report the offsets the sources' retention made it skip."""
+    from mirror.service import MirrorService
 
-    from mirror.service import MirrorError, MirrorService
-    from mirror.topics import MirrorTopicError
-    from schemas.registry_client import SchemaRegistryError
-
-    stop = stop_on_signals()
     service = MirrorService(config)
-    server = None
-    try:
-        if config["metrics.port"] is not None:
-            server, _ = start_http_server(config["metrics.port"], addr=config["metrics.host"],
-                                          registry=service.metrics.registry)
+    with serving_metrics(service.metrics.registry, config["metrics.host"], config["metrics.port"]):
         service.run(stop)
-    except (MirrorError, MirrorTopicError, SchemaRegistryError, KafkaClientError, KafkaProtocolError,
-            KazooException, ConfigError, OSError) as error:
-        print(f"{PROG}: error: {str(error) or type(error).__name__}", file=sys.stderr)
-        return 1
-    finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
     if service.gaps:
         lost = sum(g.lost for g in service.gaps)
         print(f"{PROG}: {lost} offsets lost to the sources' retention were skipped: "
@@ -131,17 +104,35 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def lineage(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog=f"{PROG} lineage",
-                                     description="Where a record of the target cluster came from: its source "
-                                                 "cluster, partition and offset (from its lineage headers).")
+def run(args: argparse.Namespace) -> int:
+    from kazoo.exceptions import KazooException
+
+    from mirror.config import MIRROR_PROPERTIES
+    from mirror.service import MirrorError
+    from mirror.topics import MirrorTopicError
+    from schemas.registry_client import SchemaRegistryError
+
+    service = Service(PROG, MIRROR_PROPERTIES, load_config,
+                      (MirrorError, MirrorTopicError, SchemaRegistryError, KafkaClientError, KafkaProtocolError,
+                       KazooException, OSError))
+    return run_threaded(service, args, mirror)
+
+
+def add_lineage_parser(subparsers: Any) -> None:
+    """``lineage``: the source of one target record."""
+    parser = subparsers.add_parser("lineage", help="where a record of the target cluster came from",
+                                   description="Where a record of the target cluster came from: its source "
+                                               "cluster, partition and offset (from its lineage headers).")
     parser.add_argument("topic")
     parser.add_argument("partition", type=int)
     parser.add_argument("offset", type=int)
     _add_target(parser)
-    args = parser.parse_args(argv)
+    parser.set_defaults(command=lineage, parser=parser)
+
+
+def lineage(args: argparse.Namespace) -> int:
     if not args.target and not args.target_bootstrap_server:
-        parser.error("give the target cluster: --target ZOOKEEPER or --target-bootstrap-server BROKERS")
+        args.parser.error("give the target cluster: --target ZOOKEEPER or --target-bootstrap-server BROKERS")
     from pipeline.client.cluster import Cluster, StaticBrokerList
     from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 
@@ -159,22 +150,26 @@ def lineage(argv: list[str]) -> int:
             if close is not None:
                 close()
     except (LookupError, KafkaClientError, KafkaProtocolError, ValueError, OSError) as error:
-        print(f"{PROG} lineage: error: {error}", file=sys.stderr)
-        return 1
+        return fail(f"{PROG} lineage", error, 1)
     if found is None:
-        print(f"{PROG} lineage: error: {args.topic}-{args.partition}@{args.offset} has no lineage headers "
-              f"(it was not mirrored)", file=sys.stderr)
-        return 1
+        return fail(f"{PROG} lineage", f"{args.topic}-{args.partition}@{args.offset} has no lineage headers "
+                                       f"(it was not mirrored)", 1)
     print(f"source={found.cluster} topic={found.topic} partition={found.partition} offset={found.offset}")
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return command_line(PROG, "Mirror topics of datacenter clusters into the offline cluster, at least once, with "
+                              "the lineage of every record (`run`, the default), and look a record's lineage up.",
+                        (add_run_parser, add_lineage_parser))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return parse(build_parser(), argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    log_to_stderr()
-    if argv and argv[0] == "lineage":
-        return lineage(argv[1:])
-    return run(argv)
+    return runner.main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ from pipeline.config import (
     parse_str,
 )
 from pipeline.named_clusters import parse_sources
+from pipeline.service.settings import LOG_LEVEL
+from pipeline.testing_faults import fault_properties
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["MIRROR_PROPERTIES", "MirrorConfig"]
@@ -78,9 +80,8 @@ MIRROR_PROPERTIES = (
              "target topic the AuditCount records go to (records of it mirrored from a source are not counted)"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry of the AuditCount schema, comma-separated URLs"),
-    Property("fault.drop.event.ids", parse_str, "",
-             "fault injection, for tests and drills only: the mirror loses the events with these header.eventId "
-             "values (comma-separated), taking them as acknowledged without sending them (empty: none)"),
+    LOG_LEVEL,
+    *fault_properties(drops_events=True),
 )
 
 # What the mirror's guarantees rest on: set by the mirror, refused from the user.

@@ -55,11 +55,11 @@ from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.lineage import lineage_headers, lineage_overhead
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.protocol.records import Header
+from pipeline.testing_faults import Faults
 from pipeline.zk import layout
 from schemas.serde import event_key
 from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig
-from mirror.faults import dropped_event_ids
 from mirror.metrics import MirrorMetrics
 from mirror.quarantine import MirrorQuarantine
 from mirror.topics import BrokerSourceTopics, MirrorTopicError, SourceTopics, TopicSync, ZooKeeperSourceTopics
@@ -202,7 +202,7 @@ class MirrorService(CallbackHandler):
         self._target_discovery: Any = None
         self._audit: MirrorAudit | None = None
         self._lag_labels: set[tuple[str, str, str]] = set()
-        self._drop = dropped_event_ids(config)
+        self._drop = Faults.of(config).drop_event_ids
         quarantine_dir = config.quarantine_dir()
         self.quarantine = MirrorQuarantine(quarantine_dir) if quarantine_dir is not None else None
         #: Topics whose target batches the producer was fitted to (Producer.size_for_topic).
@@ -362,7 +362,7 @@ class MirrorService(CallbackHandler):
             self._quarantine([pending], exc)
 
     def _dropped(self, where: SourcePartition, record: ConsumerRecord) -> bool:
-        """Fault injection (mirror.faults): lose the record if its event is one to drop."""
+        """Fault injection (testing.drop.event.ids): lose the record if its event is one to drop."""
         found = event_key(record.value) if record.value else None
         if found is None or found.event_id not in self._drop:
             return False

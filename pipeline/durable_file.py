@@ -12,6 +12,9 @@ import os
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
+# Owner-only permissions of what a service keeps: the events and their metadata.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
 
 
 def fsync_and_close(fds: list[int]) -> None:
@@ -65,17 +68,34 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = True, mode: int
         fsync_dir(path.parent)
 
 
-def make_private_dir(directory: Path) -> None:
-    """Create ``directory`` and each missing parent owner-only (0700); existing ones are left as they are."""
+def make_private_dir(directory: Path, *, tighten: bool = False) -> Path:
+    """Create ``directory`` and each missing parent owner-only (0700, whatever the umask); existing ones are left
+    as they are, but for ``directory`` itself with ``tighten``. Returns ``directory``."""
     missing = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
+    current = directory
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
     for path in reversed(missing):
         try:
-            path.mkdir(mode=0o700)
+            os.mkdir(path, PRIVATE_DIR_MODE)
         except FileExistsError:
-            pass
+            if not path.is_dir():
+                raise
+            continue
+        # mkdir's mode is masked by the umask; chmod is not.
+        os.chmod(path, PRIVATE_DIR_MODE)
+    if tighten and not missing:
+        os.chmod(directory, PRIVATE_DIR_MODE)
+    return directory
+
+
+def make_private_file(path: Path) -> Path:
+    """Make the existing file ``path`` readable and writable by its owner only (0600). Returns ``path``."""
+    os.chmod(path, PRIVATE_FILE_MODE)
+    return path
 
 
 class FileLockedError(OSError):

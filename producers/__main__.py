@@ -1,23 +1,29 @@
-"""`python -m producers`: emulate the frontend servers of one datacenter publishing Avro events.
+"""`python -m producers [run]`: emulate the frontend servers of one datacenter publishing Avro events.
 
     python -m producers --datacenter dc1 --bootstrap-server localhost:9092 --servers 10 --rate 2000
-    python -m producers --config config/producers-dc1.properties --duration 60
+    python -m producers run --config config/producers-dc1.properties --duration 60
 
-Options given on the command line override the properties file. SIGTERM or SIGINT stops it: what is
-queued is sent, the audit counts of the open windows are published, and it exits 0. Errors are one line.
+Options given on the command line override ``--set``, which overrides the properties file. SIGTERM or SIGINT stops
+it: what is queued is sent, the audit counts of the open windows are published, and it exits 0. Errors are one
+line; exit codes: 0 success, 1 a runtime failure, 2 wrong settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
+from typing import Any
 
 from pipeline.client.errors import KafkaClientError
-from pipeline.config import ConfigError, command_line_values, help_table
+from pipeline.config import Config
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.service import log_to_stderr, stop_on_signals, write_owner_only
+from pipeline.service import Service, add_settings_options, command_line, run_threaded, runner, serving_metrics, \
+    settings_values
 from producers.config import EMULATOR_PROPERTIES, EmulatorConfig
 from schemas.registry_client import SchemaRegistryError
+
+PROG = "python -m producers"
 
 # Command-line options and the property each one sets.
 _OPTIONS = {
@@ -28,12 +34,12 @@ _OPTIONS = {
 }
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m producers",
-        description="Emulate N frontend servers of one datacenter publishing Avro activity and operational "
-                    "events to its Kafka cluster, with producer-tier audit counts.")
-    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config)")
+def add_run_parser(subparsers: Any) -> None:
+    """``run``: publish until SIGTERM, SIGINT or the duration's end."""
+    parser = subparsers.add_parser(
+        "run", help="emulate the frontend servers (the default command)",
+        description="Emulate N frontend servers of one datacenter publishing Avro activity and operational events "
+                    "to its Kafka cluster, with producer-tier audit counts.")
     parser.add_argument("--datacenter", help="datacenter name, e.g. dc1")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="brokers of the datacenter cluster")
@@ -51,15 +57,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--created-log", metavar="FILE",
                         help="list every event created in FILE: <eventId> <topic> <eventTime ms> a line")
     parser.add_argument("--audit-window-ms", type=int, help="audit window of event time (default 60000)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any other setting of --help-config")
-    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
-    return parser.parse_args(argv)
+    add_settings_options(parser, set_help="any other setting of --help-config")
+    parser.set_defaults(command=run)
 
 
 def load_config(args: argparse.Namespace) -> EmulatorConfig:
-    values = command_line_values(args.config, args.set, {name: getattr(args, option)
-                                                         for option, name in _OPTIONS.items()})
+    values = settings_values(args, _OPTIONS)
     # The command line picks the source: a --bootstrap-server replaces the file's zookeeper.connect and back.
     if args.bootstrap_server:
         values.pop("zookeeper.connect", None)
@@ -69,27 +72,28 @@ def load_config(args: argparse.Namespace) -> EmulatorConfig:
     return EmulatorConfig(values)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.help_config:
-        print(help_table(EMULATOR_PROPERTIES))
-        return 0
-    write_owner_only()
-    log_to_stderr()
-    try:
-        config = load_config(args)
-    except (ConfigError, OSError) as error:
-        print(f"producers: error: {error}", file=sys.stderr)
-        return 2
+def emulate(config: Config, stop: threading.Event) -> None:
+    """Publish until ``stop`` (or the duration's end), serving the emulators' metrics meanwhile."""
     from producers.emulator import FrontendEmulator
 
-    stop = stop_on_signals()
-    try:
-        FrontendEmulator(config).run(stop)
-    except (SchemaRegistryError, KafkaClientError, KafkaProtocolError, ConfigError, OSError) as error:
-        print(f"producers: error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    emulator = FrontendEmulator(config)
+    with serving_metrics(emulator.metrics.registry, config["metrics.host"], config["metrics.port"]):
+        emulator.run(stop)
+
+
+def run(args: argparse.Namespace) -> int:
+    service = Service(PROG, EMULATOR_PROPERTIES, load_config,
+                      (SchemaRegistryError, KafkaClientError, KafkaProtocolError, OSError))
+    return run_threaded(service, args, emulate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return command_line(PROG, "Emulate the frontend servers of one datacenter publishing Avro events (`run`, the "
+                              "default).", (add_run_parser,))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return runner.main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from pipeline.client.producer_config import parse_acks
 from pipeline.config import Config, ConfigError, Property, parse_bool, parse_optional_int, parse_str
+from pipeline.service.settings import LOG_LEVEL
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["EMULATOR_PROPERTIES", "EmulatorConfig", "PRODUCER_SETTINGS"]
@@ -69,6 +70,7 @@ EMULATOR_PROPERTIES = (
              "producer: an event not acknowledged this long after it was created fails for good (retriable errors, "
              "a broker bounce or a leader election, are retried until then)", at_least=1),
     Property("shutdown.timeout.s", _parse_float, 30.0, "at SIGTERM, longest wait for queued events to be sent"),
+    LOG_LEVEL,
 )
 
 PRODUCER_SETTINGS = ("compression.codec", "batch.size", "queue.time", "queue.buffering.max.messages",

@@ -19,7 +19,6 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from prometheus_client import start_http_server
 
 from pipeline.auditing.counting import AuditCounter
 from pipeline.auditing.publisher import AuditPublisher
@@ -115,7 +114,6 @@ class FrontendEmulator:
         self.send_errors = 0
         self.skipped = 0
         self.elapsed_s = 0.0
-        self._metrics_server: Any = None
         self._created_log: CreatedLog | None = None
         # The audit windows close, and the created log is written out, this often (at least once a window).
         self._close_every_s = min(_CLOSE_EVERY_S, config["audit.window.ms"] / 1000)
@@ -127,9 +125,6 @@ class FrontendEmulator:
             self.encoder.writer_for(topic)
         if config["created.log"]:
             self._created_log = CreatedLog(config["created.log"])
-        if config["metrics.port"] is not None:
-            self._metrics_server, _ = start_http_server(config["metrics.port"], addr=config["metrics.host"],
-                                                        registry=self.metrics.registry)
         producer_config = config.producer_config()
         publisher = AuditPublisher({k: v for k, v in producer_config.items()
                                     if k in ("metadata.broker.list", "zookeeper.connect", "client.id")}
@@ -153,9 +148,6 @@ class FrontendEmulator:
                 left = publisher.close(config["shutdown.timeout.s"])
                 if left:
                     log.error("%d audit counts could not be published before shutdown", left)
-                if self._metrics_server is not None:
-                    self._metrics_server.shutdown()
-                    self._metrics_server.server_close()
                 if self._created_log is not None:
                     self._created_log.close()
                 self.registry.close()

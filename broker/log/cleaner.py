@@ -30,7 +30,6 @@ from typing import Callable, Iterator, Mapping, Protocol
 import crc32c
 
 from broker.log.errors import CorruptRecordError
-from broker.log.faults import CleanerFaults
 from broker.log.log import Log, now_ms
 from broker.log.log_config import INT64_MAX, LogConfig
 from broker.log.log_cleaner_manager import (
@@ -56,6 +55,7 @@ from pipeline.protocol.batch import (
     parse_header,
 )
 from pipeline.protocol.records import _read_varint
+from pipeline.testing_faults import Faults
 
 
 # baseOffset .. recordCount: the whole v2 header, packed with a zero CRC that is then patched.
@@ -74,7 +74,7 @@ class CleanerConfig:
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms
     enable: bool = True  # log.cleaner.enable
     load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
-    faults: CleanerFaults = CleanerFaults()  # log.cleaner.fault.pause.at and .file (tests only)
+    faults: Faults = Faults()  # testing.pause.at and .file (tests only)
 
     @classmethod
     def from_properties(cls, config: Mapping[str, object]) -> "CleanerConfig":
@@ -86,8 +86,7 @@ class CleanerConfig:
             max_io_bytes_per_second=float(config["log.cleaner.io.max.bytes.per.second"]),  # type: ignore[arg-type]
             backoff_ms=int(config["log.cleaner.backoff.ms"]),  # type: ignore[arg-type]
             enable=bool(config["log.cleaner.enable"]),
-            faults=CleanerFaults(str(config["log.cleaner.fault.pause.at"]),
-                                 str(config["log.cleaner.fault.pause.file"])),
+            faults=Faults.of(config),
         )
 
 
@@ -315,7 +314,7 @@ class LocalTarget:
     """The Log of a pass run in the broker's own process (LogCleaner.clean_once)."""
 
     def __init__(self, log_: Log, manager: LogCleanerManager, topic_partition: TopicPartition,
-                 faults: CleanerFaults = CleanerFaults()) -> None:
+                 faults: Faults = Faults()) -> None:
         self.log = log_
         self.manager = manager
         self.topic_partition = topic_partition

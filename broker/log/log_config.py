@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 MIN_SEGMENT_BYTES = 14
 MIN_INDEX_BYTES = 4
 INT64_MAX = 2**63 - 1
+# Where the broker's testing.pause.at stops a cleaning pass, in the order a pass meets them: part of a .cleaned
+# segment is written (in the cleaner worker); the .cleaned segment is complete and synced, not yet renamed .swap (in
+# the worker); the .swap files are in place and the first replaced segment renamed .deleted (in the broker).
+CLEANER_PAUSE_POINTS = ("writing-cleaned", "before-swap", "during-swap")
 
 #: cleanup.policy values: delete old segments (retention), compact (keep each key's latest record), or both.
 CLEANUP_DELETE = "delete"

@@ -207,7 +207,7 @@ def etl_program(topology: Topology) -> Program:
     spec = topology.etl
     settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host,
                 "warehouse.retention": f"{spec.retention_hours}h", **spec.settings}
-    command = _python("etl", "schedule", "--zookeeper", topology.cluster_zookeeper(topology.offline),
+    command = _python("etl", "run", "--zookeeper", topology.cluster_zookeeper(topology.offline),
                       "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
                       *_settings("--set", settings))

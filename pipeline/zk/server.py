@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.service import write_owner_only
+from pipeline.service import stop_on_signals, write_owner_only
 
 JAR_DIR = Path("/usr/share/java")
 SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -301,14 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"zookeeper: cannot run java: {exc}", file=sys.stderr)
             return 1
-    stopping = False
-
-    def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop = stop_on_signals()
     try:
         server.start()
     except ZooKeeperError as exc:
@@ -317,13 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"ZooKeeper serving on {server.connect_string} (data in {args.data_dir}, log {server.log_path})",
           file=sys.stderr, flush=True)
-    while not stopping and server.running:
+    while not stop.is_set() and server.running:
         try:
             server.process.wait(1.0)
         except subprocess.TimeoutExpired:
             continue
     server.stop()
-    return 0 if stopping else 1
+    return 0 if stop.is_set() else 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
-"""`python -m schemas.registry`: run the schema registry on ZooKeeper (shared) or a local directory.
+"""`python -m schemas.registry [run]`: run the schema registry on ZooKeeper (shared) or a local directory.
 
     python -m schemas.registry --zookeeper localhost:2181/dc1 --port 8081
-    python -m schemas.registry --data-dir var/schema-registry --port 8081
-    python -m schemas.registry --config config/schema-registry.properties
+    python -m schemas.registry run --data-dir var/schema-registry --port 8081
+    python -m schemas.registry --config config/schema-registry.properties --set zookeeper.timeout.s=5
 
-Errors are one line on stderr; SIGTERM or SIGINT stops it and it exits 0.
+Errors are one line on stderr; SIGTERM or SIGINT stops it and it exits 0. Exit codes: 0 stopped cleanly, 1 it
+could not start (ZooKeeper unreachable, the port taken), 2 a wrong setting.
 """
 
 from __future__ import annotations
@@ -12,22 +13,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
-from pipeline.config import ConfigError, command_line_values, help_table
-from pipeline.service import log_to_stderr, write_owner_only
-from pipeline.zk.client import ZooKeeperUnavailable, connect
+from pipeline.config import Config
+from pipeline.service import Service, add_settings_options, command_line, run_asyncio, runner, settings_values
+from pipeline.zk.client import connect
 
 from .backends import Backend, DirectoryBackend, ZooKeeperBackend
 from .config import REGISTRY_PROPERTIES, RegistryConfig
 from .service import make_app
 from .store import SchemaRegistryStore
 
+PROG = "python -m schemas.registry"
 STORE_THREADS = 32
 
 
@@ -36,11 +38,11 @@ _OPTIONS = {"zookeeper": "zookeeper.connect", "data_dir": "data.dir", "host": "h
             "zookeeper_timeout": "zookeeper.timeout.s"}
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m schemas.registry",
+def add_run_parser(subparsers: Any) -> None:
+    """``run``: serve until SIGTERM or SIGINT."""
+    parser = subparsers.add_parser(
+        "run", help="run the schema registry (the default command)",
         description="A schema registry with the Confluent Schema Registry's REST API, for Avro schemas.")
-    parser.add_argument("--config", metavar="FILE", help="properties file (see --help-config); options override it")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                        help="keep the state in ZooKeeper, shared by every instance on the same chroot")
@@ -50,12 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, help="port to listen on (default 8081)")
     parser.add_argument("--zookeeper-timeout", type=float, metavar="SECONDS",
                         help="deadline of every ZooKeeper call (default 10)")
-    parser.add_argument("--help-config", action="store_true", help="list every setting and exit")
-    return parser.parse_args(argv)
+    add_settings_options(parser, config_help="properties file (see --help-config); options override it")
+    parser.set_defaults(command=run)
 
 
 def load_config(args: argparse.Namespace) -> RegistryConfig:
-    values = command_line_values(args.config, (), {name: getattr(args, option) for option, name in _OPTIONS.items()})
+    values = settings_values(args, _OPTIONS)
     # --data-dir on the command line means standalone, whatever the file says.
     if args.data_dir is not None:
         values.pop("zookeeper.connect", None)
@@ -76,46 +78,39 @@ def open_backend(config: RegistryConfig) -> Backend:
     return ZooKeeperBackend(client, config["zookeeper.timeout.s"])
 
 
-async def serve(store: SchemaRegistryStore, host: str, port: int) -> None:
-    """Serve until SIGTERM or SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    # Store calls wait on ZooKeeper round trips, not on the CPU: many may be in flight at once.
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="store"))
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    runner = web.AppRunner(make_app(store), access_log=None)
-    await runner.setup()
+async def serve(config: Config, stop: asyncio.Event) -> None:
+    """Serve until ``stop``."""
+    backend = open_backend(config)
     try:
-        await web.TCPSite(runner, host, port).start()
-        logging.getLogger("schemas.registry").info("schema registry listening on %s:%d", host, port)
-        await stop.wait()
+        # Store calls wait on ZooKeeper round trips, not on the CPU: many may be in flight at once.
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="store"))
+        host, port = config["host"], config["port"]
+        app_runner = web.AppRunner(make_app(SchemaRegistryStore(backend)), access_log=None)
+        await app_runner.setup()
+        try:
+            try:
+                await web.TCPSite(app_runner, host, port).start()
+            except OSError as error:
+                raise OSError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+            logging.getLogger("schemas.registry").info("schema registry listening on %s:%d", host, port)
+            await stop.wait()
+        finally:
+            await app_runner.cleanup()
     finally:
-        await runner.cleanup()
+        backend.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_asyncio(Service(PROG, REGISTRY_PROPERTIES, load_config, (ValueError, OSError)), args, serve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return command_line(PROG, "Run the schema registry (`run`, the default).", (add_run_parser,))
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.help_config:
-        print(help_table(REGISTRY_PROPERTIES))
-        return 0
-    write_owner_only()
-    log_to_stderr()
-    try:
-        config = load_config(args)
-        backend = open_backend(config)
-    except (ConfigError, ZooKeeperUnavailable, ValueError, OSError) as error:
-        print(f"schemas.registry: error: {error}", file=sys.stderr)
-        return 1
-    host, port = config["host"], config["port"]
-    try:
-        asyncio.run(serve(SchemaRegistryStore(backend), host, port))
-    except OSError as error:
-        print(f"schemas.registry: error: cannot listen on {host}:{port}: {error.strerror or error}", file=sys.stderr)
-        return 1
-    finally:
-        backend.close()
-    return 0
+    return runner.main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_str
+from pipeline.service.settings import LOG_LEVEL
 
 __all__ = ["REGISTRY_PROPERTIES", "RegistryConfig"]
 
@@ -22,6 +23,7 @@ REGISTRY_PROPERTIES = (
     Property("host", parse_str, "0.0.0.0", "address to listen on"),
     Property("port", int, 8081, "port to listen on", at_least=0, at_most=65535),
     Property("zookeeper.timeout.s", _parse_float, 10.0, "deadline of every ZooKeeper call"),
+    LOG_LEVEL,
 )
 
 

@@ -16,8 +16,9 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 from kazoo.exceptions import KazooException
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from pipeline.service.metrics_server import metrics_response
 from pipeline.zk.client import ZooKeeperTimeout
 
 from . import errors
@@ -239,8 +240,7 @@ async def put_mode(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    registry = request.app[METRICS_KEY].registry
-    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return metrics_response(request.app[METRICS_KEY].registry)
 
 
 ROUTES: list[tuple[str, str, Handler]] = [

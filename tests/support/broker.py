@@ -47,7 +47,7 @@ class BrokerProcess:
     ) -> None:
         """``open_files_limit`` (soft, hard) is the RLIMIT_NOFILE the process starts with; ``env`` adds
         environment variables to every start (set ``self.env`` to change them; fault injection goes through the
-        broker's declared settings, e.g. log.cleaner.fault.pause.at)."""
+        broker's declared settings, e.g. testing.pause.at)."""
         self.log_dir = Path(log_dir)
         self.host = host
         self.port = port if port is not None else free_port(host)

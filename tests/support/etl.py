@@ -3,7 +3,7 @@
 ``EtlEnvironment`` is one broker on a chroot of the session's ZooKeeper plus a standalone registry (a module
 fixture shares it, ``environment_fixture``; each test uses topics and a warehouse of its own), and
 ``spark_fixture`` a SparkSession per module. ``warehouse_rows`` reads a table with pyarrow (the files the
-warehouse's snapshot lists), keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl run`` in a
+warehouse's snapshot lists), keyed by (topic, partition, offset). ``EtlProcess`` runs ``python -m etl load`` in a
 session of its own, so that the Spark JVM and its Python workers go with it when a test kills it.
 """
 
@@ -69,7 +69,7 @@ class EtlEnvironment:
                           **{k.replace("_", "."): v for k, v in settings.items()}})
 
     def args(self, warehouse: Path, *extra: str) -> list[str]:
-        return ["run", "--zookeeper", self.offline.zk_connect, "--warehouse", str(warehouse), "--master", "local[2]",
+        return ["load", "--zookeeper", self.offline.zk_connect, "--warehouse", str(warehouse), "--master", "local[2]",
                 "--registry", self.registry.url, "--set", "audit.enable=false",
                 *(item for name, value in OLD_EVENTS.items() for item in ("--set", f"{name}={value}")), *extra]
 

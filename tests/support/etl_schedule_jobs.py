@@ -1,7 +1,7 @@
 """A stand-in for the ETL's Spark load, for the scheduler's tests: it records each run's start and end in a
 shared file, takes a moment, records its RunReport in the run history as ``etl.job.run_once`` does, and fails
-on demand. ``python -m tests.support.etl_schedule_jobs --record FILE --name N [--seconds S] [--fail] schedule
-...`` runs the real ``schedule`` command line with it.
+on demand. ``python -m tests.support.etl_schedule_jobs --record FILE --name N [--seconds S] [--fail] run
+...`` runs the real ``run`` command line (the scheduler) with it.
 """
 
 from __future__ import annotations
@@ -106,14 +106,14 @@ def started(record: Path) -> int:
 
 
 class ScheduleProcess:
-    """``python -m etl schedule ...`` with a RecordingJob, as a child process (on the process harness) logging to
-    ``log_path``."""
+    """``python -m etl run ...`` (the scheduler) with a RecordingJob, as a child process (on the process harness)
+    logging to ``log_path``."""
 
     def __init__(self, log_path: Path, record: Path, name: str, args: list[str], seconds: float = 0.3) -> None:
         self.log_path = log_path
         self.child = ChildProcess("the scheduler", python_module(
             "tests.support.etl_schedule_jobs", "--record", str(record), "--name", name, "--seconds", str(seconds),
-            "schedule", *args), log_path, env=python_env(), error=AssertionError).spawn()
+            "run", *args), log_path, env=python_env(), error=AssertionError).spawn()
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
@@ -140,12 +140,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0.3)
     parser.add_argument("--fail", action="store_true")
     args, command = parser.parse_known_args()
-    from etl.commands import add_schedule_parser, schedule_main
+    from etl.commands import add_run_parser, run_main
 
     etl = argparse.ArgumentParser(prog="python -m etl")
-    add_schedule_parser(etl.add_subparsers(required=True))
+    add_run_parser(etl.add_subparsers(required=True))
     job = RecordingJob(args.record, args.name, args.seconds, lambda _call: args.fail)
-    return schedule_main(etl.parse_args(command), job=job)
+    return run_main(etl.parse_args(command), job=job)
 
 
 if __name__ == "__main__":

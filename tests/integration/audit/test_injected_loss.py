@@ -1,6 +1,6 @@
 """Injected losses at three tiers of a running pipeline (real ZooKeeper, brokers, registry, emulators, mirror,
 Spark ETL and audit processes): events a producer counted that its cluster never got, events the mirror drops
-(its fault.drop.event.ids setting) and events the ETL drops (its own). The audit names exactly those events,
+(its testing.drop.event.ids setting) and events the ETL drops (its own). The audit names exactly those events,
 each at the tier where it was lost, and nothing else."""
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ def test_losses_at_three_tiers_are_named_exactly_where_they_happened(
     dropped_by_mirror = {held[3].event_id, held[17].event_id}
     dropped_by_etl = {held[11].event_id, held[29].event_id}
     stored = mirror_all(dc1, offline, registry, tmp_path,
-                        settings={"fault.drop.event.ids": ",".join(dropped_by_mirror)})
+                        settings={"testing.drop.event.ids": ",".join(dropped_by_mirror)})
 
     code, output = run_etl(tmp_path / "etl.log", [
-        "run", "--zookeeper", offline.zk_connect, "--warehouse", str(tmp_path / "warehouse"), "--master", "local[2]",
+        "load", "--zookeeper", offline.zk_connect, "--warehouse", str(tmp_path / "warehouse"), "--master", "local[2]",
         "--registry", registry.url, "--set", f"audit.window.ms={WINDOW_MS}",
-        "--set", f"fault.drop.event.ids={','.join(dropped_by_etl)}"], timeout=300)
+        "--set", f"testing.drop.event.ids={','.join(dropped_by_etl)}"], timeout=300)
     assert code == 0, output[-3000:]
     never_stored = {str(uuid.uuid4()), str(uuid.uuid4())}
     window = held[5].event_time - held[5].event_time % WINDOW_MS

@@ -14,4 +14,4 @@ def test_a_bad_override_is_a_one_line_start_up_error(tmp_path):
                             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "broker: broker property log.segment.bytes=3000000000 is above its maximum 2147483647"]
+        "python -m broker: error: broker property log.segment.bytes=3000000000 is above its maximum 2147483647"]

@@ -9,8 +9,8 @@ holds exactly each key's latest record (and the cleaner's checkpoint has moved),
 - cleaning keeps the latest record of every key at its offset (gaps between them), shrinks the log to
   about the bytes of those records and shows in the cleaner's metrics (kafka_log_logcleaner_*); tombstones
   stay for delete.retention.ms after cleaning, then go;
-- SIGKILL inside a cleaning pass (the broker/log/faults.py pause points, asked for by the broker setting
-  log.cleaner.fault.pause.at: writing the .cleaned segment, before the swap, during the swap): after a restart
+- SIGKILL inside a cleaning pass (the broker/log/log_config.py CLEANER_PAUSE_POINTS, asked for by the broker setting
+  testing.pause.at: writing the .cleaned segment, before the swap, during the swap): after a restart
   no .cleaned/.swap file is left, the segments are whole, every key's latest record is still there, and
   cleaning then completes;
 - stock clients: kafka-python's and confluent-kafka's admins create compacted topics (compact, and
@@ -210,8 +210,8 @@ def test_sigkill_inside_a_cleaning_pass_loses_nothing_compaction_keeps(broker_fa
         writer = KeyedWriter(wire_sender(conn, topic), SEGMENT_BYTES)
         write_rounds(writer)
         writer.roll()
-    broker.restart({"log.cleaner.enable": "true", "log.cleaner.fault.pause.at": point,
-                    "log.cleaner.fault.pause.file": marker})
+    broker.restart({"log.cleaner.enable": "true", "testing.pause.at": point,
+                    "testing.pause.file": marker})
 
     def paused_pid() -> int | None:
         # The pass pauses in the broker's cleaner worker, the swap in the broker itself.
@@ -230,7 +230,7 @@ def test_sigkill_inside_a_cleaning_pass_loses_nothing_compaction_keeps(broker_fa
     wait_until(lambda: not process_alive(paused), 10, message=f"process {paused} to die with the broker")
 
     # Recovery alone first (a running cleaner would have .cleaned files of its own pass in flight).
-    broker.restart({"log.cleaner.enable": "false", "log.cleaner.fault.pause.at": ""})
+    broker.restart({"log.cleaner.enable": "false", "testing.pause.at": ""})
     assert cleaning_leftovers(partition_dir) == []
     check_segments(partition_dir)
     with KafkaConnection(broker.host, broker.port) as conn:

@@ -1,7 +1,7 @@
-"""SIGKILL of the ETL's driver (``python -m etl run``, Spark local[2]) at each point of a run, then a rerun: the
+"""SIGKILL of the ETL's driver (``python -m etl load``, Spark local[2]) at each point of a run, then a rerun: the
 warehouse ends with every offset exactly once, as an uninterrupted run leaves it, and ZooKeeper has the ends.
 
-The driver is made to stop dead at a point by the fault-injection setting ``fault.pause.at`` (etl/faults.py). One sequence
+The driver is made to stop dead at a point by the fault-injection setting ``testing.pause.at`` (pipeline/testing_faults.py). One sequence
 covers the points in turn, new events before each run, so that each rerun also recovers what the previous
 kill left: killed while tasks run (staging, no journal: discarded), after the journal and one move (rolled
 forward), after the manifest before the ZooKeeper commit (commit completed), during the ZooKeeper commit.
@@ -49,8 +49,8 @@ env = environment_fixture("etl-kill")
 def _killed_at(env: EtlEnvironment, tmp_path: Path, warehouse: Path, point: str) -> None:
     marker = tmp_path / f"paused-{point}"
     process = EtlProcess(tmp_path / f"etl-{point}.log", env.args(
-        warehouse, "--topics", TOPIC, "--set", "max.range.records=9", "--set", f"fault.pause.at={point}",
-        "--set", f"fault.pause.file={marker}")).start()
+        warehouse, "--topics", TOPIC, "--set", "max.range.records=9", "--set", f"testing.pause.at={point}",
+        "--set", f"testing.pause.file={marker}")).start()
     try:
         wait_until(lambda: marker.exists() or process.process.poll() is not None, 120, interval=0.1,
                    message=f"the run to reach {point}")

@@ -193,7 +193,7 @@ def test_metrics_after_runs_and_after_a_restart_from_the_history(
     assert value(samples, "etl_skipped_offsets_total", topic="t", partition="1") == 2 * 3
     assert value(samples, "etl_last_run_rows") == 0 and value(samples, "etl_last_run_first_task_seconds") == 0.1
     assert value(samples, "etl_run_duration_seconds_count") == 3
-    assert first.scheduler.metrics._server.server_address == ("127.0.0.1", port), "listens where it is told only"
+    assert first.scheduler.metrics._server.address == ("127.0.0.1", port), "listens where it is told only"
     first_gate.set()
     first.stop()
     runs = RunHistory(tmp_path / "wh", GROUP).runs()

@@ -1,4 +1,4 @@
-"""`python -m etl schedule` with the real Spark load (real ZooKeeper, broker, registry, Spark local[2]): runs
+"""`python -m etl run` (the scheduler) with the real Spark load (real ZooKeeper, broker, registry, Spark local[2]): runs
 follow each other under the lock and load new offsets as they come, the metrics say so, and SIGTERM lets the
 run in progress finish and exits 0 with every offset loaded exactly once."""
 
@@ -36,7 +36,7 @@ def test_the_scheduler_loads_new_offsets_run_after_run_and_stops_cleanly(env: Et
     schema = load_schema("PageViewEvent")
     env.produce("PageViewEvent", page_views(300), schema)
     port = free_port()
-    args = ["schedule", *env.args(warehouse)[1:], "--every", "1s", "--metrics-port", str(port)]
+    args = ["run", *env.args(warehouse)[1:], "--every", "1s", "--metrics-port", str(port)]
     scheduler = EtlProcess(tmp_path / "schedule.log", args).start()
     try:
         history = RunHistory(warehouse, "etl")

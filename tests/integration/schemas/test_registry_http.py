@@ -145,7 +145,7 @@ def test_command_line_help_and_one_line_errors() -> None:
     failed = subprocess.run([*run, "--zookeeper", "127.0.0.1:1/x", "--zookeeper-timeout", "1"], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1
-    assert failed.stderr.startswith("schemas.registry: error: no ZooKeeper server")
+    assert failed.stderr.startswith("python -m schemas.registry: error: no ZooKeeper server")
     assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
 
 
@@ -169,8 +169,8 @@ def test_properties_file_sets_what_the_options_do(tmp_path: Path) -> None:
     config.write_text("port=99999\n")
     bad = subprocess.run([sys.executable, "-m", "schemas.registry", "--config", str(config)], cwd=REPO_ROOT,
                          capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 1 and bad.stderr.strip() == \
-        "schemas.registry: error: registry setting port=99999 is above its maximum 65535"
+    assert bad.returncode == 2 and bad.stderr.strip() == \
+        "python -m schemas.registry: error: registry setting port=99999 is above its maximum 65535"
 
 
 def _get(url: str) -> object:

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from audit.warehouse import WarehouseRow, find_rows
-from etl.files import private_directory
 from etl.store import Journal, Manifest, Move, Warehouse, new_run_id
+from pipeline.durable_file import make_private_dir
 
 T0_MS = calendar.timegm((2023, 11, 14, 22, 5, 0)) * 1000
 EVENT = "2f1b5c52-6d34-4f0a-9a0e-1b2c3d4e5f60"
@@ -27,7 +27,7 @@ def commit(warehouse: Warehouse, files: dict[str, pa.Table], removed: list[str] 
     run_id = new_run_id()
     moves = []
     for index, (path, data) in enumerate(sorted(files.items())):
-        staged = private_directory(warehouse.staging_dir(run_id)) / f"f{index}.parquet"
+        staged = make_private_dir(warehouse.staging_dir(run_id)) / f"f{index}.parquet"
         pq.write_table(data, staged)
         moves.append(Move(str(staged.relative_to(warehouse.root)), path, 0, data.num_rows, staged.stat().st_size))
     journal = Journal(Manifest(run_id, [], moves, removed=removed or [], kind="compaction" if removed else "load"))

@@ -56,7 +56,7 @@ def test_listeners_take_precedence():
     ({"log.segment.bytes": 2**31}, "above its maximum"),
     ({"auto.create.topics.enable": "maybe"}, "true or false"),
     ({"port": "70000"}, "port=70000 is above its maximum 65535"),
-    ({"log.cleaner.fault.pause.at": "mid-air"}, "expected one of , writing-cleaned, before-swap, during-swap"),
+    ({"testing.pause.at": "mid-air"}, "expected one of , writing-cleaned, before-swap, during-swap"),
 ])
 def test_bad_values_are_clear_errors(values, message):
     with pytest.raises(ConfigError, match=message):

@@ -1,4 +1,4 @@
-"""`python -m etl history` (and the schedule command line's settings) through the subcommand functions."""
+"""`python -m etl history` (and the scheduler's, `run`, command line settings) through the subcommand functions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from etl.commands import add_history_parser, add_schedule_parser, schedule_config
+from etl.commands import add_history_parser, add_run_parser, run_config
 from etl.schedule import one_line
 from pipeline.etl_runs import FAILED, SUCCEEDED, RangeReport, RunHistory, RunReport, SkippedOffsets
 
@@ -17,7 +17,7 @@ from pipeline.etl_runs import FAILED, SUCCEEDED, RangeReport, RunHistory, RunRep
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m etl")
     subparsers = parser.add_subparsers(required=True)
-    add_schedule_parser(subparsers)
+    add_run_parser(subparsers)
     add_history_parser(subparsers)
     return parser.parse_args(argv)
 
@@ -25,7 +25,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def history(argv: list[str]) -> tuple[int, str]:
     args = parse(["history", *argv])
     out = io.StringIO()
-    return args.handler(args, out=out), out.getvalue()
+    return args.command(args, out=out), out.getvalue()
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_no_warehouse_or_a_bad_limit_is_a_usage_error(capsys: pytest.CaptureFixt
 def test_schedule_options_override_the_file_and_set(tmp_path: Path) -> None:
     properties = tmp_path / "etl.properties"
     properties.write_text("zookeeper.connect=zk:2181/offline\nwarehouse.dir=/file\nschedule.every=1h\n")
-    config = schedule_config(parse(["schedule", "--config", str(properties), "--set", "schedule.every=10m",
+    config = run_config(parse(["run", "--config", str(properties), "--set", "schedule.every=10m",
                                     "--set", "history.keep=7", "--warehouse", "/cli", "--every", "30s",
                                     "--metrics-port", "9464", "--group", "g2", "--master", "local[2]",
                                     "--metrics-host", "127.0.0.1", "--set", "spark.executor.memory=2g"]))
@@ -100,8 +100,8 @@ def test_schedule_options_override_the_file_and_set(tmp_path: Path) -> None:
 
 
 def test_schedule_with_wrong_settings_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    args = parse(["schedule", "--zookeeper", "zk:2181", "--warehouse", "/w", "--every", "soon"])
-    assert args.handler(args) == 2
+    args = parse(["run", "--zookeeper", "zk:2181", "--warehouse", "/w", "--every", "soon"])
+    assert args.command(args) == 2
     assert "schedule.every" in capsys.readouterr().err
 
 

@@ -98,7 +98,7 @@ def test_the_metrics_server_listens_on_the_address_it_is_given() -> None:
     metrics = EtlMetrics(GROUP)
     port = metrics.serve(0, "127.0.0.1")
     try:
-        assert metrics._server.server_address == ("127.0.0.1", port)
+        assert metrics._server.address == ("127.0.0.1", port)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert b"etl_records_quarantined_total" in response.read()
     finally:

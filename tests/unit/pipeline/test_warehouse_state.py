@@ -15,11 +15,12 @@ import pytest
 from etl.commit import Committer
 from etl.compaction import compaction_plan
 from etl.config import EtlConfig
-from etl.files import private_directory, write_atomically
+from etl.files import write_atomically
 from etl.maintenance import keep_warehouse
 from etl.plan import OffsetRange
 from etl.store import Journal, Manifest, Move, Warehouse, new_run_id
 from pipeline import warehouse_state as checkpoint_module
+from pipeline.durable_file import make_private_dir
 from pipeline.etl_runs import RunReport
 from pipeline.warehouse_state import Checkpoint, HourPartition, hour_partition_of
 
@@ -41,7 +42,7 @@ def commit(warehouse: Warehouse, files: dict[str, int], *, ranges: list[OffsetRa
     moves = []
     for index, (path, size) in enumerate(sorted(files.items())):
         staged = warehouse.staging_dir(run_id) / f"f{index}"
-        private_directory(staged.parent)
+        make_private_dir(staged.parent)
         staged.write_bytes(b"x" * size)
         moves.append(Move(str(staged.relative_to(warehouse.root)), path, 0, 10, size))
     manifest = Manifest(run_id, ranges or [], moves, removed=removed or [], kind=kind)

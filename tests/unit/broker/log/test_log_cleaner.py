@@ -24,7 +24,7 @@ from broker.log import Log
 from broker.log.errors import OutOfOrderSequenceError
 from broker.log.log import now_ms
 from broker.log.cleaner import CleanerConfig, Throttler
-from broker.log.faults import CleanerFaults
+from pipeline.testing_faults import Faults
 from broker.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
 from broker.log.log_segment import LogSegment
 from pipeline.protocol.batch import COMPRESSION_MASK, iter_batches
@@ -292,9 +292,9 @@ def test_cleaner_config_from_the_broker_properties():
     config = CleanerConfig.from_properties({
         "log.cleaner.threads": 2, "log.cleaner.dedupe.buffer.size": 1 << 20, "log.cleaner.io.buffer.size": 4096,
         "log.cleaner.io.max.bytes.per.second": 1e6, "log.cleaner.backoff.ms": 100, "log.cleaner.enable": False,
-        "log.cleaner.fault.pause.at": "before-swap", "log.cleaner.fault.pause.file": "/tmp/paused"})
+        "testing.pause.at": "before-swap", "testing.pause.file": "/tmp/paused"})
     assert config == CleanerConfig(2, 1 << 20, 4096, 1e6, 100, False,
-                                   faults=CleanerFaults("before-swap", "/tmp/paused"))
+                                   faults=Faults("before-swap", "/tmp/paused"))
 
 
 def test_the_prometheus_collector_exposes_kafkas_cleaner_gauges_and_per_log_values(log):

@@ -21,7 +21,8 @@ from tests.support.cleaner import (
 )
 
 from broker.log import Log
-from broker.log.faults import PAUSE_POINTS, CleanerFaults
+from broker.log.log_config import CLEANER_PAUSE_POINTS as PAUSE_POINTS
+from pipeline.testing_faults import Faults
 from tests.support.polling import wait_until
 
 TP = ("compacted", 0)
@@ -48,11 +49,11 @@ def crash_copy_at(point: str, log: Log, monkeypatch, tmp_path: Path) -> Path:
     """Run a pass, copying the log's directory when it reaches ``point``: what a SIGKILL there leaves."""
     copy = tmp_path / "crashed" / log.dir.name
 
-    def pause(faults: CleanerFaults, reached: str) -> None:
+    def pause(faults: Faults, reached: str) -> None:
         if reached == point and not copy.exists():
             shutil.copytree(log.dir, copy)
 
-    monkeypatch.setattr(CleanerFaults, "pause", pause)
+    monkeypatch.setattr(Faults, "pause", pause)
     assert cleaner_for(log).clean_once()
     assert copy.exists(), f"the pass never reached {point}"
     return copy
@@ -168,11 +169,11 @@ def test_a_truncation_during_a_pass_voids_its_swap(tmp_path, monkeypatch):
     log.config.segment_bytes = 1 << 20  # one group for the pass
     cut = log.segment_base_offsets()[-2] + 1  # inside the last segment the pass cleans
 
-    def pause(faults: CleanerFaults, point: str) -> None:
+    def pause(faults: Faults, point: str) -> None:
         if point == "before-swap":
             assert log.truncate_to(cut)
 
-    monkeypatch.setattr(CleanerFaults, "pause", pause)
+    monkeypatch.setattr(Faults, "pause", pause)
     cleaner_for(log).clean_once()
     assert log.log_end_offset == cut
     assert read_records(log) == written[:cut]
@@ -187,12 +188,12 @@ def test_abort_and_pause_stops_a_pass_and_keeps_the_log_out_until_resumed(tmp_pa
     cleaner = cleaner_for(log, io_buffer_size=64)
     aborter = threading.Thread(target=cleaner.abort_and_pause, args=TP)
 
-    def pause(faults: CleanerFaults, point: str) -> None:
+    def pause(faults: Faults, point: str) -> None:
         if point == "writing-cleaned" and not aborter.is_alive() and aborter.ident is None:
             aborter.start()
             wait_until(lambda: TP in cleaner.manager._aborting, message="the abort to be asked")
 
-    monkeypatch.setattr(CleanerFaults, "pause", pause)
+    monkeypatch.setattr(Faults, "pause", pause)
     assert cleaner.clean_once()
     aborter.join(5)
     assert not aborter.is_alive()

@@ -1,16 +1,14 @@
-"""What every `python -m <service>` does at start: write its files for its owner only, log to stderr, and stop on
-SIGTERM or SIGINT."""
+"""What every `python -m <service>` does to its process at start: write its files for its owner only, and log to
+stderr in one format."""
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 from typing import Iterable
 
-__all__ = ["OWNER_ONLY_UMASK", "log_to_stderr", "stop_on_signals", "write_owner_only"]
+__all__ = ["LOG_FORMAT", "OWNER_ONLY_UMASK", "log_to_stderr", "write_owner_only"]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Group and others get no permission on what the process creates: files 0600, directories 0700.
@@ -24,16 +22,10 @@ def write_owner_only() -> int:
 
 
 def log_to_stderr(level: int | str = logging.INFO, quiet: Iterable[str] = ("kazoo", "httpx")) -> None:
-    """Log at ``level`` to stderr; the libraries in ``quiet`` (every ZooKeeper session, every HTTP request
-    they make) only from WARNING."""
+    """Log at ``level`` to stderr (called again: only the level changes); the libraries in ``quiet`` (every
+    ZooKeeper session, every HTTP request they make) only from WARNING."""
+    level = level.upper() if isinstance(level, str) else level
     logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT)
+    logging.getLogger().setLevel(level)
     for name in quiet:
         logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT (the main thread's handlers), for a service to finish and exit 0."""
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
