@@ -52,7 +52,7 @@ from pipeline.client.sender import ProducerBatch, is_record_refusal
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.protocol.records import Header
+from pipeline.records import Header
 from pipeline.zk import layout
 from schemas.serde import event_key
 from mirror.audit import MirrorAudit

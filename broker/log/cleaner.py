@@ -43,7 +43,7 @@ from broker.log.log_segment import CLEANED_SUFFIX, INT32_MAX, MIN_BATCH_LENGTH, 
 from broker.log.offset_map import SkimpyOffsetMap
 from pipeline.durable_file import fsync_and_close
 from pipeline.protocol import compression
-from pipeline.protocol.batch import (
+from pipeline.records.batch import (
     ATTRIBUTES,
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -55,7 +55,7 @@ from pipeline.protocol.batch import (
     CorruptBatchError,
     parse_header,
 )
-from pipeline.protocol.records import _read_varint
+from pipeline.records.decode import _read_varint
 
 
 # baseOffset .. recordCount: the whole v2 header, packed with a zero CRC that is then patched.

@@ -38,7 +38,7 @@ from broker.log.log_segment import (
     LogSegment,
 )
 from broker.log.producer_state import ProducerStateManager
-from pipeline.protocol.batch import (
+from pipeline.records.batch import (
     ATTRIBUTES,
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -51,7 +51,7 @@ from pipeline.protocol.batch import (
     patch_leader_epoch,
 )
 from pipeline.protocol.compression import CODEC_NAMES
-from pipeline.protocol.records import InvalidRecordsError, decode_batch, validate_records
+from pipeline.records import InvalidRecordsError, decode_batch, validate_records
 
 # A compressed batch whose records take more than this many times max.message.bytes is refused
 # unread (INVALID_RECORD) rather than decompressed into memory: well above what real data compresses

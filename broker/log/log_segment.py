@@ -18,8 +18,8 @@ from broker.log.errors import CorruptRecordError
 from broker.log.log_config import LogConfig
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
-from pipeline.protocol.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError, parse_header
-from pipeline.protocol.records import decode_batch
+from pipeline.records.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError, parse_header
+from pipeline.records import decode_batch
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

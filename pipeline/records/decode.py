@@ -1,6 +1,6 @@
 """The RecordBatch v2 record codec: encode a batch of records, decode batches back into records.
 
-The fixed 61-byte header and its CRC live in :mod:`pipeline.protocol.batch`; this module handles
+The fixed 61-byte header and its CRC live in :mod:`pipeline.records.batch`; this module handles
 what follows it. Each record is
 
     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
@@ -35,8 +35,8 @@ from typing import NamedTuple
 
 import crc32c
 
-from . import compression as _compression
-from .batch import (
+from pipeline.protocol import compression as _compression
+from pipeline.records.batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
     HEADER_SIZE,
@@ -50,8 +50,8 @@ from .batch import (
     iter_batches,
     parse_header,
 )
-from .compression import CompressionError
-from .decompression_limit import decompress_at_most
+from pipeline.protocol.compression import CompressionError
+from pipeline.protocol.decompression_limit import decompress_at_most
 
 __all__ = [
     "Record",

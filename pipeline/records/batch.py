@@ -1,7 +1,7 @@
 """RecordBatch v2 framing: the fixed 61-byte header, CRC-32C checks and in-place offset patching.
 
 This is the part of the record format the broker needs (it never decodes individual records);
-the record codec in :mod:`pipeline.protocol.records` builds on it.
+the record codec in :mod:`pipeline.records.decode` builds on it.
 """
 
 from __future__ import annotations
