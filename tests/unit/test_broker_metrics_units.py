@@ -10,7 +10,7 @@ import threading
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from test_log_support import make_batch
+from tests.unit.test_log_support import make_batch
 
 from broker.log import LogConfig, LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata

@@ -10,7 +10,7 @@ import socket
 import threading
 
 import pytest
-from cleaner_support import cleaner_for, compact_config, compacted, latest_per_key, read_records, ready_to_clean, write_updates
+from tests.unit.cleaner_support import cleaner_for, compact_config, compacted, latest_per_key, read_records, ready_to_clean, write_updates
 
 from broker.log import Log
 from broker.log.cleaner import CleanerConfig

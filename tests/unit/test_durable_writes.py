@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_log_support import make_batch, open_log
+from tests.unit.test_log_support import make_batch, open_log
 
 from broker.log import LogConfig
 from broker.log.checkpoint import OffsetCheckpointFile

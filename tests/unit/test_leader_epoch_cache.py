@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from test_log_support import make_batch, open_log
+from tests.unit.test_log_support import make_batch, open_log
 
 from broker.log import LogConfig
 from broker.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache

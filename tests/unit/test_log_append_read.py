@@ -6,7 +6,7 @@ import os
 
 import crc32c
 import pytest
-from test_log_support import batches_in, make_batch, open_log, read_all
+from tests.unit.test_log_support import batches_in, make_batch, open_log, read_all
 
 from broker.log import (
     CorruptRecordError,

@@ -8,7 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_log_support import make_batch, open_log
+from tests.unit.test_log_support import make_batch, open_log
 
 from broker.log import LogConfig
 from tests.support.polling import wait_until

@@ -7,7 +7,7 @@ import os
 import threading
 
 import pytest
-from cleaner_support import (
+from tests.unit.cleaner_support import (
     clean_until_done,
     cleaner_for,
     compacted,

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from cleaner_support import (
+from tests.unit.cleaner_support import (
     cleaner_for,
     compact_config,
     compacted,

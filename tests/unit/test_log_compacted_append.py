@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_log_support import open_log
+from tests.unit.test_log_support import open_log
 
 from broker.log import LogConfig
 from broker.log.errors import InvalidRecordError

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from test_log_support import batches_in, make_batch, open_log, read_all
+from tests.unit.test_log_support import batches_in, make_batch, open_log, read_all
 
 from broker.log import LogConfig, OffsetOutOfRangeError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from test_log_support import make_batch, open_log, read_all
+from tests.unit.test_log_support import make_batch, open_log, read_all
 
 from broker.log import LogConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
-from test_log_support import make_batch, open_log
+from tests.unit.test_log_support import make_batch, open_log
 
 from broker.log import LogConfig
 

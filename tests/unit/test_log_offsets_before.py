@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_log_support import make_batch, open_log
+from tests.unit.test_log_support import make_batch, open_log
 
 from broker.log import LogConfig
 

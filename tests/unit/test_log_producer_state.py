@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_log_support import make_batch, open_log, read_all
+from tests.unit.test_log_support import make_batch, open_log, read_all
 
 from broker.log import (
     InvalidProducerEpochError,

@@ -9,7 +9,7 @@ import random
 import threading
 
 import pytest
-from test_log_support import make_batch, open_log, read_all
+from tests.unit.test_log_support import make_batch, open_log, read_all
 
 import broker.log.log as log_module
 from broker.log import CorruptRecordError, Log, LogConfig, OffsetOutOfRangeError

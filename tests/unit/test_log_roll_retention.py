@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_log_support import make_batch, open_log, read_all
+from tests.unit.test_log_support import make_batch, open_log, read_all
 
 from broker.log import LogConfig, OffsetOutOfRangeError
 from pipeline.records import encode_batch

@@ -9,7 +9,7 @@ import cramjam
 import crc32c
 import pytest
 from kafka.record.util import encode_varint
-from test_log_support import make_batch, open_log, read_all
+from tests.unit.test_log_support import make_batch, open_log, read_all
 
 from broker.log import InvalidRecordError, LogConfig
 from broker.log.errors import UnsupportedCompressionTypeError

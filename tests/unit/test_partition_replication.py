@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_log_support import make_batch
+from tests.unit.test_log_support import make_batch
 
 from broker.log import LogConfig, LogManager
 from broker.partition import monotonic_ms

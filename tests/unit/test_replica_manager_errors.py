@@ -7,7 +7,7 @@ import os
 import resource
 
 import pytest
-from test_log_support import make_batch
+from tests.unit.test_log_support import make_batch
 
 from broker.log import LogConfig, LogManager
 from broker.replica_manager import ReplicaManager
