@@ -55,7 +55,7 @@ from pipeline.records.batch import (
     CorruptBatchError,
     parse_header,
 )
-from pipeline.records.decode import _read_varint
+from pipeline.records.varint import read_varint as _read_varint
 
 
 # baseOffset .. recordCount: the whole v2 header, packed with a zero CRC that is then patched.

@@ -14,7 +14,7 @@ import random
 import pytest
 from kafka.record.util import encode_varint
 
-from pipeline.records import decode as records
+from pipeline.records import validate as records
 from pipeline.records.batch import CorruptBatchError, parse_header
 from pipeline.records import InvalidRecordsError, encode_batch, validate_records
 

@@ -21,7 +21,9 @@ from pipeline.records import (
     encode_batch,
     record_size,
 )
-from pipeline.records.decode import _decode_uniform, _read_varint, _zigzag_varint
+from pipeline.records.decode import _decode_uniform
+from pipeline.records.varint import read_varint as _read_varint
+from pipeline.records.varint import zigzag_varint as _zigzag_varint
 
 ALL_CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 TS = 1_700_000_000_000
