@@ -1,10 +1,11 @@
 """Bytes to records: the records of RecordBatch v2 batches (the decoding half of Kafka's
-DefaultRecordBatch and DefaultRecord), for the consumers, the mirror and the ETL.
+DefaultRecordBatch and DefaultRecord), for the consumers, the mirror, the ETL and the log cleaner.
 
 Decoding first tries the "uniform" shape (all keys and all values of one length each, no headers,
 one-byte timestamp deltas -- what fixed-size events give): keys and values are sliced at the
 positions encode's layout gives them and the result is verified by re-encoding and comparing bytes,
 so the shortcut never changes a result. Any other batch goes through one tight per-record loop.
+``record_spans`` walks a batch's records without building them, for the log cleaner.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from pipeline.records.record import Header, Record
 from pipeline.records.varint import MAX_CACHE_ENTRIES, ZIGZAG_BYTE, read_varint, varint_size
 
 Buffer = bytes | bytearray | memoryview
+
+# A record's place in its batch's record area, for the cleaner: (start, end, offset, timestamp
+# delta, key, whether it has a value).
+RecordSpan = tuple[int, int, int, int, "bytes | None", bool]
+
 
 def record_area(buf: Buffer, pos: int, header: BatchHeader, max_size: int | None = None) -> tuple[bytes, int, int]:
     """(data, start, end): where the (decompressed, at most ``max_size`` bytes) records of the batch
@@ -354,3 +360,46 @@ def decode_records(
             records = batch_records
     return records, stop
 
+
+def record_spans(buf: Buffer, pos: int, header: BatchHeader) -> tuple[bytes, list[RecordSpan]]:
+    """The (decompressed) record area of the batch at ``pos`` and, per record, where it lies in that
+    area, its offset, timestamp delta, key and whether it has a value (see RecordSpan): what the log
+    cleaner needs to keep or drop records and copy the kept ones' bytes, without building records."""
+    data, start, end = record_area(buf, pos, header)
+    base = header.base_offset
+    spans: list[RecordSpan] = []
+    append = spans.append
+    at = start
+    varint = read_varint
+    zz1 = ZIGZAG_BYTE
+    try:
+        for _ in range(header.record_count):
+            length, p = varint(data, at)
+            record_end = p + length
+            ts_delta, p = varint(data, p + 1)  # after the attributes byte
+            # offsetDelta, then keyLength: most often one byte each (the cleaner's hot loop inlines that case)
+            b = data[p]
+            if b < 0x80:
+                offset_delta = zz1[b]
+                p += 1
+            else:
+                offset_delta, p = varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                key_length = zz1[b]
+                p += 1
+            else:
+                key_length, p = varint(data, p)
+            if key_length < 0:
+                key = None
+            else:
+                key = data[p : p + key_length]
+                p += key_length
+            # A null value is the varint -1, the single byte 0x01.
+            append((at, record_end, base + offset_delta, ts_delta, key, data[p] != 1))
+            at = record_end
+    except IndexError:
+        raise CorruptBatchError(f"batch at offset {base}: records run past the batch") from None
+    if at != end:
+        raise CorruptBatchError(f"batch at offset {base}: records end at {at - start} of {end - start} bytes")
+    return data, spans

@@ -1,10 +1,11 @@
-"""Decoding records (pipeline.records.decode): the uniform fast path and the general loop give the
-same records, and damaged record areas are corrupt."""
+"""Decoding records (pipeline.records.decode): the uniform fast path, the general loop and
+record_spans give the same records, and damaged record areas are corrupt."""
 
 from __future__ import annotations
 
 import pytest
 
+from pipeline.protocol.compression import GZIP, NONE, ZSTD
 from pipeline.records.batch import HEADER_SIZE, CorruptBatchError, parse_header
 from pipeline.records.decode import (
     _decode_record_area,
@@ -12,6 +13,7 @@ from pipeline.records.decode import (
     decode_batch,
     decode_records,
     record_area,
+    record_spans,
 )
 from pipeline.records.encode import encode_batch
 from pipeline.records.record import Record
@@ -52,11 +54,25 @@ def test_nulls_and_headers_decode() -> None:
     ]
 
 
+@pytest.mark.parametrize("codec", [NONE, GZIP, ZSTD])
+def test_record_spans_locate_every_record(codec: int) -> None:
+    keys = [b"a", None, b"c"]
+    values = [b"1", b"22", None]
+    batch = encode_batch(values, keys, timestamps=[TS, TS + 5, TS + 2], base_offset=40, compression=codec)
+    data, spans = record_spans(batch, 0, parse_header(batch))
+    assert [(offset, ts_delta, key, has_value) for _, _, offset, ts_delta, key, has_value in spans] == [
+        (40, 0, b"a", True), (41, 5, None, True), (42, 2, b"c", False)]
+    assert b"".join(data[start:end] for start, end, *_ in spans) == (
+        data if codec else batch[HEADER_SIZE:])
+
+
 def test_a_record_area_with_bytes_left_over_is_corrupt() -> None:
     batch = bytearray(encode_batch([b"v", b"w"], timestamp=TS))
     batch[57:61] = (1).to_bytes(4, "big")  # recordCount 1, two records present
     with pytest.raises(CorruptBatchError, match="bytes left"):
         decode_batch(batch, check_crc=False)
+    with pytest.raises(CorruptBatchError, match="records end at"):
+        record_spans(bytes(batch), 0, parse_header(batch))
 
 
 def test_a_record_area_cut_short_is_corrupt() -> None:
@@ -64,6 +80,8 @@ def test_a_record_area_cut_short_is_corrupt() -> None:
     batch[57:61] = (3).to_bytes(4, "big")
     with pytest.raises(CorruptBatchError, match="ends inside a record"):
         decode_batch(batch, check_crc=False)
+    with pytest.raises(CorruptBatchError, match="run past"):
+        record_spans(bytes(batch), 0, parse_header(batch))
 
 
 def test_decode_records_skips_below_min_offset_and_stops_at_a_partial_batch() -> None:
