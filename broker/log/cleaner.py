@@ -24,10 +24,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
-from broker.log.errors import CorruptRecordError
 from broker.log.faults import CleanerFaults
+from broker.log.file_records import iter_file_batches
 from broker.log.log import Log, now_ms
 from broker.log.log_config import INT64_MAX, LogConfig
 from broker.log.log_cleaner_manager import (
@@ -36,14 +36,13 @@ from broker.log.log_cleaner_manager import (
     LogToClean,
     TopicPartition,
 )
-from broker.log.log_segment import CLEANED_SUFFIX, INT32_MAX, MIN_BATCH_LENGTH, LogSegment
+from broker.log.log_segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
 from broker.log.offset_map import SkimpyOffsetMap
 from pipeline.durable_file import fsync_and_close
 from pipeline.protocol import compression
 from pipeline.records.batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
-    HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     build_batch,
@@ -128,31 +127,6 @@ class Throttler:
             self._sleep(wanted - elapsed)
         self._period_start = self._clock()
         self._observed = 0
-
-
-def read_batches(fd: int, end: int, chunk: int) -> Iterator[tuple[BatchHeader, bytes, int]]:
-    """(header, buffer, position in it) of every whole batch in the first ``end`` bytes of the file,
-    read ``chunk`` bytes at a time (a larger batch whole)."""
-    pos = 0
-    while pos + HEADER_SIZE <= end:
-        buf = os.pread(fd, min(chunk, end - pos), pos)
-        n = len(buf)
-        off = 0
-        while off + HEADER_SIZE <= n:
-            header = parse_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                raise CorruptRecordError(f"bad batch header at byte {pos + off}")
-            if off + header.size > n:
-                break
-            yield header, buf, off
-            off += header.size
-        if off == 0:
-            header = parse_header(buf, 0)
-            if pos + header.size > end:
-                return
-            yield header, os.pread(fd, header.size, pos), 0
-            off = header.size
-        pos += off
 
 
 def _last_modified_ms(fd: int) -> int:
@@ -309,7 +283,7 @@ class Cleaner:
                 break
             fd = target.open_segment(segment)
             try:
-                for header, buf, off in read_batches(fd, segment.size, self.config.io_buffer_size):
+                for _, header, buf, off in iter_file_batches(fd, 0, segment.size, self.config.io_buffer_size, whole=True):
                     if header.next_offset <= start:
                         continue
                     if header.base_offset >= end:
@@ -383,7 +357,7 @@ class Cleaner:
                     modified = _last_modified_ms(fd)
                     last_modified = max(last_modified, modified)
                     retain_deletes = modified > bounds.delete_horizon_ms
-                    for header, buf, off in read_batches(fd, segment.size, self.config.io_buffer_size):
+                    for _, header, buf, off in iter_file_batches(fd, 0, segment.size, self.config.io_buffer_size, whole=True):
                         target.check_aborted()
                         kept = self.filter_batch(buf, off, header, bounds, retain_deletes, job.producers, stats)
                         stats.bytes_read += header.size

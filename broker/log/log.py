@@ -33,10 +33,10 @@ from broker.log.log_segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
-    MIN_BATCH_LENGTH,
     SWAP_SUFFIX,
     LogSegment,
 )
+from broker.log.file_records import MIN_BATCH_LENGTH
 from broker.log.producer_state import ProducerStateManager
 from pipeline.records.batch import (
     ATTRIBUTES,
