@@ -17,7 +17,7 @@ _AFTER_LARGE_BATCH = 4096
 
 
 def iter_file_batches(
-    fd: int, start: int, end: int, chunk: int, *, whole: bool = False, source: str = ""
+    fd: int, start: int, end: int, chunk: int, *, whole: bool = False, source: object = None
 ) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
     """(position in the file, header, buffer, position in the buffer) of every batch from byte
     ``start`` up to byte ``end`` of the file, read ``chunk`` bytes at a time.
@@ -25,7 +25,7 @@ def iter_file_batches(
     With ``whole`` the buffer holds the whole batch (one larger than ``chunk`` is read by itself);
     without, only its header is sure to be there. A batch running past ``end`` (a torn tail) ends
     the iteration silently; a header with bad framing or a magic other than 2 raises
-    CorruptRecordError, its message starting with ``source``.
+    CorruptRecordError, its message naming ``source`` (the file) when given.
     """
     pos = start
     read_size = chunk
@@ -38,7 +38,8 @@ def iter_file_batches(
         while off + HEADER_SIZE <= n:
             header = parse_header(buf, off)
             if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                raise CorruptRecordError(f"{source}bad batch header at byte {pos + off}")
+                where = "" if source is None else f"{source}: "
+                raise CorruptRecordError(f"{where}bad batch header at byte {pos + off}")
             size = header.batch_length + LOG_OVERHEAD
             if pos + off + size > end:
                 return

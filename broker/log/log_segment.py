@@ -166,7 +166,7 @@ class LogSegment:
         ``end`` bytes of the file, or None when there is none."""
         chunk = min(self.index_interval_bytes + 1024, _HEADER_SCAN_CHUNK)
         start = self.index.lookup(offset)[1]
-        for position, header, _, _ in iter_file_batches(self.fd, start, end, chunk, source=f"{self.log_path}: "):
+        for position, header, _, _ in iter_file_batches(self.fd, start, end, chunk, source=self.log_path):
             if offset <= header.base_offset + header.last_offset_delta:
                 return position, header.batch_length + LOG_OVERHEAD
         return None
@@ -178,7 +178,7 @@ class LogSegment:
         partial batch at the end.
         """
         batches = iter_file_batches(self.fd, start, self.size if end is None else end, _HEADER_SCAN_CHUNK,
-                                    source=f"{self.log_path}: ")
+                                    source=self.log_path)
         for position, header, _, _ in batches:
             yield position, header
 

@@ -105,9 +105,13 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+_new_header = tuple.__new__
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the fixed header of the batch starting at ``pos``; the buffer must hold 61 bytes there."""
-    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    # tuple.__new__ rather than _make: the struct gives exactly the 13 fields, and the segment scans call this per batch
+    return _new_header(BatchHeader, _HEADER.unpack_from(buf, pos))
 
 
 def peek_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
@@ -144,7 +148,7 @@ def iter_batches(buf: bytes | bytearray | memoryview, check_crc: bool = True) ->
         size = length + LOG_OVERHEAD
         if pos + size > end:
             return
-        header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+        header = _new_header(BatchHeader, _HEADER.unpack_from(buf, pos))
         if header.magic != 2:
             raise CorruptBatchError(f"batch at byte {pos} has magic {header.magic}, only v2 (magic 2) is supported")
         if check_crc and compute_crc(buf, pos, size) != header.crc:

@@ -81,7 +81,7 @@ def test_a_bad_header_is_corrupt_and_named(tmp_path: Path, field: slice, value: 
     try:
         seen = []
         with pytest.raises(CorruptRecordError, match=f"^x.log: bad batch header at byte {len(first)}$"):
-            for pos, _, _, _ in iter_file_batches(fd, 0, len(first) + len(second), 4096, source="x.log: "):
+            for pos, _, _, _ in iter_file_batches(fd, 0, len(first) + len(second), 4096, source="x.log"):
                 seen.append(pos)
         assert seen == [0]
     finally:
