@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.protocol.batch import iter_batches
+from pipeline.records.batch import iter_batches
 from tests.support import BrokerProcess, wait_until
 from tests.support.broker import rss_bytes
 from tests.support.clients import create_topic

@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 from pipeline.protocol import compression
-from pipeline.protocol.records import decode_records, encode_batch
+from pipeline.records import decode_records, encode_batch
 
 FETCH_BYTES = 1 << 20
 TIMESTAMP = 1_700_000_000_000

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import encode_request
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support import BrokerProcess, wire
 from tests.support.clients import create_topic
 

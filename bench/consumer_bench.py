@@ -20,7 +20,7 @@ from typing import Callable
 
 from pipeline.client.consumer import Consumer
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.load import produce_bulk

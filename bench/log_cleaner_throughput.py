@@ -22,7 +22,7 @@ from broker.log import Log, LogConfig
 from broker.log.cleaner import CleanerConfig
 from broker.log.log_cleaner import LogCleaner
 from pipeline.protocol.compression import codec_from_name
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 
 
 def build_log(directory: Path, mb: int, keys: int, value_size: int, batch: int, codec: int) -> Log:

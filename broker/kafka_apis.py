@@ -23,7 +23,7 @@ from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, Rep
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
 from broker.server.socket_server import CloseConnection, Deferred
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
+from pipeline.records.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
 from pipeline.protocol.codec import (
     SUPPORTED_VERSIONS,
     ProtocolError,

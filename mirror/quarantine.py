@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 from pipeline.durable_file import append_durably, make_private_dir
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.records import Header
+from pipeline.records import Header
 
 __all__ = ["MirrorQuarantine", "QuarantinedRecord", "read_quarantine", "reason_of"]
 

@@ -54,7 +54,7 @@ from pipeline.client.topic_filter import whitelist_except
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.lineage import lineage_headers, lineage_overhead
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.protocol.records import Header
+from pipeline.records import Header
 from pipeline.testing_faults import Faults
 from pipeline.zk import layout
 from schemas.serde import event_key

@@ -14,7 +14,7 @@ from typing import NamedTuple, Sequence
 
 from pipeline.client.cluster import Cluster
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
-from pipeline.protocol.records import Header
+from pipeline.records import Header
 
 __all__ = ["CLUSTER_HEADER", "LINEAGE_HEADERS", "Lineage", "OFFSET_HEADER", "PARTITION_HEADER", "lineage_headers",
            "lineage_of", "lineage_overhead", "look_up"]

@@ -29,7 +29,7 @@ from bench.harness.common import (
     wait_until,
 )
 from pipeline.client import FetchRequest, Producer, ProducerData, SimpleConsumer
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.load import produce_bulk

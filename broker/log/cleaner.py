@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
-import crc32c
-
-from broker.log.errors import CorruptRecordError
+from broker.log.file_records import iter_file_batches
 from broker.log.log import Log, now_ms
 from broker.log.log_config import INT64_MAX, LogConfig
 from broker.log.log_cleaner_manager import (
@@ -38,29 +35,20 @@ from broker.log.log_cleaner_manager import (
     LogToClean,
     TopicPartition,
 )
-from broker.log.log_segment import CLEANED_SUFFIX, INT32_MAX, MIN_BATCH_LENGTH, LogSegment
+from broker.log.log_segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
 from broker.log.offset_map import SkimpyOffsetMap
 from pipeline.durable_file import fsync_and_close
 from pipeline.protocol import compression
-from pipeline.protocol.batch import (
-    ATTRIBUTES,
+from pipeline.records.batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
-    CRC,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    CorruptBatchError,
+    build_batch,
     parse_header,
 )
-from pipeline.protocol.records import _read_varint
+from pipeline.records.decode import record_spans
 from pipeline.testing_faults import Faults
-
-
-# baseOffset .. recordCount: the whole v2 header, packed with a zero CRC that is then patched.
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
 
 
 @dataclass
@@ -140,108 +128,17 @@ class Throttler:
         self._observed = 0
 
 
-def read_batches(fd: int, end: int, chunk: int) -> Iterator[tuple[BatchHeader, bytes, int]]:
-    """(header, buffer, position in it) of every whole batch in the first ``end`` bytes of the file,
-    read ``chunk`` bytes at a time (a larger batch whole)."""
-    pos = 0
-    while pos + HEADER_SIZE <= end:
-        buf = os.pread(fd, min(chunk, end - pos), pos)
-        n = len(buf)
-        off = 0
-        while off + HEADER_SIZE <= n:
-            header = parse_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                raise CorruptRecordError(f"bad batch header at byte {pos + off}")
-            if off + header.size > n:
-                break
-            yield header, buf, off
-            off += header.size
-        if off == 0:
-            header = parse_header(buf, 0)
-            if pos + header.size > end:
-                return
-            yield header, os.pread(fd, header.size, pos), 0
-            off = header.size
-        pos += off
-
-
 def _last_modified_ms(fd: int) -> int:
     return os.fstat(fd).st_mtime_ns // 1_000_000
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The zigzag varint at ``pos`` and the position after it (one- and two-byte ones inline)."""
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    b2 = data[pos + 1]
-    if b2 < 0x80:
-        z = (b & 0x7F) | (b2 << 7)
-        return (z >> 1) ^ -(z & 1), pos + 2
-    return _read_varint(data, pos)
-
-
-def iter_records(buf: bytes, off: int, header: BatchHeader) -> tuple[bytes, list[tuple[int, int, int, int, bytes | None, bool]]]:
-    """The (decompressed) record area of a batch and, per record, (start, end, offset, timestamp
-    delta, key, whether it has a value), the positions in that area."""
-    start = off + HEADER_SIZE
-    end = off + header.size
-    codec = header.attributes & COMPRESSION_MASK
-    if codec:
-        try:
-            data = compression.decompress(codec, memoryview(buf)[start:end])
-        except (compression.CompressionError, compression.UnknownCodecError) as exc:
-            raise CorruptBatchError(f"batch at offset {header.base_offset}: {exc}") from None
-        start, end = 0, len(data)
-    else:
-        data = buf
-    base = header.base_offset
-    records = []
-    append = records.append
-    pos = start
-    varint = _varint
-    try:
-        for _ in range(header.record_count):
-            length, p = varint(data, pos)
-            record_end = p + length
-            ts_delta, p = varint(data, p + 1)  # after the attributes byte
-            b = data[p]
-            if b < 0x80:  # offsetDelta, then keyLength: most often one byte each
-                offset_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                offset_delta, p = varint(data, p)
-            b = data[p]
-            if b < 0x80:
-                key_length = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                key_length, p = varint(data, p)
-            if key_length < 0:
-                key = None
-            else:
-                key = data[p : p + key_length]
-                p += key_length
-            # A null value is the varint -1, the single byte 0x01.
-            append((pos, record_end, base + offset_delta, ts_delta, key, data[p] != 1))
-            pos = record_end
-    except IndexError:
-        raise CorruptBatchError(f"batch at offset {base}: records run past the batch") from None
-    if pos != end:
-        raise CorruptBatchError(f"batch at offset {base}: records end at {pos - start} of {end - start} bytes")
-    return data, records
-
-
 def encode_header(header: BatchHeader, attributes: int, max_timestamp: int, record_count: int, body: bytes) -> bytes:
     """A batch with ``header``'s offsets, leader epoch, producer fields and base timestamp around ``body``."""
-    out = bytearray(_HEADER.pack(
-        header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), header.partition_leader_epoch, 2, 0, attributes,
-        header.last_offset_delta, header.base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
-        header.base_sequence, record_count,
-    ))
-    out += body
-    _CRC.pack_into(out, CRC, crc32c.crc32c(memoryview(out)[ATTRIBUTES:]))
-    return bytes(out)
+    return build_batch(
+        header.base_offset, header.partition_leader_epoch, attributes, header.last_offset_delta,
+        header.base_timestamp, max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence,
+        record_count, body,
+    )
 
 
 @dataclass(frozen=True)
@@ -385,7 +282,7 @@ class Cleaner:
                 break
             fd = target.open_segment(segment)
             try:
-                for header, buf, off in read_batches(fd, segment.size, self.config.io_buffer_size):
+                for _, header, buf, off in iter_file_batches(fd, 0, segment.size, self.config.io_buffer_size, whole=True):
                     if header.next_offset <= start:
                         continue
                     if header.base_offset >= end:
@@ -397,7 +294,7 @@ class Cleaner:
                                 raise ValueError(f"a batch of {header.record_count} records does not fit the "
                                                  f"offset map of {max_entries} entries")
                             return reached
-                        _, records = iter_records(buf, off, header)
+                        _, records = record_spans(buf, off, header)
                         for _, _, offset, _, key, _ in records:
                             if key is not None:
                                 put(key, offset)
@@ -459,7 +356,7 @@ class Cleaner:
                     modified = _last_modified_ms(fd)
                     last_modified = max(last_modified, modified)
                     retain_deletes = modified > bounds.delete_horizon_ms
-                    for header, buf, off in read_batches(fd, segment.size, self.config.io_buffer_size):
+                    for _, header, buf, off in iter_file_batches(fd, 0, segment.size, self.config.io_buffer_size, whole=True):
                         target.check_aborted()
                         kept = self.filter_batch(buf, off, header, bounds, retain_deletes, job.producers, stats)
                         stats.bytes_read += header.size
@@ -514,7 +411,7 @@ class Cleaner:
             stats.messages_written += header.record_count
             return buf[off : off + header.size]
         get = self.offset_map.get
-        data, records = iter_records(buf, off, header)
+        data, records = record_spans(buf, off, header)
         end = bounds.end
         dirty_start = bounds.first_dirty_offset
         kept = []

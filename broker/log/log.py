@@ -14,18 +14,8 @@ from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-import crc32c
-
 from pipeline.durable_file import fsync_and_close, fsync_dir
-from broker.log.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
-    UnsupportedCompressionTypeError,
-)
+from broker.log.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from broker.log.fetch_slice import FetchSlice
 from broker.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochFileCache
 from broker.log.log_config import LogConfig
@@ -33,30 +23,12 @@ from broker.log.log_segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
-    MIN_BATCH_LENGTH,
     SWAP_SUFFIX,
     LogSegment,
 )
+from broker.log.log_validator import validate_client_batch, validate_replicated_batches
 from broker.log.producer_state import ProducerStateManager
-from pipeline.protocol.batch import (
-    ATTRIBUTES,
-    COMPRESSION_MASK,
-    CONTROL_FLAG,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    BatchHeader,
-    CorruptBatchError,
-    parse_header,
-    patch_base_offset,
-    patch_leader_epoch,
-)
-from pipeline.protocol.compression import CODEC_NAMES
-from pipeline.protocol.records import InvalidRecordsError, decode_batch, validate_records
-
-# A compressed batch whose records take more than this many times max.message.bytes is refused
-# unread (INVALID_RECORD) rather than decompressed into memory: well above what real data compresses
-# by, far below what a few KiB of crafted zstd or gzip can claim.
-MAX_COMPRESSION_RATIO = 64
+from pipeline.records.batch import CONTROL_FLAG, BatchHeader, patch_base_offset, patch_leader_epoch
 
 DELETED_DIR_SUFFIX = "-delete"
 _SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex)")
@@ -294,13 +266,12 @@ class Log:
         """Validate, assign offsets to and append one whole RecordBatch v2 batch from a client.
 
         As Kafka does for Produce v3+, the records must be exactly one batch; a batch Kafka refuses
-        from clients (see _validate_client_batch) raises before the log is touched. A retried
+        from clients (see log_validator.validate_client_batch) raises before the log is touched. A retried
         duplicate from an idempotent producer is not written; its original offsets come back with
         duplicate=True.
         """
         buf = bytearray(records)
-        n = len(buf)
-        batches = [_validate_client_batch(buf, self.config.max_message_bytes, require_keys=self.config.compact)]
+        batches = [validate_client_batch(buf, self.config.max_message_bytes, require_keys=self.config.compact)]
 
         flush_after = False
         with self._lock:
@@ -362,27 +333,11 @@ class Log:
         The idempotent producers' state and the leader epoch cache follow the batches.
         """
         buf = bytearray(records)
-        n = len(buf)
-        max_batch = self.config.max_message_bytes
-        batches = []
-        pos = 0
-        while pos + HEADER_SIZE <= n:
-            h = parse_header(buf, pos)
-            if h.batch_length < MIN_BATCH_LENGTH or h.magic != 2:
-                raise CorruptRecordError(f"batch at byte {pos} of the fetched data has bad framing or magic {h.magic}")
-            size = h.batch_length + LOG_OVERHEAD
-            if pos + size > n:
-                break
-            if size > max_batch:
-                raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_batch}")
-            if h.last_offset_delta < 0 or crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : pos + size]) != h.crc:
-                raise CorruptRecordError(f"batch at offset {h.base_offset} fails its CRC-32C check")
-            batches.append((pos, size, h))
-            pos += size
+        batches = validate_replicated_batches(buf, self.config.max_message_bytes)
         if not batches:
             return None
-        if pos < n:
-            del buf[pos:]
+        pos, size, _ = batches[-1]
+        del buf[pos + size :]
 
         flush_after = False
         with self._lock:
@@ -950,53 +905,3 @@ class Log:
             f"segments={len(self._segments)})"
         )
 
-
-def _validate_client_batch(buf: bytearray, max_batch: int,
-                           require_keys: bool = False) -> tuple[int, int, int, int, int, int, int, int]:
-    """Check that ``buf`` is exactly one batch a client may write, as Kafka's ProduceRequest and
-    LogValidator check it: v2 framing, size, CRC, a known codec, no control flag, a sequence when
-    it has a producer id, a record count matching lastOffsetDelta, records that parse, and (for a
-    compacted log, ``require_keys``) a key on every record.
-    Returns (position, size, lastOffsetDelta, max timestamp, producer id, epoch, base sequence,
-    attributes). Transactional batches are refused by the request layer, before any append."""
-    n = len(buf)
-    if n == 0:
-        raise InvalidRecordError("the request holds no record batch")
-    if n < HEADER_SIZE:
-        raise InvalidRecordError(f"{n} bytes are not a whole batch")
-    header = parse_header(buf)
-    _, length, _, magic, crc, attributes, last_delta, _, max_ts, pid, epoch, seq, count = header
-    if length < MIN_BATCH_LENGTH:
-        raise CorruptRecordError(f"the batch declares length {length}, below the header size")
-    size = length + LOG_OVERHEAD
-    if size > n:
-        raise InvalidRecordError(f"the batch runs {size - n} bytes past the request")
-    if magic != 2:
-        raise InvalidRecordError(f"the batch has magic {magic}; Produce v3+ carries only v2 batches")
-    if size < n:
-        raise InvalidRecordError("Produce v3+ allows exactly one record batch per partition")
-    if size > max_batch:
-        raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_batch}")
-    if crc32c.crc32c(memoryview(buf)[ATTRIBUTES:size]) != crc:
-        raise CorruptRecordError("the batch fails its CRC-32C check")
-    if attributes & COMPRESSION_MASK not in CODEC_NAMES:
-        raise UnsupportedCompressionTypeError(f"unknown compression codec {attributes & COMPRESSION_MASK}")
-    if count <= 0 or last_delta + 1 != count:
-        raise InvalidRecordError(f"the batch holds {count} records but lastOffsetDelta {last_delta}")
-    if attributes & CONTROL_FLAG:
-        raise InvalidRecordError("clients may not write control batches")
-    if pid >= 0 and seq < 0:
-        raise InvalidRecordError(f"producer id {pid} with an invalid sequence number {seq}")
-    try:
-        validate_records(buf, 0, header, max(max_batch, 1) * MAX_COMPRESSION_RATIO)
-    except InvalidRecordsError as exc:
-        record_errors = [] if exc.batch_index < 0 else [(exc.batch_index, str(exc))]
-        raise InvalidRecordError(f"the batch's records do not parse: {exc}", record_errors) from None
-    except CorruptBatchError as exc:
-        raise InvalidRecordError(f"the batch's records do not parse: {exc}") from None
-    if require_keys:
-        keyless = [index for index, record in enumerate(decode_batch(buf, 0, check_crc=False)[1]) if record.key is None]
-        if keyless:
-            raise InvalidRecordError("a compacted topic cannot accept records without a key",
-                                     [(index, "the record has no key") for index in keyless])
-    return 0, size, last_delta, max_ts, pid, epoch, seq, attributes

@@ -15,11 +15,12 @@ from typing import Iterator
 import crc32c
 
 from broker.log.errors import CorruptRecordError
+from broker.log.file_records import iter_file_batches
 from broker.log.log_config import LogConfig
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
-from pipeline.protocol.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError, parse_header
-from pipeline.protocol.records import decode_batch
+from pipeline.records.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError, parse_header
+from pipeline.records import decode_batch
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -30,15 +31,9 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 INT32_MAX = 0x7FFFFFFF
 
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta: the
-# prefix of a header that locating an offset needs.
-_PREFIX = struct.Struct(">qiibIhi")
-_PREFIX_SIZE = _PREFIX.size
 _BASE_OFFSET = struct.Struct(">q")
-_MAGIC_POS = 16
 _RECOVERY_CHUNK = 1 << 20
 _HEADER_SCAN_CHUNK = 64 * 1024
 
@@ -169,25 +164,11 @@ class LogSegment:
     def locate(self, offset: int, end: int) -> tuple[int, int] | None:
         """(position, size) of the first batch ending at or after ``offset`` within the first
         ``end`` bytes of the file, or None when there is none."""
-        pos = self.index.lookup(offset)[1]
-        fd = self.fd
-        chunk = self.index_interval_bytes + 1024
-        if chunk > _HEADER_SCAN_CHUNK:
-            chunk = _HEADER_SCAN_CHUNK
-        while pos + _PREFIX_SIZE <= end:
-            buf = os.pread(fd, min(chunk, end - pos), pos)
-            n = len(buf)
-            off = 0
-            while off + _PREFIX_SIZE <= n:
-                base, length, _, magic, _, _, last_delta = _PREFIX.unpack_from(buf, off)
-                if length < MIN_BATCH_LENGTH or magic != 2:
-                    raise CorruptRecordError(f"{self.log_path}: bad batch header at byte {pos + off}")
-                if offset <= base + last_delta:
-                    return pos + off, length + LOG_OVERHEAD
-                off += length + LOG_OVERHEAD
-            if off == 0:
-                return None
-            pos += off
+        chunk = min(self.index_interval_bytes + 1024, _HEADER_SCAN_CHUNK)
+        start = self.index.lookup(offset)[1]
+        for position, header, _, _ in iter_file_batches(self.fd, start, end, chunk, source=self.log_path):
+            if offset <= header.base_offset + header.last_offset_delta:
+                return position, header.batch_length + LOG_OVERHEAD
         return None
 
     def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
@@ -196,28 +177,10 @@ class LogSegment:
         Raises CorruptRecordError on a header with bad framing or magic; stops silently at a
         partial batch at the end.
         """
-        if end is None:
-            end = self.size
-        fd = self.fd
-        pos = start
-        read_size = _HEADER_SCAN_CHUNK
-        while pos + HEADER_SIZE <= end:
-            buf = os.pread(fd, min(read_size, end - pos), pos)
-            n = len(buf)
-            off = 0
-            while off + HEADER_SIZE <= n:
-                header = parse_header(buf, off)
-                if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                    raise CorruptRecordError(f"{self.log_path}: bad batch header at byte {pos + off}")
-                if pos + off + header.size > end:
-                    return
-                yield pos + off, header
-                off += header.size
-            if off == 0:
-                return
-            # After a batch larger than the chunk, read just enough for the next few headers.
-            read_size = 4096 if off > n else _HEADER_SCAN_CHUNK
-            pos += off
+        batches = iter_file_batches(self.fd, start, self.size if end is None else end, _HEADER_SCAN_CHUNK,
+                                    source=self.log_path)
+        for position, header, _, _ in batches:
+            yield position, header
 
     def find_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``start_offset`` whose timestamp is
@@ -301,57 +264,25 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._first_batch_timestamp = None
         self.size = os.fstat(self.fd).st_size
-        end = self.size
-        fd = self.fd
         expected = self.base_offset
-        buf = b""
-        buf_start = 0
-        pos = 0
-        while pos + HEADER_SIZE <= end:
-            if pos + HEADER_SIZE > buf_start + len(buf):
-                buf = os.pread(fd, min(_RECOVERY_CHUNK, end - pos), pos)
-                buf_start = pos
-                if len(buf) < HEADER_SIZE:
+        valid_end = 0
+        batches = iter_file_batches(self.fd, 0, self.size, _RECOVERY_CHUNK, whole=check_crc)
+        try:
+            for position, header, buf, off in batches:
+                size = header.batch_length + LOG_OVERHEAD
+                if header.base_offset < expected or header.last_offset_delta < 0:
                     break
-            header = parse_header(buf, pos - buf_start)
-            size = header.batch_length + LOG_OVERHEAD
-            if (
-                header.batch_length < MIN_BATCH_LENGTH
-                or header.magic != 2
-                or pos + size > end
-                or header.base_offset < expected
-                or header.last_offset_delta < 0
-            ):
-                break
-            if check_crc:
-                if pos + size > buf_start + len(buf) and size <= _RECOVERY_CHUNK:
-                    buf = os.pread(fd, min(_RECOVERY_CHUNK, end - pos), pos)
-                    buf_start = pos
-                if pos + size <= buf_start + len(buf):
-                    off = pos - buf_start
-                    crc = crc32c.crc32c(memoryview(buf)[off + ATTRIBUTES : off + size])
-                else:
-                    crc = self._crc_of_region(pos + ATTRIBUTES, size - ATTRIBUTES)
-                if crc != header.crc:
+                if check_crc and crc32c.crc32c(memoryview(buf)[off + ATTRIBUTES : off + size]) != header.crc:
                     break
-            self._index_batch(pos, header.base_offset, header.max_timestamp, size)
-            if pos == 0:
-                self._first_batch_timestamp = header.max_timestamp
-            expected = header.next_offset
-            pos += size
+                self._index_batch(position, header.base_offset, header.max_timestamp, size)
+                if position == 0:
+                    self._first_batch_timestamp = header.max_timestamp
+                expected = header.next_offset
+                valid_end = position + size
+        except CorruptRecordError:
+            pass  # a header with bad framing or magic ends the valid part, as a bad CRC does
         self.next_offset = expected
-        return pos
-
-    def _crc_of_region(self, start: int, length: int) -> int:
-        crc = 0
-        done = 0
-        while done < length:
-            piece = os.pread(self.fd, min(_RECOVERY_CHUNK, length - done), start + done)
-            if not piece:
-                break
-            crc = crc32c.crc32c(piece, crc)
-            done += len(piece)
-        return crc
+        return valid_end
 
     # ----------------------------------------------------------------------------- maintenance
 

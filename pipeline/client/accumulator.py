@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from pipeline.client.errors import KafkaClientError
-from pipeline.protocol.records import now_ms
+from pipeline.records import now_ms
 
 __all__ = ["QueueFullError", "PendingBatch", "RecordAccumulator"]
 

@@ -20,7 +20,7 @@ from typing import Iterator
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.fetch_state import FetchPosition
-from pipeline.protocol.records import Record
+from pipeline.records import Record
 
 __all__ = ["ConsumerTimeout", "KafkaStream", "PartitionTopicInfo"]
 

@@ -48,7 +48,7 @@ from pipeline.client.partitioner import Partitioner
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.sender import ProduceResult, ProducerBatch, Sender
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.records import Header, encode_batch, record_size
+from pipeline.records import Header, encode_batch, record_size
 
 __all__ = ["CallbackHandler", "MessageSizeTooLargeError", "ProduceError", "ProduceResult", "Producer",
            "ProducerBatch", "ProducerData", "QueueFullError", "UnknownPartitionError"]

@@ -31,8 +31,8 @@ from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, Kafka
 from pipeline.client.idempotence import IdempotenceState
 from pipeline.error_text import describe_error
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import with_producer_fields
-from pipeline.protocol.records import decode_batch, encode_batch
+from pipeline.records.batch import with_producer_fields
+from pipeline.records import decode_batch, encode_batch
 from pipeline.protocol.codec import encode_request, is_flexible
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.warning_limiter import WarningLimiter

@@ -18,10 +18,10 @@ from typing import Iterator, NamedTuple, Sequence
 from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, OffsetOutOfRange
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import CONTROL_FLAG, BatchHeader, iter_batches
+from pipeline.records.batch import CONTROL_FLAG, BatchHeader, iter_batches
 from pipeline.protocol.codec import SUPPORTED_VERSIONS
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.records import Record, decode_batch
+from pipeline.records import Record, decode_batch
 
 __all__ = [
     "EARLIEST_TIME",
@@ -73,7 +73,7 @@ class FetchRequest(NamedTuple):
 class MessageSet:
     """The messages one fetch returned for one partition (the paper's ByteBufferMessageSet).
 
-    Iterating yields :class:`pipeline.protocol.records.Record` items (offset, timestamp, key, value,
+    Iterating yields :class:`pipeline.records.Record` items (offset, timestamp, key, value,
     headers) in offset order, decoding one batch at a time from the response bytes (so only a batch's
     records are alive at once); ``messages`` decodes them all into a list. ``next_offset`` is where
     the next fetch of this partition starts; ``high_watermark`` and ``log_start_offset`` are the

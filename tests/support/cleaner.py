@@ -10,8 +10,8 @@ from broker.log import Log, LogConfig
 from broker.log.log import now_ms
 from broker.log.cleaner import CleanerConfig
 from broker.log.log_cleaner import LogCleaner
-from pipeline.protocol.batch import iter_batches
-from pipeline.protocol.records import decode_batch
+from pipeline.records.batch import iter_batches
+from pipeline.records import decode_batch
 
 Records = list[tuple[bytes | None, bytes | None]]
 

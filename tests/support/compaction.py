@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from broker.log.checkpoint import OffsetCheckpointFile
-from pipeline.protocol.batch import iter_batches
-from pipeline.protocol.records import decode_batch, encode_batch
+from pipeline.records.batch import iter_batches
+from pipeline.records import decode_batch, encode_batch
 from tests.support import wire
 from tests.support.segments import scan_partition
 

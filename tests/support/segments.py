@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.protocol.batch import BatchHeader, iter_batches
+from pipeline.records.batch import BatchHeader, iter_batches
 
 
 @dataclass

@@ -7,8 +7,8 @@ from collections import Counter
 
 from kafka import KafkaProducer
 
-from pipeline.protocol.batch import iter_batches
-from pipeline.protocol.records import decode_records, encode_batch
+from pipeline.records.batch import iter_batches
+from pipeline.records import decode_records, encode_batch
 from pipeline.zk import layout
 from tests.support import CLEAN_SHUTDOWN_MARKER, BrokerError, BrokerProcess, free_port, wait_until, wire
 from tests.support.clients import create_topic, kafka_python_consume

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from pipeline.zk.server import ZooKeeperServer
 from tests.support import BrokerProcess, wait_until, wire
 from tests.support.clients import create_topic

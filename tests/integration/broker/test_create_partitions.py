@@ -15,7 +15,7 @@ from kafka.admin import KafkaAdminClient
 from pipeline.client.admin import AdminClient
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.records import decode_records, encode_batch
+from pipeline.records import decode_records, encode_batch
 from pipeline.zk import layout
 from tests.support import BrokerProcess, wire
 from tests.support.clients import create_topic

@@ -8,8 +8,8 @@ the broker's own descriptor use.
 
 from __future__ import annotations
 
-from pipeline.protocol.batch import iter_batches
-from pipeline.protocol.records import encode_batch
+from pipeline.records.batch import iter_batches
+from pipeline.records import encode_batch
 from tests.support.clients import create_topic
 from tests.support.wire import KafkaConnection, api_versions, fetch, produce
 

@@ -16,7 +16,7 @@ from typing import Callable
 import pytest
 
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support import wait_until
 from tests.support.clients import create_topic
 from tests.support.in_process_broker import InProcessBroker

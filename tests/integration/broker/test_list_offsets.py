@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from pipeline.protocol.compression import GZIP, LZ4
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support.clients import create_topic, run_kcat
 from tests.support.wire import KafkaConnection, produce
 

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support import group_wire, wire
 from tests.support.broker import BrokerProcess
 from tests.support.clients import create_topic

@@ -8,10 +8,10 @@ import crc32c
 import pytest
 
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import ATTRIBUTES, CRC, TRANSACTIONAL_FLAG
+from pipeline.records.batch import ATTRIBUTES, CRC, TRANSACTIONAL_FLAG
 from pipeline.protocol.compression import ZSTD
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support.codec_client import Client, create_topic
 
 TOPIC = "validated"

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import iter_batches
+from pipeline.records.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.records import decode_records, encode_batch
+from pipeline.records import decode_records, encode_batch
 from tests.support.broker_metrics import scrape, value
 from tests.support.codec_client import Client, create_topic, fetch_body, produce
 

@@ -17,9 +17,9 @@ import pytest
 
 from pipeline.cli import main as pipeline_cli
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import iter_batches
+from pipeline.records.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.records import decode_batch, encode_batch
+from pipeline.records import decode_batch, encode_batch
 from pipeline.zk import layout
 from tests.integration.broker.test_metrics import scrape, value
 from tests.support.cluster import BrokerCluster

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.records import decode_records, encode_batch
+from pipeline.records import decode_records, encode_batch
 from tests.support.codec_client import Client, create_topic, fetch_body, produce
 
 TOPIC = "disk"

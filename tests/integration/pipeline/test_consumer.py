@@ -13,7 +13,7 @@ from pipeline.client.connection import BrokerConnection
 from pipeline.client.consumer import Consumer
 from pipeline.client.simple_consumer import SimpleConsumer
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support import wait_until
 from tests.support.clients import create_topic
 from tests.support.wire import KafkaConnection, produce

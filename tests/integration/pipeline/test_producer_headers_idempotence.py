@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.client.producer import CallbackHandler, ProduceError, Producer, ProducerData, UnknownPartitionError
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
-from pipeline.protocol.records import Record
+from pipeline.records import Record
 from tests.support.broker import BrokerProcess
 from tests.support.clients import create_topic, kafka_python_consume, run_kcat
 from tests.support.fault_proxy import FaultProxy

@@ -9,7 +9,7 @@ from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import OffsetOutOfRange
 from pipeline.client.simple_consumer import FetchRequest, MessageSizeTooLarge, SimpleConsumer
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 from tests.support import wait_until
 from tests.support.clients import create_topic
 from tests.support.segments import scan_partition

@@ -11,7 +11,7 @@ from pathlib import Path
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.log import Log, LogConfig
-from pipeline.protocol.batch import iter_batches
+from pipeline.records.batch import iter_batches
 
 
 def make_batch(

@@ -15,7 +15,7 @@ from broker.log import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from pipeline.protocol.batch import CRC, iter_batches, parse_header
+from pipeline.records.batch import CRC, iter_batches, parse_header
 
 
 def log_file_bytes(log) -> int:

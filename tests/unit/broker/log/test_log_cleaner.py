@@ -27,9 +27,9 @@ from broker.log.cleaner import CleanerConfig, Throttler
 from pipeline.testing_faults import Faults
 from broker.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
 from broker.log.log_segment import LogSegment
-from pipeline.protocol.batch import COMPRESSION_MASK, iter_batches
+from pipeline.records.batch import COMPRESSION_MASK, iter_batches
 from pipeline.protocol.compression import GZIP, LZ4, SNAPPY, ZSTD
-from pipeline.protocol.records import decode_batch, encode_batch
+from pipeline.records import decode_batch, encode_batch
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from tests.unit.broker.log.log_support import open_log
 
 from broker.log import LogConfig
 from broker.log.errors import InvalidRecordError
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 
 COMPACT = frozenset({"compact"})
 

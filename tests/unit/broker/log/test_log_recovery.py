@@ -8,7 +8,7 @@ import pytest
 from tests.unit.broker.log.log_support import make_batch, open_log, read_all
 
 from broker.log import LogConfig
-from pipeline.protocol.batch import iter_batches
+from pipeline.records.batch import iter_batches
 
 SMALL_INDEX = LogConfig(index_interval_bytes=300, segment_bytes=8_000)
 

@@ -15,7 +15,7 @@ import broker.log.log as log_module
 from broker.log import CorruptRecordError, Log, LogConfig, OffsetOutOfRangeError
 from broker.log.errors import UnexpectedAppendOffsetError
 from broker.log.offset_index import OffsetIndex
-from pipeline.protocol.batch import iter_batches
+from pipeline.records.batch import iter_batches
 
 
 def log_bytes(log: Log, start: int | None = None) -> bytes:

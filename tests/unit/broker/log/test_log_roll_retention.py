@@ -10,7 +10,7 @@ import pytest
 from tests.unit.broker.log.log_support import make_batch, open_log, read_all
 
 from broker.log import LogConfig, OffsetOutOfRangeError
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 
 
 class Clock:

@@ -14,9 +14,9 @@ from tests.unit.broker.log.log_support import make_batch, open_log, read_all
 from broker.log import InvalidRecordError, LogConfig
 from broker.log.errors import UnsupportedCompressionTypeError
 from pipeline.protocol import compression
-from pipeline.protocol.batch import parse_header
+from pipeline.records.batch import parse_header
 from pipeline.protocol.decompression_limit import decompress_at_most, size_bound
-from pipeline.protocol.records import InvalidRecordsError, encode_batch, validate_records
+from pipeline.records import InvalidRecordsError, encode_batch, validate_records
 
 _HEAD = struct.Struct(">qiibI")
 _TAIL = struct.Struct(">hiqqqhii")

@@ -14,7 +14,7 @@ from pipeline.client.errors import KafkaConnectionError, OffsetOutOfRange
 from pipeline.client.simple_consumer import MessageSizeTooLarge
 from pipeline.config import ConfigError
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import iter_batches
+from pipeline.records.batch import iter_batches
 from pipeline.protocol.errors import ErrorCode
 from tests.unit.pipeline.client.test_simple_consumer import batch, fetch_part
 

@@ -10,7 +10,7 @@ from pipeline.client.consumer_config import ConsumerConnectorConfig
 from pipeline.client.consumer_stream import Chunk, ConsumerTimeout, KafkaStream, PartitionTopicInfo
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.config import ConfigError
-from pipeline.protocol.records import Record
+from pipeline.records import Record
 
 
 def records(start: int, n: int) -> list[Record]:

@@ -20,7 +20,7 @@ from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import encode_request
 from pipeline.protocol.compression import GZIP
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.records import decode_records, encode_batch
+from pipeline.records import decode_records, encode_batch
 from tests.support.polling import wait_until
 
 BROKERS = {"metadata.broker.list": "127.0.0.1:1"}

@@ -14,7 +14,7 @@ from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.sender import ProducerBatch, Sender
 from pipeline.config import ConfigError
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.records import decode_batch, decode_records
+from pipeline.records import decode_batch, decode_records
 from tests.unit.pipeline.client.test_producer import BROKERS, FakeClock, _offline_producer
 
 

@@ -16,11 +16,11 @@ from pipeline.client.simple_consumer import (
     read_message_set,
 )
 from pipeline.protocol.api_keys import ApiKey
-from pipeline.protocol.batch import CONTROL_FLAG, CorruptBatchError, iter_batches
+from pipeline.records.batch import CONTROL_FLAG, CorruptBatchError, iter_batches
 from pipeline.protocol.codec import decode_response, encode_response
 from pipeline.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.records import encode_batch
+from pipeline.records import encode_batch
 
 TS = 1_700_000_000_000
 FETCH_VERSION = 11

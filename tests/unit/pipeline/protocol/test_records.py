@@ -10,20 +10,20 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import decode_varint, encode_varint
 
-from pipeline.protocol import batch as batch_format
-from pipeline.protocol.batch import CONTROL_FLAG, TIMESTAMP_TYPE_MASK, CorruptBatchError, parse_header
+from pipeline.records import batch as batch_format
+from pipeline.records.batch import CONTROL_FLAG, TIMESTAMP_TYPE_MASK, CorruptBatchError, parse_header
 from pipeline.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from pipeline.protocol.records import (
+from pipeline.records import (
     BatchBuilder,
     Record,
-    _decode_uniform,
-    _read_varint,
-    _zigzag_varint,
     decode_batch,
     decode_records,
     encode_batch,
     record_size,
 )
+from pipeline.records.decode import _decode_uniform
+from pipeline.records.varint import read_varint as _read_varint
+from pipeline.records.varint import zigzag_varint as _zigzag_varint
 
 ALL_CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 TS = 1_700_000_000_000
@@ -260,7 +260,7 @@ def test_header_fields_are_written() -> None:
 
 
 def test_default_timestamp_is_now() -> None:
-    from pipeline.protocol.records import now_ms
+    from pipeline.records import now_ms
 
     before = now_ms()
     record = decode_batch(encode_batch([b"x"]))[1][0]

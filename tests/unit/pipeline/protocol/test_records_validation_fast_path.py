@@ -14,9 +14,9 @@ import random
 import pytest
 from kafka.record.util import encode_varint
 
-from pipeline.protocol import records
-from pipeline.protocol.batch import CorruptBatchError, parse_header
-from pipeline.protocol.records import InvalidRecordsError, encode_batch, validate_records
+from pipeline.records import validate as records
+from pipeline.records.batch import CorruptBatchError, parse_header
+from pipeline.records import InvalidRecordsError, encode_batch, validate_records
 
 
 def zz(n: int) -> bytes:

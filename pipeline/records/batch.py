@@ -1,7 +1,8 @@
-"""RecordBatch v2 framing: the fixed 61-byte header, CRC-32C checks and in-place offset patching.
+"""RecordBatch v2 framing (Kafka's DefaultRecordBatch header): the fixed 61-byte header, CRC-32C
+checks, writing a header around a record area, and in-place offset patching.
 
 This is the part of the record format the broker needs (it never decodes individual records);
-the record codec in :mod:`pipeline.protocol.records` builds on it.
+encode, decode and validate build on it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc -- the part outside the CRC.
+_HEAD = struct.Struct(">qiibI")
+# attributes .. recordCount -- the part of the header covered by the CRC.
+_TAIL = struct.Struct(">hiqqqhii")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -100,9 +105,13 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+_new_header = tuple.__new__
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the fixed header of the batch starting at ``pos``; the buffer must hold 61 bytes there."""
-    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    # tuple.__new__ rather than _make: the struct gives exactly the 13 fields, and the segment scans call this per batch
+    return _new_header(BatchHeader, _HEADER.unpack_from(buf, pos))
 
 
 def peek_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
@@ -139,13 +148,43 @@ def iter_batches(buf: bytes | bytearray | memoryview, check_crc: bool = True) ->
         size = length + LOG_OVERHEAD
         if pos + size > end:
             return
-        header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+        header = _new_header(BatchHeader, _HEADER.unpack_from(buf, pos))
         if header.magic != 2:
             raise CorruptBatchError(f"batch at byte {pos} has magic {header.magic}, only v2 (magic 2) is supported")
         if check_crc and compute_crc(buf, pos, size) != header.crc:
             raise CorruptBatchError(f"batch at byte {pos} fails its CRC-32C check")
         yield pos, header
         pos += size
+
+
+def build_batch(
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+    records: bytes,
+) -> bytes:
+    """One whole batch: a magic 2 header with these fields and its CRC-32C, then ``records`` (the
+    record area, compressed or not as ``attributes`` say)."""
+    tail = _TAIL.pack(
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
+    crc = crc32c.crc32c(records, crc32c.crc32c(tail))
+    head = _HEAD.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(records), partition_leader_epoch, 2, crc)
+    return b"".join((head, tail, records))
 
 
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
