@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from audit.__main__ import main, named_ids
+from audit.__main__ import main
+from audit.commands import named_ids
 from audit.measures import failed_measure, quarantine_measure
 from audit.reconcile import TierCount, WindowKey, reconcile
 from audit.results import ResultLog, result_to_json
