@@ -171,10 +171,8 @@ class TopicSync:
 
     def _sized(self, topic: str) -> int:
         """The target topic's max.message.bytes, raised to what the sources need when it is below that."""
-        current = _effective_max_message_bytes(self._admin, topic)
+        current = self._described_max_message_bytes(topic)
         needed = self.needed_max_message_bytes(topic)
-        if current is None:
-            raise MirrorTopicError(f"target topic {topic!r} does not say its max.message.bytes")
         if needed is None or current >= needed:
             return current
         try:
@@ -189,6 +187,20 @@ class TopicSync:
         log.info("raised max.message.bytes of target topic %s from %d to %d (the sources' limit plus the lineage "
                  "headers)", topic, current, needed)
         return needed
+
+    def _described_max_message_bytes(self, topic: str) -> int:
+        """The target topic's max.message.bytes in effect. A topic another mirror has just created is in the
+        target's registry before every broker knows it, and a broker that does not yet answers its configs as an
+        unknown topic: asked again until it says, for as long as an admin request may take."""
+        deadline = time.monotonic() + self._admin.timeout_s
+        while True:
+            current = _effective_max_message_bytes(self._admin, topic)
+            if current is not None:
+                return current
+            if time.monotonic() >= deadline:
+                raise MirrorTopicError(f"target topic {topic!r} does not say its max.message.bytes "
+                                       f"{self._admin.timeout_s:.0f}s after it was seen")
+            time.sleep(VISIBILITY_POLL_S)
 
     def _visible_partitions(self, topic: str) -> int:
         """The partition count of a topic just created, here or by a racing mirror whose creation the target

@@ -35,7 +35,7 @@ from etl.query import show_query
 from etl.spark import build_session, stop_session
 from etl.store import Manifest, Warehouse, new_run_id
 from pipeline.etl_runs import RunReport
-from pipeline.warehouse_state import live_files
+from pipeline.warehouse_state import live_files as live_files_of
 from schemas.events import load_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -56,7 +56,7 @@ class _ZooKeeperOffsets:
     def __init__(self) -> None:
         self.committed: dict[tuple[str, int], int] = {}
 
-    def commit_offsets(self, group: str, manifest: Manifest) -> None:
+    def commit_offsets(self, group: str, manifest: Manifest, faults: object = None) -> None:
         self.committed.update(loaded_ends([*manifest.ranges, *manifest.skipped]))
 
 
@@ -180,7 +180,7 @@ def test_thousands_of_runs_keep_planning_manifests_and_files_per_partition_bound
             if number in (2 * UPKEEP_EVERY, RUNS):
                 counted, elapsed = _query_count(spark, warehouse_dir, "soak_views", capsys)
                 assert counted == sum(n for (topic, _), n in runs.rows.items() if topic == "soak_views")
-                queries.append((elapsed, sum(len(files) for files in live_files(warehouse_dir).values())))
+                queries.append((elapsed, sum(len(files) for files in live_files_of(warehouse_dir).values())))
     total_s = time.perf_counter() - began
     assert runs.offsets.committed == runs.latest and warehouse.loaded() == runs.latest
     # Planning in the 200 runs after the first upkeep (retention reached: the steady state) and after the second,

@@ -123,6 +123,35 @@ def test_a_topic_another_mirror_is_creating_is_waited_for() -> None:
     assert admin.looks == 0 and admin.grow_requests == []
 
 
+class ConfigsNotYetKnownAdmin(FakeAdmin):
+    """A target whose registry has the topic (another mirror just created it) while the broker answering
+    DescribeConfigs does not know it yet."""
+
+    def __init__(self, unknown_answers: int) -> None:
+        super().__init__({"t": 4})
+        self.unknown_answers = unknown_answers
+
+    def describe_configs(self, topic: str) -> dict[str, str]:
+        if self.unknown_answers > 0:
+            self.unknown_answers -= 1
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        return super().describe_configs(topic)
+
+
+def test_a_target_topic_whose_configs_a_broker_does_not_know_yet_is_asked_again() -> None:
+    admin = ConfigsNotYetKnownAdmin(unknown_answers=3)
+    topics = sync(admin)
+    topics.ensure("t", 3)
+    assert admin.unknown_answers == 0 and topics.max_message_bytes("t") == 1048588
+
+
+def test_a_target_topic_that_never_says_its_limit_is_an_error() -> None:
+    admin = ConfigsNotYetKnownAdmin(unknown_answers=10**9)
+    admin.timeout_s = 0.3
+    with pytest.raises(MirrorTopicError, match="does not say its max.message.bytes"):
+        sync(admin).ensure("t", 0)
+
+
 def test_a_topic_that_never_shows_after_creation_is_an_error() -> None:
     admin = SlowToShowAdmin(looks=10**9)
     admin.timeout_s = 0.3
