@@ -191,28 +191,25 @@ class TopicSync:
     def _described_max_message_bytes(self, topic: str) -> int:
         """The target topic's max.message.bytes in effect. A topic another mirror has just created is in the
         target's registry before every broker knows it, and a broker that does not yet answers its configs as an
-        unknown topic: asked again until it says, for as long as an admin request may take."""
-        deadline = time.monotonic() + self._admin.timeout_s
-        while True:
-            current = _effective_max_message_bytes(self._admin, topic)
-            if current is not None:
-                return current
-            if time.monotonic() >= deadline:
-                raise MirrorTopicError(f"target topic {topic!r} does not say its max.message.bytes "
-                                       f"{self._admin.timeout_s:.0f}s after it was seen")
-            time.sleep(VISIBILITY_POLL_S)
+        unknown topic: asked again until it says."""
+        return self._asked_until_known(lambda: _effective_max_message_bytes(self._admin, topic),
+                                       f"target topic {topic!r} does not say its max.message.bytes", "seen")
 
     def _visible_partitions(self, topic: str) -> int:
         """The partition count of a topic just created, here or by a racing mirror whose creation the target
-        may still be carrying out: looked up until it shows, for as long as an admin request may take."""
+        may still be carrying out: looked up until it shows."""
+        return self._asked_until_known(lambda: self._target_partitions(topic),
+                                       f"target topic {topic!r} is not visible", "created")
+
+    def _asked_until_known(self, ask: Callable[[], int | None], failure: str, since: str) -> int:
+        """``ask()`` again until it answers, for as long as an admin request may take."""
         deadline = time.monotonic() + self._admin.timeout_s
         while True:
-            known = self._target_partitions(topic)
-            if known is not None:
-                return known
+            answer = ask()
+            if answer is not None:
+                return answer
             if time.monotonic() >= deadline:
-                raise MirrorTopicError(f"target topic {topic!r} is not visible {self._admin.timeout_s:.0f}s after "
-                                       f"it was created")
+                raise MirrorTopicError(f"{failure} {self._admin.timeout_s:.0f}s after it was {since}")
             time.sleep(VISIBILITY_POLL_S)
 
     def _grow(self, topic: str, known: int, partition: int) -> int:
