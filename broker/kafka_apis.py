@@ -21,6 +21,7 @@ from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
+from broker.server.session import Session
 from broker.server.socket_server import CloseConnection, Deferred
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.records.batch import ATTRIBUTES, COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG
@@ -71,6 +72,8 @@ class KafkaApis:
         # Lines about what a client asked for, limited per client address (the socket server's, once it runs).
         self.client_warnings = WarningLimiter(log)
         self._peer = ""
+        # The connection of the request being dispatched (its principal, listener and address).
+        self.session: Session | None = None
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -103,15 +106,17 @@ class KafkaApis:
 
     # -- dispatch -------------------------------------------------------------------------------
 
-    def handle(self, frame: memoryview, peer: str) -> list | None | Deferred:
-        """Answer one request frame; the socket server calls this for every frame in order."""
+    def handle(self, frame: memoryview, session: Session) -> list | None | Deferred:
+        """Answer one request frame of the connection ``session``; the socket server calls this for every frame in
+        order."""
         started = perf_counter()
         try:
             header = read_request_header(frame)
         except ProtocolError as exc:
             raise CloseConnection(f"unreadable request header: {exc}", "malformed_request") from None
         handler = self._handlers.get(header.api_key)
-        self.groups.peer = self._peer = peer
+        self.session = session
+        self.groups.peer = self._peer = session.peer
         versions = SUPPORTED_VERSIONS.get(header.api_key)
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.

@@ -26,6 +26,7 @@ from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
+from broker.server.session import Session
 from broker.server.socket_server import CloseConnection, SocketServer
 from broker.state_metrics import BrokerStateCollector
 from pipeline.service.metrics_server import MetricsServer, serve_metrics
@@ -74,10 +75,10 @@ class KafkaServer:
         # The socket server needs the handler and the handler the advertised port, known after bind.
         apis_holder: list[KafkaApis] = []
 
-        def handle(frame: memoryview, peer: str) -> object:
+        def handle(frame: memoryview, session: Session) -> object:
             if not apis_holder:
                 raise CloseConnection("the broker is still joining its cluster", "broker_not_ready")
-            return apis_holder[0].handle(frame, peer)
+            return apis_holder[0].handle(frame, session)
         self.socket_server = SocketServer(
             host, port, handle, config["socket.request.max.bytes"], use_sendfile=config["socket.sendfile.enable"],
             queued_max_request_bytes=config["queued.max.request.bytes"],

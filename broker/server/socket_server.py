@@ -47,6 +47,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
 from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
+from broker.server.session import Session
 from pipeline.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
@@ -110,10 +111,10 @@ class ClientGone(ConnectionError):
 
 
 Chunks = Sequence[Any]
-# The handler takes a frame (without its length prefix) and the connection's peer name; it returns the
+# The handler takes a frame (without its length prefix) and the connection's Session; it returns the
 # response chunks, None for no response (acks=0), or a Deferred (or bare awaitable) of either (e.g. a
 # long-polling fetch).
-Handler = Callable[[memoryview, str], "Chunks | None | Deferred | Awaitable[Chunks | None]"]
+Handler = Callable[[memoryview, Session], "Chunks | None | Deferred | Awaitable[Chunks | None]"]
 
 
 class SocketServer:
@@ -323,6 +324,7 @@ class _Connection:
         self.send_region = _sendfile if use_sendfile else _read_and_send
         self.peer = peer
         self.address = address
+        self.session = Session(peer)
         self.handler = handler
         self.pool = pool
         self.quotas = quotas
@@ -394,7 +396,7 @@ class _Connection:
         self.pending_bytes = 0
 
     async def run(self) -> None:
-        buffer, handler, peer = self.buffer, self.handler, self.peer
+        buffer, handler, session = self.buffer, self.handler, self.session
         next_frame = buffer.next_frame
         handled = 0
         # Bytes of the frames answered in this turn, given back to the pool at the end of the turn.
@@ -420,7 +422,7 @@ class _Connection:
                 continue
             size = 4 + len(frame)
             try:
-                response = handler(frame, peer)
+                response = handler(frame, session)
                 if response is not None and not isinstance(response, (list, tuple)):
                     self._answered(answered)
                     answered = 0

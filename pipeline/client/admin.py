@@ -19,6 +19,7 @@ from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
 from pipeline.client.group_admin import GroupCalls
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.protocol.messages import (CONFIG_OP_DELETE, CONFIG_OP_SET, CONFIG_SOURCE_DYNAMIC_TOPIC,
                                         RESOURCE_TYPE_TOPIC)
 
@@ -47,9 +48,10 @@ class AdminClient(GroupCalls):
     """
 
     def __init__(self, cluster: Cluster | str, *, client_id: str = "pipeline-admin", timeout_s: float = 30.0,
-                 close_cluster: bool = False) -> None:
+                 close_cluster: bool = False, security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
         if isinstance(cluster, str):
-            self.cluster = Cluster(StaticBrokerList(cluster), client_id=client_id, timeout_s=timeout_s)
+            self.cluster = Cluster(StaticBrokerList(cluster), client_id=client_id, timeout_s=timeout_s,
+                                   security=security)
             self._owns_cluster = True
         else:
             self.cluster = cluster

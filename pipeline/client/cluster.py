@@ -28,6 +28,7 @@ from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, NoBrokersAvailable, UnknownTopicError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,9 @@ class Cluster:
     """Broker addresses, topic layouts and pooled connections for one client."""
 
     def __init__(self, discovery: BrokerDiscovery, *, client_id: str = "pipeline", timeout_s: float = 30.0,
-                 metadata_max_age_s: float = 300.0) -> None:
+                 metadata_max_age_s: float = 300.0, security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
         self.discovery = discovery
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.metadata_max_age_s = metadata_max_age_s
@@ -181,7 +183,8 @@ class Cluster:
             known = list(self._brokers.values())
         random.shuffle(known)
         for host, port in known + self._bootstrap_brokers(errors):
-            connection = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.timeout_s)
+            connection = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                                          security=self.security)
             try:
                 connection.connect()
             except KafkaConnectionError as exc:
@@ -306,7 +309,7 @@ class Cluster:
                 if address is None:
                     raise KafkaConnectionError(f"broker {node_id} is not known to the cluster metadata")
                 connection = BrokerConnection(address[0], address[1], client_id=self.client_id,
-                                              timeout_s=self.timeout_s, node_id=node_id)
+                                              timeout_s=self.timeout_s, node_id=node_id, security=self.security)
                 self._connections[node_id] = connection
         connection.connect()
         return connection

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -18,6 +19,7 @@ from pipeline.client.errors import KafkaConnectionError, UnsupportedVersionError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, decode_response, encode_request
 from pipeline.protocol.errors import ErrorCode
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 
 _LENGTH = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
@@ -31,8 +33,9 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, *, client_id: str = "pipeline", timeout_s: float = 30.0,
                  node_id: int = -1, send_buffer_bytes: int | None = None,
-                 receive_buffer_bytes: int | None = None) -> None:
+                 receive_buffer_bytes: int | None = None, security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -67,6 +70,8 @@ class BrokerConnection:
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to broker {self.host}:{self.port}: {exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.security.uses_ssl:
+            sock = self._wrap_tls(sock)
         if self._send_buffer_bytes:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
         if self._receive_buffer_bytes:
@@ -78,6 +83,15 @@ class BrokerConnection:
         except BaseException:
             self.close()
             raise
+
+    def _wrap_tls(self, sock: socket.socket) -> socket.socket:
+        """The TLS handshake over a fresh socket, checking the broker's certificate (and its name, unless
+        ssl.endpoint.identification.algorithm is none)."""
+        try:
+            return self.security.ssl_context().wrap_socket(sock, server_hostname=self.host)
+        except (OSError, ssl.SSLError) as exc:
+            sock.close()
+            raise KafkaConnectionError(f"TLS handshake with broker {self.host}:{self.port} failed: {exc}") from None
 
     def _negotiate(self) -> None:
         ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]

@@ -113,7 +113,8 @@ class Consumer:
         self._cluster = cluster if cluster is not None else Cluster(
             StaticBrokerList(self.config["metadata.broker.list"]), client_id=self.config["client.id"],
             timeout_s=self.config["socket.timeout.ms"] / 1000,
-            metadata_max_age_s=self.config["topic.metadata.refresh.interval.ms"] / 1000)
+            metadata_max_age_s=self.config["topic.metadata.refresh.interval.ms"] / 1000,
+            security=self.config.security)
         self._reset = self.config["auto.offset.reset"]
         self._machine = FetchStateMachine.from_config(self.config)
         self._fetcher: PartitionFetcher[FetchPosition] = PartitionFetcher(

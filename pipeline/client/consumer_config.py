@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_bool, parse_str
+from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 
 MiB = 1024 * 1024
 
@@ -42,6 +43,7 @@ CONSUMER_CONFIG = (
              "Wait before retrying after a leader move or connection error.", aliases=("retry.backoff.ms",)),
     Property("topic.metadata.refresh.interval.ms", int, 600_000, "Refresh the cluster metadata at least this often.",
              aliases=("metadata.max.age.ms",)),
+    *SECURITY_PROPERTIES,
 )
 
 
@@ -60,6 +62,7 @@ class ConsumerConfig(Config):
             raise ConfigError("fetch.wait.max.ms, fetch.min.bytes and refresh.leader.backoff.ms cannot be negative")
         if self["socket.timeout.ms"] <= self["fetch.wait.max.ms"]:
             raise ConfigError("socket.timeout.ms must be larger than fetch.wait.max.ms")
+        self.security = ClientSecurity.from_values(self.as_dict())
 
 
 QUEUED_CHUNKS = Property("queued.max.message.chunks", int, 10,
@@ -123,3 +126,4 @@ class ConsumerConnectorConfig(Config):
                 raise ConfigError(f"{self.kind} {name} cannot be negative")
         if self["socket.timeout.ms"] <= self["fetch.wait.max.ms"]:
             raise ConfigError("socket.timeout.ms must be larger than fetch.wait.max.ms")
+        self.security = ClientSecurity.from_values(self.as_dict())

@@ -105,7 +105,8 @@ class ConsumerConnector:
         self._discovery = ZooKeeperBrokerDiscovery(self.zookeeper, timeout_s=zk_timeout_s)
         self._cluster = Cluster(self._discovery, client_id=cfg["client.id"],
                                 timeout_s=cfg["socket.timeout.ms"] / 1000,
-                                metadata_max_age_s=cfg["topic.metadata.refresh.interval.ms"] / 1000)
+                                metadata_max_age_s=cfg["topic.metadata.refresh.interval.ms"] / 1000,
+                                security=cfg.security)
         # Guards the infos' active flags and consumed offsets between streams, fetcher and rebalancer.
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()

@@ -221,7 +221,7 @@ class Producer:
         self._avoid_leaderless = bool(cfg["zookeeper.connect"])
         self.cluster = Cluster(discovery, client_id=cfg.client_id,
                                timeout_s=max(cfg.connect_timeout_s, cfg.request_timeout_ms / 1000.0 + 1.0),
-                               metadata_max_age_s=cfg.metadata_max_age_s)
+                               metadata_max_age_s=cfg.metadata_max_age_s, security=cfg.security)
         self._idempotence = IdempotenceState(self.cluster, retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s) \
             if cfg.idempotent else None
         self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,

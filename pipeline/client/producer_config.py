@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from pipeline.config import INT32_MAX, Config, ConfigError, Property, parse_bool, parse_choice, parse_str
 from pipeline.protocol.compression import UnknownCodecError, codec_from_name
+from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 
 __all__ = ["DEFAULT_DELIVERY_TIMEOUT_MS", "MAX_IN_FLIGHT_IDEMPOTENT", "PRODUCER_PROPERTIES", "ProducerConfig",
            "parse_acks"]
@@ -91,6 +92,7 @@ PRODUCER_PROPERTIES = (
     Property("max.in.flight.requests.per.connection", _parse_int, None,
              "most Produce requests sent to one broker before waiting for an answer; unset: no limit, or 5 with "
              "enable.idempotence, which allows at most 5 (the batches a broker remembers per producer)"),
+    *SECURITY_PROPERTIES,
 )
 
 # Kafka's limit: a broker remembers the last five batches of each producer to recognise retries.
@@ -128,6 +130,7 @@ class ProducerConfig(Config):
             raise ConfigError(f"{self.kind} compression.codec: {exc}") from None
         if not 0 <= self.compression <= 4:
             raise ConfigError(f"{self.kind} compression.codec id must be 0-4, got {self.compression}")
+        self.security = ClientSecurity.from_values(self.as_dict())
         self.idempotent: bool = bool(self["enable.idempotence"])
         if self.idempotent:
             self._check_idempotence()

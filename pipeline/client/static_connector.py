@@ -63,7 +63,8 @@ class StaticConsumerConnector:
         self._where = cfg["metadata.broker.list"] if discovery is None else repr(discovery)
         self._cluster = Cluster(discovery or StaticBrokerList(cfg["metadata.broker.list"]), client_id=cfg["client.id"],
                                 timeout_s=cfg["socket.timeout.ms"] / 1000,
-                                metadata_max_age_s=cfg["topic.metadata.refresh.interval.ms"] / 1000)
+                                metadata_max_age_s=cfg["topic.metadata.refresh.interval.ms"] / 1000,
+                                security=cfg.security)
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
         self._fetcher = ConsumerFetcher(self._cluster, cfg, self._lock, name="static-connector-fetcher")
