@@ -1,7 +1,9 @@
 """Connecting to ZooKeeper the way every component does: ``host:port[,host:port...]/chroot`` via kazoo.
 
 The chroot is created if missing (a new cluster under /dc1 needs no manual step), then the client
-is rooted there, so every path of :mod:`pipeline.zk.layout` is relative to the cluster.
+is rooted there, so every path of :mod:`pipeline.zk.layout` is relative to the cluster. Given a
+:class:`~pipeline.zk.security.ZooKeeperSecurity`, the client authenticates with its digest and creates every
+znode (the chroot too) with the ACL that security gives the path.
 
 kazoo's blocking calls wait for ever while the server is slow or gone (it queues requests while it
 reconnects). :class:`BoundedZk` is the one mechanism that bounds them: every request is a kazoo async
@@ -17,12 +19,14 @@ import threading
 import time
 from typing import Any, Callable, Iterable, TypeVar
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import ConnectionLoss, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import DataWatch
+
+from pipeline.zk.security import OPEN_ZOOKEEPER, ZooKeeperSecurity
 
 DEFAULT_SESSION_TIMEOUT_S = 6.0
 
@@ -72,12 +76,87 @@ def watch_until(client: KazooClient, path: str, answer: Callable[[bytes | None, 
     return found[0] if found else None
 
 
+class SecuredKazooClient(KazooClient):
+    """A kazoo client that creates each znode with the ACL its :class:`ZooKeeperSecurity` gives the path (unless
+    the caller gives one), in single requests, ``ensure_path`` and transactions alike; never blocking the caller."""
+
+    def __init__(self, *args: Any, security: ZooKeeperSecurity, **kwargs: Any) -> None:
+        super().__init__(*args, auth_data=security.auth_data, **kwargs)
+        self.security = security
+
+    def create_async(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
+                     sequence: bool = False, makepath: bool = False, include_data: bool = False) -> IAsyncResult:
+        def create() -> IAsyncResult:
+            return super(SecuredKazooClient, self).create_async(
+                path, value, acl=acl if acl is not None else self.security.acl_for(path), ephemeral=ephemeral,
+                sequence=sequence, makepath=makepath and acl is not None, include_data=include_data)
+
+        parent = path.rstrip("/").rsplit("/", 1)[0]
+        if makepath and acl is None and parent:
+            # kazoo would give the parents the child's ACL: each is created with its own first.
+            return self._then(self.ensure_path_async(parent), create)
+        return create()
+
+    def ensure_path_async(self, path: str, acl: Any = None) -> IAsyncResult:
+        if acl is not None or not self.security.set_acl:
+            return super().ensure_path_async(path, acl)
+        # One node at a time from the top, each with its own ACL (kazoo gives every node the same one).
+        result: IAsyncResult | None = None
+        parts = [p for p in path.split("/") if p]
+        for depth in range(1, len(parts) + 1):
+            prefix = "/" + "/".join(parts[:depth])
+
+            def ensure(prefix: str = prefix) -> IAsyncResult:
+                return super(SecuredKazooClient, self).ensure_path_async(prefix, self.security.acl_for(prefix))
+            result = ensure() if result is None else self._then(result, ensure)
+        return result if result is not None else super().ensure_path_async(path)
+
+    def _then(self, first: IAsyncResult, second: Callable[[], IAsyncResult]) -> IAsyncResult:
+        """An async result completed as ``second()``'s once ``first`` succeeded (or with ``first``'s error)."""
+        done = self.handler.async_result()
+
+        def forward(result: IAsyncResult) -> None:
+            if result.successful():
+                done.set(result.value)
+            else:
+                done.set_exception(result.exception)
+
+        def after_first(result: IAsyncResult) -> None:
+            if not result.successful():
+                done.set_exception(result.exception)
+                return
+            try:
+                second().rawlink(forward)
+            except Exception as exc:  # a request that could not even be sent
+                done.set_exception(exc)
+        first.rawlink(after_first)
+        return done
+
+    def transaction(self) -> TransactionRequest:
+        return _SecuredTransaction(self)
+
+
+class _SecuredTransaction(TransactionRequest):
+    def create(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
+               sequence: bool = False) -> None:
+        security: ZooKeeperSecurity = self.client.security
+        super().create(path, value, acl if acl is not None else security.acl_for(path), ephemeral, sequence)
+
+
+def _client(hosts: str, session_timeout_s: float, security: ZooKeeperSecurity) -> KazooClient:
+    if security == OPEN_ZOOKEEPER:
+        return KazooClient(hosts=hosts, timeout=session_timeout_s)
+    return SecuredKazooClient(hosts=hosts, timeout=session_timeout_s, security=security)
+
+
 def connect(connect_string: str, *, timeout_s: float = 15.0,
-            session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S) -> KazooClient:
-    """A started kazoo client rooted at the chroot of ``connect_string`` (created when missing)."""
+            session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
+            security: ZooKeeperSecurity = OPEN_ZOOKEEPER) -> KazooClient:
+    """A started kazoo client rooted at the chroot of ``connect_string`` (created when missing), authenticated and
+    creating znodes with ACLs as ``security`` says."""
     hosts, chroot = split_connect_string(connect_string)
     if chroot:
-        bootstrap = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        bootstrap = _client(hosts, session_timeout_s, security)
         try:
             bootstrap.start(timeout_s)
         except KazooTimeoutError:
@@ -88,7 +167,7 @@ def connect(connect_string: str, *, timeout_s: float = 15.0,
         finally:
             bootstrap.stop()
             bootstrap.close()
-    client = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s)
+    client = _client(hosts + chroot, session_timeout_s, security)
     try:
         client.start(timeout_s)
     except KazooTimeoutError:
