@@ -1,4 +1,5 @@
-"""The audit service's settings: the clusters it reads, its windows, grace and threshold, where it keeps state."""
+"""The audit service's settings: the clusters it reads, its windows, grace and threshold, where it keeps state, and
+how it connects to the brokers (the client security settings, the same for every cluster it reads)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_int, parse_optional_int, parse_regex, parse_str
 from pipeline.named_clusters import parse_sources
+from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 
@@ -53,6 +55,7 @@ AUDIT_PROPERTIES = (
              "the Prometheus server the dashboard reads alerts, lag, latency and ETL runs from"),
     Property("schema.registry.url", parse_str, "http://localhost:8081", "schema registry of the AuditCount schema"),
     LOG_LEVEL,
+    *SECURITY_PROPERTIES,
 )
 
 
@@ -67,6 +70,8 @@ class AuditConfig(Config):
             raise ConfigError("give the clusters to audit: --datacenter NAME=ZOOKEEPER and/or --offline ZOOKEEPER")
         if not self["state.dir"]:
             raise ConfigError("give the audit's state directory (--state-dir DIR)")
+        #: How every reader, scan and lag sample connects to the brokers.
+        self.security = ClientSecurity.from_values(self.as_dict())
 
     @property
     def state_dir(self) -> Path:

@@ -52,6 +52,7 @@ from pipeline.error_text import describe_error
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.etl_runs import NOTHING_NEW, PARTIAL, SUCCEEDED, RunHistory
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.security.client_settings import security_settings
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder
 
@@ -179,7 +180,7 @@ class AuditService:
         for name, connect, tier in clusters:
             discovery = ZooKeeperBrokerDiscovery(connect)
             self._discoveries.append(discovery)
-            self._clusters[name] = Cluster(discovery, client_id="audit-window-scan")
+            self._clusters[name] = Cluster(discovery, client_id="audit-window-scan", security=config.security)
             self._discovery_of[name] = discovery
             followers = self._followers[name] = {}
             for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
@@ -191,7 +192,8 @@ class AuditService:
                 self._discoveries.append(reader_discovery)
                 connector = StaticConsumerConnector(StaticConnectorConfig({
                     "client.id": f"audit-{name}", "auto.offset.reset": "smallest", "consumer.timeout.ms": 200,
-                    "topic.metadata.refresh.interval.ms": 5000}), counts, discovery=reader_discovery)
+                    "topic.metadata.refresh.interval.ms": 5000, **security_settings(config)}), counts,
+                    discovery=reader_discovery)
                 reader = ClusterReader(f"{name}-{role}", connector, topics, counts, handle,
                                        config["checkpoint.interval.ms"] / 1000, self.metrics.count_skipped)
                 followers[role] = (Follower(reader.name), reader)

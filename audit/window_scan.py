@@ -46,7 +46,7 @@ def scan_window(cluster: Cluster, topic: str, start_ms: int, end_ms: int, slack_
         if offset is None or end is None or offset >= end:
             continue
         host, port = cluster.brokers()[cluster.leader(topic, partition)]
-        with SimpleConsumer(host, port, timeout=timeout_s) as consumer:
+        with SimpleConsumer(host, port, timeout=timeout_s, security=cluster.security) as consumer:
             while offset < end:
                 records = list(consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20)))
                 if not records:

@@ -25,6 +25,7 @@ from etl.config import EtlConfig
 from etl.plan import EtlError
 from pipeline.auditing.latency import LatencyBuckets
 from pipeline.auditing.publisher import AuditPublisher
+from pipeline.security.client_settings import security_settings
 from pipeline.auditing.sketch import EventSketch
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import audit_count_encoder
@@ -134,7 +135,8 @@ def publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
         return
     metrics = CollectorRegistry()
     registry = SchemaRegistryClient(config["schema.registry.url"])
-    publisher = AuditPublisher({"zookeeper.connect": config["zookeeper.connect"], "request.required.acks": -1},
+    publisher = AuditPublisher({"zookeeper.connect": config["zookeeper.connect"], "request.required.acks": -1,
+                                **security_settings(config)},
                                audit_count_encoder(registry, config["audit.topic"]), config["audit.topic"],
                                published=Counter("etl_audit_published", "", registry=metrics),
                                failures=Counter("etl_audit_failures", "", registry=metrics))

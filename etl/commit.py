@@ -48,7 +48,7 @@ class OfflineCluster:
     def __init__(self, config: EtlConfig) -> None:
         self.zk: KazooClient = connect(config["zookeeper.connect"])
         self.discovery = ZooKeeperBrokerDiscovery(self.zk)
-        self.cluster = Cluster(self.discovery, client_id="etl")
+        self.cluster = Cluster(self.discovery, client_id="etl", security=config.security)
         self.admin = AdminClient(self.cluster)
 
     def close(self) -> None:

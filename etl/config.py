@@ -23,6 +23,7 @@ from pipeline.config import (
     parse_regex,
     parse_str,
 )
+from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import fault_properties
 from schemas.events import AUDIT_TOPIC
@@ -96,6 +97,7 @@ ETL_PROPERTIES = (
              at_least=0, at_most=65535),
     LOG_LEVEL,
     *fault_properties(PAUSE_POINTS, drops_events=True),
+    *SECURITY_PROPERTIES,
 )
 
 
@@ -129,6 +131,8 @@ class EtlConfig(Config):
                 raise ConfigError(f"{name} must not be negative")
         if not self["metrics.host"]:
             raise ConfigError("metrics.host must name an address, e.g. 127.0.0.1")
+        #: How the driver and the Spark tasks connect to the offline brokers.
+        self.security = ClientSecurity.from_values(self.as_dict())
         #: Settings for the SparkSession builder, ``spark.master`` apart.
         self.spark_settings = spark
 

@@ -193,7 +193,7 @@ class _Run:
             context = TaskContext(topic, brokers, self.config["schema.registry.url"], readers[topic],
                                   self.config["fetch.size"], self.config["out.of.range"] == "earliest", run_id,
                                   str(self.warehouse.staged_quarantine(run_id, topic)) if quarantine else None,
-                                  Faults.of(self.config))
+                                  Faults.of(self.config), self.config.security)
             spark.sparkContext.setJobGroup(f"{run_id}-{topic}", f"etl run {run_id}: {topic}")
             try:
                 load_topic(spark, context, ranges, first, self.warehouse.staged_table(run_id, topic),

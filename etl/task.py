@@ -58,6 +58,7 @@ from pipeline.client.errors import KafkaClientError, KafkaConnectionError, Offse
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.lineage import lineage_of
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.testing_faults import Faults
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
 from schemas.serde import WireFormatError, schema_id_of
@@ -109,6 +110,8 @@ class TaskContext:
     quarantine_dir: str | None = None
     #: Fault injection (tests and drills only).
     faults: Faults = Faults()
+    #: How the tasks connect to the brokers (it travels to the executors with the context).
+    security: ClientSecurity = PLAINTEXT_SECURITY
 
 
 RangeStats = dict[str, Any]
@@ -310,7 +313,7 @@ class _RangeLoader:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         context = self.context
-        cluster = Cluster(StaticBrokerList(context.brokers), client_id="etl-task")
+        cluster = Cluster(StaticBrokerList(context.brokers), client_id="etl-task", security=context.security)
         consumer: SimpleConsumer | None = None
         offset, stuck = self.start, 0
         try:
@@ -373,7 +376,8 @@ class _RangeLoader:
             raise KafkaProtocolError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{self.partition} has no leader")
         return SimpleConsumer(address[0], address[1], client_id="etl-task",
                               buffer_size=self.context.fetch_size, max_buffer_size=max(self.context.fetch_size,
-                                                                                      64 << 20))
+                                                                                      64 << 20),
+                              security=self.context.security)
 
     def _out_of_range(self, offset: int, error: OffsetOutOfRange) -> int:
         log_start = getattr(error, "log_start_offset", -1)

@@ -1,7 +1,7 @@
 """The emulators' configuration table: what a properties file (`--config`) or the command line sets.
 
-Producer settings (batching, compression, acknowledgements) use the Producer's own names and are passed
-to it as they are.
+Producer settings (batching, compression, acknowledgements) and the client security settings (security.protocol,
+sasl.*, ssl.*) use the Producer's own names and are passed to it, and to the AuditCount publisher, as they are.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from pipeline.client.producer_config import parse_acks
 from pipeline.config import Config, ConfigError, Property, parse_bool, parse_optional_int, parse_str
+from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity, security_settings
 from pipeline.service.settings import LOG_LEVEL
 from schemas.events import AUDIT_TOPIC
 
@@ -71,6 +72,7 @@ EMULATOR_PROPERTIES = (
              "a broker bounce or a leader election, are retried until then)", at_least=1),
     Property("shutdown.timeout.s", _parse_float, 30.0, "at SIGTERM, longest wait for queued events to be sent"),
     LOG_LEVEL,
+    *SECURITY_PROPERTIES,
 )
 
 PRODUCER_SETTINGS = ("compression.codec", "batch.size", "queue.time", "queue.buffering.max.messages",
@@ -94,10 +96,11 @@ class EmulatorConfig(Config):
         if self["enable.idempotence"] and self["request.required.acks"] != -1:
             raise ConfigError(f"enable.idempotence=true needs request.required.acks=-1 (all), got "
                               f"{self['request.required.acks']}; set enable.idempotence=false to use it")
+        self.security = ClientSecurity.from_values(self.as_dict())
 
     def producer_config(self) -> dict[str, Any]:
         """The event Producer's settings (async, keyed sends)."""
         where = ({"zookeeper.connect": self["zookeeper.connect"]} if self["zookeeper.connect"]
                  else {"metadata.broker.list": self["bootstrap.servers"]})
         return {**where, "producer.type": "async", "client.id": f"{self['service']}-{self['datacenter']}",
-                **{name: self[name] for name in PRODUCER_SETTINGS}}
+                **{name: self[name] for name in PRODUCER_SETTINGS}, **security_settings(self)}

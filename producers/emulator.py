@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from pipeline.auditing.counting import AuditCounter
 from pipeline.auditing.publisher import AuditPublisher
+from pipeline.security.client_settings import security_settings
 from pipeline.client import Producer, ProducerData
 from pipeline.client.errors import KafkaClientError
 from pipeline.client.encoder import Encoder
@@ -128,6 +129,7 @@ class FrontendEmulator:
         producer_config = config.producer_config()
         publisher = AuditPublisher({k: v for k, v in producer_config.items()
                                     if k in ("metadata.broker.list", "zookeeper.connect", "client.id")}
+                                   | security_settings(config)
                                    | {"request.required.acks": -1, "compression.codec": "none"},
                                    audit_count_encoder(self.registry, config["audit.topic"]), config["audit.topic"],
                                    published=self.metrics.audit_published,

@@ -22,6 +22,7 @@ from pipeline.records.batch import CONTROL_FLAG, BatchHeader, iter_batches
 from pipeline.protocol.codec import SUPPORTED_VERSIONS
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.records import Record, decode_batch
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 
 __all__ = [
     "EARLIEST_TIME",
@@ -254,13 +255,14 @@ class SimpleConsumer:
     ``timeout`` is the socket timeout in seconds; ``buffer_size`` the fetch size in bytes of requests
     that give none; ``max_buffer_size`` the ceiling up to which a fetch size is doubled when a
     partition's next batch does not fit (past it, MessageSizeTooLarge). A broken connection is
-    reopened once and the request repeated (fetches and offset queries have no side effects).
+    reopened once and the request repeated (fetches and offset queries have no side effects). ``security``: how
+    to connect (TLS, SASL), as every client of the project takes it.
     """
 
     def __init__(self, host: str, port: int, *, timeout: float = 30.0, buffer_size: int = DEFAULT_BUFFER_SIZE,
                  max_buffer_size: int = DEFAULT_MAX_BUFFER_SIZE, client_id: str = "pipeline-simple-consumer",
                  receive_buffer_bytes: int | None = None,
-                 connection: BrokerConnection | None = None) -> None:
+                 connection: BrokerConnection | None = None, security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
         if buffer_size <= 0 or max_buffer_size < buffer_size:
             raise ValueError(f"need 0 < buffer_size <= max_buffer_size, got {buffer_size} and {max_buffer_size}")
         self.host = host
@@ -269,7 +271,8 @@ class SimpleConsumer:
         self.max_buffer_size = max_buffer_size
         self.client_id = client_id
         self._connection = connection if connection is not None else BrokerConnection(
-            host, port, client_id=client_id, timeout_s=timeout, receive_buffer_bytes=receive_buffer_bytes)
+            host, port, client_id=client_id, timeout_s=timeout, receive_buffer_bytes=receive_buffer_bytes,
+            security=security)
 
     @property
     def connection(self) -> BrokerConnection:

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from pipeline.config import ConfigError, Property, parse_choice, parse_str
 
-__all__ = ["SECURITY_PROTOCOLS", "SASL_MECHANISMS", "SECURITY_PROPERTIES", "ClientSecurity", "PLAINTEXT_SECURITY"]
+__all__ = ["SECURITY_PROTOCOLS", "SASL_MECHANISMS", "SECURITY_PROPERTIES", "ClientSecurity", "PLAINTEXT_SECURITY",
+           "security_settings"]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -133,3 +134,9 @@ class ClientSecurity:
 
 
 PLAINTEXT_SECURITY = ClientSecurity()
+
+
+def security_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`SECURITY_PROPERTIES` of a service's configuration (``Config`` or mapping), by name: what a service
+    passes on to the Producer and consumer configurations it builds."""
+    return {p.name: values.get(p.name, p.default) for p in SECURITY_PROPERTIES}
