@@ -8,6 +8,8 @@ import datetime
 import sys
 from typing import Any
 
+from pipeline.security.command_config import add_command_config_option
+
 PROG = "python -m audit"
 
 
@@ -31,6 +33,7 @@ def add_trace_parser(subparsers: Any) -> None:
     parser.add_argument("--around", metavar="ISO-TIME", help="the event's time, give or take a window (UTC)")
     parser.add_argument("--topic", help="its topic (default: every event topic)")
     parser.add_argument("--window-ms", type=int, default=60_000)
+    add_command_config_option(parser)
     parser.set_defaults(command=trace)
 
 
@@ -52,6 +55,7 @@ def trace(args: argparse.Namespace) -> int:
     from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
     from pipeline.named_clusters import parse_sources
     from pipeline.protocol.errors import KafkaProtocolError
+    from pipeline.security.command_config import read_command_config
     from schemas.events import EVENT_TOPICS
 
     try:
@@ -74,10 +78,15 @@ def trace(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"{PROG} trace: error: {error}", file=sys.stderr)
         return 2
+    try:
+        security = read_command_config(args.command_config).client
+    except ValueError as error:
+        print(f"{PROG} trace: error: {error}", file=sys.stderr)
+        return 2
     found = 0
     for name, connect in clusters.items():
         discovery = ZooKeeperBrokerDiscovery(connect)
-        cluster = Cluster(discovery, client_id="audit-trace")
+        cluster = Cluster(discovery, client_id="audit-trace", security=security)
         try:
             for topic, start, end in windows:
                 for event in scan_window(cluster, topic, start, end):

@@ -21,6 +21,7 @@ from typing import Any
 from pipeline.client.errors import KafkaClientError
 from pipeline.config import Config
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.security.command_config import add_command_config_option
 from pipeline.service import (Service, add_settings_options, command_line, fail, parse, run_threaded, runner,
                               serving_metrics, settings_values)
 
@@ -126,6 +127,7 @@ def add_lineage_parser(subparsers: Any) -> None:
     parser.add_argument("topic")
     parser.add_argument("partition", type=int)
     parser.add_argument("offset", type=int)
+    add_command_config_option(parser)
     _add_target(parser)
     parser.set_defaults(command=lineage, parser=parser)
 
@@ -137,11 +139,12 @@ def lineage(args: argparse.Namespace) -> int:
     from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 
     from pipeline.lineage import look_up
+    from pipeline.security.command_config import read_command_config
 
     try:
         discovery: Any = (ZooKeeperBrokerDiscovery(args.target) if args.target
                           else StaticBrokerList(args.target_bootstrap_server))
-        cluster = Cluster(discovery, client_id="mirror-lineage")
+        cluster = Cluster(discovery, client_id="mirror-lineage", security=read_command_config(args.command_config).client)
         try:
             found = look_up(cluster, args.topic, args.partition, args.offset)
         finally:

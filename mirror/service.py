@@ -55,6 +55,7 @@ from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.lineage import lineage_headers, lineage_overhead
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.records import Header
+from pipeline.security.client_settings import security_settings
 from pipeline.testing_faults import Faults
 from pipeline.zk import layout
 from schemas.serde import event_key
@@ -166,7 +167,8 @@ class _Source(ConsumerRebalanceListener):
                                                      rebalance_listener=self)
             discovery = StaticBrokerList(config.broker_sources[name])
             self.offsets_at = f"its offset in {config.offsets_file(name)} (with the mirror stopped)"
-        self.admin = AdminClient(Cluster(discovery, client_id="mirror-source"), close_cluster=True)
+        self.admin = AdminClient(Cluster(discovery, client_id="mirror-source", security=self.connector.config.security),
+                                 close_cluster=True)
         if name in config.zookeeper_sources:
             self.topics = ZooKeeperSourceTopics(self.connector.zookeeper, self.admin)  # type: ignore[union-attr]
         else:
@@ -280,7 +282,7 @@ class MirrorService(CallbackHandler):
             self._target_discovery = discovery
         else:
             discovery = StaticBrokerList(config["target.bootstrap.servers"])
-        return Cluster(discovery, client_id="mirror-admin")
+        return Cluster(discovery, client_id="mirror-admin", security=config.producer_config().security)
 
     def fail(self, error: MirrorError) -> None:
         """Stop the mirror with ``error`` (the first one wins)."""
@@ -595,7 +597,8 @@ class MirrorService(CallbackHandler):
         producer = config.producer_config()
         where = {k: producer[k] for k in ("metadata.broker.list", "zookeeper.connect") if producer[k]}
         self._audit = MirrorAudit(config.sources, window_ms=config["audit.window.ms"],
-                                  producer_config={**where, "client.id": "mirror-audit", "request.required.acks": -1},
+                                  producer_config={**where, "client.id": "mirror-audit", "request.required.acks": -1,
+                                                   **security_settings(producer)},
                                   registry_url=config["schema.registry.url"], topic=config["audit.topic"],
                                   metrics=self.metrics).start()
 

@@ -76,7 +76,7 @@ def look_up(cluster: Cluster, topic: str, partition: int, offset: int, timeout_s
     if address is None:
         raise LookupError(f"{topic}-{partition} has no leader right now")
     host, port = address
-    with SimpleConsumer(host, port, timeout=timeout_s) as consumer:
+    with SimpleConsumer(host, port, timeout=timeout_s, security=cluster.security) as consumer:
         for record in consumer.fetch(FetchRequest(topic, partition, offset, 1 << 20)):
             if record.offset == offset:
                 return lineage_of(topic, record.headers)

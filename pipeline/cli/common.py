@@ -1,4 +1,5 @@
-"""What every subcommand shares: the --bootstrap-server option, exit codes, and turning errors into one line.
+"""What every subcommand shares: the --bootstrap-server and --command-config options, exit codes, and turning errors
+into one line.
 
 Exit codes (documented in ``python -m pipeline --help``):
   0  success
@@ -25,6 +26,7 @@ from pipeline.client.errors import KafkaClientError, KafkaConnectionError, Unkno
 from pipeline.config import ConfigError
 from pipeline.error_text import describe_error
 from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.security.command_config import CommandConfig, add_command_config_option, read_command_config
 from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable, connect, split_connect_string
 from pipeline.zk.registry import ClusterRegistry
 
@@ -37,6 +39,7 @@ EXIT_BROKEN_PIPE = 141
 
 BOOTSTRAP_ENV = "PIPELINE_BOOTSTRAP_SERVER"
 ZOOKEEPER_ENV = "PIPELINE_ZOOKEEPER"
+COMMAND_CONFIG_ENV = "PIPELINE_COMMAND_CONFIG"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CLIENT_ID = "pipeline-cli"
 
@@ -91,6 +94,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, with_defaults: bo
                        help=f"find the brokers through the cluster's ZooKeeper registry instead of "
                             f"--bootstrap-server (default: ${ZOOKEEPER_ENV}); needed by cluster and the paper's "
                             "consumer groups")
+    add_command_config_option(group, os.environ.get(COMMAND_CONFIG_ENV) if with_defaults else argparse.SUPPRESS)
     group.add_argument("--command-timeout-ms", dest="command_timeout_ms", type=positive_int,
                        default=10000 if with_defaults else argparse.SUPPRESS,
                        metavar="MS", help="socket timeout for each broker request (default: 10000)")
@@ -150,7 +154,17 @@ def open_zookeeper(args: argparse.Namespace) -> KazooClient:
     if not args.zookeeper:
         raise CliError("this command reads the cluster's ZooKeeper registry: give --zookeeper HOST:PORT/CHROOT",
                        exit_code=EXIT_USAGE)
-    return connect(args.zookeeper, timeout_s=args.command_timeout_ms / 1000)
+    return connect(args.zookeeper, timeout_s=args.command_timeout_ms / 1000,
+                   security=command_config(args).zookeeper)
+
+
+def command_config(args: argparse.Namespace) -> CommandConfig:
+    """The settings of --command-config (read once per command line)."""
+    found = getattr(args, "_command_config", None)
+    if found is None:
+        found = read_command_config(getattr(args, "command_config", None))
+        args._command_config = found
+    return found
 
 
 def broker_addresses(args: argparse.Namespace) -> str:
@@ -171,7 +185,7 @@ def broker_addresses(args: argparse.Namespace) -> str:
 def open_cluster(args: argparse.Namespace) -> Cluster:
     """A Cluster for --bootstrap-server (or --zookeeper) that has already answered one metadata request."""
     cluster = Cluster(StaticBrokerList(broker_addresses(args)), client_id=CLIENT_ID,
-                      timeout_s=args.command_timeout_ms / 1000)
+                      timeout_s=args.command_timeout_ms / 1000, security=command_config(args).client)
     try:
         cluster.refresh([])
     except BaseException:

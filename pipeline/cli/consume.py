@@ -18,6 +18,7 @@ from pipeline.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     broker_addresses,
+    command_config,
     key_value,
     non_negative_int,
     open_admin,
@@ -119,6 +120,7 @@ def consumer_config(args: argparse.Namespace) -> dict:
         "client.id": "pipeline-cli-consumer",
         "consumer.timeout.ms": args.timeout_ms if args.timeout_ms is not None else -1,
         "socket.timeout.ms": args.command_timeout_ms,
+        **command_config(args).values,
     }
     config.update(dict(args.consumer_property))
     return config
@@ -186,6 +188,8 @@ def group_messages(args: argparse.Namespace, topic: str) -> tuple[ConsumerConnec
         "auto.offset.reset": "smallest" if args.from_beginning else "largest",
         "consumer.timeout.ms": args.timeout_ms if args.timeout_ms is not None else -1,
         "socket.timeout.ms": args.command_timeout_ms,
+        **command_config(args).values,
+        **command_config(args).zookeeper_values,
     }
     config.update(dict(args.consumer_property))
     connector = ConsumerConnector(config)

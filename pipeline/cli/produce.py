@@ -19,6 +19,7 @@ from pipeline.cli.common import (
     CliError,
     EXIT_INTERRUPTED,
     broker_addresses,
+    command_config,
     key_value,
     non_negative_int,
     open_cluster,
@@ -192,6 +193,7 @@ def producer_config(args: argparse.Namespace) -> dict:
         "batch.size": args.batch_size,
         "queue.time": args.linger_ms,
         "connect.timeout.ms": args.command_timeout_ms,
+        **command_config(args).values,
     }
     if args.partition is not None:
         config["partitioner.class"] = FixedPartitioner(args.partition)

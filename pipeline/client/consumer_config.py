@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_bool, parse_str
 from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
+from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
 
 MiB = 1024 * 1024
 
@@ -101,6 +102,7 @@ CONSUMER_CONNECTOR_CONFIG = tuple(p for p in CONSUMER_CONFIG if p.name != "metad
              aliases=("zk.sessiontimeout.ms",)),
     Property("zookeeper.connection.timeout.ms", int, 6000, "Longest wait for the first ZooKeeper connection.",
              aliases=("zk.connectiontimeout.ms",)),
+    *ZOOKEEPER_SECURITY_PROPERTIES,
 )
 
 
@@ -127,3 +129,4 @@ class ConsumerConnectorConfig(Config):
         if self["socket.timeout.ms"] <= self["fetch.wait.max.ms"]:
             raise ConfigError("socket.timeout.ms must be larger than fetch.wait.max.ms")
         self.security = ClientSecurity.from_values(self.as_dict())
+        self.zookeeper_security = ZooKeeperSecurity.from_values(self.as_dict())

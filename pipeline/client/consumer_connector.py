@@ -99,7 +99,8 @@ class ConsumerConnector:
         #: The kazoo client rooted at the cluster's chroot (tests expire its session).
         zk_timeout_s = cfg["zookeeper.connection.timeout.ms"] / 1000
         self.zookeeper = connect(cfg["zookeeper.connect"], timeout_s=zk_timeout_s,
-                                 session_timeout_s=cfg["zookeeper.session.timeout.ms"] / 1000)
+                                 session_timeout_s=cfg["zookeeper.session.timeout.ms"] / 1000,
+                                 security=cfg.zookeeper_security)
         # Every request of ours waits at most zookeeper.connection.timeout.ms.
         self._zk = BoundedZooKeeper(self.zookeeper, zk_timeout_s)
         self._discovery = ZooKeeperBrokerDiscovery(self.zookeeper, timeout_s=zk_timeout_s)
