@@ -34,6 +34,7 @@ from pipeline.config import (
 )
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import fault_properties
+from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES
 
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
@@ -117,6 +118,7 @@ PROPERTIES: tuple[Property, ...] = (
              at_least=1, at_most=INT32_MAX),
     Property("zookeeper.connection.timeout.ms", int, 18000, "How long to wait for ZooKeeper at start-up.",
              at_least=1, at_most=INT32_MAX),
+    *ZOOKEEPER_SECURITY_PROPERTIES,
     Property("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs (topic config too).",
              at_least=1, at_most=INT32_MAX),
     Property("unclean.leader.election.enable", _bool, False,

@@ -46,7 +46,7 @@ class OfflineCluster:
     """The offline cluster: its ZooKeeper session, metadata, and offset look-ups."""
 
     def __init__(self, config: EtlConfig) -> None:
-        self.zk: KazooClient = connect(config["zookeeper.connect"])
+        self.zk: KazooClient = connect(config["zookeeper.connect"], security=config.zookeeper_security)
         self.discovery = ZooKeeperBrokerDiscovery(self.zk)
         self.cluster = Cluster(self.discovery, client_id="etl", security=config.security)
         self.admin = AdminClient(self.cluster)

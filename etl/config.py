@@ -26,6 +26,7 @@ from pipeline.config import (
 from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import fault_properties
+from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
 from schemas.events import AUDIT_TOPIC
 
 __all__ = ["ETL_PROPERTIES", "EtlConfig", "PAUSE_POINTS", "parse_duration"]
@@ -98,6 +99,7 @@ ETL_PROPERTIES = (
     LOG_LEVEL,
     *fault_properties(PAUSE_POINTS, drops_events=True),
     *SECURITY_PROPERTIES,
+    *ZOOKEEPER_SECURITY_PROPERTIES,
 )
 
 
@@ -133,6 +135,8 @@ class EtlConfig(Config):
             raise ConfigError("metrics.host must name an address, e.g. 127.0.0.1")
         #: How the driver and the Spark tasks connect to the offline brokers.
         self.security = ClientSecurity.from_values(self.as_dict())
+        #: How its ZooKeeper session (lock, schedule, offsets) authenticates and protects what it creates.
+        self.zookeeper_security = ZooKeeperSecurity.from_values(self.as_dict())
         #: Settings for the SparkSession builder, ``spark.master`` apart.
         self.spark_settings = spark
 

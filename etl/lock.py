@@ -222,7 +222,7 @@ def run_locked(config: EtlConfig, job: Job, stop: threading.Event, *, client: Ka
     own_client = client is None and lock is None
     if lock is None:
         if client is None:
-            client = connect(config["zookeeper.connect"])
+            client = connect(config["zookeeper.connect"], security=config.zookeeper_security)
         lock = EtlLock(client, config["group.id"])
     try:
         with lock.holding(stop):

@@ -90,7 +90,7 @@ class Scheduler:
 
     def run(self) -> None:
         """Run until the stop event is set; returns once the run in progress (if any) has finished."""
-        client = self._client or connect(self.config["zookeeper.connect"])
+        client = self._client or connect(self.config["zookeeper.connect"], security=self.config.zookeeper_security)
         lock = EtlLock(client, self.config["group.id"])
         every = self.config["schedule.every"]
         try:

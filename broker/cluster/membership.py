@@ -35,6 +35,7 @@ from broker.metrics import BrokerMetrics
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from pipeline.zk.client import connect
+from pipeline.zk.security import ZooKeeperSecurity
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,10 @@ class ClusterMembership:
         loop = asyncio.get_running_loop()
         session_timeout_s = config["zookeeper.session.timeout.ms"] / 1000
         connection_timeout_s = config["zookeeper.connection.timeout.ms"] / 1000
+        security = ZooKeeperSecurity.from_values(config.as_dict())
         self.zk = client = await loop.run_in_executor(
             None, lambda: connect(config["zookeeper.connect"], timeout_s=connection_timeout_s,
-                                  session_timeout_s=session_timeout_s))
+                                  session_timeout_s=session_timeout_s, security=security))
         zk = BoundedZk(client, session_timeout_s)
         broker_id = config.broker_id
         self.registry = registry = BrokerRegistry(zk, broker_id, self.advertised_host, self.port, session_timeout_s)

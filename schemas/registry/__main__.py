@@ -72,7 +72,8 @@ def open_backend(config: RegistryConfig) -> Backend:
     level = kazoo_log.level
     kazoo_log.setLevel(logging.CRITICAL + 1)
     try:
-        client = connect(config["zookeeper.connect"], timeout_s=config["zookeeper.timeout.s"])
+        client = connect(config["zookeeper.connect"], timeout_s=config["zookeeper.timeout.s"],
+                         security=config.zookeeper_security)
     finally:
         kazoo_log.setLevel(level)
     return ZooKeeperBackend(client, config["zookeeper.timeout.s"])

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_str
 from pipeline.service.settings import LOG_LEVEL
+from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
 
 __all__ = ["REGISTRY_PROPERTIES", "RegistryConfig"]
 
@@ -23,6 +24,7 @@ REGISTRY_PROPERTIES = (
     Property("host", parse_str, "0.0.0.0", "address to listen on"),
     Property("port", int, 8081, "port to listen on", at_least=0, at_most=65535),
     Property("zookeeper.timeout.s", _parse_float, 10.0, "deadline of every ZooKeeper call"),
+    *ZOOKEEPER_SECURITY_PROPERTIES,
     LOG_LEVEL,
 )
 
@@ -36,3 +38,5 @@ class RegistryConfig(Config):
         super().__init__(REGISTRY_PROPERTIES, values)
         if self["zookeeper.timeout.s"] <= 0:
             raise ConfigError(f"zookeeper.timeout.s must be positive, got {self['zookeeper.timeout.s']}")
+        #: How its ZooKeeper session authenticates and protects the schemas it stores.
+        self.zookeeper_security = ZooKeeperSecurity.from_values(self.as_dict())
