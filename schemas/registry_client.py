@@ -4,6 +4,9 @@
 immutable in the registry, so every answer is cached for the life of the client: a producer asks once per
 (subject, schema) and a consumer once per schema id it meets, as the paper's section 5 says of the
 schema lookup. It is safe to share between threads; concurrent misses for one key ask the registry once.
+A secured registry is reached with :class:`~schemas.registry_client_settings.RegistryClientSettings` (basic
+login, HTTPS trust and client certificate); :meth:`SchemaRegistryClient.from_config` reads them from a service's
+configuration.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any, Callable, Hashable, Mapping, TypeVar
 
 import fastavro
 import httpx
+
+from .registry_client_settings import NO_REGISTRY_SECURITY, RegistryClientSettings
 
 __all__ = ["SchemaRegistryClient", "SchemaRegistryError", "RegisteredSchema"]
 
@@ -54,16 +59,26 @@ class SchemaRegistryClient:
     """Registers, looks up and fetches Avro schemas at `url` (one or several registry instances,
     comma-separated: a request that cannot reach one is tried on the next)."""
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 10.0,
+                 settings: RegistryClientSettings = NO_REGISTRY_SECURITY) -> None:
         self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
         if not self.urls:
             raise ValueError("a schema registry URL is required, e.g. http://localhost:8081")
-        self._http = httpx.Client(timeout=timeout_s, headers={"Accept": _CONTENT_TYPE})
+        tls = settings.ssl_context() if any(u.lower().startswith("https:") for u in self.urls) else True
+        # Without a USER_INFO login, httpx takes one from a URL's user:password@ (Confluent's URL source).
+        self._http = httpx.Client(timeout=timeout_s, headers={"Accept": _CONTENT_TYPE}, auth=settings.auth,
+                                  verify=tls)
         self._lock = threading.Lock()
         self._loading: dict[Hashable, threading.Lock] = {}
         self._by_id: dict[int, RegisteredSchema] = {}
         self._ids: dict[tuple[str, str], int] = {}
         self.requests = 0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | Any, *, timeout_s: float = 10.0) -> "SchemaRegistryClient":
+        """The client of a service's configuration: ``schema.registry.url`` and the registry client settings."""
+        return cls(config["schema.registry.url"], timeout_s=timeout_s,
+                   settings=RegistryClientSettings.from_config(config))
 
     def close(self) -> None:
         self._http.close()
@@ -160,11 +175,17 @@ class SchemaRegistryClient:
             if answer is None:
                 raise SchemaRegistryError(response.status_code, 0, f"{method} {path} answered no JSON")
             return answer
-        raise SchemaRegistryError(0, 0, f"cannot reach {', '.join(self.urls)}: {failure}")
+        raise SchemaRegistryError(0, 0, f"cannot reach {', '.join(map(_without_login, self.urls))}: {failure}")
 
 
 def _text(schema: Mapping[str, Any] | str) -> str:
     return schema if isinstance(schema, str) else json.dumps(schema, separators=(",", ":"))
+
+
+def _without_login(url: str) -> str:
+    """``url`` without a ``user:password@`` (error messages get logged)."""
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 def _quote(subject: str) -> str:

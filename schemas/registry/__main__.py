@@ -20,10 +20,10 @@ from typing import Any
 
 from aiohttp import web
 
-from pipeline.config import Config
 from pipeline.service import Service, add_settings_options, command_line, run_asyncio, runner, settings_values
 from pipeline.zk.client import connect
 
+from .access import Access
 from .backends import Backend, DirectoryBackend, ZooKeeperBackend
 from .config import REGISTRY_PROPERTIES, RegistryConfig
 from .service import make_app
@@ -79,22 +79,26 @@ def open_backend(config: RegistryConfig) -> Backend:
     return ZooKeeperBackend(client, config["zookeeper.timeout.s"])
 
 
-async def serve(config: Config, stop: asyncio.Event) -> None:
+async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
     """Serve until ``stop``."""
     backend = open_backend(config)
     try:
         # Store calls wait on ZooKeeper round trips, not on the CPU: many may be in flight at once.
         asyncio.get_running_loop().set_default_executor(
             ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="store"))
-        host, port = config["host"], config["port"]
-        app_runner = web.AppRunner(make_app(SchemaRegistryStore(backend)), access_log=None)
+        security = config.security
+        app = make_app(SchemaRegistryStore(backend), security, Access(config))
+        app_runner = web.AppRunner(app, access_log=None)
         await app_runner.setup()
         try:
-            try:
-                await web.TCPSite(app_runner, host, port).start()
-            except OSError as error:
-                raise OSError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-            logging.getLogger("schemas.registry").info("schema registry listening on %s:%d", host, port)
+            for listener in config.listeners:
+                tls = security.ssl_context() if listener.scheme == "https" else None
+                try:
+                    await web.TCPSite(app_runner, listener.host, listener.port, ssl_context=tls).start()
+                except OSError as error:
+                    raise OSError(f"cannot listen on {listener}: {error.strerror or error}") from None
+                logging.getLogger("schemas.registry").info("schema registry listening on %s (authentication %s)",
+                                                           listener, security.method)
             await stop.wait()
         finally:
             await app_runner.cleanup()

@@ -6,8 +6,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_str
+from pipeline.security.http_settings import HttpSecurity, Listener, http_security_properties, parse_listeners
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
+
+from .access import ACCESS_PROPERTIES
 
 __all__ = ["REGISTRY_PROPERTIES", "RegistryConfig"]
 
@@ -25,6 +28,10 @@ REGISTRY_PROPERTIES = (
     Property("port", int, 8081, "port to listen on", at_least=0, at_most=65535),
     Property("zookeeper.timeout.s", _parse_float, 10.0, "deadline of every ZooKeeper call"),
     *ZOOKEEPER_SECURITY_PROPERTIES,
+    Property("listeners", parse_listeners, (),
+             "where to listen, comma-separated http://HOST:PORT or https://HOST:PORT (empty: http on host:port)"),
+    *http_security_properties(realm="SchemaRegistry"),
+    *ACCESS_PROPERTIES,
     LOG_LEVEL,
 )
 
@@ -40,3 +47,11 @@ class RegistryConfig(Config):
             raise ConfigError(f"zookeeper.timeout.s must be positive, got {self['zookeeper.timeout.s']}")
         #: How its ZooKeeper session authenticates and protects the schemas it stores.
         self.zookeeper_security = ZooKeeperSecurity.from_values(self.as_dict())
+        self.security = HttpSecurity.from_config(self)
+        if any(listener.scheme == "https" for listener in self["listeners"]) and not self.security.keystore:
+            raise ConfigError("an https listener needs ssl.keystore.location (PEM: certificate chain and key)")
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        """The listeners, or http on host:port without any."""
+        return self["listeners"] or (Listener("http", self["host"], self["port"]),)

@@ -3,7 +3,10 @@
 Handlers run the store's blocking backend calls on worker threads, so a slow ZooKeeper never stalls
 the event loop; a schema already read by id is answered from memory. Every error is the API's JSON
 error body; ZooKeeper trouble becomes 50001 (store error) or 50002 (timeout). `/metrics` serves
-Prometheus metrics: requests by endpoint, method and status, and their latency.
+Prometheus metrics: requests by endpoint, method and status, their latency, and failed logins. With
+``authentication.method=BASIC`` every request needs a user of the users file whose roles allow it
+(:mod:`.access`): 401 (error code 40101) without valid credentials, 403 (40301) when the roles do not allow it,
+as Confluent's security plugin answers.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from aiohttp import web
 from kazoo.exceptions import KazooException
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from pipeline.security.http_auth import basic_auth_middleware
+from pipeline.security.http_settings import HttpSecurity
 from pipeline.service.metrics_server import metrics_response
 from pipeline.zk.client import ZooKeeperTimeout
 
 from . import errors
+from .access import Access
 from .store import SUPPORTED_TYPES, SchemaRegistryStore, parse_version
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -42,6 +48,9 @@ class Metrics:
         self.latency = Histogram("schema_registry_request_seconds", "HTTP request latency by endpoint and method",
                                  ["endpoint", "method"], registry=self.registry,
                                  buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.failed_logins = Counter("schema_registry_failed_logins_total",
+                                     "HTTP basic logins refused, by reason (bad_credentials, malformed)",
+                                     ["reason"], registry=self.registry)
 
 
 def reply(value: Any, status: int = 200) -> web.Response:
@@ -273,11 +282,26 @@ ROUTES: list[tuple[str, str, Handler]] = [
 ]
 
 
-def make_app(store: SchemaRegistryStore) -> web.Application:
-    """The registry's aiohttp application over `store`."""
-    app = web.Application(middlewares=[api_middleware])
+def auth_error(status: int, message: str) -> web.Response:
+    """401, 403 and 429 as the API's error bodies (Confluent's codes: 40101, 40301; ours 42901)."""
+    return reply({"error_code": status * 100 + 1, "message": message}, status)
+
+
+def make_app(store: SchemaRegistryStore, security: HttpSecurity | None = None,
+             access: Access | None = None) -> web.Application:
+    """The registry's aiohttp application over `store`; with `security` BASIC, requests are authenticated and
+    `access` decides what each user's roles allow."""
+    metrics_ = Metrics()
+    middlewares = [api_middleware]
+    authenticator = security.authenticator("schema registry", metrics_.failed_logins) if security else None
+    if authenticator is not None:
+        if access is None:
+            raise ValueError("BASIC authentication needs the access rules")
+        middlewares.append(basic_auth_middleware(authenticator, auth_error, allowed=access.allows,
+                                                 skip_paths=security.skip_paths))  # type: ignore[union-attr]
+    app = web.Application(middlewares=middlewares)
     app[STORE_KEY] = store
-    app[METRICS_KEY] = Metrics()
+    app[METRICS_KEY] = metrics_
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     return app
