@@ -1,4 +1,7 @@
-"""Questions the deployment asks its broker clusters, by their ZooKeeper path: brokers, topics, end offsets."""
+"""Questions the deployment asks its broker clusters, by their ZooKeeper path: brokers, topics, end offsets.
+
+``security`` is how to connect to the brokers: the deployment's tools pass admin's when it is secured
+(:func:`infra.deployment.secured.admin_command_config`)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Iterable, Mapping
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.zk.client import connect
 from pipeline.zk.registry import ClusterRegistry
 
@@ -26,12 +30,13 @@ def brokers(zookeeper: str, timeout_s: float = 5.0) -> dict[int, str]:
         client.close()
 
 
-def admin(zookeeper: str, timeout_s: float = 10.0) -> AdminClient:
+def admin(zookeeper: str, timeout_s: float = 10.0, security: ClientSecurity = PLAINTEXT_SECURITY) -> AdminClient:
     """An AdminClient on the brokers registered under ``zookeeper``; ValueError when none is."""
     registered = brokers(zookeeper, timeout_s)
     if not registered:
         raise ValueError(f"no broker is registered under {zookeeper}")
-    cluster = Cluster(StaticBrokerList(",".join(registered.values())), client_id=CLIENT_ID, timeout_s=timeout_s)
+    cluster = Cluster(StaticBrokerList(",".join(registered.values())), client_id=CLIENT_ID, timeout_s=timeout_s,
+                      security=security)
     return AdminClient(cluster, client_id=CLIENT_ID, timeout_s=timeout_s, close_cluster=True)
 
 
@@ -47,12 +52,12 @@ class EnsuredTopics:
 
 
 def ensure_topics(zookeeper: str, topics: Mapping[str, Mapping[str, str]], partitions: int,
-                  replication_factor: int) -> EnsuredTopics:
+                  replication_factor: int, security: ClientSecurity = PLAINTEXT_SECURITY) -> EnsuredTopics:
     """Create those of ``topics`` (name -> configs) the cluster lacks, with ``partitions`` partitions and
     ``replication_factor`` replicas each; give the existing ones the configs wanted, and report those whose
     replication factor differs."""
     ensured = EnsuredTopics()
-    with admin(zookeeper) as client:
+    with admin(zookeeper, security=security) as client:
         present = set(client.list_topics())
         for name in sorted(set(topics) - present):
             client.create_topics(name, partitions=partitions, replication_factor=replication_factor,
@@ -73,9 +78,9 @@ def ensure_topics(zookeeper: str, topics: Mapping[str, Mapping[str, str]], parti
     return ensured
 
 
-def end_offsets(zookeeper: str, topics: Iterable[str]) -> dict[str, int]:
+def end_offsets(zookeeper: str, topics: Iterable[str], security: ClientSecurity = PLAINTEXT_SECURITY) -> dict[str, int]:
     """Sum of the log end offsets of each of ``topics`` the cluster has (a topic it lacks is left out)."""
-    with admin(zookeeper) as client:
+    with admin(zookeeper, security=security) as client:
         present = set(client.list_topics())
         return {topic: sum(offset or 0 for offset in client.list_offsets(topic).values())
                 for topic in topics if topic in present}

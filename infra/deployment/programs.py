@@ -3,12 +3,16 @@
 :func:`programs` turns a :class:`~infra.deployment.topology.Topology` into :class:`Program` rows, in start order.
 The supervisor configuration (:mod:`infra.deployment.supervisor`), the start sequence
 (:mod:`infra.deployment.lifecycle`), ``status``, ``chaos`` and Prometheus's scrape targets all read these rows,
-so a process is described once.
+so a process is described once. With ``security: on`` a program that has settings to keep secret gets
+``--config var/secrets/services/NAME.properties``, written by ``up`` from its ``secured`` settings
+(:mod:`infra.deployment.secured`); the registry's and the dashboard's health checks then go over HTTPS as admin.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -16,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from infra.deployment import secured
+from infra.deployment.secrets import ADMIN, Secrets
 from infra.deployment.topology import ClusterSpec, Topology
 from infra.prometheus.config import Job, Target
 from schemas.events import EVENT_TOPICS
@@ -59,18 +65,55 @@ class Program:
     kind: str = ""
     # exit statuses of a clean stop (Java exits 143 on SIGTERM)
     exit_codes: tuple[int, ...] = (0,)
+    # security on: the settings of its --config file (var/secrets/services/NAME.properties), from the secrets
+    secured: Callable[[Secrets], Mapping[str, str]] | None = None
 
     @property
     def priority(self) -> int:
         return 100 * (STAGES.index(self.stage) + 1)
 
 
-def http_ok(url: str) -> bool:
+@dataclass(frozen=True)
+class HttpAccess:
+    """How the deployment's tools reach its HTTPS services: trusting its CA, as a user of the users files."""
+
+    ca_file: str
+    user: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"HttpAccess(ca={self.ca_file!r}, user={self.user!r})"
+
+    @classmethod
+    def of(cls, topology: Topology) -> "HttpAccess | None":
+        """As admin when ``topology`` is secured (None otherwise, or while its secrets are not written yet)."""
+        if not topology.security:
+            return None
+        secrets = Secrets.of(topology)
+        try:
+            return cls(str(secrets.ca_file), ADMIN, secrets.password(ADMIN))
+        except (OSError, ValueError, KeyError):
+            return None
+
+
+def http_get(url: str, access: HttpAccess | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> bytes:
+    """The body of GET ``url`` (over HTTPS as ``access`` says); urllib's errors for anything but success."""
+    request = urllib.request.Request(url)
+    context = None
+    if access is not None:
+        token = base64.b64encode(f"{access.user}:{access.password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+        context = ssl.create_default_context(cafile=access.ca_file) if url.startswith("https:") else None
+    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as answer:
+        return answer.read()
+
+
+def http_ok(url: str, access: HttpAccess | None = None) -> bool:
     """Whether GET ``url`` answers 200 now."""
     try:
-        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as answer:
-            return answer.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+        http_get(url, access)
+        return True
+    except (urllib.error.URLError, OSError, ValueError, ssl.SSLError):
         return False
 
 
@@ -111,6 +154,11 @@ def _settings(flag: str, settings: Mapping[str, str]) -> list[str]:
     return [argument for key, value in settings.items() for argument in (flag, f"{key}={value}")]
 
 
+def _config(topology: Topology, name: str) -> list[str]:
+    """``--config FILE`` of program ``name`` when the deployment is secured."""
+    return ["--config", str(secured.service_config(topology, name))] if topology.security else []
+
+
 def _metrics_health(host: str, port: int) -> Health:
     url = f"http://{host}:{port}/metrics"
     return Health(f"{url} answers", lambda since: http_ok(url))
@@ -147,17 +195,20 @@ def broker_programs(topology: Topology, cluster: ClusterSpec) -> list[Program]:
                      "num.partitions": str(cluster.partitions),
                      "metrics.port": str(cluster.broker_metrics_port(broker_id)), **cluster.broker_defaults(),
                      **cluster.settings}
+        name = f"broker-{cluster.name}-{broker_id}"
         command = _python("broker", "--log-dir", str(broker_log_dir(topology, cluster, broker_id)),
                           "--host", topology.host, "--port", str(cluster.broker_port(broker_id)),
-                          *_settings("--override", overrides))
+                          *_config(topology, name), *_settings("--override", overrides))
         found.append(Program(
-            f"broker-{cluster.name}-{broker_id}", command, "brokers",
+            name, command, "brokers",
             Health(f"broker {broker_id} registered under {zookeeper}",
                    lambda since, broker_id=broker_id: broker_registered(zookeeper, broker_id, since)),
             stop_wait_s=60,
             metrics=("broker", cluster.broker_metrics_port(broker_id), {"cluster": cluster.name,
                                                                          "broker_id": str(broker_id)}),
-            kind="broker"))
+            kind="broker",
+            secured=lambda secrets, broker_id=broker_id: secured.broker_settings(topology, secrets, cluster,
+                                                                                 broker_id)))
     return found
 
 
@@ -166,10 +217,12 @@ def registry_program(topology: Topology) -> list[Program]:
         return []
     url = topology.registry_url
     command = _python("schemas.registry", "--zookeeper", topology.registry_zookeeper, "--host", topology.host,
-                      "--port", str(topology.registry.port))
-    health = Health(f"{url}/subjects answers", lambda since: http_ok(f"{url}/subjects"))
+                      "--port", str(topology.registry.port), *_config(topology, "registry"))
+    health = Health(f"{url}/subjects answers",
+                    lambda since: http_ok(f"{url}/subjects", HttpAccess.of(topology)))
     return [Program("registry", command, "registry", health,
-                    metrics=("schema-registry", topology.registry.port, {}), kind="registry")]
+                    metrics=("schema-registry", topology.registry.port, {}), kind="registry",
+                    secured=lambda secrets: secured.registry_settings(topology, secrets))]
 
 
 def prometheus_program(topology: Topology) -> list[Program]:
@@ -196,11 +249,13 @@ def audit_program(topology: Topology) -> Program:
                       "--offline", topology.cluster_zookeeper(topology.offline),
                       "--state-dir", str(topology.audit_state_dir), "--http-port", str(spec.http_port),
                       "--registry", topology.registry_url, "--window-ms", str(spec.window_ms),
-                      "--grace-ms", str(spec.grace_ms), *_settings("--set", settings))
-    health = f"http://{topology.host}:{spec.http_port}/api/health"
+                      "--grace-ms", str(spec.grace_ms), *_config(topology, "audit"), *_settings("--set", settings))
+    health = f"{topology.dashboard_url}api/health"
     # 503 once a reader of the audit stopped (the service is going down): not healthy
-    return Program("audit", command, "services", Health(f"{health} answers", lambda since: http_ok(health)),
-                   metrics=("audit", spec.http_port, {}), kind="audit")
+    return Program("audit", command, "services",
+                   Health(f"{health} answers", lambda since: http_ok(health, HttpAccess.of(topology))),
+                   metrics=("audit", spec.http_port, {}), kind="audit",
+                   secured=lambda secrets: secured.audit_settings(topology, secrets))
 
 
 def etl_program(topology: Topology) -> Program:
@@ -210,10 +265,11 @@ def etl_program(topology: Topology) -> Program:
     command = _python("etl", "run", "--zookeeper", topology.cluster_zookeeper(topology.offline),
                       "--warehouse", str(topology.warehouse), "--registry", topology.registry_url,
                       "--every", spec.every, "--master", spec.master, "--metrics-port", str(spec.metrics_port),
-                      *_settings("--set", settings))
+                      *_config(topology, "etl"), *_settings("--set", settings))
     # SIGTERM lets the run in progress finish; a load of a few minutes' events takes well under this.
     return Program("etl", command, "loaders", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=180,
-                   metrics=("etl", spec.metrics_port, {}), environment={"SPARK_LOCAL_IP": topology.host}, kind="etl")
+                   metrics=("etl", spec.metrics_port, {}), environment={"SPARK_LOCAL_IP": topology.host}, kind="etl",
+                   secured=lambda secrets: secured.etl_settings(topology, secrets))
 
 
 def mirror_program(topology: Topology) -> Program:
@@ -226,9 +282,11 @@ def mirror_program(topology: Topology) -> Program:
                       "--target", topology.cluster_zookeeper(topology.offline),
                       "--whitelist", "|".join(EVENT_TOPICS), "--num-streams", str(spec.num_streams),
                       "--metrics-port", str(spec.metrics_port), "--registry", topology.registry_url,
-                      "--state-dir", str(topology.mirror_state_dir), *_settings("--set", settings))
+                      "--state-dir", str(topology.mirror_state_dir), *_config(topology, "mirror"),
+                      *_settings("--set", settings))
     return Program("mirror", command, "services", _metrics_health(topology.host, spec.metrics_port), stop_wait_s=60,
-                   metrics=("mirror", spec.metrics_port, {}), kind="mirror")
+                   metrics=("mirror", spec.metrics_port, {}), kind="mirror",
+                   secured=lambda secrets: secured.mirror_settings(topology, secrets))
 
 
 def emulator_programs(topology: Topology) -> list[Program]:
@@ -241,11 +299,12 @@ def emulator_programs(topology: Topology) -> list[Program]:
         command = _python("producers", "--datacenter", dc.name, "--zookeeper", topology.cluster_zookeeper(dc),
                           "--registry", topology.registry_url, "--servers", str(spec.servers), "--rate", str(rate),
                           "--members", str(spec.members), "--metrics-port", str(spec.metrics_port),
-                          "--audit-window-ms", str(topology.audit.window_ms),
+                          "--audit-window-ms", str(topology.audit.window_ms), *_config(topology, f"emulators-{dc.name}"),
                           *_settings("--set", {"metrics.host": topology.host, **spec.settings}))
         found.append(Program(f"emulators-{dc.name}", command, "sources",
                              _metrics_health(topology.host, spec.metrics_port),
-                             metrics=("emulator", spec.metrics_port, {"datacenter": dc.name}), kind="emulators"))
+                             metrics=("emulator", spec.metrics_port, {"datacenter": dc.name}), kind="emulators",
+                             secured=lambda secrets: secured.emulator_settings(topology, secrets)))
     return found
 
 

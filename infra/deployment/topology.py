@@ -226,6 +226,9 @@ class Topology:
     audit: AuditSpec
     prometheus: PrometheusSpec
     logs: LogsSpec = LogsSpec()
+    #: on (the default): TLS, SASL/SCRAM and ACLs on the brokers, authenticated HTTPS registry and dashboard,
+    #: ZooKeeper ACLs, secrets under var/secrets; off: the plaintext deployment of before.
+    security: bool = True
 
     @property
     def clusters(self) -> tuple[ClusterSpec, ...]:
@@ -256,7 +259,7 @@ class Topology:
 
     @property
     def registry_url(self) -> str:
-        return self.registry.url or f"http://{self.host}:{self.registry.port}"
+        return self.registry.url or f"{self.http_scheme}://{self.host}:{self.registry.port}"
 
     @property
     def registry_zookeeper(self) -> str:
@@ -268,7 +271,16 @@ class Topology:
 
     @property
     def dashboard_url(self) -> str:
-        return f"http://{self.host}:{self.audit.http_port}/"
+        return f"{self.http_scheme}://{self.host}:{self.audit.http_port}/"
+
+    @property
+    def http_scheme(self) -> str:
+        """How the deployment's own HTTP services (registry, dashboard) are reached: https when secured."""
+        return "https" if self.security else "http"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.var_dir / "secrets"
 
     @property
     def warehouse(self) -> Path:
@@ -381,6 +393,15 @@ def _text(value: Any, where: str) -> str:
     if not isinstance(value, (str, int, float)) or isinstance(value, bool) or str(value) == "":
         raise TopologyError(f"{where}: must be a non-empty string, not {value!r}")
     return str(value)
+
+
+def _switch(value: Any, where: str) -> bool:
+    """on or off (YAML reads both as booleans; true and false are fine too)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+        return value.strip().lower() == "on"
+    raise TopologyError(f"{where}: must be on or off, not {value!r}")
 
 
 def _duration(value: Any, where: str) -> str:
@@ -501,9 +522,10 @@ def _topology(path: Path, root: _Node) -> Topology:
     logs = LogsSpec(logs_node.get("max_bytes", _size, LogsSpec.max_bytes),
                     logs_node.get("backups", _integer(0, 1000), LogsSpec.backups))
     logs_node.done()
+    security = root.get("security", _switch, True)
     root.done()
     topology = Topology(path, var_dir, host, zookeeper, tuple(datacenters), offline, registry, mirror, etl, audit,
-                        prometheus, logs)
+                        prometheus, logs, security)
     _check_ports(topology)
     return topology
 
