@@ -27,7 +27,9 @@ from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
 from broker.server.session import Session
-from broker.server.socket_server import CloseConnection, SocketServer
+from broker.security.listeners import uses_ssl
+from broker.security.ssl_factory import server_context
+from broker.server.socket_server import CloseConnection, Listener, SocketServer
 from broker.state_metrics import BrokerStateCollector
 from pipeline.service.metrics_server import MetricsServer, serve_metrics
 
@@ -51,8 +53,22 @@ class KafkaServer:
 
     @property
     def port(self) -> int:
+        """The inter-broker listener's bound port (the only one with host.name and port)."""
+        return self.listener_port(self.config.inter_broker_listener_name)
+
+    def listener_port(self, listener_name: str) -> int:
+        """The bound port of a listener (``SSL``, or a name of listener.security.protocol.map)."""
         assert self.socket_server is not None
-        return self.socket_server.bound_port
+        return self.socket_server.bound_ports[listener_name.upper()]
+
+    def _listeners(self) -> list[Listener]:
+        """The socket server's listeners; TLS ones share one server context (ConfigError if the keystore
+        or truststore cannot be loaded)."""
+        context = None
+        if any(uses_ssl(endpoint.security_protocol) for endpoint in self.config.listeners):
+            context = server_context(self.config.ssl_settings())
+        return [Listener(endpoint, context if uses_ssl(endpoint.security_protocol) else None)
+                for endpoint in self.config.listeners]
 
     async def startup(self) -> None:
         config = self.config
@@ -72,6 +88,11 @@ class KafkaServer:
         log.info("loaded %d partition log(s) from %s in %.2fs", len(self.log_manager.all_logs()),
                  ",".join(map(str, log_dirs)), time.monotonic() - started)
         host, port = config.listen_address
+        try:
+            listeners = self._listeners()
+        except BaseException:
+            await self._stop_storage()
+            raise
         # The socket server needs the handler and the handler the advertised port, known after bind.
         apis_holder: list[KafkaApis] = []
 
@@ -80,18 +101,18 @@ class KafkaServer:
                 raise CloseConnection("the broker is still joining its cluster", "broker_not_ready")
             return apis_holder[0].handle(frame, session)
         self.socket_server = SocketServer(
-            host, port, handle, config["socket.request.max.bytes"], use_sendfile=config["socket.sendfile.enable"],
+            host, port, handle, config["socket.request.max.bytes"], listeners=listeners,
+            use_sendfile=config["socket.sendfile.enable"],
             queued_max_request_bytes=config["queued.max.request.bytes"],
             connections_max_idle_ms=config["connections.max.idle.ms"],
             max_connections=config["max.connections"], max_connections_per_ip=config["max.connections.per.ip"],
             max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]),
             request_read_timeout_ms=config["socket.request.read.timeout.ms"])
         await self.socket_server.start()
-        advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
-        bound_port = self.socket_server.bound_port
+        advertised = config.advertised_listeners(self.socket_server.bound_ports)
         if config["zookeeper.connect"]:
             try:
-                self.cluster = ClusterMembership(config, self.log_manager, advertised, bound_port, self.metrics)
+                self.cluster = ClusterMembership(config, self.log_manager, advertised, self.metrics)
                 apis_holder.append(await self.cluster.start())
             except BaseException:
                 await self._abort_startup()
@@ -99,7 +120,9 @@ class KafkaServer:
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
             self.groups = self.cluster.groups
         else:
-            endpoint = BrokerEndpoint(config.broker_id, advertised, bound_port)
+            inter_broker = next(e for e in advertised if e.listener_name == config.inter_broker_listener_name)
+            endpoint = BrokerEndpoint(config.broker_id, inter_broker.host, inter_broker.port,
+                                      tuple((e.listener_name, e.host, e.port) for e in advertised))
             metadata = StandaloneMetadata(log_dirs[0], endpoint)
             replica_manager = ReplicaManager(self.log_manager, metrics=self.metrics, broker_id=config.broker_id)
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
@@ -133,8 +156,9 @@ class KafkaServer:
                 await self._abort_startup()
                 raise
             self.metrics_port = self._metrics_server.port
-        log.info("broker %d started, listening on %s port %d (cluster id %s, %s)", config.broker_id, host,
-                 bound_port, cluster_id, mode)
+        log.info("broker %d started, listening on %s (cluster id %s, %s)", config.broker_id,
+                 ", ".join(f"{e.listener_name}://{e.host}:{self.socket_server.bound_ports[e.listener_name]}"
+                           for e in config.listeners), cluster_id, mode)
 
     def _stop_metrics(self) -> None:
         server, self._metrics_server = self._metrics_server, None

@@ -11,10 +11,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipeline.config import ConfigError
+from pipeline.config import ConfigError, Property, parse_str
 from pipeline.security.client_settings import SECURITY_PROTOCOLS
 
-__all__ = ["EndPoint", "DEFAULT_PROTOCOL_MAP", "parse_protocol_map", "parse_endpoints", "uses_ssl", "uses_sasl"]
+__all__ = ["EndPoint", "DEFAULT_PROTOCOL_MAP", "LISTENER_PROPERTIES", "parse_protocol_map", "parse_endpoints",
+           "uses_ssl", "uses_sasl"]
+
+LISTENER_PROPERTIES: tuple[Property, ...] = (
+    Property("listeners", parse_str, "",
+             "Comma-separated NAME://host:port endpoints to listen on (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or a "
+             "name of listener.security.protocol.map; port 0 picks a free one); overrides host.name and port."),
+    Property("advertised.listeners", parse_str, "",
+             "The endpoints given to clients and other brokers, NAME://host:port per listener (default: listeners, "
+             "with advertised.host.name or 127.0.0.1 for a wildcard host and the bound port for port 0)."),
+    Property("listener.security.protocol.map", parse_str, "",
+             "NAME:PROTOCOL pairs naming custom listeners (e.g. INTERNAL:SASL_SSL,EXTERNAL:SSL); each security "
+             "protocol also names itself."),
+    Property("inter.broker.listener.name", lambda text: text.strip().upper(), "",
+             "The listener other brokers connect to (followers' fetches); default PLAINTEXT when listed, else the "
+             "first listener."),
+)
 
 # Kafka's default listener.security.protocol.map: every protocol names itself.
 DEFAULT_PROTOCOL_MAP: dict[str, str] = {protocol: protocol for protocol in SECURITY_PROTOCOLS}

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from cryptography import x509
 
-from pipeline.config import ConfigError
+from pipeline.config import ConfigError, Property, parse_choice, parse_str
 from pipeline.security.principal import KafkaPrincipal
 
-__all__ = ["CLIENT_AUTH", "SslSettings", "server_context", "certificate_principal"]
+__all__ = ["CLIENT_AUTH", "SSL_PROPERTIES", "SslSettings", "server_context", "certificate_principal"]
 
 # ssl.client.auth -> what the server asks of a client certificate.
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -48,6 +48,44 @@ def parse_protocols(text: str) -> tuple[str, ...]:
     if unknown or not names:
         raise ValueError(f"expected TLSv1.2 and/or TLSv1.3, got {text!r}")
     return names
+
+
+def _protocol(text: str) -> str:
+    value = text.strip()
+    if value not in (*_VERSIONS, "TLS"):
+        raise ValueError(f"expected TLSv1.3, TLSv1.2 or TLS, got {text!r}")
+    return value
+
+
+def _store_type(text: str) -> str:
+    if text.strip().upper() != "PEM":
+        raise ValueError(f"only PEM files are supported, got {text!r}")
+    return "PEM"
+
+
+SSL_PROPERTIES: tuple[Property, ...] = (
+    Property("ssl.keystore.location", parse_str, "",
+             "PEM file of the broker's certificate chain and private key, for SSL and SASL_SSL listeners (and its "
+             "identity towards other brokers that ask for client certificates)."),
+    Property("ssl.keystore.type", _store_type, "PEM", "Format of ssl.keystore.location: PEM."),
+    Property("ssl.key.password", parse_str, "", "Password of the keystore's private key, if it is encrypted.",
+             aliases=("ssl.keystore.password",)),
+    Property("ssl.truststore.location", parse_str, "",
+             "PEM bundle of the certificate authorities trusted for client certificates and for other brokers' "
+             "certificates (empty: the system's for the latter)."),
+    Property("ssl.truststore.type", _store_type, "PEM", "Format of ssl.truststore.location: PEM."),
+    Property("ssl.client.auth", parse_choice(*CLIENT_AUTH), "none",
+             "Client certificates on TLS listeners: none, requested (checked when sent) or required; a client "
+             "certificate's subject is the connection's principal (User:CN=...)."),
+    Property("ssl.enabled.protocols", parse_protocols, ("TLSv1.2", "TLSv1.3"),
+             "TLS versions the listeners accept: TLSv1.2 and/or TLSv1.3."),
+    Property("ssl.protocol", _protocol, "TLSv1.3",
+             "Kafka's SSLContext protocol name, accepted for compatibility (the versions are ssl.enabled.protocols)."),
+    Property("ssl.cipher.suites", parse_str, "", "OpenSSL cipher list for TLS 1.2 (empty: OpenSSL's defaults)."),
+    Property("ssl.endpoint.identification.algorithm", parse_choice("https", ""), "https",
+             "https: the inter-broker client checks that a broker's certificate names its advertised host; empty: "
+             "it does not."),
+)
 
 
 def server_context(settings: SslSettings) -> ssl.SSLContext:
