@@ -57,6 +57,7 @@ from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.records import Header
 from pipeline.testing_faults import Faults
 from pipeline.zk import layout
+from schemas.registry_client_settings import RegistryClientSettings
 from schemas.serde import event_key
 from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig
@@ -597,7 +598,8 @@ class MirrorService(CallbackHandler):
         self._audit = MirrorAudit(config.sources, window_ms=config["audit.window.ms"],
                                   producer_config={**where, "client.id": "mirror-audit", "request.required.acks": -1},
                                   registry_url=config["schema.registry.url"], topic=config["audit.topic"],
-                                  metrics=self.metrics).start()
+                                  metrics=self.metrics,
+                                  registry_settings=RegistryClientSettings.from_config(config)).start()
 
     def _settle_audit(self, messages: list[_Pending], acknowledged: bool) -> None:
         audit = self._audit
