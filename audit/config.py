@@ -11,6 +11,7 @@ from pipeline.named_clusters import parse_sources
 from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
+from schemas.registry_client_settings import REGISTRY_CLIENT_PROPERTIES
 
 __all__ = ["AUDIT_PROPERTIES", "AuditConfig"]
 
@@ -54,6 +55,7 @@ AUDIT_PROPERTIES = (
     Property("prometheus.url", parse_str, "http://localhost:9090",
              "the Prometheus server the dashboard reads alerts, lag, latency and ETL runs from"),
     Property("schema.registry.url", parse_str, "http://localhost:8081", "schema registry of the AuditCount schema"),
+    *REGISTRY_CLIENT_PROPERTIES,
     LOG_LEVEL,
     *SECURITY_PROPERTIES,
 )

@@ -136,7 +136,7 @@ class AuditService:
                 self._ready_at[key] = {t: m for t, m in data["ready"].items() if isinstance(m, int)}
             self._note_window(key.window_start)
         self.metrics.set_windows(list(self._results.values()), config["completeness.threshold"])
-        self._registry = SchemaRegistryClient(config["schema.registry.url"])
+        self._registry = SchemaRegistryClient.from_config(config)
         try:
             self._start_readers(stop)
             interval_s = config["reconcile.interval.ms"] / 1000

@@ -134,7 +134,7 @@ def publish_audit(config: EtlConfig, records: list[dict[str, Any]]) -> None:
     if not records:
         return
     metrics = CollectorRegistry()
-    registry = SchemaRegistryClient(config["schema.registry.url"])
+    registry = SchemaRegistryClient.from_config(config)
     publisher = AuditPublisher({"zookeeper.connect": config["zookeeper.connect"], "request.required.acks": -1,
                                 **security_settings(config)},
                                audit_count_encoder(registry, config["audit.topic"]), config["audit.topic"],

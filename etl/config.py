@@ -28,6 +28,7 @@ from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import fault_properties
 from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
 from schemas.events import AUDIT_TOPIC
+from schemas.registry_client_settings import REGISTRY_CLIENT_PROPERTIES
 
 __all__ = ["ETL_PROPERTIES", "EtlConfig", "PAUSE_POINTS", "parse_duration"]
 
@@ -73,6 +74,7 @@ ETL_PROPERTIES = (
              "its topic's load naming the record"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry the events' writer schemas are read from, comma-separated URLs"),
+    *REGISTRY_CLIENT_PROPERTIES,
     Property("audit.enable", parse_bool, True, "publish tier-warehouse AuditCount records to the offline cluster"),
     Property("audit.window.ms", parse_int, 60_000, "audit window of event time", at_least=1),
     Property("audit.topic", parse_str, AUDIT_TOPIC, "topic the AuditCount records go to"),

@@ -55,6 +55,7 @@ from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.testing_faults import Faults
 from schemas.events import subject_for
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
+from schemas.registry_client_settings import RegistryClientSettings
 
 __all__ = ["EtlError", "LockLost", "WAREHOUSE_TIER", "run_once"]
 
@@ -153,7 +154,7 @@ class _Run:
         readers = {}
         if not topics:
             return readers
-        with SchemaRegistryClient(self.config["schema.registry.url"]) as registry:
+        with SchemaRegistryClient.from_config(self.config) as registry:
             for topic in topics:
                 try:
                     readers[topic] = registry.latest(subject_for(topic))[2].text
@@ -193,7 +194,8 @@ class _Run:
             context = TaskContext(topic, brokers, self.config["schema.registry.url"], readers[topic],
                                   self.config["fetch.size"], self.config["out.of.range"] == "earliest", run_id,
                                   str(self.warehouse.staged_quarantine(run_id, topic)) if quarantine else None,
-                                  Faults.of(self.config), self.config.security)
+                                  Faults.of(self.config), RegistryClientSettings.from_config(self.config),
+                                  self.config.security)
             spark.sparkContext.setJobGroup(f"{run_id}-{topic}", f"etl run {run_id}: {topic}")
             try:
                 load_topic(spark, context, ranges, first, self.warehouse.staged_table(run_id, topic),

@@ -153,7 +153,7 @@ def show_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
              ("schema id", "(none read)" if record["schema_id"] is None else str(record["schema_id"])),
              ("key", _bytes(record["key"])),
              ("headers", ", ".join(f"{h['key']}={_text(h['value'])}" for h in record["headers"] or ()) or "(none)"),
-             ("value", _bytes(value)), ("decoded", _decoded(value, settings["schema.registry.url"]))]
+             ("value", _bytes(value)), ("decoded", _decoded(value, settings))]
     width = max(len(name) for name, _ in lines)
     for name, text in lines:
         out.write(f"{name.ljust(width)}  {text}\n")
@@ -245,7 +245,7 @@ def _bytes(data: bytes | None) -> str:
     return f"{len(data)} bytes: {shown}{more}{readable}"
 
 
-def _decoded(value: bytes | None, registry_url: str) -> str:
+def _decoded(value: bytes | None, settings: dict[str, Any]) -> str:
     """The value decoded with its writer schema, or why it cannot be."""
     if value is None:
         return "(no value)"
@@ -261,7 +261,7 @@ def _decoded(value: bytes | None, registry_url: str) -> str:
     except WireFormatError as error:
         return f"(not in the Confluent wire format: {error})"
     try:
-        with SchemaRegistryClient(registry_url) as registry:
+        with SchemaRegistryClient.from_config(settings) as registry:
             writer = registry.schema(schema_id).parsed
     except SchemaRegistryError as error:
         return f"(the writer schema {schema_id} could not be read: {error})"

@@ -101,7 +101,7 @@ def _replay(config: EtlConfig, warehouse: Warehouse, report: ReplayReport, topic
     audit = AuditCounts(config["audit.window.ms"])
     moves: list[Move] = []
     removed: list[str] = []
-    with SchemaRegistryClient(config["schema.registry.url"]) as registry:
+    with SchemaRegistryClient.from_config(config) as registry:
         for topic, paths in sorted(files.items()):
             try:
                 reader = registry.latest(subject_for(topic))[2].text

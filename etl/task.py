@@ -61,6 +61,7 @@ from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.testing_faults import Faults
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
+from schemas.registry_client_settings import NO_REGISTRY_SECURITY, RegistryClientSettings
 from schemas.serde import WireFormatError, schema_id_of
 
 __all__ = ["Decoder", "LINEAGE_FIELDS", "PARTITION_COLUMNS", "RangeStats", "RowBuilder", "StatsParam",
@@ -85,7 +86,7 @@ _UNDECODABLE = (WireFormatError, ValueError, TypeError, EOFError, IndexError, Ke
 #: What Arrow raises for values it cannot put in the table's columns.
 _UNCONVERTIBLE = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
-_registries: dict[str, SchemaRegistryClient] = {}
+_registries: dict[tuple[str, RegistryClientSettings], SchemaRegistryClient] = {}
 
 
 class TaskError(Exception):
@@ -110,6 +111,8 @@ class TaskContext:
     quarantine_dir: str | None = None
     #: Fault injection (tests and drills only).
     faults: Faults = Faults()
+    #: The registry's login and TLS trust.
+    registry_settings: RegistryClientSettings = NO_REGISTRY_SECURITY
     #: How the tasks connect to the brokers (it travels to the executors with the context).
     security: ClientSecurity = PLAINTEXT_SECURITY
 
@@ -135,10 +138,10 @@ def table_arrow_schema(reader_schema: dict[str, Any]) -> pa.Schema:
                       *(pa.field(n, t) for n, t in PARTITION_COLUMNS)])
 
 
-def _registry(url: str) -> SchemaRegistryClient:
-    client = _registries.get(url)
+def _registry(url: str, settings: RegistryClientSettings = NO_REGISTRY_SECURITY) -> SchemaRegistryClient:
+    client = _registries.get((url, settings))
     if client is None:
-        client = _registries[url] = SchemaRegistryClient(url)
+        client = _registries[(url, settings)] = SchemaRegistryClient(url, settings=settings)
     return client
 
 
@@ -489,7 +492,7 @@ def load_ranges(context: TaskContext, window_ms: int, accumulator: Any, target: 
     """The mapInArrow function: for each (index, partition, start, end) row, the range's Arrow batches, cast
     to ``target`` (Spark's Arrow form of the table's schema), its bad records written to the staged quarantine."""
     started = time.time()
-    decoder = Decoder(_registry(context.registry_url), context.reader_schema)
+    decoder = Decoder(_registry(context.registry_url, context.registry_settings), context.reader_schema)
     arrow_schema = table_arrow_schema(json.loads(context.reader_schema))
     for batch in batches:
         for item in batch.to_pylist():

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 from pipeline.auditing.counting import AuditCounter
 from pipeline.auditing.publisher import AuditPublisher
 from schemas.registry_client import SchemaRegistryClient
+from schemas.registry_client_settings import NO_REGISTRY_SECURITY, RegistryClientSettings
 from schemas.serde import audit_count_encoder, event_key
 
 __all__ = ["MIRROR_TIER", "MirrorAudit"]
@@ -29,11 +30,11 @@ class MirrorAudit:
     """Counts records sent and acknowledged per source; ``publish_closed`` / ``close`` publish the windows."""
 
     def __init__(self, sources: Iterable[str], *, window_ms: int, producer_config: dict[str, Any], registry_url: str,
-                 topic: str, metrics: Any) -> None:
+                 topic: str, metrics: Any, registry_settings: RegistryClientSettings = NO_REGISTRY_SECURITY) -> None:
         self.host = f"mirror-{socket.gethostname()}"
         self.counters = {name: AuditCounter(window_ms=window_ms, datacenter=name, application="mirror",
                                             tier=MIRROR_TIER) for name in sources}
-        self.registry = SchemaRegistryClient(registry_url)
+        self.registry = SchemaRegistryClient(registry_url, settings=registry_settings)
         self.publisher = AuditPublisher(producer_config, audit_count_encoder(self.registry, topic), topic,
                                         published=metrics.audit_published, failures=metrics.audit_failures)
 

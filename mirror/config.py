@@ -37,6 +37,7 @@ from pipeline.named_clusters import parse_sources
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import fault_properties
 from schemas.events import AUDIT_TOPIC
+from schemas.registry_client_settings import REGISTRY_CLIENT_PROPERTIES
 
 __all__ = ["MIRROR_PROPERTIES", "MirrorConfig"]
 
@@ -80,6 +81,7 @@ MIRROR_PROPERTIES = (
              "target topic the AuditCount records go to (records of it mirrored from a source are not counted)"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry of the AuditCount schema, comma-separated URLs"),
+    *REGISTRY_CLIENT_PROPERTIES,
     LOG_LEVEL,
     *fault_properties(drops_events=True),
 )

@@ -58,6 +58,7 @@ from pipeline.records import Header
 from pipeline.security.client_settings import security_settings
 from pipeline.testing_faults import Faults
 from pipeline.zk import layout
+from schemas.registry_client_settings import RegistryClientSettings
 from schemas.serde import event_key
 from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig
@@ -600,7 +601,8 @@ class MirrorService(CallbackHandler):
                                   producer_config={**where, "client.id": "mirror-audit", "request.required.acks": -1,
                                                    **security_settings(producer)},
                                   registry_url=config["schema.registry.url"], topic=config["audit.topic"],
-                                  metrics=self.metrics).start()
+                                  metrics=self.metrics,
+                                  registry_settings=RegistryClientSettings.from_config(config)).start()
 
     def _settle_audit(self, messages: list[_Pending], acknowledged: bool) -> None:
         audit = self._audit

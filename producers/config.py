@@ -14,6 +14,7 @@ from pipeline.config import Config, ConfigError, Property, parse_bool, parse_opt
 from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity, security_settings
 from pipeline.service.settings import LOG_LEVEL
 from schemas.events import AUDIT_TOPIC
+from schemas.registry_client_settings import REGISTRY_CLIENT_PROPERTIES
 
 __all__ = ["EMULATOR_PROPERTIES", "EmulatorConfig", "PRODUCER_SETTINGS"]
 
@@ -39,6 +40,7 @@ EMULATOR_PROPERTIES = (
              "find the local cluster's brokers in its ZooKeeper registry (host:port[,...]/chroot) instead"),
     Property("schema.registry.url", parse_str, "http://localhost:8081",
              "schema registry URL(s), comma-separated"),
+    *REGISTRY_CLIENT_PROPERTIES,
     Property("servers", _parse_int, 10, "frontend servers to emulate", at_least=1, at_most=10_000),
     Property("rate", _parse_float, 1000.0, "events per second, all servers together"),
     Property("duration.s", _parse_optional_float, None, "stop after this many seconds (empty: run until SIGTERM)"),

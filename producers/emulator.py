@@ -109,7 +109,7 @@ class FrontendEmulator:
                                  service=config["service"], metrics_interval_ms=config["system.metrics.interval.ms"])
         self.audit = AuditCounter(window_ms=config["audit.window.ms"], datacenter=config["datacenter"],
                                   application=config["service"])
-        self.registry = SchemaRegistryClient(config["schema.registry.url"])
+        self.registry = SchemaRegistryClient.from_config(config)
         self.encoder = AvroEncoder(self.registry, {topic: load_schema(name) for topic, name in EVENT_TOPICS.items()})
         self.sent = 0
         self.send_errors = 0

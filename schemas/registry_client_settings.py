@@ -62,15 +62,20 @@ class RegistryClientSettings:
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any] | Any) -> "RegistryClientSettings":
-        """From a configuration holding :data:`REGISTRY_CLIENT_PROPERTIES` (missing names take their defaults)."""
+        """From a configuration holding :data:`REGISTRY_CLIENT_PROPERTIES`, or a plain mapping of them by any of their
+        names (missing ones take their defaults)."""
         def get(name: str) -> Any:
-            try:
-                value = values[name]
-            except KeyError:
-                value = None
-            return next(p.default for p in REGISTRY_CLIENT_PROPERTIES if p.name == name) if value is None else value
+            prop = next(p for p in REGISTRY_CLIENT_PROPERTIES if p.name == name)
+            for key in (prop.name, *prop.aliases):
+                try:
+                    value = values[key]
+                except KeyError:
+                    continue
+                if value is not None:
+                    return value
+            return prop.default
 
-        source, user_info = get("basic.auth.credentials.source"), get("basic.auth.user.info")
+        source, user_info = get("basic.auth.credentials.source").upper(), get("basic.auth.user.info")
         username = password = ""
         if source == "USER_INFO" or (source == "" and user_info):
             username, sep, password = user_info.partition(":")

@@ -8,7 +8,9 @@ starting, the error has its log tail.
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -25,41 +27,52 @@ class RegistryError(RuntimeError):
     """The registry process failed to start or did not stop in time."""
 
 
-def request(url: str, method: str = "GET", body: Any = None, timeout: float = 10.0) -> tuple[int, Any]:
-    """(HTTP status, decoded JSON body) of one request; error statuses are returned, not raised."""
+def request(url: str, method: str = "GET", body: Any = None, timeout: float = 10.0, *,
+            auth: tuple[str, str] | None = None, context: ssl.SSLContext | None = None) -> tuple[int, Any]:
+    """(HTTP status, decoded JSON body) of one request (with a basic login, over TLS with ``context``); error
+    statuses are returned, not raised."""
     data = None if body is None else json.dumps(body).encode()
-    call = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": CONTENT_TYPE})
+    headers = {"Content-Type": CONTENT_TYPE}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+    call = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(call, timeout=timeout) as response:
+        with urllib.request.urlopen(call, timeout=timeout, context=context) as response:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")
 
 
 class RegistryProcess:
-    """A registry child process; `zookeeper` (connect string) or `data_dir` says where its state lives."""
+    """A registry child process; `zookeeper` (connect string) or `data_dir` says where its state lives. A secured
+    one: ``ca_file`` makes it listen on https (``extra_args`` give its keystore), ``auth`` is the login
+    :meth:`call` and the readiness check use."""
 
     def __init__(self, log_path: Path, *, zookeeper: str | None = None, data_dir: Path | None = None,
-                 port: int | None = None, start_timeout: float = 30.0, extra_args: tuple[str, ...] = ()) -> None:
+                 port: int | None = None, start_timeout: float = 30.0, extra_args: tuple[str, ...] = (),
+                 auth: tuple[str, str] | None = None, ca_file: Path | None = None) -> None:
         self.log_path = Path(log_path)
         self.zookeeper = zookeeper
         self.data_dir = data_dir
         self.port = port if port is not None else free_port()
         self.start_timeout = start_timeout
         self.extra_args = extra_args
+        self.auth = auth
+        self.context = None if ca_file is None else ssl.create_default_context(cafile=str(ca_file))
         self.child: ChildProcess | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.context else 'http'}://127.0.0.1:{self.port}"
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        return request(self.url + path, method, body)
+    def call(self, method: str, path: str, body: Any = None, *, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
+        return request(self.url + path, method, body, auth=auth or self.auth, context=self.context)
 
     def command(self) -> list[str]:
         where = ["--zookeeper", self.zookeeper] if self.zookeeper else ["--data-dir", str(self.data_dir)]
+        listener = ["--set", f"listeners={self.url}"] if self.context else []
         return [sys.executable, "-m", "schemas.registry", *where, "--host", "127.0.0.1", "--port", str(self.port),
-                *self.extra_args]
+                *listener, *self.extra_args]
 
     def _answers(self) -> bool:
         return self.call("GET", "/")[0] == 200
