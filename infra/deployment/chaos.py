@@ -20,7 +20,6 @@ import signal
 import sys
 import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TextIO
@@ -37,7 +36,7 @@ from infra.deployment.drill_context import (Context, DrillError, PartitionState,
                                             partition_states, signal_group, wait_all_healthy, wait_in_sync,
                                             wait_restarted)
 from infra.deployment.lifecycle import shown
-from infra.deployment.programs import Program, log_file
+from infra.deployment.programs import HttpAccess, Program, http_get, log_file
 from infra.deployment.topology import REPO_ROOT, ClusterSpec, Topology, load
 from pipeline.etl_runs import FAILED
 from pipeline.zk import layout
@@ -240,11 +239,10 @@ def kill_broker(context: Context, args: argparse.Namespace) -> None:
                       "for good during the drill")
 
 
-def registered_ids(url: str) -> dict[tuple[str, int], int]:
+def registered_ids(url: str, access: HttpAccess | None = None) -> dict[tuple[str, int], int]:
     """(subject, version) -> schema id of everything the registry at ``url`` holds."""
     def get(path: str) -> Any:
-        with urllib.request.urlopen(url + path, timeout=5.0) as answer:
-            return json.loads(answer.read())
+        return json.loads(http_get(url + path, access, 5.0))
 
     found = {}
     for subject in get("/subjects"):
@@ -264,12 +262,12 @@ def kill_registry(context: Context, args: argparse.Namespace) -> None:
                 "completeness 1.000 at every tier with nothing named. A client that meets an id new to it while "
                 "the registry is away retries it.")
     try:
-        before = registered_ids(url)
+        before = registered_ids(url, HttpAccess.of(context.topology))
     except (OSError, ValueError, KeyError) as exc:
         raise DrillError(f"the registry at {url} does not answer: {exc}") from None
     context.event(f"the registry holds {len(before)} schema version(s) of {len({s for s, _ in before})} subject(s)")
     kill_and_wait(context, program)
-    after = registered_ids(url)
+    after = registered_ids(url, HttpAccess.of(context.topology))
     changed = sorted(f"{subject} version {version}" for (subject, version), schema_id in before.items()
                      if after.get((subject, version)) != schema_id)
     if changed:
@@ -288,7 +286,7 @@ def kill_audit(context: Context, args: argparse.Namespace) -> None:
                 "show completeness 1.000 at every tier with nothing named.")
     pid = kill_and_wait(context, program)
     restarted_ms = int(context.supervisor.info(program.name).started * 1000)
-    api = AuditApi(f"http://{topology.host}:{topology.audit.http_port}")
+    api = AuditApi(topology.dashboard_url, HttpAccess.of(topology))
 
     def reconciled() -> list[dict[str, Any]]:
         try:
@@ -435,7 +433,7 @@ def run_drill(drill: Drill, args: argparse.Namespace, out: TextIO = sys.stdout) 
         audit = topology.audit
         deadline_s = args.audit_timeout if args.audit_timeout is not None else default_audit_timeout_s(topology)
         try:
-            verdict = wait_for_audit(AuditApi(f"http://{topology.host}:{audit.http_port}"), start_ms, end_ms,
+            verdict = wait_for_audit(AuditApi(topology.dashboard_url, HttpAccess.of(topology)), start_ms, end_ms,
                                      window_ms=audit.window_ms, grace_ms=audit.grace_ms, deadline_s=deadline_s,
                                      out=out)
         except OSError as exc:

@@ -13,6 +13,7 @@ from infra.deployment.drill_context import (Context, DrillError, chosen_broker, 
 from infra.deployment.lifecycle import shown
 from infra.deployment.poison import PoisonError, check_unknown, latest_value, mirrored, poison_records, write
 from infra.deployment.programs import Program, broker_log_dir, log_file
+from infra.deployment.secured import admin_command_config, admin_registry_settings
 from infra.deployment.small_disk import SmallDisk, SmallDiskError, cannot_mount, directory_bytes
 from infra.deployment.topology import ClusterSpec
 from schemas.events import EVENT_TOPICS
@@ -45,10 +46,13 @@ def poison_record(context: Context, args: argparse.Namespace) -> None:
         raise DrillError(f"{args.topic!r} is not an event topic ({', '.join(sorted(EVENT_TOPICS))})")
     cluster = topology.cluster(args.cluster)
     zookeeper = topology.cluster_zookeeper(cluster)
+    command = admin_command_config(topology)
     try:
-        with SchemaRegistryClient(topology.registry_url) as registry:
+        with SchemaRegistryClient(topology.registry_url, settings=admin_registry_settings(topology))\
+                as registry:
             check_unknown(registry)
-            records = poison_records(latest_value(zookeeper, args.topic), registry, int(time.time() * 1000))
+            records = poison_records(latest_value(zookeeper, args.topic, command.client), registry,
+                                     int(time.time() * 1000))
     except (PoisonError, OSError) as exc:
         raise DrillError(f"cannot make the poison records: {exc}") from None
     context.say(f"poison-record: write {len(records)} records into {args.topic} of {cluster.name} that no tier can "
@@ -60,7 +64,7 @@ def poison_record(context: Context, args: argparse.Namespace) -> None:
                 "(no emulator created it) and quarantined at tier warehouse, and counts the others (they have no "
                 "event id); no event the emulators created is lost.")
     try:
-        placed = write(zookeeper, args.topic, records)
+        placed = write(zookeeper, args.topic, records, security_settings=command.values)
     except PoisonError as exc:
         raise DrillError(str(exc)) from None
     for record in placed:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, TextIO
 
 from audit.reconcile import DATA_TIERS, TIERS
+from infra.deployment.programs import HttpAccess, http_get
 
 __all__ = ["AuditApi", "TierTally", "Verdict", "covering", "tally", "wait_for_audit"]
 
@@ -165,14 +165,14 @@ def tally(windows: Iterable[Mapping[str, Any]]) -> Verdict:
 
 
 class AuditApi:
-    """The audit service's JSON API at ``base_url``."""
+    """The audit service's JSON API at ``base_url`` (over HTTPS as ``access`` says, when given)."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, access: HttpAccess | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.access = access
 
     def _get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.base_url + path, timeout=HTTP_TIMEOUT_S) as answer:
-            return json.loads(answer.read())
+        return json.loads(http_get(self.base_url + path, self.access, HTTP_TIMEOUT_S))
 
     def windows(self, since_ms: int) -> list[dict[str, Any]]:
         return self._get(f"/api/windows?since={since_ms}")["windows"]

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infra.deployment.lifecycle import DeploymentError, shown
 from infra.deployment.programs import Program, programs
+from infra.deployment.secured import admin_command_config
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import ClusterSpec, Topology
 from pipeline.zk import layout
@@ -250,7 +251,8 @@ def elect_preferred_leader(context: Context, cluster: ClusterSpec, broker_id: in
                  if s.replicas and s.replicas[0] == broker_id]
     if not preferred:
         return
-    client = connect(topology.cluster_zookeeper(cluster), timeout_s=10.0)
+    client = connect(topology.cluster_zookeeper(cluster), timeout_s=10.0,
+                     security=admin_command_config(topology).zookeeper)
     try:
         context.wait("an earlier preferred replica election to end",
                      lambda: client.exists(layout.ADMIN_PREFERRED_REPLICA_ELECTION) is None)

@@ -5,7 +5,10 @@ supervisord (or reuse the running one), then start each stage's programs and wai
 (ZooKeeper serving, brokers registered, the registry answering, every service's HTTP endpoint, Prometheus ready)
 before the next stage; create the event topics in every datacenter; start the ETL once the first events reached
 the offline cluster; print where to look. A program that exits or misses its deadline stops ``up`` with its name
-and the tail of its log. ``up`` again while it runs starts only what is not running.
+and the tail of its log. ``up`` again while it runs starts only what is not running. Secured (``security: on``),
+``up`` first makes the missing secrets and writes every program's settings file, and writes each cluster's SCRAM
+users and ACLs to ZooKeeper once it serves, before the brokers start; the deployment's own clients connect as
+admin; the end shows the URLs and the admin login.
 
 ``down``: stop the programs in reverse stage order (the ETL and the emulators first, ZooKeeper last), each with
 SIGTERM and its own deadline, then supervisord; the data stays. ``clean``: ``down``, then remove the var directory.
@@ -21,7 +24,9 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from infra.deployment import clusters
+from kazoo.exceptions import KazooException
+
+from infra.deployment import access, clusters, secrets, secured
 from infra.deployment.programs import STAGES, Program, http_ok, log_file, programs, scrape_jobs
 from infra.deployment.supervisor import ProcessInfo, Supervisor, SupervisorError, render
 from infra.deployment.topology import DEFAULT_TOPOLOGY, REPO_ROOT, ClusterSpec, Topology
@@ -131,11 +136,12 @@ def wanted_topics(topology: Topology, cluster: ClusterSpec) -> dict[str, dict[st
 
 
 def _create_topics(topology: Topology, out: TextIO) -> None:
+    security = secured.admin_command_config(topology).client
     for cluster in topology.clusters:
         if cluster.external:
             continue
         ensured = clusters.ensure_topics(topology.cluster_zookeeper(cluster), wanted_topics(topology, cluster),
-                                         cluster.partitions, cluster.replication_factor)
+                                         cluster.partitions, cluster.replication_factor, security=security)
         if ensured.created:
             replicas = "1 replica" if cluster.replication_factor == 1 else f"{cluster.replication_factor} replicas"
             print(f"  topics of {cluster.name:<13} {len(ensured.created)} created ({cluster.partitions} partitions, "
@@ -149,7 +155,8 @@ def _create_topics(topology: Topology, out: TextIO) -> None:
 
 def _first_events_offline(topology: Topology) -> int:
     try:
-        return sum(clusters.end_offsets(topology.cluster_zookeeper(topology.offline), EVENT_TOPICS).values())
+        return sum(clusters.end_offsets(topology.cluster_zookeeper(topology.offline), EVENT_TOPICS,
+                                        security=secured.admin_command_config(topology).client).values())
     except (ValueError, KafkaClientError, KafkaProtocolError, ZooKeeperUnavailable, ZooKeeperTimeout):
         return 0  # not there yet: no broker registered or answering, no topic yet
 
@@ -165,6 +172,32 @@ def _wait_first_events(topology: Topology, everything: list[Program], out: TextI
     print(f"first events in the offline cluster: {events}", file=out, flush=True)
 
 
+def _write_secrets(topology: Topology, everything: list[Program], out: TextIO) -> secrets.Secrets | None:
+    """Secured: the missing secrets made, the client properties and every program's settings file written."""
+    if not topology.security:
+        return None
+    found = secrets.ensure(topology)
+    secured.write_client_properties(found)
+    secured.write_service_configs(topology, found, everything)
+    print(f"security on: certificates, passwords and settings in {shown(found.directory)}/ (owner-only)", file=out,
+          flush=True)
+    return found
+
+
+def _write_access(topology: Topology, found: secrets.Secrets, out: TextIO) -> None:
+    """Each local cluster's SCRAM users and ACLs, in its ZooKeeper chroot (before its brokers start)."""
+    for cluster in topology.clusters:
+        if cluster.external:
+            continue
+        try:
+            users, resources = access.provision(topology, cluster, found)
+        except (ZooKeeperUnavailable, ZooKeeperTimeout, KazooException) as exc:
+            raise DeploymentError(f"cannot write the users and ACLs of {cluster.name} to ZooKeeper: {exc}") from None
+        if users or resources:
+            print(f"  access of {cluster.name:<13} {users} SCRAM user(s) and the ACLs of {resources} resource(s) "
+                  "written", file=out, flush=True)
+
+
 def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None:
     """Start everything not running yet, stage by stage; DeploymentError when something does not come up."""
     began = time.monotonic()
@@ -176,6 +209,7 @@ def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None
     write_owner_only()
     topology.var_dir.mkdir(parents=True, exist_ok=True)
     restrict_to_owner(topology.var_dir)
+    found = _write_secrets(topology, everything, out)
     write_prometheus_config(topology)
     changed = supervisor.write_config(render(topology, everything))
     if reused:
@@ -194,6 +228,8 @@ def up(topology: Topology, out: TextIO, *, wait_for_events: bool = True) -> None
     for stage in STAGES:
         if stage == "loaders" and wait_for_events:
             _wait_first_events(topology, everything, out)
+        if stage == "brokers" and found is not None:
+            _write_access(topology, found, out)
         members = [program for program in everything if program.stage == stage]
         if not members:
             continue
@@ -229,18 +265,28 @@ def summary(topology: Topology) -> str:
     make_option = "" if default else f" TOPOLOGY={topology.path}"
     offline = topology.cluster_zookeeper(topology.offline)
     datacenters = " ".join(f"--datacenter {dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters)
+    login, connect, security = "", "", []
+    if topology.security:
+        found = secrets.Secrets.of(topology)
+        login = f"  (login {secrets.ADMIN} / {found.password(secrets.ADMIN)})"
+        admin_properties = shown(found.client_properties(secrets.ADMIN))
+        connect = f" --command-config {admin_properties}"
+        security = [f"  security    SASL_SSL (SCRAM-SHA-512) brokers, HTTPS; CA {shown(found.ca_file)}; clients as "
+                    f"admin: --command-config {admin_properties}"]
     return "\n".join([
         "",
-        f"  dashboard   {topology.dashboard_url}",
+        f"  dashboard   {topology.dashboard_url}{login}",
         f"  prometheus  {topology.prometheus_url}  (alerts: {prometheus_alerts_url(topology.prometheus_url)})",
-        f"  registry    {topology.registry_url}/subjects",
+        f"  registry    {topology.registry_url}/subjects{login}",
         f"  logs        {shown(topology.logs_dir)}/   data {shown(topology.var_dir)}/",
+        *security,
         "",
         "Try:",
         f"  {python} -m pipeline status{topology_option}",
+        f"  {python} -m pipeline topics list --zookeeper {offline}{connect}",
         f"  {python} -m audit report --state-dir {shown(topology.audit_state_dir)}",
         f"  {python} -m audit trace EVENT_ID {datacenters} --offline {offline} --warehouse "
-        f"{shown(topology.warehouse)} --state-dir {shown(topology.audit_state_dir)}",
+        f"{shown(topology.warehouse)} --state-dir {shown(topology.audit_state_dir)}{connect}",
         f"  {python} -m etl query --warehouse {shown(topology.warehouse)} "
         "\"SELECT kafka_topic, count(*) FROM events GROUP BY kafka_topic\"",
         f"  {python} -m pipeline chaos kill-broker dc1{topology_option}",

@@ -14,7 +14,7 @@ import struct
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from fastavro import schemaless_reader, schemaless_writer
 from kazoo.exceptions import NoNodeError
@@ -22,6 +22,7 @@ from kazoo.exceptions import NoNodeError
 from infra.deployment import clusters
 from pipeline.client import CallbackHandler, FetchRequest, Producer, ProducerData, SimpleConsumer
 from pipeline.client.sender import ProducerBatch, ProduceResult
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.zk import layout
 from pipeline.zk.client import connect
 from schemas.registry_client import SchemaRegistryClient, SchemaRegistryError
@@ -100,15 +101,15 @@ def check_unknown(registry: SchemaRegistryClient, schema_id: int = UNKNOWN_SCHEM
     raise PoisonError(f"the registry has a schema with id {schema_id}: a record written with it is not poison")
 
 
-def latest_value(zookeeper: str, topic: str) -> bytes:
+def latest_value(zookeeper: str, topic: str, security: ClientSecurity = PLAINTEXT_SECURITY) -> bytes:
     """The value of the newest record of ``topic`` in the cluster under ``zookeeper`` (PoisonError: none yet)."""
-    with clusters.admin(zookeeper) as client:
+    with clusters.admin(zookeeper, security=security) as client:
         addresses = client.cluster.brokers()
         for partition, end in sorted(client.list_offsets(topic).items()):
             if not end:
                 continue
             host, port = addresses[client.cluster.leader(topic, partition)]
-            with SimpleConsumer(host, port, client_id=clusters.CLIENT_ID) as consumer:
+            with SimpleConsumer(host, port, client_id=clusters.CLIENT_ID, security=security) as consumer:
                 for message in consumer.fetch(FetchRequest(topic, partition, end - 1, 1 << 20)):
                     if message.offset == end - 1 and message.value:
                         return bytes(message.value)
@@ -135,12 +136,14 @@ class _Placement(CallbackHandler):
             return self.results[count - 1]
 
 
-def write(zookeeper: str, topic: str, records: Iterable[PoisonRecord], timeout_s: float = 60.0) -> list[PlacedRecord]:
+def write(zookeeper: str, topic: str, records: Iterable[PoisonRecord], timeout_s: float = 60.0,
+          security_settings: Mapping[str, Any] | None = None) -> list[PlacedRecord]:
     """Store ``records`` in ``topic`` of the cluster under ``zookeeper``, one at a time, acknowledged by every
     in-sync replica; where each went. PoisonError when one is refused or not answered within ``timeout_s``."""
     placement = _Placement()
     producer = Producer({"zookeeper.connect": zookeeper, "producer.type": "async", "request.required.acks": -1,
-                         "client.id": "chaos-poison-record", "batch.size": 1, "queue.time": 0},
+                         "client.id": "chaos-poison-record", "batch.size": 1, "queue.time": 0,
+                         **(security_settings or {})},
                         callback_handler=placement)
     placed = []
     try:

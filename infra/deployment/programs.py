@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from infra.deployment import secured
-from infra.deployment.secrets import ADMIN, Secrets
+from infra.deployment.secrets import ADMIN, PROMETHEUS, Secrets
 from infra.deployment.topology import ClusterSpec, Topology
-from infra.prometheus.config import Job, Target
+from infra.prometheus.config import Job, ScrapeAccess, Target
 from schemas.events import EVENT_TOPICS
 
 __all__ = ["Health", "Program", "STAGES", "broker_log_dir", "programs", "scrape_jobs"]
@@ -33,6 +33,8 @@ __all__ = ["Health", "Program", "STAGES", "broker_log_dir", "programs", "scrape_
 # loaders (the ETL) once the first events reached the offline cluster: its first run then has something to load.
 STAGES = ("zookeeper", "brokers", "registry", "services", "sources", "loaders")
 HTTP_TIMEOUT_S = 2.0
+# The jobs whose targets serve HTTPS with basic authentication when the deployment is secured.
+HTTPS_JOBS = ("schema-registry", "audit")
 # supervisord notes a start in whole seconds; a registration a moment later is this life's
 CLOCK_SLACK_S = 1.0
 
@@ -322,13 +324,19 @@ def programs(topology: Topology) -> list[Program]:
 
 
 def scrape_jobs(topology: Topology) -> list[Job]:
-    """Prometheus's jobs for the deployment's processes (one job per kind, labels per target)."""
+    """Prometheus's jobs for the deployment's processes (one job per kind, labels per target). Secured, the
+    registry's and the audit's /metrics are scraped over HTTPS as the prometheus user; the other processes serve
+    theirs on plain HTTP on the deployment's host (read-only metrics, no secret in them)."""
     jobs: dict[str, list[Target]] = {}
     for program in programs(topology):
         if program.metrics is not None:
             job, port, labels = program.metrics
             jobs.setdefault(job, []).append(Target(f"{topology.host}:{port}", labels))
-    return [Job(name, tuple(targets)) for name, targets in jobs.items()]
+    access = None
+    if topology.security:
+        secrets = Secrets.of(topology)
+        access = ScrapeAccess(str(secrets.ca_file), PROMETHEUS, str(secrets.password_file(PROMETHEUS)))
+    return [Job(name, tuple(targets), access=access if name in HTTPS_JOBS else None) for name, targets in jobs.items()]
 
 
 def log_file(topology: Topology, program: Program) -> Path:

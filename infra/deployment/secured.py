@@ -16,8 +16,9 @@ from typing import Any, Iterable, Mapping
 from infra.deployment.secrets import ADMIN, BROKER, Secrets, write_private
 from infra.deployment.topology import ClusterSpec, Topology
 from pipeline.security.command_config import CommandConfig, read_command_config
+from schemas.registry_client_settings import NO_REGISTRY_SECURITY, RegistryClientSettings
 
-__all__ = ["MECHANISM", "LISTENER", "admin_command_config", "audit_settings", "broker_settings", "client_settings",
+__all__ = ["MECHANISM", "LISTENER", "admin_command_config", "admin_registry_settings", "audit_settings", "broker_settings", "client_settings",
            "emulator_settings", "etl_settings", "mirror_settings", "registry_settings", "service_config",
            "write_client_properties", "write_properties", "write_service_configs", "zookeeper_settings"]
 
@@ -94,7 +95,8 @@ def admin_command_config(topology: Topology) -> CommandConfig:
 
 def registry_client_settings(secrets: Secrets, user: str) -> dict[str, str]:
     """How a service reaches the registry: as ``user`` over HTTPS, trusting the deployment's CA."""
-    return {}
+    return {"basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": f"{user}:{secrets.password(user)}",
+            "schema.registry.ssl.ca.location": str(secrets.ca_file)}
 
 
 def registry_settings(topology: Topology, secrets: Secrets) -> dict[str, str]:
@@ -141,3 +143,10 @@ def write_service_configs(topology: Topology, secrets: Secrets, programs: Iterab
         if program.secured is not None:
             write_properties(service_config(topology, program.name), program.secured(secrets),
                              f"{program.name}'s settings, written by `up` (security: on); keep it secret")
+
+
+def admin_registry_settings(topology: Topology) -> RegistryClientSettings:
+    """How the deployment's own tools reach the registry: as admin over HTTPS when secured."""
+    if not topology.security:
+        return NO_REGISTRY_SECURITY
+    return RegistryClientSettings.from_config(registry_client_settings(Secrets.of(topology), ADMIN))

@@ -16,7 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-__all__ = ["ALERT_RULES", "Job", "RECORDING_RULES", "RULE_FILES", "Target", "render", "write", "write_rules"]
+__all__ = ["ALERT_RULES", "Job", "RECORDING_RULES", "RULE_FILES", "ScrapeAccess", "Target", "render", "write",
+           "write_rules"]
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 RECORDING_RULES = RULES_DIR / "recording.yml"
@@ -47,12 +48,24 @@ class Target:
 
 
 @dataclass(frozen=True)
+class ScrapeAccess:
+    """How Prometheus reaches targets that serve HTTPS with basic authentication: the CA it trusts, the user, and
+    the file holding the password (Prometheus reads it; the configuration holds no secret)."""
+
+    ca_file: str
+    username: str
+    password_file: str
+
+
+@dataclass(frozen=True)
 class Job:
-    """A scrape job: processes of one kind (``up{job=...}`` is what TargetDown watches)."""
+    """A scrape job: processes of one kind (``up{job=...}`` is what TargetDown watches); ``access``: over HTTPS
+    with basic authentication (None: plain HTTP)."""
 
     name: str
     targets: tuple[Target, ...]
     metrics_path: str = "/metrics"
+    access: ScrapeAccess | None = None
 
 
 def duration(value: str) -> str:
@@ -89,7 +102,12 @@ def _scrape_config(job: Job) -> dict[str, Any]:
         if labels:
             static_config["labels"] = dict(labels)
         static_configs.append(static_config)
-    return {"job_name": job.name, "metrics_path": job.metrics_path, "static_configs": static_configs}
+    config: dict[str, Any] = {"job_name": job.name, "metrics_path": job.metrics_path}
+    if job.access is not None:
+        config.update({"scheme": "https", "tls_config": {"ca_file": job.access.ca_file},
+                       "basic_auth": {"username": job.access.username, "password_file": job.access.password_file}})
+    config["static_configs"] = static_configs
+    return config
 
 
 def write_rules(directory: Path, hold: str) -> list[Path]:
