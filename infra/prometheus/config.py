@@ -16,7 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-__all__ = ["ALERT_RULES", "Job", "RECORDING_RULES", "RULE_FILES", "Target", "render", "write", "write_rules"]
+__all__ = ["ALERT_RULES", "Job", "RECORDING_RULES", "RULE_FILES", "ScrapeLogin", "Target", "render", "write",
+           "write_rules"]
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 RECORDING_RULES = RULES_DIR / "recording.yml"
@@ -47,12 +48,25 @@ class Target:
 
 
 @dataclass(frozen=True)
+class ScrapeLogin:
+    """How Prometheus logs in to a secured /metrics (the schema registry's, the audit's): HTTP basic with the
+    password read from ``password_file`` (never written into prometheus.yml)."""
+
+    username: str
+    password_file: str
+
+
+@dataclass(frozen=True)
 class Job:
-    """A scrape job: processes of one kind (``up{job=...}`` is what TargetDown watches)."""
+    """A scrape job: processes of one kind (``up{job=...}`` is what TargetDown watches); ``scheme`` https with
+    ``ca_file`` (the CA the targets' certificates are checked against) and a ``login`` for secured targets."""
 
     name: str
     targets: tuple[Target, ...]
     metrics_path: str = "/metrics"
+    scheme: str = "http"
+    ca_file: str = ""
+    login: ScrapeLogin | None = None
 
 
 def duration(value: str) -> str:
@@ -89,7 +103,16 @@ def _scrape_config(job: Job) -> dict[str, Any]:
         if labels:
             static_config["labels"] = dict(labels)
         static_configs.append(static_config)
-    return {"job_name": job.name, "metrics_path": job.metrics_path, "static_configs": static_configs}
+    config: dict[str, Any] = {"job_name": job.name, "metrics_path": job.metrics_path}
+    if job.scheme != "http":
+        config["scheme"] = job.scheme
+    if job.ca_file:
+        config["tls_config"] = {"ca_file": str(Path(job.ca_file).resolve())}
+    if job.login is not None:
+        config["basic_auth"] = {"username": job.login.username,
+                                "password_file": str(Path(job.login.password_file).resolve())}
+    config["static_configs"] = static_configs
+    return config
 
 
 def write_rules(directory: Path, hold: str) -> list[Path]:
