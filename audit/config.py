@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from pipeline.config import Config, ConfigError, Property, parse_int, parse_optional_int, parse_regex, parse_str
 from pipeline.named_clusters import parse_sources
 from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
+from pipeline.security.http_settings import HttpSecurity, http_security_properties
 from pipeline.service.settings import LOG_LEVEL
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from schemas.registry_client_settings import REGISTRY_CLIENT_PROPERTIES
@@ -44,7 +45,9 @@ AUDIT_PROPERTIES = (
     Property("http.host", parse_str, "0.0.0.0",
              "address the audit's HTTP API, dashboard and Prometheus /metrics listen on (0.0.0.0: every interface)"),
     Property("http.port", parse_optional_int, 8090,
-             "port of the audit's HTTP API, dashboard and Prometheus /metrics", at_least=0, at_most=65535),
+             "port of the audit's HTTP API, dashboard and Prometheus /metrics (HTTPS when http.ssl.keystore.location "
+             "is set)", at_least=0, at_most=65535),
+    *http_security_properties("http.", realm="Audit"),
     Property("mirror.group", parse_str, "mirror",
              "the mirror's consumer group in each datacenter's ZooKeeper: a window is compared at the mirror and "
              "offline tiers only once that group committed past it (empty: no mirror is followed, those tiers are "
@@ -74,6 +77,7 @@ class AuditConfig(Config):
             raise ConfigError("give the audit's state directory (--state-dir DIR)")
         #: How every reader, scan and lag sample connects to the brokers.
         self.security = ClientSecurity.from_values(self.as_dict())
+        self.http_security = HttpSecurity.from_config(self, "http.")
 
     @property
     def state_dir(self) -> Path:

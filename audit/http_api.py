@@ -5,7 +5,11 @@ tier, the identity) and ``/api/windows/{topic}/{datacenter}/{start}`` (one windo
 :mod:`audit.results`). ``/api/health`` answers 200 while every reader counts, 503 once one stopped (the service is
 going down; ``/metrics`` answers 503 then too). ``/api/prometheus/{query,alerts}`` passes the dashboard's questions
 on to the Prometheus server (same origin for the browser; an unreachable Prometheus is an ``error`` answer, not a
-failed request)."""
+failed request) -- only the queries the dashboard asks (:data:`DASHBOARD_QUERIES`), any other is refused with 403.
+
+With ``http.authentication.method=BASIC`` every path (but ``http.authentication.skip.paths``) needs a user of the
+users file (401 with the challenge the browser answers with its login prompt); /metrics too: Prometheus scrapes it
+with its ``basic_auth``. With ``http.ssl.keystore.location`` it speaks HTTPS."""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from audit.reconcile import TIERS
 from audit.service import AuditService
 from pipeline.error_text import describe_error
 from pipeline.etl_runs import RunHistory
+from pipeline.security.http_auth import basic_auth_middleware
+from pipeline.security.http_settings import HttpSecurity
 from pipeline.service.metrics_server import metrics_response
 
 __all__ = ["AuditHttpServer"]
@@ -31,6 +37,14 @@ _DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 _PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 _PROMETHEUS_ENDPOINTS = {"query": "/api/v1/query", "alerts": "/api/v1/alerts"}
 PROMETHEUS_TIMEOUT_S = 5.0
+# The PromQL expressions dashboard.js sends, exactly: the proxy forwards these and nothing else.
+DASHBOARD_QUERIES = frozenset({
+    "sum by (cluster, group) (kafka_consumergroup_lag)",
+    *(f"histogram_quantile({q}, sum by (le, tier) (rate(audit_tier_latency_seconds_bucket[5m])))"
+      for q in ("0.5", "0.99")),
+    "etl_last_success_timestamp_seconds", "etl_last_run_rows", "etl_last_run_duration_seconds",
+    "sum by (group) (etl_runs_total)", "etl_consecutive_failures",
+})
 
 
 _DETAIL = ("discrepancies", "lost", "duplicated", "unexpected", "quarantined")
@@ -62,11 +76,29 @@ def _tier_order(tier: str) -> int:
     return TIERS.index(tier) if tier in TIERS else len(TIERS)
 
 
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _forwarded(endpoint: str, query: Any) -> dict[str, str] | None:
+    """The parameters passed on to Prometheus for a dashboard request, or None when it is not one the dashboard
+    makes (an exact query of :data:`DASHBOARD_QUERIES`; alerts take none)."""
+    if endpoint == "alerts":
+        return {} if not query else None
+    if set(query) != {"query"} or len(query.getall("query")) != 1 or query["query"] not in DASHBOARD_QUERIES:
+        return None
+    return {"query": query["query"]}
+
+
 class AuditHttpServer:
     """Serves ``service``'s results and metrics on 127.0.0.1/0.0.0.0:``port`` until ``stop``."""
 
     def __init__(self, service: AuditService, host: str, port: int) -> None:
         self.service = service
+        self.security = HttpSecurity.from_config(service.config, "http.")
+        # Read here, so that a wrong users file or keystore fails the start with its error.
+        self._authenticator = self.security.authenticator("audit", service.metrics.failed_logins)
+        self._tls = self.security.ssl_context() if self.security.keystore else None
         self.host = host
         self.port = port
         self._loop = asyncio.new_event_loop()
@@ -90,7 +122,11 @@ class AuditHttpServer:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        app = web.Application()
+        middlewares = []
+        if self._authenticator is not None:
+            middlewares.append(basic_auth_middleware(self._authenticator, _error,
+                                                     skip_paths=self.security.skip_paths))
+        app = web.Application(middlewares=middlewares)
         app.router.add_get("/", self._file(_DASHBOARD / "index.html", "text/html"))
         app.router.add_get("/static/dashboard.js", self._file(_DASHBOARD / "dashboard.js", "application/javascript"))
         app.router.add_get("/static/plotly.min.js", self._file(_PLOTLY_JS, "application/javascript"))
@@ -104,7 +140,7 @@ class AuditHttpServer:
         self._runner = web.AppRunner(app, access_log=None)
         try:
             self._loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, self.host, self.port)
+            site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._tls)
             self._loop.run_until_complete(site.start())
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         except OSError as exc:
@@ -143,10 +179,13 @@ class AuditHttpServer:
         path = _PROMETHEUS_ENDPOINTS.get(request.match_info["endpoint"])
         if path is None:
             raise web.HTTPNotFound(text="only query and alerts are passed on")
+        params = _forwarded(request.match_info["endpoint"], request.query)
+        if params is None:
+            return _error(403, "only the dashboard's own queries are passed on to Prometheus")
         url = self.service.config["prometheus.url"].rstrip("/") + path
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROMETHEUS_TIMEOUT_S)) as session:
-                async with session.get(url, params=dict(request.query)) as answer:
+                async with session.get(url, params=params) as answer:
                     return web.json_response(await answer.json(content_type=None))
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             return web.json_response({"status": "error", "error": f"Prometheus at {url}: {describe_error(exc)}"})

@@ -53,6 +53,8 @@ class AuditMetrics:
                                 "with events named lost, duplicated or quarantined there", ["topic", "tier"],
                                 registry=r)
         self.threshold = Gauge("audit_completeness_threshold", "The completeness threshold setting", registry=r)
+        self.failed_logins = Counter("audit_http_failed_logins", "Logins to the dashboard and API refused, by reason "
+                                     "(bad_credentials, malformed)", ["reason"], registry=r)
         self.lost = Counter("audit_events_lost", "Events named lost at a tier (the first tier without them; only "
                             "tiers ready for the window name events)", ["topic", "tier"], registry=r)
         self.duplicated = Counter("audit_events_duplicated", "Extra copies of events named at a tier",

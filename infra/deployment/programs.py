@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 from infra.deployment import secured
 from infra.deployment.secrets import ADMIN, PROMETHEUS, Secrets
 from infra.deployment.topology import ClusterSpec, Topology
-from infra.prometheus.config import Job, ScrapeAccess, Target
+from infra.prometheus.config import Job, ScrapeLogin, Target
 from schemas.events import EVENT_TOPICS
 
 __all__ = ["Health", "Program", "STAGES", "broker_log_dir", "programs", "scrape_jobs"]
@@ -332,11 +332,12 @@ def scrape_jobs(topology: Topology) -> list[Job]:
         if program.metrics is not None:
             job, port, labels = program.metrics
             jobs.setdefault(job, []).append(Target(f"{topology.host}:{port}", labels))
-    access = None
-    if topology.security:
-        secrets = Secrets.of(topology)
-        access = ScrapeAccess(str(secrets.ca_file), PROMETHEUS, str(secrets.password_file(PROMETHEUS)))
-    return [Job(name, tuple(targets), access=access if name in HTTPS_JOBS else None) for name, targets in jobs.items()]
+    if not topology.security:
+        return [Job(name, tuple(targets)) for name, targets in jobs.items()]
+    secrets = Secrets.of(topology)
+    login = ScrapeLogin(PROMETHEUS, str(secrets.password_file(PROMETHEUS)))
+    return [Job(name, tuple(targets), scheme="https", ca_file=str(secrets.ca_file), login=login) if name in HTTPS_JOBS
+            else Job(name, tuple(targets)) for name, targets in jobs.items()]
 
 
 def log_file(topology: Topology, program: Program) -> Path:

@@ -111,10 +111,8 @@ def audit_settings(topology: Topology, secrets: Secrets) -> dict[str, str]:
     """The audit: its readers as the audit user; its dashboard, API and /metrics over HTTPS with basic
     authentication (admin for people, prometheus for the scrapes)."""
     return {**client_settings(secrets, "audit"), **registry_client_settings(secrets, "audit"),
-            "http.listeners": f"https://{topology.host}:{topology.audit.http_port}",
             "http.ssl.keystore.location": str(secrets.certificate("audit").bundle),
-            "http.authentication.method": "BASIC", "http.authentication.realm": "PipelineAudit",
-            "http.authentication.users.file": str(secrets.dashboard_users_file)}
+            "http.authentication.method": "BASIC", "http.authentication.users.file": str(secrets.dashboard_users_file)}
 
 
 def mirror_settings(topology: Topology, secrets: Secrets) -> dict[str, str]:

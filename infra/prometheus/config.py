@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-__all__ = ["ALERT_RULES", "Job", "RECORDING_RULES", "RULE_FILES", "ScrapeAccess", "Target", "render", "write",
+__all__ = ["ALERT_RULES", "Job", "RECORDING_RULES", "RULE_FILES", "ScrapeLogin", "Target", "render", "write",
            "write_rules"]
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
@@ -48,24 +48,25 @@ class Target:
 
 
 @dataclass(frozen=True)
-class ScrapeAccess:
-    """How Prometheus reaches targets that serve HTTPS with basic authentication: the CA it trusts, the user, and
-    the file holding the password (Prometheus reads it; the configuration holds no secret)."""
+class ScrapeLogin:
+    """How Prometheus logs in to a secured /metrics (the schema registry's, the audit's): HTTP basic with the
+    password read from ``password_file`` (never written into prometheus.yml)."""
 
-    ca_file: str
     username: str
     password_file: str
 
 
 @dataclass(frozen=True)
 class Job:
-    """A scrape job: processes of one kind (``up{job=...}`` is what TargetDown watches); ``access``: over HTTPS
-    with basic authentication (None: plain HTTP)."""
+    """A scrape job: processes of one kind (``up{job=...}`` is what TargetDown watches); ``scheme`` https with
+    ``ca_file`` (the CA the targets' certificates are checked against) and a ``login`` for secured targets."""
 
     name: str
     targets: tuple[Target, ...]
     metrics_path: str = "/metrics"
-    access: ScrapeAccess | None = None
+    scheme: str = "http"
+    ca_file: str = ""
+    login: ScrapeLogin | None = None
 
 
 def duration(value: str) -> str:
@@ -103,9 +104,13 @@ def _scrape_config(job: Job) -> dict[str, Any]:
             static_config["labels"] = dict(labels)
         static_configs.append(static_config)
     config: dict[str, Any] = {"job_name": job.name, "metrics_path": job.metrics_path}
-    if job.access is not None:
-        config.update({"scheme": "https", "tls_config": {"ca_file": job.access.ca_file},
-                       "basic_auth": {"username": job.access.username, "password_file": job.access.password_file}})
+    if job.scheme != "http":
+        config["scheme"] = job.scheme
+    if job.ca_file:
+        config["tls_config"] = {"ca_file": str(Path(job.ca_file).resolve())}
+    if job.login is not None:
+        config["basic_auth"] = {"username": job.login.username,
+                                "password_file": str(Path(job.login.password_file).resolve())}
     config["static_configs"] = static_configs
     return config
 

@@ -70,7 +70,7 @@ def http_security_properties(prefix: str = "", realm: str = "") -> tuple[Propert
         Property(f"{p}authentication.skip.paths", _names, (),
                  "paths answered without authentication, comma-separated (e.g. /metrics)"),
         Property(f"{p}ssl.keystore.location", parse_str, "",
-                 "PEM file of the server's certificate chain and private key (required by an https listener)"),
+                 "PEM file of the server's certificate chain and private key (for HTTPS)"),
         Property(f"{p}ssl.key.password", parse_str, "", "password of the private key, if it is encrypted",
                  aliases=(f"{p}ssl.keystore.password",)),
         Property(f"{p}ssl.truststore.location", parse_str, "",

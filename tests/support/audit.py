@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -27,10 +29,14 @@ WINDOW_MS = 1000
 
 
 class AuditProcess:
-    """`python -m audit run` with its HTTP API on a free port, on the process harness."""
+    """`python -m audit run` with its HTTP API on a free port, on the process harness; secured, ``ca_file`` (the
+    CA of its https keystore, given in ``args``) and ``login`` are what :meth:`get` uses."""
 
-    def __init__(self, tmp_path: Path, args: list[str]) -> None:
+    def __init__(self, tmp_path: Path, args: list[str], *, login: tuple[str, str] | None = None,
+                 ca_file: Path | None = None) -> None:
         self.port = free_port()
+        self.login = login
+        self.context = None if ca_file is None else ssl.create_default_context(cafile=str(ca_file))
         self.log_path = tmp_path / f"audit-{self.port}.log"
         self.child = ChildProcess("audit", python_module("audit", "run", *args, "--http-host", "127.0.0.1",
                                                          "--http-port", str(self.port)),
@@ -50,9 +56,17 @@ class AuditProcess:
         self.child.wait_ready(self._answers, 30, interval=0.1)
         return self
 
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.context else 'http'}://127.0.0.1:{self.port}"
+
     def get(self, path: str) -> Any:
         assert self.child.running, self.log_path.read_text()[-3000:]
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as answer:
+        headers = {}
+        if self.login:
+            headers["Authorization"] = "Basic " + base64.b64encode(":".join(self.login).encode()).decode()
+        with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=5,
+                                    context=self.context) as answer:
             body = answer.read()
         return json.loads(body) if path.startswith("/api") else body.decode()
 

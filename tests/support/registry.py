@@ -46,11 +46,12 @@ def request(url: str, method: str = "GET", body: Any = None, timeout: float = 10
 class RegistryProcess:
     """A registry child process; `zookeeper` (connect string) or `data_dir` says where its state lives. A secured
     one: ``ca_file`` makes it listen on https (``extra_args`` give its keystore), ``auth`` is the login
-    :meth:`call` and the readiness check use."""
+    :meth:`call` and the readiness check use, ``client_bundle`` a PEM certificate and key they present."""
 
     def __init__(self, log_path: Path, *, zookeeper: str | None = None, data_dir: Path | None = None,
                  port: int | None = None, start_timeout: float = 30.0, extra_args: tuple[str, ...] = (),
-                 auth: tuple[str, str] | None = None, ca_file: Path | None = None) -> None:
+                 auth: tuple[str, str] | None = None, ca_file: Path | None = None,
+                 client_bundle: Path | None = None) -> None:
         self.log_path = Path(log_path)
         self.zookeeper = zookeeper
         self.data_dir = data_dir
@@ -59,6 +60,8 @@ class RegistryProcess:
         self.extra_args = extra_args
         self.auth = auth
         self.context = None if ca_file is None else ssl.create_default_context(cafile=str(ca_file))
+        if self.context is not None and client_bundle is not None:
+            self.context.load_cert_chain(str(client_bundle))
         self.child: ChildProcess | None = None
 
     @property

@@ -1,4 +1,5 @@
-"""The audit dashboard in a real headless Chromium (Debian's, driven by Playwright) on a running pipeline: it
+"""The audit dashboard in a real headless Chromium (Debian's, driven by Playwright) on a running pipeline, served
+over HTTPS with basic authentication (the browser logs in; a request without the login gets 401): it
 loads without console errors, shows every topic's tiers, turns the tier where events were lost red (the tiers after
 it amber: short), a tier that quarantined records amber and a tier still pending grey, and shows what is named --
 lost at its tier, quarantined with its reason, pending with what it waits for -- when a cell is clicked.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -28,6 +31,7 @@ from tests.support.audit import (
 )
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.cluster import BrokerCluster
+from tests.support.http_security import http_security_files
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.registry import RegistryProcess
@@ -52,21 +56,28 @@ def test_dashboard_shows_the_pipeline_and_names_an_injected_loss(clusters: dict[
     report.finish(SUCCEEDED, time.time() - 12)
     RunHistory(tmp_path / "warehouse", "etl").record(report)
     # No Prometheus on this port: the page must say so and keep working.
+    secured = http_security_files(tmp_path / "security")
     args = audit_args(dc1, offline, registry, tmp_path / "audit", "--set",
                       f"prometheus.url=http://127.0.0.1:{free_port()}",
-                      "--set", f"warehouse.dir={tmp_path / 'warehouse'}")
-    audit = AuditProcess(tmp_path, args).wait_ready()
+                      "--set", f"warehouse.dir={tmp_path / 'warehouse'}", *secured.settings("http."))
+    login = secured.logins["reader"]
+    audit = AuditProcess(tmp_path, args, login=login, ca_file=secured.ca_file).wait_ready()
     errors: list[str] = []
     try:
         windows = wait_until(lambda: all_reconciled(audit, stored, ("producer", "datacenter", "mirror", "offline")),
                              90, interval=0.3, message="the pipeline reconciled")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(audit.url + "/api/windows", timeout=5, context=audit.context)
+        assert refused.value.code == 401 and refused.value.headers["WWW-Authenticate"].startswith("Basic realm=")
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1800})
+                # Chromium does not know our CA (its trust store is the system's NSS one); urllib checked it above.
+                page = browser.new_page(viewport={"width": 1400, "height": 1800}, ignore_https_errors=True,
+                                        http_credentials={"username": login[0], "password": login[1]})
                 page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
                 page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(f"http://127.0.0.1:{audit.port}/")
+                page.goto(audit.url + "/")
                 page.wait_for_function("document.querySelectorAll('#grid .grid-row').length >= %d"
                                        % len(EVENT_TOPICS), timeout=30_000)
                 shown = page.eval_on_selector_all("#grid .grid-row", "rows => rows.map(r => r.dataset.topic)")

@@ -74,6 +74,24 @@ def test_a_client_that_does_not_trust_the_ca_is_refused(registry: RegistryProces
         client.latest("s-value")
 
 
+def test_a_registry_requiring_client_certificates(tmp_path: Path, secured: HttpSecurityFiles) -> None:
+    client = secured.authority.issue("etl", hosts=())
+    args = (*secured.settings(), "--set", "ssl.client.authentication=REQUIRED",
+            "--set", f"ssl.truststore.location={secured.ca_file}")
+    with RegistryProcess(tmp_path / "mtls.log", data_dir=tmp_path / "mtls", extra_args=args,
+                         auth=secured.logins["reader"], ca_file=secured.ca_file, client_bundle=client.bundle) as registry:
+        values = {"schema.registry.url": registry.url, "basic.auth.user.info": ":".join(secured.logins["reader"]),
+                  "schema.registry.ssl.ca.location": str(secured.ca_file)}
+        with SchemaRegistryClient.from_config(values) as without, pytest.raises(SchemaRegistryError) as refused:
+            without.latest("s-value")
+        assert refused.value.status == 0  # the handshake failed: no certificate
+        with SchemaRegistryClient.from_config({**values, "schema.registry.ssl.certificate.location": str(client.cert),
+                                               "schema.registry.ssl.key.location": str(client.key)}) as with_cert, \
+                pytest.raises(SchemaRegistryError) as missing:
+            with_cert.latest("s-value")
+        assert missing.value.code == 40401  # through TLS and the login: the subject is unknown
+
+
 def test_our_client_with_confluents_settings(registry: RegistryProcess, secured: HttpSecurityFiles) -> None:
     def client(login: tuple[str, str] | None) -> SchemaRegistryClient:
         values = {"schema.registry.url": registry.url, "schema.registry.ssl.ca.location": str(secured.ca_file)}

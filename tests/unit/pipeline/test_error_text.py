@@ -48,7 +48,7 @@ def test_the_audit_names_a_prometheus_that_timed_out(tmp_path, monkeypatch):
         monkeypatch.setattr(audit.http_api, "PROMETHEUS_TIMEOUT_S", 0.2)
         server = AuditHttpServer(AuditService(config), "127.0.0.1", 0).start()
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/prometheus/query?query=up",
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/prometheus/query?query=etl_consecutive_failures",
                                         timeout=10) as answer:
                 body = json.load(answer)
         finally:

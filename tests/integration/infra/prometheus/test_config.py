@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from infra.prometheus.config import ALERT_RULES, RULE_FILES, Job, Target, render, write
+from infra.prometheus.config import ALERT_RULES, RULE_FILES, Job, ScrapeLogin, Target, render, write
 from tests.support.broker import REPO_ROOT
 from tests.support.prometheus import promtool
 
@@ -41,6 +41,21 @@ def test_the_written_config_passes_promtool_and_scrapes_the_targets_with_their_l
             {"targets": ["127.0.0.1:9211"], "labels": {"cluster": "dc2"}}]},
         {"job_name": "mirror", "metrics_path": "/metrics", "static_configs": [{"targets": ["127.0.0.1:9311"]}]},
     ]
+
+
+def test_a_secured_target_is_scraped_over_https_with_a_login_from_a_file(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("")
+    (tmp_path / "password").write_text("secret")
+    job = Job("audit", (Target("127.0.0.1:8090"),), scheme="https", ca_file=str(tmp_path / "ca.pem"),
+              login=ScrapeLogin("prometheus", str(tmp_path / "password")))
+    path = write(tmp_path, [job])
+    check_config(path)
+    assert "secret" not in path.read_text()
+    assert yaml.safe_load(path.read_text())["scrape_configs"] == [
+        {"job_name": "audit", "metrics_path": "/metrics", "scheme": "https",
+         "tls_config": {"ca_file": str(tmp_path / "ca.pem")},
+         "basic_auth": {"username": "prometheus", "password_file": str(tmp_path / "password")},
+         "static_configs": [{"targets": ["127.0.0.1:8090"]}]}]
 
 
 def test_held_rules_are_copies_with_every_for_replaced(tmp_path: Path) -> None:

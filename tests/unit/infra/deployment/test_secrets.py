@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from audit.config import AuditConfig
 from etl.config import EtlConfig
 from infra.deployment import secured
 from infra.deployment.programs import programs, scrape_jobs
@@ -50,7 +51,7 @@ def test_security_is_on_by_default_and_can_be_switched_off(tmp_path: Path) -> No
     off = topology_at(tmp_path, security="off")
     assert not off.security and off.registry_url.startswith("http://") and off.dashboard_url.startswith("http://")
     assert not any("--config" in program.command for program in programs(off))
-    assert all(job.access is None for job in scrape_jobs(off))
+    assert all(job.login is None and job.scheme == "http" for job in scrape_jobs(off))
     with pytest.raises(TopologyError, match="security: must be on or off"):
         topology_at(tmp_path, security="maybe")
 
@@ -95,6 +96,8 @@ def test_each_service_reads_its_own_login_from_its_settings_file(deployment: Top
                            "target.zookeeper.connect": "zk:2181/offline", "whitelist": ".*"})
     assert mirror.consumer_config("dc1").security.username == "mirror" == mirror.producer_config().security.username
     assert mirror.consumer_config("dc1").zookeeper_security.set_acl
+    audit = AuditConfig({**settings("audit"), "offline.zookeeper.connect": "zk:2181/offline", "state.dir": "/s"})
+    assert audit.security.username == "audit" and audit.http_security.basic and audit.http_security.keystore
     etl = EtlConfig({**settings("etl"), "zookeeper.connect": "zk:2181/offline", "warehouse.dir": "/w"})
     assert etl.security.username == "etl" and etl.zookeeper_security.set_acl
     registry = RegistryConfig(settings("registry"))
@@ -111,8 +114,8 @@ def test_people_use_admin_properties(deployment: Topology) -> None:
 
 def test_prometheus_scrapes_the_registry_and_the_audit_over_https(deployment: Topology) -> None:
     jobs = {job.name: job for job in scrape_jobs(deployment)}
-    assert jobs["audit"].access is not None and jobs["schema-registry"].access is not None
-    assert jobs["broker"].access is None
+    assert jobs["audit"].login is not None and jobs["schema-registry"].scheme == "https"
+    assert jobs["broker"].login is None and jobs["broker"].scheme == "http"
     document = yaml.safe_load(render(list(jobs.values())))
     audit = next(c for c in document["scrape_configs"] if c["job_name"] == "audit")
     assert audit["scheme"] == "https" and audit["basic_auth"]["username"] == "prometheus"
