@@ -135,7 +135,7 @@ class GroupApis:
         timestamps = {p.get("commit_timestamp", -1) for t in request["topics"] for p in t["partitions"]}
         commit_timestamp = max(timestamps) if version == 1 and timestamps and min(timestamps) >= 0 else None
         retention = request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
-        results = {} if not offsets else await self.coordinator.commit_offsets(
+        results = {} if refused and not offsets else await self.coordinator.commit_offsets(
             group_id, request.get("generation_id", -1) if version >= 1 else -1,
             request.get("member_id", "") if version >= 1 else "", request.get("group_instance_id"), offsets,
             retention_ms=retention if retention >= 0 else None, commit_timestamp_ms=commit_timestamp)
