@@ -36,6 +36,7 @@ from pipeline.config import (
 )
 from pipeline.security.client_settings import ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
+from broker.security.authorizer import AUTHORIZER_CLASS_NAMES
 from pipeline.testing_faults import fault_properties
 from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES
 
@@ -204,12 +205,36 @@ PROPERTIES: tuple[Property, ...] = (
     Property("offsets.commit.timeout.ms", int, 5000,
              "How long an offset commit waits for its store (ZooKeeper or the log dir) before failing.",
              at_least=1, at_most=INT32_MAX),
+    Property("authorizer.class.name", lambda text: _authorizer_class(text), "",
+             "The authorizer checking every request against the ACLs (kafka.security.authorizer.AclAuthorizer, "
+             "kafka.security.auth.SimpleAclAuthorizer or broker.security.authorizer.AclAuthorizer: all the same "
+             "one); empty: no authorization."),
+    Property("super.users", lambda text: _principal_list(text), "",
+             "Principals allowed everything whatever the ACLs, separated by semicolons: User:admin;User:broker."),
+    Property("allow.everyone.if.no.acl.found", _bool, False,
+             "With an authorizer, allow a request on a resource no ACL names (false: deny it)."),
     Property("cluster.id", _str, "", "Cluster id given in Metadata (default: generated and kept in the log dir)."),
     Property("metrics.port", _optional_int, None,
              "Serve Prometheus metrics at http://<host.name>:<port>/metrics (0 picks a free port and logs it; "
              "empty: no endpoint).", at_least=0, at_most=65535),
     LOG_LEVEL,
 )
+
+
+def _authorizer_class(text: str) -> str:
+    name = text.strip()
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"unknown authorizer {name!r} (one of {', '.join(sorted(AUTHORIZER_CLASS_NAMES))})")
+    return name
+
+
+def _principal_list(text: str) -> str:
+    principals = [p.strip() for p in text.split(";") if p.strip()]
+    for principal in principals:
+        kind, sep, name = principal.partition(":")
+        if not sep or not kind or not name:
+            raise ValueError(f"{principal!r} is not a principal: expected Type:name, e.g. User:admin")
+    return ";".join(principals)
 
 
 class KafkaConfig(Config):
@@ -322,6 +347,15 @@ class KafkaConfig(Config):
         else:
             ms = self["log.retention.hours"] * 3_600_000
         return None if ms < 0 else ms
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self["authorizer.class.name"])
+
+    @property
+    def super_users(self) -> frozenset[str]:
+        """The ``super.users`` principals (``User:admin`` ...)."""
+        return frozenset(p for p in self["super.users"].split(";") if p)
 
     def log_config(self) -> LogConfig:
         """The storage layer's settings derived from the broker properties."""

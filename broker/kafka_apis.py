@@ -14,13 +14,15 @@ import logging
 import time
 from collections import Counter
 from time import perf_counter
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
 from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
+from broker.security import acl_requests
+from broker.security.authorizer import AclAuthorizer
 from broker.server.session import Session
 from broker.server.socket_server import CloseConnection, Deferred
 from pipeline.protocol.api_keys import ApiKey
@@ -38,8 +40,11 @@ from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.messages import (
     CONFIG_SOURCE_DEFAULT,
     CONFIG_SOURCE_DYNAMIC_TOPIC,
+    RESOURCE_TYPE_BROKER,
+    RESOURCE_TYPE_BROKER_LOGGER,
     RESOURCE_TYPE_TOPIC,
 )
+from pipeline.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from pipeline.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
@@ -74,6 +79,10 @@ class KafkaApis:
         self._peer = ""
         # The connection of the request being dispatched (its principal, listener and address).
         self.session: Session | None = None
+        # authorizer.class.name: None serves every request, as a broker without an authorizer does.
+        self.authorizer: AclAuthorizer | None = None
+        self._api_key = -1  # the API being dispatched, for the denial counts (set only with an authorizer)
+        groups.authorize = self.authorize
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -88,6 +97,9 @@ class KafkaApis:
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
+            ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
+            ApiKey.CREATE_ACLS: self.handle_create_acls,
+            ApiKey.DELETE_ACLS: self.handle_delete_acls,
             **groups.handlers(),
         }
         self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
@@ -118,6 +130,8 @@ class KafkaApis:
         self.session = session
         self.groups.peer = self._peer = session.peer
         self.groups.listener_name = session.listener_name
+        if self.authorizer is not None:
+            self._api_key = header.api_key
         versions = SUPPORTED_VERSIONS.get(header.api_key)
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.
@@ -154,6 +168,34 @@ class KafkaApis:
         self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, body)
         return response
 
+    # -- authorization --------------------------------------------------------------------------
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME, *,
+                  count: bool = True) -> bool:
+        """Whether the connection of the request being handled may perform ``operation`` on the resource (True
+        without an authorizer); a refusal is counted by API and logged, rate-limited, with the principal (unless
+        ``count`` is false: a listing that leaves out what the principal may not see)."""
+        authorizer = self.authorizer
+        if authorizer is None or authorizer.authorize(self.session, operation, resource_type, name):
+            return True
+        if count:
+            self._denied(operation, resource_type, name)
+        return False
+
+    def _denied(self, operation: AclOperation, resource_type: ResourceType, name: str) -> None:
+        api = _api_name(self._api_key)
+        self.metrics.authorization_denied(api)
+        session = self.session
+        principal = session.principal if session is not None else "?"
+        self.client_warnings.warn(f"{principal}@{self._peer.rpartition(':')[0]}", "authorization_denied",
+                                  "denied %s: %s on %s %r to %s from %s", api, operation.name,
+                                  resource_type.name, name, principal, self._peer,
+                                  level=logging.INFO, logger=log)
+
+    def _authorized_topics(self, operation: AclOperation, names: Iterable[str]) -> set[str]:
+        """The topics of ``names`` the request may ``operation`` (each checked once)."""
+        return {name for name in set(names) if self.authorize(operation, ResourceType.TOPIC, name)}
+
     # -- ApiVersions, Metadata ------------------------------------------------------------------
 
     def handle_api_versions(self, header: RequestHeader, request: dict) -> dict:
@@ -163,16 +205,39 @@ class KafkaApis:
         requested = request.get("topics")
         allow_create = request.get("allow_auto_topic_creation", True) and self.auto_create_topics
         view = self.metadata
+        errors: dict[str, int] = {}
         if requested is None or (header.api_version == 0 and not requested):
             names = view.topic_names()
+            if self.authorizer is not None:
+                # Listing every topic shows only those the principal may describe, as Kafka does.
+                names = [n for n in names if self.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, n, count=False)]
         else:
             names = [t["name"] for t in requested]
-        errors: dict[str, int] = {}
+            if self.authorizer is not None:
+                for name in names:
+                    if not self.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                        errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if allow_create:
             for name in names:
-                if view.describe_topic(name) is None:
-                    errors[name] = self._auto_create(name)
-        return metadata_response(view, names, errors, self.session.listener_name if self.session else None)
+                if name not in errors and view.describe_topic(name) is None:
+                    if self.authorizer is not None and not self._may_create(name):
+                        errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    else:
+                        errors[name] = self._auto_create(name)
+        response = metadata_response(view, names, errors, self.session.listener_name if self.session else None)
+        if errors and self.authorizer is not None:
+            for entry in response["topics"]:
+                if errors.get(entry["name"]) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partitions=[])
+        return response
+
+    def _may_create(self, name: str) -> bool:
+        """CREATE on the cluster, or on the topic (Kafka checks the cluster first)."""
+        authorizer = self.authorizer
+        if authorizer is not None and authorizer.authorize(self.session, AclOperation.CREATE, ResourceType.CLUSTER,
+                                                            CLUSTER_NAME):
+            return True
+        return self.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
 
     def _auto_create(self, name: str) -> int:
         """Create (or start creating) an unknown topic a Metadata request names; the error its entry
@@ -208,14 +273,19 @@ class KafkaApis:
         replicated: dict[tuple[str, int], int] = {}
         responses = []
         failed: tuple[str, int, int, str | None] | None = None  # the first partition refused: (topic, index, code, why)
+        authorizer = self.authorizer
         for topic in topic_data:
             name = topic["name"]
             results = []
+            denied = authorizer is not None and not self.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
             for part in topic["partition_data"]:
                 records = part["records"]
                 record_errors: tuple[tuple[int, str], ...] = ()
                 if error is not None:
                     code, base_offset, log_start, err_msg = error, -1, -1, message
+                elif denied:
+                    code, base_offset, log_start, err_msg = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1,
+                                                             f"not authorized to write to {name!r}")
                 elif header.api_version < 7 and _compression_of(records) == ZSTD:
                     code, base_offset, log_start, err_msg = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, -1,
                                                              "Produce requests before v7 may not use zstd")
@@ -268,6 +338,8 @@ class KafkaApis:
     # -- Fetch ----------------------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        if self.authorizer is not None:
+            request["denied"] = self._fetch_denied(request)
         results = self._read_fetch(request)
         total = sum(r.size for _, _, r in results)
         errors = any(r.error_code for _, _, r in results)
@@ -289,13 +361,26 @@ class KafkaApis:
             if not woken or total >= request["min_bytes"] or any(r.error_code for _, _, r in results):
                 return self._fetch_response(request, results)
 
+    def _fetch_denied(self, request: dict) -> set[str]:
+        """The topics a Fetch may not read: all of them for a follower without CLUSTER_ACTION on the cluster,
+        those without READ for a consumer."""
+        names = [t["topic"] for t in request["topics"]]
+        if request.get("replica_id", -1) >= 0:
+            return set() if self.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER) else set(names)
+        return set(names) - self._authorized_topics(AclOperation.READ, names)
+
     def _read_fetch(self, request: dict) -> list[tuple[str, int, FetchResult]]:
         remaining = request.get("max_bytes", 0x7FFFFFFF)
         read = self.replica_manager.read
         replica_id = request.get("replica_id", -1)
+        denied = request.get("denied")
         results = []
         for topic in request["topics"]:
             name = topic["topic"]
+            if denied and name in denied:
+                results.extend((name, part["partition"], FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                               for part in topic["partitions"])
+                continue
             for part in topic["partitions"]:
                 epoch = part.get("current_leader_epoch", -1)
                 if remaining > 0:
@@ -338,11 +423,17 @@ class KafkaApis:
 
     def handle_list_offsets(self, header: RequestHeader, request: dict) -> dict:
         topics = []
+        allowed = (None if self.authorizer is None
+                   else self._authorized_topics(AclOperation.DESCRIBE, (t["name"] for t in request["topics"])))
         for topic in request["topics"]:
             name = topic["name"]
             partitions = []
             for part in topic["partitions"]:
-                if header.api_version == 0:
+                if allowed is not None and name not in allowed:
+                    partitions.append({"partition_index": part["partition_index"],
+                                       "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "timestamp": -1,
+                                       "offset": -1, "leader_epoch": -1, "old_style_offsets": []})
+                elif header.api_version == 0:
                     entry = self._offsets_before(name, part["partition_index"], part["timestamp"],
                                                  part["max_num_offsets"])
                 else:
@@ -403,11 +494,22 @@ class KafkaApis:
         """KIP-101: the end offset of the largest epoch at or below the one asked for, from the leader's
         leader-epoch cache; followers truncate to it and clients validate their positions with it."""
         topics = []
+        allowed = None
+        if self.authorizer is not None:
+            names = [t["topic"] for t in request["topics"]]
+            if request.get("replica_id", -2) >= 0:
+                allowed = set(names) if self.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER) else set()
+            else:
+                allowed = self._authorized_topics(AclOperation.DESCRIBE, names)
         for topic in request["topics"]:
             name = topic["topic"]
             results = []
             for part in topic["partitions"]:
                 index = part["partition"]
+                if allowed is not None and name not in allowed:
+                    results.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "partition": index,
+                                    "leader_epoch": -1, "end_offset": -1})
+                    continue
                 partition, code = self.replica_manager.leader_partition(name, index,
                                                                         part.get("current_leader_epoch", -1))
                 epoch, end_offset = -1, -1
@@ -446,7 +548,14 @@ class KafkaApis:
         timeout_ms = request.get("timeout_ms", 30000)
         validate_only = request.get("validate_only", False)
 
+        may_create_any = self.authorizer is None or self.authorizer.authorize(
+            self.session, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        denied = set() if may_create_any else {
+            t["name"] for t in request["topics"] if not self.authorize(AclOperation.CREATE, ResourceType.TOPIC, t["name"])}
+
         async def create(topic: dict) -> dict:
+            if topic["name"] in denied:
+                return self.topic_result(topic["name"], _not_authorized("create", topic["name"]))
             try:
                 await self.admin.create_topic(*self.topic_to_create(topic), validate_only=validate_only,
                                               timeout_ms=timeout_ms)
@@ -462,7 +571,12 @@ class KafkaApis:
     async def _delete_topics(self, request: dict) -> dict:
         timeout_ms = request.get("timeout_ms", 30000)
 
+        names = request["topic_names"]
+        allowed = set(names) if self.authorizer is None else self._authorized_topics(AclOperation.DELETE, names)
+
         async def delete(name: str) -> dict:
+            if name not in allowed:
+                return self.topic_result(name, _not_authorized("delete", name))
             try:
                 await self.admin.delete_topic(name, timeout_ms)
             except TopicError as exc:
@@ -481,9 +595,12 @@ class KafkaApis:
         validate_only = request.get("validate_only", False)
         names = [t["name"] for t in request["topics"]]
         duplicates = {n for n in names if names.count(n) > 1}
+        allowed = set(names) if self.authorizer is None else self._authorized_topics(AclOperation.ALTER, names)
 
         async def grow(topic: dict) -> dict:
             name = topic["name"]
+            if name not in allowed:
+                return self.topic_result(name, _not_authorized("alter", name))
             if name in duplicates:
                 return self.topic_result(name, TopicError(ErrorCode.INVALID_REQUEST, "duplicate topic in request"))
             assignments = topic.get("assignments")
@@ -507,8 +624,11 @@ class KafkaApis:
             name, kind = resource["resource_name"], resource["resource_type"]
             result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind,
                       "resource_name": name, "configs": []}
-            overrides = self.metadata.topic_configs(name) if kind == RESOURCE_TYPE_TOPIC else None
-            if kind != RESOURCE_TYPE_TOPIC:
+            refusal = self._config_refusal(AclOperation.DESCRIBE_CONFIGS, kind, name)
+            overrides = self.metadata.topic_configs(name) if kind == RESOURCE_TYPE_TOPIC and not refusal else None
+            if refusal:
+                result.update(error_code=refusal.error_code, error_message=str(refusal))
+            elif kind != RESOURCE_TYPE_TOPIC:
                 result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message=f"only topic configs are described (resource type {kind})")
             elif overrides is None:
@@ -523,6 +643,19 @@ class KafkaApis:
                     "is_sensitive": False, "synonyms": [], "config_type": e.config_type, "documentation": None} for e in entries]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
+
+    def _config_refusal(self, operation: AclOperation, kind: int, name: str) -> TopicError | None:
+        """Why the request may not describe or alter the configs of a resource (None: it may): topics are
+        authorized one by one, brokers and their loggers on the cluster."""
+        if self.authorizer is None:
+            return None
+        if kind in (RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER):
+            if self.authorize(operation, ResourceType.CLUSTER):
+                return None
+            return TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"not authorized to {operation.name} the cluster")
+        if kind == RESOURCE_TYPE_TOPIC and not self.authorize(operation, ResourceType.TOPIC, name):
+            return TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized to {operation.name} {name!r}")
+        return None
 
     # -- AlterConfigs, IncrementalAlterConfigs ---------------------------------------------------
 
@@ -548,6 +681,9 @@ class KafkaApis:
             result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind,
                       "resource_name": name}
             try:
+                refusal = self._config_refusal(AclOperation.ALTER_CONFIGS, kind, name)
+                if refusal:
+                    raise refusal
                 if kind != RESOURCE_TYPE_TOPIC:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"only topic configs are altered (resource type {kind})")
                 if named[(kind, name)] > 1:
@@ -565,6 +701,14 @@ class KafkaApis:
         if request.get("transactional_id") is not None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "producer_id": -1, "producer_epoch": -1}
+        authorizer = self.authorizer
+        if authorizer is not None and not (
+                authorizer.authorize(self.session, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+                or authorizer.authorize_any(self.session, AclOperation.WRITE, ResourceType.TOPIC)):
+            # Kafka 2.8+ (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on any topic.
+            self._denied(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "producer_id": -1, "producer_epoch": -1}
         producer_id = self.producer_ids.next_producer_id()
         if isinstance(producer_id, int):
             return self._producer_id_response(producer_id)
@@ -581,6 +725,34 @@ class KafkaApis:
     @staticmethod
     def _producer_id_response(producer_id: int) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
+
+    # -- DescribeAcls, CreateAcls, DeleteAcls ----------------------------------------------------
+
+    def handle_describe_acls(self, header: RequestHeader, request: dict) -> dict:
+        if self.authorizer is None:
+            return acl_requests.describe_error(ErrorCode.SECURITY_DISABLED, "no authorizer is configured")
+        if not self.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+            return acl_requests.describe_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized to describe ACLs")
+        return acl_requests.describe_acls(self.authorizer, request)
+
+    def handle_create_acls(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        return self._change_acls(request, acl_requests.create_acls, acl_requests.create_error)
+
+    def handle_delete_acls(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        return self._change_acls(request, acl_requests.delete_acls, acl_requests.delete_error)
+
+    def _change_acls(self, request: dict, change: Callable[[AclAuthorizer, dict], Awaitable[dict]],
+                     refused: Callable[[dict, int, str], dict]) -> dict | Awaitable[dict]:
+        """CreateAcls and DeleteAcls: ALTER on the cluster."""
+        if self.authorizer is None:
+            return refused(request, ErrorCode.SECURITY_DISABLED, "no authorizer is configured")
+        if not self.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+            return refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized to alter ACLs")
+        return change(self.authorizer, request)
+
+
+def _not_authorized(action: str, topic: str) -> TopicError:
+    return TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized to {action} topic {topic!r}")
 
 
 def _compression_of(records: memoryview | bytes | None) -> int:

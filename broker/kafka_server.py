@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Callable
 
 from broker.admin_manager import AdminManager
 from broker.cluster.membership import ClusterMembership
@@ -25,6 +26,9 @@ from broker.log.log_manager import LogManager
 from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
+from broker.security.acl_store import AclStore, FileAclStore
+from broker.security.authorizer import AclAuthorizer
+from broker.security.zk_acl_store import ZkAclStore
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
 from broker.server.session import Session
 from broker.security.listeners import uses_ssl
@@ -32,6 +36,7 @@ from broker.security.ssl_factory import server_context
 from broker.server.socket_server import CloseConnection, Listener, SocketServer
 from broker.state_metrics import BrokerStateCollector
 from pipeline.service.metrics_server import MetricsServer, serve_metrics
+from pipeline.zk.client import BoundedZk
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,7 @@ class KafkaServer:
         self.cluster: ClusterMembership | None = None
         self.scheduler: KafkaScheduler | None = None
         self.groups: GroupCoordination | None = None
+        self.authorizer: AclAuthorizer | None = None
         self.metrics = BrokerMetrics()
         self.metrics_port: int | None = None
         self._metrics_server: MetricsServer | None = None
@@ -113,7 +119,11 @@ class KafkaServer:
         if config["zookeeper.connect"]:
             try:
                 self.cluster = ClusterMembership(config, self.log_manager, advertised, self.metrics)
-                apis_holder.append(await self.cluster.start())
+                apis = await self.cluster.start()
+                assert self.cluster.zk is not None
+                await self._start_authorizer(apis, lambda: ZkAclStore(
+                    BoundedZk(self.cluster.zk, config["zookeeper.session.timeout.ms"] / 1000)))
+                apis_holder.append(apis)
             except BaseException:
                 await self._abort_startup()
                 raise
@@ -128,9 +138,14 @@ class KafkaServer:
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
             admin.host_existing_topics()
             self.groups = GroupCoordination.standalone(config, endpoint, self.metrics.registry)
-            apis_holder.append(KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
-                                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"],
-                                         self.groups.apis))
+            apis = KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
+                             config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis)
+            try:
+                await self._start_authorizer(apis, lambda: FileAclStore(log_dirs[0]))
+            except BaseException:
+                await self._abort_startup()
+                raise
+            apis_holder.append(apis)
             mode, cluster_id = "standalone", metadata.cluster_id
         schedule = self.scheduler.schedule
         schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])
@@ -160,12 +175,30 @@ class KafkaServer:
                  ", ".join(f"{e.listener_name}://{e.host}:{self.socket_server.bound_ports[e.listener_name]}"
                            for e in config.listeners), cluster_id, mode)
 
+    async def _start_authorizer(self, apis: KafkaApis, store: Callable[[], AclStore]) -> None:
+        """With authorizer.class.name set, load the ACLs and have ``apis`` check every request against them
+        (before it serves any: the socket server refuses requests until then)."""
+        config = self.config
+        if not config.authorizer_enabled:
+            return
+        self.authorizer = AclAuthorizer(store(), config.super_users, config["allow.everyone.if.no.acl.found"])
+        await self.authorizer.start()
+        apis.authorizer = self.authorizer
+        log.info("authorizer on: %d ACL(s), super users %s", len(self.authorizer.cache),
+                 ",".join(sorted(config.super_users)) or "none")
+
     def _stop_metrics(self) -> None:
         server, self._metrics_server = self._metrics_server, None
         if server is not None:
             server.close()
 
+    def _stop_authorizer(self) -> None:
+        if self.authorizer is not None:
+            self.authorizer.close()
+            self.authorizer = None
+
     async def _abort_startup(self) -> None:
+        self._stop_authorizer()
         if self.groups is not None:
             self.groups.close()
             self.groups = None
@@ -200,6 +233,7 @@ class KafkaServer:
             await self.socket_server.close_all()
         if self.cluster is not None:
             self.cluster.quiesce()
+        self._stop_authorizer()
         await self._stop_storage()
         if self.groups is not None:
             self.groups.close()

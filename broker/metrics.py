@@ -168,7 +168,13 @@ class BrokerMetrics(Collector):
                                    "ISR shrinks stored by this broker's leaders: IsrShrinksPerSec", registry=self.registry)
         self.isr_expands = Counter("kafka_server_replicamanager_isr_expands",
                                    "ISR expansions stored by this broker's leaders: IsrExpandsPerSec", registry=self.registry)
+        self.authorization_denials = Counter(
+            "kafka_server_authorizer_denied", "Requests (or parts of one: a topic, a group) the authorizer refused, "
+            "by API", ["api"], registry=self.registry)
         self.registry.register(self)
+
+    def authorization_denied(self, api: str) -> None:
+        self.authorization_denials.labels(api).inc()
 
     def topic_stats(self, topic: str) -> TopicStats:
         """The topic's counters, created at first use."""

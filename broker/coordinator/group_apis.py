@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable
 
+from broker.coordinator.group_coordinator import NO_GENERATION
+
 from broker.coordinator.group_coordinator import NO_OFFSET, GroupCoordinator, partitions_by_topic
 from broker.metadata import BrokerEndpoint
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import RequestHeader
 from pipeline.protocol.errors import ErrorCode
 from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_GROUP
+from pipeline.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 Handler = Callable[[RequestHeader, dict], "dict | Awaitable[dict]"]
+#: Whether the request being handled may perform an operation on a resource (KafkaApis.authorize).
+Authorize = Callable[..., bool]
+_READ, _DESCRIBE, _DELETE, _GROUP, _TOPIC = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                                             ResourceType.GROUP, ResourceType.TOPIC)
 
 
 class GroupApis:
@@ -32,6 +39,8 @@ class GroupApis:
         self.peer = ""
         # The listener of the request being handled: FindCoordinator answers with that listener's endpoint.
         self.listener_name: str | None = None
+        # KafkaApis' check of the request being dispatched (always yes without an authorizer).
+        self.authorize: Authorize = lambda operation, resource_type, name, count=True: True
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -54,6 +63,8 @@ class GroupApis:
             return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no transaction coordinator")
         if not request["key"]:
             return _no_coordinator(ErrorCode.INVALID_REQUEST, "the group id is empty")
+        if not self.authorize(_DESCRIBE, _GROUP, request["key"]):
+            return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized to describe the group")
         endpoint = self._find(request["key"])
         if endpoint is not None:
             endpoint = endpoint.on(self.listener_name)
@@ -64,7 +75,11 @@ class GroupApis:
 
     # -- membership ------------------------------------------------------------------------------
 
-    def handle_join_group(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+    def handle_join_group(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        if not self.authorize(_READ, _GROUP, request["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    "generation_id": NO_GENERATION, "protocol_name": "", "leader": "",
+                    "member_id": request["member_id"], "members": []}
         # v0 has no rebalance timeout: Kafka uses the session timeout as the rebalance timeout.
         rebalance_timeout = request.get("rebalance_timeout_ms", -1)
         if rebalance_timeout < 0:
@@ -75,17 +90,23 @@ class GroupApis:
             request["protocol_type"], [(p["name"], bytes(p["metadata"])) for p in request["protocols"]],
             require_known_member_id=header.api_version >= 4)
 
-    def handle_sync_group(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+    def handle_sync_group(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        if not self.authorize(_READ, _GROUP, request["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
         assignments = {a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]}
         return self.coordinator.sync_group(request["group_id"], request["generation_id"], request["member_id"],
                                            request.get("group_instance_id"), assignments)
 
     async def handle_heartbeat(self, header: RequestHeader, request: dict) -> dict:
+        if not self.authorize(_READ, _GROUP, request["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
         code = await self.coordinator.heartbeat(request["group_id"], request["generation_id"], request["member_id"],
                                                 request.get("group_instance_id"))
         return {"throttle_time_ms": 0, "error_code": code}
 
     async def handle_leave_group(self, header: RequestHeader, request: dict) -> dict:
+        if not self.authorize(_READ, _GROUP, request["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
         if header.api_version >= 3:
             leaving = [(m["member_id"], m.get("group_instance_id")) for m in request["members"]]
         else:
@@ -99,15 +120,30 @@ class GroupApis:
 
     async def handle_offset_commit(self, header: RequestHeader, request: dict) -> dict:
         version = header.api_version
+        group_id = request["group_id"]
+        refused: dict[tuple[str, int], int] = {}
+        if not self.authorize(_READ, _GROUP, group_id):
+            refused = {(t["name"], p["partition_index"]): ErrorCode.GROUP_AUTHORIZATION_FAILED
+                       for t in request["topics"] for p in t["partitions"]}
+        else:
+            for t in request["topics"]:
+                if not self.authorize(_READ, _TOPIC, t["name"]):
+                    refused.update({(t["name"], p["partition_index"]): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                                    for p in t["partitions"]})
+        if refused:
+            kept = [{**t, "partitions": [p for p in t["partitions"] if (t["name"], p["partition_index"]) not in refused]}
+                    for t in request["topics"]]
+            request = {**request, "topics": [t for t in kept if t["partitions"]]}
         offsets = {(t["name"], p["partition_index"]): (p["committed_offset"], p["committed_metadata"])
                    for t in request["topics"] for p in t["partitions"]}
         timestamps = {p.get("commit_timestamp", -1) for t in request["topics"] for p in t["partitions"]}
         commit_timestamp = max(timestamps) if version == 1 and timestamps and min(timestamps) >= 0 else None
         retention = request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
-        results = await self.coordinator.commit_offsets(
-            request["group_id"], request.get("generation_id", -1) if version >= 1 else -1,
+        results = {} if refused and not offsets else await self.coordinator.commit_offsets(
+            group_id, request.get("generation_id", -1) if version >= 1 else -1,
             request.get("member_id", "") if version >= 1 else "", request.get("group_instance_id"), offsets,
             retention_ms=retention if retention >= 0 else None, commit_timestamp_ms=commit_timestamp)
+        results = {**results, **refused}
         return {"throttle_time_ms": 0, "topics": [
             {"name": topic, "partitions": [{"partition_index": p, "error_code": results[(topic, p)]} for p in parts]}
             for topic, parts in partitions_by_topic(results).items()]}
@@ -115,8 +151,16 @@ class GroupApis:
     async def handle_offset_fetch(self, header: RequestHeader, request: dict) -> dict:
         topics = request["topics"]
         wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
-        code, offsets = await self.coordinator.fetch_offsets(request["group_id"], wanted)
+        if not self.authorize(_DESCRIBE, _GROUP, request["group_id"]):
+            code, offsets = ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
+        else:
+            code, offsets = await self.coordinator.fetch_offsets(request["group_id"], wanted)
         listed = wanted if wanted is not None else sorted(offsets)
+        # Topics the principal may not describe: hidden from a listing of all, refused when named (Kafka's way).
+        allowed = {t: self.authorize(_DESCRIBE, _TOPIC, t, count=wanted is not None)
+                   for t in {topic for topic, _ in listed}}
+        if wanted is None:
+            listed = [key for key in listed if allowed[key[0]]]
         if code != ErrorCode.NONE and header.api_version < 2:
             # Versions without a group error code carry it in every partition.
             partition_code = code
@@ -127,9 +171,12 @@ class GroupApis:
             entries = []
             for p in parts:
                 committed = offsets.get((topic, p))
+                if not allowed[topic]:
+                    committed = None
                 entries.append({"partition_index": p, "committed_offset": NO_OFFSET if committed is None
                                 else committed.offset, "metadata": "" if committed is None else committed.metadata,
-                                "error_code": partition_code})
+                                "error_code": partition_code if allowed[topic]
+                                else ErrorCode.TOPIC_AUTHORIZATION_FAILED})
             answers.append({"name": topic, "partitions": entries})
         return {"throttle_time_ms": 0, "topics": answers, "error_code": code}
 
@@ -137,10 +184,16 @@ class GroupApis:
 
     async def handle_describe_groups(self, header: RequestHeader, request: dict) -> dict:
         return {"throttle_time_ms": 0,
-                "groups": [await self.coordinator.describe_group(group_id) for group_id in request["groups"]]}
+                "groups": [await self.coordinator.describe_group(group_id) if self.authorize(_DESCRIBE, _GROUP, group_id)
+                           else {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                                 "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+                           for group_id in request["groups"]]}
 
     async def handle_list_groups(self, header: RequestHeader, request: dict) -> dict:
         code, groups = await self.coordinator.list_groups()
+        if not self.authorize(_DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, count=False):
+            # Without DESCRIBE on the cluster, only the groups the principal may describe.
+            groups = [g for g in groups if self.authorize(_DESCRIBE, _GROUP, g["group_id"], count=False)]
         states = set(request.get("states_filter") or ())
         if states:
             groups = [g for g in groups if g["group_state"] in states]
@@ -148,7 +201,8 @@ class GroupApis:
 
     async def handle_delete_groups(self, header: RequestHeader, request: dict) -> dict:
         return {"throttle_time_ms": 0, "results": [
-            {"group_id": group_id, "error_code": await self.coordinator.delete_group(group_id)}
+            {"group_id": group_id, "error_code": await self.coordinator.delete_group(group_id)
+             if self.authorize(_DELETE, _GROUP, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED}
             for group_id in request["groups_names"]]}
 
 

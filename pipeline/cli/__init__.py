@@ -1,4 +1,4 @@
-"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster and consumer groups.
+"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster, consumer groups and ACLs.
 
 Each subcommand group lives in its own module and registers its parser here; common.py holds the
 shared options (--bootstrap-server, --zookeeper), exit codes and error reporting. Packages above pipeline add
@@ -13,7 +13,7 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Sequence
 
-from pipeline.cli import cluster, consume, consumer_groups, offsets, produce, replication, topics
+from pipeline.cli import acls, cluster, consume, consumer_groups, offsets, produce, replication, topics
 from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, acls):
         module.add_parser(subparsers, common)
     # A module may register several subcommands (one entry each): its parsers are added once.
     for module in dict.fromkeys(entry.load() for entry in registered_commands().values()):

@@ -1,5 +1,5 @@
 """AdminClient: create, grow, delete, list and describe topics, describe and alter their configs, look up offsets,
-and (through pipeline.client.group_admin) list, describe, delete and commit offsets for broker-coordinated groups,
+list, add and remove ACLs, and (through pipeline.client.group_admin) list, describe, delete and commit offsets for broker-coordinated groups,
 on top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
@@ -19,6 +19,8 @@ from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
 from pipeline.client.group_admin import GroupCalls
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                   PatternType, ResourcePattern, ResourceType)
 from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.protocol.messages import (CONFIG_OP_DELETE, CONFIG_OP_SET, CONFIG_SOURCE_DYNAMIC_TOPIC,
                                         RESOURCE_TYPE_TOPIC)
@@ -198,6 +200,43 @@ class AdminClient(GroupCalls):
                     offsets[entry["partition_index"]] = offset if offset >= 0 else None
         return {p: offsets[p] for p in sorted(wanted)}
 
+    # -- ACLs ------------------------------------------------------------------------------------
+
+    def describe_acls(self, selector: AclBindingFilter) -> list[AclBinding]:
+        """The ACLs ``selector`` matches (DescribeAcls); KafkaProtocolError(SECURITY_DISABLED) when the cluster has
+        no authorizer, CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the cluster."""
+        response = self._request(self.cluster.any_connection(), ApiKey.DESCRIBE_ACLS, _filter_fields(selector))
+        if response["error_code"]:
+            raise KafkaProtocolError(response["error_code"], response.get("error_message") or "cannot describe ACLs")
+        return [_binding(r, a) for r in response["resources"] for a in r["acls"]]
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Add ``bindings`` (CreateAcls); KafkaProtocolError for the first one the broker refused (the others were
+        still added)."""
+        creations = [{"resource_type": int(b.pattern.resource_type), "resource_name": b.pattern.name,
+                      "resource_pattern_type": int(b.pattern.pattern_type), "principal": b.entry.principal,
+                      "host": b.entry.host, "operation": int(b.entry.operation),
+                      "permission_type": int(b.entry.permission_type)} for b in bindings]
+        if not creations:
+            return
+        response = self._request(self.cluster.any_connection(), ApiKey.CREATE_ACLS, {"creations": creations})
+        for result in response["results"]:
+            if result["error_code"]:
+                raise KafkaProtocolError(result["error_code"], result.get("error_message") or "cannot create ACLs")
+
+    def delete_acls(self, selectors: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        """Remove every ACL the ``selectors`` match (DeleteAcls); the ACLs removed."""
+        filters = [_filter_fields(s) for s in selectors]
+        if not filters:
+            return []
+        response = self._request(self.cluster.any_connection(), ApiKey.DELETE_ACLS, {"filters": filters})
+        deleted = []
+        for result in response["filter_results"]:
+            if result["error_code"]:
+                raise KafkaProtocolError(result["error_code"], result.get("error_message") or "cannot delete ACLs")
+            deleted += [_binding(m, m) for m in result["matching_acls"]]
+        return deleted
+
     # -- plumbing --------------------------------------------------------------------------------
 
     def _admin_request(self, api_key: int, body: dict) -> dict:
@@ -238,3 +277,19 @@ class AdminClient(GroupCalls):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _binding(resource: dict, entry: dict) -> AclBinding:
+    """An ACL from a response's resource fields and entry fields."""
+    return AclBinding(ResourcePattern(ResourceType(resource["resource_type"]), resource["resource_name"],
+                                      PatternType(resource.get("pattern_type", PatternType.LITERAL))),
+                      AccessControlEntry(entry["principal"], entry["host"], AclOperation(entry["operation"]),
+                                         AclPermissionType(entry["permission_type"])))
+
+
+def _filter_fields(selector: AclBindingFilter) -> dict:
+    """An ACL filter as DescribeAcls and DeleteAcls carry it."""
+    pattern, entry = selector.pattern, selector.entry
+    return {"resource_type_filter": int(pattern.resource_type), "resource_name_filter": pattern.name,
+            "pattern_type_filter": int(pattern.pattern_type), "principal_filter": entry.principal,
+            "host_filter": entry.host, "operation": int(entry.operation), "permission_type": int(entry.permission_type)}

@@ -548,6 +548,9 @@ DELETE_GROUPS = Api(
 
 #: DescribeConfigs' resource type of a topic, the config sources we report and the config types of our topic configs.
 RESOURCE_TYPE_TOPIC = 2
+#: DescribeConfigs' resource types of a broker and of a broker's loggers (authorized on the cluster).
+RESOURCE_TYPE_BROKER = 4
+RESOURCE_TYPE_BROKER_LOGGER = 8
 CONFIG_SOURCE_DYNAMIC_TOPIC = 1
 CONFIG_SOURCE_DEFAULT = 5
 CONFIG_TYPE_INT = 3
@@ -744,6 +747,89 @@ ALTER_USER_SCRAM_CREDENTIALS = Api(
     ),
 )
 
+def _acl_filter(type_name: str, name_name: str, pattern_name: str, principal_name: str, host_name: str) -> tuple:
+    """The fields of one ACL filter (DescribeAcls' request, each of DeleteAcls' filters)."""
+    return (
+        F(type_name, "int8", "0+"),
+        F(name_name, "string", "0+", nullable="0+"),
+        F(pattern_name, "int8", "1+", default=3),
+        F(principal_name, "string", "0+", nullable="0+"),
+        F(host_name, "string", "0+", nullable="0+"),
+        F("Operation", "int8", "0+"),
+        F("PermissionType", "int8", "0+"),
+    )
+
+
+DESCRIBE_ACLS = Api(
+    ApiKey.DESCRIBE_ACLS, "DescribeAcls", versions="0-3", flexible="2+",
+    request=_acl_filter("ResourceTypeFilter", "ResourceNameFilter", "PatternTypeFilter", "PrincipalFilter",
+                        "HostFilter"),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        F("Resources", "[]DescribeAclsResource", "0+", fields=(
+            F("ResourceType", "int8", "0+"),
+            F("ResourceName", "string", "0+"),
+            F("PatternType", "int8", "1+", default=3),
+            F("Acls", "[]AclDescription", "0+", fields=(
+                F("Principal", "string", "0+"),
+                F("Host", "string", "0+"),
+                F("Operation", "int8", "0+"),
+                F("PermissionType", "int8", "0+"),
+            )),
+        )),
+    ),
+)
+
+CREATE_ACLS = Api(
+    ApiKey.CREATE_ACLS, "CreateAcls", versions="0-3", flexible="2+",
+    request=(
+        F("Creations", "[]AclCreation", "0+", fields=(
+            F("ResourceType", "int8", "0+"),
+            F("ResourceName", "string", "0+"),
+            F("ResourcePatternType", "int8", "1+", default=3),
+            F("Principal", "string", "0+"),
+            F("Host", "string", "0+"),
+            F("Operation", "int8", "0+"),
+            F("PermissionType", "int8", "0+"),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("Results", "[]AclCreationResult", "0+", fields=(
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        )),
+    ),
+)
+
+DELETE_ACLS = Api(
+    ApiKey.DELETE_ACLS, "DeleteAcls", versions="0-3", flexible="2+",
+    request=(
+        F("Filters", "[]DeleteAclsFilter", "0+", fields=_acl_filter(
+            "ResourceTypeFilter", "ResourceNameFilter", "PatternTypeFilter", "PrincipalFilter", "HostFilter")),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("FilterResults", "[]DeleteAclsFilterResult", "0+", fields=(
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            F("MatchingAcls", "[]DeleteAclsMatchingAcl", "0+", fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                F("ResourceType", "int8", "0+"),
+                F("ResourceName", "string", "0+"),
+                F("PatternType", "int8", "1+", default=3),
+                F("Principal", "string", "0+"),
+                F("Host", "string", "0+"),
+                F("Operation", "int8", "0+"),
+                F("PermissionType", "int8", "0+"),
+            )),
+        )),
+    ),
+)
+
 #: Every declared API by key.
 APIS: dict[int, Api] = {
     api.key: api
@@ -751,5 +837,6 @@ APIS: dict[int, Api] = {
                 CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS,
                 LIST_GROUPS, DELETE_GROUPS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, SASL_HANDSHAKE, SASL_AUTHENTICATE,
-                DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
+                DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
+                DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
 }

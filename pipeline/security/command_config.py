@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import Config
+from pipeline.config import Config, read_properties_file
 from pipeline.security.client_settings import PLAINTEXT_SECURITY, SECURITY_PROPERTIES, ClientSecurity
 from pipeline.zk.security import OPEN_ZOOKEEPER, ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
 
@@ -39,10 +39,13 @@ class _CommandConfigFile(Config):
 
 
 def read_command_config(path: str | Path | None) -> CommandConfig:
-    """The settings of ``path`` (None: plaintext, no ZooKeeper identity); ConfigError for an unknown property."""
+    """The settings of ``path`` (None: plaintext, no ZooKeeper identity). As with Kafka's tools, the file may hold
+    other client properties too (client.id, ...): they are left to the clients that know them."""
     if not path:
         return CommandConfig()
-    config = _CommandConfigFile(COMMAND_CONFIG_PROPERTIES, Path(path))
+    known = {name for p in COMMAND_CONFIG_PROPERTIES for name in (p.name, *p.aliases)}
+    config = _CommandConfigFile(COMMAND_CONFIG_PROPERTIES,
+                                {k: v for k, v in read_properties_file(path).items() if k in known})
     values = {p.name: config[p.name] for p in SECURITY_PROPERTIES}
     zookeeper_values = {p.name: config[p.name] for p in ZOOKEEPER_SECURITY_PROPERTIES}
     return CommandConfig(ClientSecurity.from_values(values), ZooKeeperSecurity.from_values(zookeeper_values), values,

@@ -25,10 +25,12 @@ def test_a_file_of_client_properties(tmp_path: Path) -> None:
     assert read_command_config(None).client.protocol == "PLAINTEXT"
 
 
-def test_unknown_properties_are_refused(tmp_path: Path) -> None:
-    path = tmp_path / "bad.properties"
-    path.write_text("securty.protocol=SSL\n")
-    with pytest.raises(ConfigError, match="securty.protocol"):
+def test_other_client_properties_are_left_alone_and_bad_values_refused(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text("client.id=ignored\nsecurity.protocol=SSL\n")
+    assert read_command_config(path).client.protocol == "SSL"
+    path.write_text("security.protocol=TLS\n")
+    with pytest.raises(ConfigError, match="security.protocol"):
         read_command_config(path)
 
 
