@@ -79,6 +79,8 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 # timeout.
 _SCAN_MAX_INTERVAL = 5.0
 UNLIMITED = 2**31 - 1
+# The client-errors kind of a failed authentication (a TLS handshake here; a SASL exchange counts the same).
+FAILED_AUTHENTICATION = "failed_authentication"
 
 
 @dataclass(frozen=True)
@@ -299,7 +301,7 @@ class SocketServer:
         try:
             await connection.run()
         except TlsHandshakeFailed as exc:
-            self.warnings.warn(connection.address, "failed_authentication", "TLS handshake with %s on listener %s "
+            self.warnings.warn(connection.address, FAILED_AUTHENTICATION, "TLS handshake with %s on listener %s "
                                "failed: %s", peer, connection.session.listener_name, exc)
         except (ConnectionError, TimeoutError) as exc:
             log.debug("connection %s ended: %s", peer, exc)
