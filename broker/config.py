@@ -32,12 +32,28 @@ from pipeline.config import (
     parse_str as _str,
     read_properties_file,
 )
+from broker.security.sasl_mechanisms import SUPPORTED_MECHANISMS
+from pipeline.security.client_settings import ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import fault_properties
 
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
 MiB = 1024 * 1024
+# Per-listener settings (listener.name.<listener lower case>.<setting>), kept aside from the table.
+LISTENER_PREFIX = "listener.name."
+
+
+def _mechanism(text: str) -> str:
+    value = text.strip().upper()
+    if value not in SUPPORTED_MECHANISMS:
+        raise ValueError(f"expected one of {', '.join(SUPPORTED_MECHANISMS)}, got {text!r}")
+    return value
+
+
+def _mechanisms(text: str) -> str:
+    return ",".join(_mechanism(part) for part in text.split(",") if part.strip())
+
 
 PROPERTIES: tuple[Property, ...] = (
     Property("broker.id", int, 0, "This broker's id within its cluster.",
@@ -112,6 +128,21 @@ PROPERTIES: tuple[Property, ...] = (
              at_least=1, at_most=INT32_MAX),
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms.",
              at_least=0, at_most=INT32_MAX),
+    Property("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials)."),
+    Property("sasl.mechanism.inter.broker.protocol", _mechanism, "SCRAM-SHA-512",
+             "SASL mechanism this broker logs in with to other brokers over a SASL_* inter-broker listener."),
+    Property("sasl.jaas.config", _str, "",
+             "This broker's own SASL login to other brokers: 'org.apache.kafka.common.security.scram.ScramLoginModule "
+             "required username=\"...\" password=\"...\";' (or per listener and mechanism: "
+             "listener.name.<listener>.<mechanism>.sasl.jaas.config)."),
+    Property("connections.max.reauth.ms", int, 0,
+             "SASL sessions last this long: clients must reauthenticate on the same connection before, or their next "
+             "request closes it (0: sessions never expire). Per listener: listener.name.<listener>.connections.max.reauth.ms.",
+             at_least=0, at_most=INT64_MAX),
+    Property("sasl.server.max.receive.size", int, 524288,
+             "Largest SASL token or request a connection may send before it is authenticated.",
+             at_least=1, at_most=INT32_MAX),
     Property("zookeeper.connect", _str, "", "ZooKeeper connect string with chroot; empty runs standalone."),
     Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it.",
              at_least=1, at_most=INT32_MAX),
@@ -211,7 +242,43 @@ class KafkaConfig(Config):
     kind = "broker property"
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        values = dict(values or {})
+        self.listener_settings = {name: values.pop(name) for name in list(values) if name.startswith(LISTENER_PREFIX)}
         super().__init__(PROPERTIES, values)
+
+    @property
+    def security_protocol(self) -> str:
+        """The security protocol of the (first) listener: its name (PLAINTEXT://, SASL_PLAINTEXT://, ...)."""
+        listeners = self["listeners"]
+        name = listeners.split(",")[0].partition("://")[0].strip().upper() if "://" in listeners else "PLAINTEXT"
+        return name or "PLAINTEXT"
+
+    def listener_setting(self, listener: str, name: str) -> Any:
+        """A setting as ``listener.name.<listener>.<name>`` gives it for ``listener``, else the broker-wide one."""
+        value = self.listener_settings.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if value is None:
+            return self[name]
+        prop = next(p for p in PROPERTIES if p.name == name)
+        try:
+            return prop.parse(value) if isinstance(value, str) else value
+        except ValueError as exc:
+            raise ConfigError(f"{LISTENER_PREFIX}{listener.lower()}.{name}={value!r}: {exc}") from None
+
+    @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        return tuple(m for m in self["sasl.enabled.mechanisms"].split(",") if m)
+
+    def inter_broker_security(self) -> ClientSecurity:
+        """How this broker connects to the others (followers' fetches): the listener's protocol and, on a SASL_*
+        listener, its own login (listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config)."""
+        protocol = self.security_protocol
+        if not protocol.startswith("SASL_"):
+            return ClientSecurity(protocol=protocol)
+        mechanism = self["sasl.mechanism.inter.broker.protocol"]
+        jaas = (self.listener_settings.get(f"{LISTENER_PREFIX}{protocol.lower()}.{mechanism.lower()}.sasl.jaas.config")
+                or self["sasl.jaas.config"])
+        return ClientSecurity.from_values({"security.protocol": protocol, "sasl.mechanism": mechanism,
+                                           "sasl.jaas.config": jaas})
 
     @property
     def broker_id(self) -> int:

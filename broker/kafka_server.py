@@ -14,6 +14,7 @@ import logging
 import time
 
 from broker.admin_manager import AdminManager
+from broker.authentication_metrics import AuthenticationMetrics
 from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
 from broker.coordinator.coordination import GroupCoordination
@@ -26,8 +27,10 @@ from broker.metadata import BrokerEndpoint, StandaloneMetadata
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
+from broker.security.credential_store import CredentialStore, FileCredentialStore
+from broker.server.sasl_authenticator import SaslServerAuthenticator, SaslServerConfig
 from broker.server.session import Session
-from broker.server.socket_server import CloseConnection, SocketServer
+from broker.server.socket_server import CloseConnection, Handler, SocketServer
 from broker.state_metrics import BrokerStateCollector
 from pipeline.service.metrics_server import MetricsServer, serve_metrics
 
@@ -79,13 +82,29 @@ class KafkaServer:
             if not apis_holder:
                 raise CloseConnection("the broker is still joining its cluster", "broker_not_ready")
             return apis_holder[0].handle(frame, session)
+        protocol = config.security_protocol
+        sasl: SaslServerConfig | None = None
+        if protocol.startswith("SASL_"):
+            read_timeout = config["socket.request.read.timeout.ms"]
+            sasl = SaslServerConfig(config.sasl_mechanisms, CredentialStore(),
+                                    reauth_ms=config.listener_setting(protocol, "connections.max.reauth.ms"),
+                                    timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
+                                    max_receive_size=config["sasl.server.max.receive.size"])
+            self.metrics.registry.register(AuthenticationMetrics(sasl.stats))
+
+        def authenticator(session: Session, handler: Handler) -> SaslServerAuthenticator:
+            assert sasl is not None
+            return SaslServerAuthenticator(session, sasl, handler)
         self.socket_server = SocketServer(
             host, port, handle, config["socket.request.max.bytes"], use_sendfile=config["socket.sendfile.enable"],
             queued_max_request_bytes=config["queued.max.request.bytes"],
             connections_max_idle_ms=config["connections.max.idle.ms"],
             max_connections=config["max.connections"], max_connections_per_ip=config["max.connections.per.ip"],
             max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]),
-            request_read_timeout_ms=config["socket.request.read.timeout.ms"])
+            request_read_timeout_ms=config["socket.request.read.timeout.ms"], listener_name=protocol,
+            security_protocol=protocol, authenticator=authenticator if sasl is not None else None)
+        if sasl is not None:
+            sasl.warnings = self.socket_server.warnings
         await self.socket_server.start()
         advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
         bound_port = self.socket_server.bound_port
@@ -97,6 +116,7 @@ class KafkaServer:
                 await self._abort_startup()
                 raise
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
+            credentials: CredentialStore = self.cluster.credentials
             self.groups = self.cluster.groups
         else:
             endpoint = BrokerEndpoint(config.broker_id, advertised, bound_port)
@@ -109,6 +129,10 @@ class KafkaServer:
                                          config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"],
                                          self.groups.apis))
             mode, cluster_id = "standalone", metadata.cluster_id
+            credentials = FileCredentialStore(log_dirs[0])
+        apis_holder[0].credentials = credentials
+        if sasl is not None:
+            sasl.store = credentials
         schedule = self.scheduler.schedule
         schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])
         schedule("log-flusher", self.log_manager.flush_dirty_logs, config["log.flush.scheduler.interval.ms"])

@@ -28,6 +28,7 @@ from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import ProtocolError
 from pipeline.protocol.errors import ErrorCode
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class FetcherSettings:
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
     fetchers_per_broker: int = 1
+    # How to connect to the leaders (the inter-broker listener's protocol and this broker's login).
+    security: ClientSecurity = PLAINTEXT_SECURITY
 
 
 class PartitionFetchState:
@@ -149,7 +152,8 @@ class ReplicaFetcherThread(threading.Thread):
             settings = self.settings
             self._connection = BrokerConnection(
                 self.leader.host, self.leader.port, client_id=f"broker-{settings.broker_id}-fetcher",
-                timeout_s=(settings.socket_timeout_ms + settings.max_wait_ms) / 1000, node_id=self.leader.broker_id)
+                timeout_s=(settings.socket_timeout_ms + settings.max_wait_ms) / 1000, node_id=self.leader.broker_id,
+                security=settings.security)
         self._connection.connect()
         return self._connection
 

@@ -34,6 +34,8 @@ from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
 from broker.metrics import BrokerMetrics
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.security.credential_store import CredentialStore
+from broker.security.zk_credential_store import ZkCredentialStore
 from pipeline.zk.client import connect
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,7 @@ class ClusterMembership:
         self._isr_task: asyncio.Task | None = None
         self.groups: GroupCoordination | None = None
         self.cluster_id = ""
+        self.credentials: CredentialStore = CredentialStore()
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, function, *args)
@@ -105,7 +108,8 @@ class ClusterMembership:
         self.fetchers = ReplicaFetcherManager(FetcherSettings(
             broker_id, config["replica.fetch.wait.max.ms"], config["replica.fetch.min.bytes"],
             config["replica.fetch.max.bytes"], config["replica.fetch.response.max.bytes"],
-            config["replica.fetch.backoff.ms"], config["replica.socket.timeout.ms"], config["num.replica.fetchers"]))
+            config["replica.fetch.backoff.ms"], config["replica.socket.timeout.ms"], config["num.replica.fetchers"],
+            config.inter_broker_security()))
         log_config = config.log_config()
         leadership.append(PartitionLeadership(broker_id, cache, replica_manager, log_config, self.fetchers))
         self._isr_task = loop.create_task(self._shrink_isrs(config["replica.lag.time.max.ms"]))
@@ -120,6 +124,8 @@ class ClusterMembership:
             config, ZkGroupStore(zk, config["offsets.commit.timeout.ms"] / 1000), self._owns_group,
             lambda group: cache.group_coordinator(group) if cache.connected else None, metrics.registry)
         groups.append(self.groups)
+        self.credentials = credentials = ZkCredentialStore(zk, loop)
+        await credentials.start()
         return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
                          config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis)
 
@@ -195,6 +201,8 @@ class ClusterMembership:
     async def close(self) -> None:
         """Leave the cluster: stop the controller and end the session (the registration vanishes at once)."""
         self.quiesce()
+        if isinstance(self.credentials, ZkCredentialStore):
+            self.credentials.close()
         if self.registry is not None:
             self.registry.close()
         zk = self.zk

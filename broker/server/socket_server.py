@@ -47,6 +47,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
 from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
+from broker.server.sasl_authenticator import CloseAfterResponse, Refused
 from broker.server.session import Session
 from pipeline.warning_limiter import WarningLimiter
 
@@ -115,13 +116,17 @@ Chunks = Sequence[Any]
 # response chunks, None for no response (acks=0), or a Deferred (or bare awaitable) of either (e.g. a
 # long-polling fetch).
 Handler = Callable[[memoryview, Session], "Chunks | None | Deferred | Awaitable[Chunks | None]"]
+# Makes the authenticator of a new connection's Session on a SASL listener (see sasl_authenticator).
+AuthenticatorFactory = Callable[[Session, Handler], Any]
 
 
 class SocketServer:
     """Listens on one address and serves every connection with the given request handler.
 
     ``queued_max_request_bytes`` None (or negative), ``connections_max_idle_ms`` and ``request_read_timeout_ms``
-    None (or negative) mean no cap and no timeout.
+    None (or negative) mean no cap and no timeout. ``listener_name`` and ``security_protocol`` go into every
+    connection's Session; with ``authenticator`` (SASL listeners), each connection starts with the authenticator
+    it makes, which sees every frame until it lets go.
     """
 
     def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int, *,
@@ -129,8 +134,12 @@ class SocketServer:
                  connections_max_idle_ms: int | None = None, max_connections: int = UNLIMITED,
                  max_connections_per_ip: int = UNLIMITED,
                  max_connections_per_ip_overrides: dict[str, int] | None = None,
-                 request_read_timeout_ms: int | None = None) -> None:
+                 request_read_timeout_ms: int | None = None, listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT", authenticator: AuthenticatorFactory | None = None) -> None:
         self._host = host
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self._authenticator = authenticator
         self._use_sendfile = use_sendfile
         self._port = port
         self._handler = handler
@@ -228,6 +237,10 @@ class SocketServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection = _Connection(sock, f"{address}:{addr[1]}", address, self._handler, self._max_request_bytes,
                                      self.memory_pool, self._use_sendfile, self.quotas)
+            session = connection.session
+            session.listener_name, session.security_protocol = self.listener_name, self.security_protocol
+            if self._authenticator is not None:
+                session.authenticator = self._authenticator(session, self._handler)
             task = loop.create_task(self._serve(connection))
             self.connections[task] = connection
             self.connections_created += 1
@@ -287,7 +300,13 @@ class SocketServer:
                 if connection.gone is not None:
                     continue
                 silent = now - connection.last_active
-                if idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
+                authenticator = connection.session.authenticator
+                if authenticator is not None and authenticator.timed_out(now):
+                    self.warnings.warn(connection.address, "authentication_timeout",
+                                       "closing connection from %s: SASL authentication did not complete in time",
+                                       connection.peer)
+                    task.cancel()
+                elif idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
                     log.info("closing connection from %s: idle for %.0f ms (connections.max.idle.ms %.0f)",
                              connection.peer, silent * 1000, idle_seconds * 1000)
                     task.cancel()
@@ -422,7 +441,19 @@ class _Connection:
                 continue
             size = 4 + len(frame)
             try:
-                response = handler(frame, session)
+                authenticator = session.authenticator
+                if authenticator is None:
+                    response = handler(frame, session)
+                else:
+                    try:
+                        response = authenticator.handle(frame)
+                    except Refused as exc:
+                        raise CloseConnection(str(exc), "sasl_refused") from None
+                    except CloseAfterResponse as exc:
+                        if exc.response and self.gone is None:
+                            self._queue(exc.response)
+                        await self._flush()
+                        return
                 if response is not None and not isinstance(response, (list, tuple)):
                     self._answered(answered)
                     answered = 0
