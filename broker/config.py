@@ -140,6 +140,9 @@ PROPERTIES: tuple[Property, ...] = (
              "SASL sessions last this long: clients must reauthenticate on the same connection before, or their next "
              "request closes it (0: sessions never expire). Per listener: listener.name.<listener>.connections.max.reauth.ms.",
              at_least=0, at_most=INT64_MAX),
+    Property("connection.failed.authentication.delay.ms", int, 100,
+             "How long a connection whose SASL authentication failed stays open after its answer before it is "
+             "closed (slows down password guessing).", at_least=0, at_most=INT32_MAX),
     Property("sasl.server.max.receive.size", int, 524288,
              "Largest SASL token or request a connection may send before it is authenticated.",
              at_least=1, at_most=INT32_MAX),

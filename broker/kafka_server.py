@@ -89,7 +89,8 @@ class KafkaServer:
             sasl = SaslServerConfig(config.sasl_mechanisms, CredentialStore(),
                                     reauth_ms=config.listener_setting(protocol, "connections.max.reauth.ms"),
                                     timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
-                                    max_receive_size=config["sasl.server.max.receive.size"])
+                                    max_receive_size=config["sasl.server.max.receive.size"],
+                                    failed_delay_s=config["connection.failed.authentication.delay.ms"] / 1000)
             self.metrics.registry.register(AuthenticationMetrics(sasl.stats))
 
         def authenticator(session: Session, handler: Handler) -> SaslServerAuthenticator:

@@ -45,11 +45,14 @@ DEFAULT_MAX_RECEIVE_SIZE = 524288
 
 
 class CloseAfterResponse(Exception):
-    """Raised by the authenticator: send ``response`` (if any), then close the connection quietly (it was logged)."""
+    """Raised by the authenticator: send ``response`` (if any), wait ``delay_s``, then close the connection quietly
+    (it was logged). The delay (Kafka's connection.failed.authentication.delay.ms) slows down password guessing and
+    lets the client read the answer before the connection ends."""
 
-    def __init__(self, response: list | None) -> None:
+    def __init__(self, response: list | None, delay_s: float = 0.0) -> None:
         super().__init__("closing after the SASL answer")
         self.response = response
+        self.delay_s = delay_s
 
 
 class Refused(Exception):
@@ -77,6 +80,7 @@ class SaslServerConfig:
     reauth_ms: int = 0
     timeout_s: float | None = 10.0
     max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE
+    failed_delay_s: float = 0.1
     stats: AuthenticationStats = field(default_factory=AuthenticationStats)
     warnings: WarningLimiter = field(default_factory=lambda: WarningLimiter(log))
 
@@ -144,7 +148,7 @@ class SaslServerAuthenticator:
                                        {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                         "mechanisms": list(enabled)})
             self._failed("", f"unsupported mechanism {mechanism[:40]!r}")
-            raise CloseAfterResponse(response)
+            raise CloseAfterResponse(response, self.config.failed_delay_s)
         self._mechanism = server_mechanism(mechanism, self.config.store)
         self.session.sasl_mechanism = mechanism
         self.state = _TOKENS if header.api_version == 0 else _AUTHENTICATE
@@ -160,7 +164,7 @@ class SaslServerAuthenticator:
             answer = self._evaluate(token)
         except SaslAuthenticationFailed as exc:
             self._failed(exc.username, exc.reason)
-            raise CloseAfterResponse(None) from None
+            raise CloseAfterResponse(None, self.config.failed_delay_s) from None
         self._maybe_complete(version=0)
         return [_LENGTH.pack(len(answer)) + answer]
 
@@ -175,13 +179,13 @@ class SaslServerAuthenticator:
             self._failed(exc.username, exc.reason)
             body.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
             raise CloseAfterResponse(encode_response(header.api_key, header.api_version, header.correlation_id,
-                                                     body)) from None
+                                                     body), self.config.failed_delay_s) from None
         try:
             body["session_lifetime_ms"] = self._maybe_complete(header.api_version)
         except SaslAuthenticationFailed as exc:
             body.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"")
             raise CloseAfterResponse(encode_response(header.api_key, header.api_version, header.correlation_id,
-                                                     body)) from None
+                                                     body), self.config.failed_delay_s) from None
         return encode_response(header.api_key, header.api_version, header.correlation_id, body)
 
     def _maybe_complete(self, version: int) -> int:

@@ -453,6 +453,8 @@ class _Connection:
                         if exc.response and self.gone is None:
                             self._queue(exc.response)
                         await self._flush()
+                        if exc.delay_s > 0 and self.gone is None:
+                            await asyncio.sleep(exc.delay_s)
                         return
                 if response is not None and not isinstance(response, (list, tuple)):
                     self._answered(answered)
