@@ -3,8 +3,7 @@
 :class:`CredentialStore` holds ``user -> {mechanism: ScramCredential}`` for the SASL mechanisms to look up on
 the event loop; a backend persists changes and refreshes the cache: :class:`FileCredentialStore` (a standalone
 broker: one owner-only JSON file in its log dir, replaced atomically) or the ZooKeeper store
-(broker/security/zk_credential_store.py). A user's credentials are Kafka's user config, the JSON of
-``/config/users/<user>``: ``{"version":1,"config":{"SCRAM-SHA-512":"salt=..,stored_key=..,server_key=..,iterations=.."}}``.
+(broker/security/zk_credential_store.py), both in Kafka's user config format (pipeline.security.scram_users).
 """
 
 from __future__ import annotations
@@ -17,37 +16,11 @@ from typing import Iterable, Mapping, NamedTuple
 from pipeline.durable_file import write_atomically
 from pipeline.protocol.errors import ErrorCode
 from pipeline.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
+from pipeline.security.scram_users import UserCredentials, parse_user_config
 
 log = logging.getLogger(__name__)
 
-#: A user's credentials by mechanism.
-UserCredentials = dict[str, ScramCredential]
 FILE_NAME = "scram-credentials.json"
-
-
-def user_config_json(credentials: Mapping[str, ScramCredential]) -> bytes:
-    """Kafka's user config znode data for these credentials."""
-    config = {mechanism: credential.to_string() for mechanism, credential in sorted(credentials.items())}
-    return json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
-
-
-def parse_user_config(data: bytes | None) -> UserCredentials:
-    """The SCRAM credentials in a user config's JSON; other configs (quotas) and malformed entries are skipped."""
-    if not data:
-        return {}
-    try:
-        config = json.loads(data).get("config") or {}
-    except (ValueError, AttributeError):
-        log.warning("ignoring a malformed user config")
-        return {}
-    credentials = {}
-    for mechanism, text in config.items():
-        if mechanism in MECHANISMS and isinstance(text, str):
-            try:
-                credentials[mechanism] = ScramCredential.from_string(text)
-            except ValueError:
-                log.warning("ignoring a malformed %s credential", mechanism)
-    return credentials
 
 
 class Upsertion(NamedTuple):

@@ -16,24 +16,14 @@ import logging
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from broker.security.credential_store import CredentialStore, UserCredentials, parse_user_config, user_config_json
+from broker.security.credential_store import CredentialStore
 from pipeline.protocol.errors import ErrorCode
+from pipeline.security.scram_users import UserCredentials, parse_user_config, user_config_json
 from pipeline.zk.client import BoundedZk
+from pipeline.zk.layout import (CONFIG_CHANGE_PREFIX, CONFIG_CHANGES, CONFIG_USERS, config_change_sequence,
+                                user_config_change, user_config_path)
 
 log = logging.getLogger(__name__)
-
-USERS = "/config/users"
-CHANGES = "/config/changes"
-CHANGE_PREFIX = "config_change_"
-
-
-def user_path(user: str) -> str:
-    return f"{USERS}/{user}"
-
-
-def change_notification(user: str) -> bytes:
-    return json.dumps({"version": 2, "entity_path": f"users/{user}"}, separators=(",", ":")).encode()
-
 
 class ZkCredentialStore(CredentialStore):
     """The cluster's credentials, cached and kept current by the change notifications."""
@@ -48,13 +38,13 @@ class ZkCredentialStore(CredentialStore):
 
     async def start(self) -> None:
         """Load every user, then follow the notifications."""
-        for path in (USERS, CHANGES):
+        for path in (CONFIG_USERS, CONFIG_CHANGES):
             await self._zk.call("ensure_path", path)
-        children = await self._zk.call("get_children", CHANGES)
-        self._last_change = max((_sequence(name) for name in children), default=-1)
-        for user in await self._zk.call("get_children", USERS):
+        children = await self._zk.call("get_children", CONFIG_CHANGES)
+        self._last_change = max((config_change_sequence(name) for name in children), default=-1)
+        for user in await self._zk.call("get_children", CONFIG_USERS):
             await self._reload(user)
-        ChildrenWatch(self._zk.client, CHANGES, self._on_changes)
+        ChildrenWatch(self._zk.client, CONFIG_CHANGES, self._on_changes)
         self._task = self._loop.create_task(self._follow())
 
     def close(self) -> None:
@@ -80,11 +70,11 @@ class ZkCredentialStore(CredentialStore):
                 self._changed.set()
 
     async def _process_changes(self) -> None:
-        names = sorted((n for n in await self._zk.call("get_children", CHANGES) if _sequence(n) > self._last_change),
-                       key=_sequence)
+        children = await self._zk.call("get_children", CONFIG_CHANGES)
+        names = sorted((n for n in children if config_change_sequence(n) > self._last_change), key=config_change_sequence)
         for name in names:
             try:
-                data, _ = await self._zk.call("get", f"{CHANGES}/{name}")
+                data, _ = await self._zk.call("get", f"{CONFIG_CHANGES}/{name}")
                 entity = json.loads(data).get("entity_path", "")
             except NoNodeError:
                 entity = ""
@@ -93,11 +83,11 @@ class ZkCredentialStore(CredentialStore):
                 entity = ""
             if isinstance(entity, str) and entity.startswith("users/"):
                 await self._reload(entity[len("users/"):])
-            self._last_change = _sequence(name)
+            self._last_change = config_change_sequence(name)
 
     async def _reload(self, user: str) -> None:
         try:
-            data, _ = await self._zk.call("get", user_path(user))
+            data, _ = await self._zk.call("get", user_config_path(user))
         except NoNodeError:
             data = None
         self.set_user(user, parse_user_config(data))
@@ -108,13 +98,13 @@ class ZkCredentialStore(CredentialStore):
             data = user_config_json(credentials)
             try:
                 try:
-                    await self._zk.call("set", user_path(user), data)
+                    await self._zk.call("set", user_config_path(user), data)
                 except NoNodeError:
                     try:
-                        await self._zk.call("create", user_path(user), data, makepath=True)
+                        await self._zk.call("create", user_config_path(user), data, makepath=True)
                     except NodeExistsError:
-                        await self._zk.call("set", user_path(user), data)
-                await self._zk.call("create", f"{CHANGES}/{CHANGE_PREFIX}", change_notification(user),
+                        await self._zk.call("set", user_config_path(user), data)
+                await self._zk.call("create", f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", user_config_change(user),
                                     sequence=True, makepath=True)
             except (KazooException, OSError, TimeoutError) as exc:
                 log.warning("storing the credentials of user %r failed: %s", user, exc)
@@ -123,9 +113,3 @@ class ZkCredentialStore(CredentialStore):
             self.set_user(user, credentials)
         return failed
 
-
-def _sequence(name: str) -> int:
-    try:
-        return int(name[len(CHANGE_PREFIX):]) if name.startswith(CHANGE_PREFIX) else -1
-    except ValueError:
-        return -1
