@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from broker.security.listeners import LISTENER_PROPERTIES, EndPoint, parse_endpoints, parse_protocol_map, uses_ssl
+from broker.security.listeners import (
+    LISTENER_PROPERTIES,
+    EndPoint,
+    parse_endpoints,
+    parse_protocol_map,
+    uses_sasl,
+    uses_ssl,
+)
 from broker.security.ssl_factory import SSL_PROPERTIES, SslSettings
 from broker.log.log_config import (
     CLEANER_PAUSE_POINTS,
@@ -34,6 +41,7 @@ from pipeline.config import (
     parse_str as _str,
     read_properties_file,
 )
+from broker.security.sasl_mechanisms import SUPPORTED_MECHANISMS
 from pipeline.security.client_settings import ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from broker.security.authorizer import AUTHORIZER_CLASS_NAMES
@@ -43,6 +51,20 @@ from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
 MiB = 1024 * 1024
+# Per-listener settings (listener.name.<listener lower case>.<setting>), kept aside from the table.
+LISTENER_PREFIX = "listener.name."
+
+
+def _mechanism(text: str) -> str:
+    value = text.strip().upper()
+    if value not in SUPPORTED_MECHANISMS:
+        raise ValueError(f"expected one of {', '.join(SUPPORTED_MECHANISMS)}, got {text!r}")
+    return value
+
+
+def _mechanisms(text: str) -> str:
+    return ",".join(_mechanism(part) for part in text.split(",") if part.strip())
+
 
 PROPERTIES: tuple[Property, ...] = (
     Property("broker.id", int, 0, "This broker's id within its cluster.",
@@ -119,6 +141,24 @@ PROPERTIES: tuple[Property, ...] = (
              at_least=1, at_most=INT32_MAX),
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms.",
              at_least=0, at_most=INT32_MAX),
+    Property("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials)."),
+    Property("sasl.mechanism.inter.broker.protocol", _mechanism, "SCRAM-SHA-512",
+             "SASL mechanism this broker logs in with to other brokers over a SASL_* inter-broker listener."),
+    Property("sasl.jaas.config", _str, "",
+             "This broker's own SASL login to other brokers: 'org.apache.kafka.common.security.scram.ScramLoginModule "
+             "required username=\"...\" password=\"...\";' (or per listener and mechanism: "
+             "listener.name.<listener>.<mechanism>.sasl.jaas.config)."),
+    Property("connections.max.reauth.ms", int, 0,
+             "SASL sessions last this long: clients must reauthenticate on the same connection before, or their next "
+             "request closes it (0: sessions never expire). Per listener: listener.name.<listener>.connections.max.reauth.ms.",
+             at_least=0, at_most=INT64_MAX),
+    Property("connection.failed.authentication.delay.ms", int, 100,
+             "How long a connection whose SASL authentication failed stays open after its answer before it is "
+             "closed (slows down password guessing).", at_least=0, at_most=INT32_MAX),
+    Property("sasl.server.max.receive.size", int, 524288,
+             "Largest SASL token or request a connection may send before it is authenticated.",
+             at_least=1, at_most=INT32_MAX),
     Property("zookeeper.connect", _str, "", "ZooKeeper connect string with chroot; empty runs standalone."),
     Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it.",
              at_least=1, at_most=INT32_MAX),
@@ -243,11 +283,28 @@ class KafkaConfig(Config):
     kind = "broker property"
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        values = dict(values or {})
+        self.listener_settings = {name: values.pop(name) for name in list(values) if name.startswith(LISTENER_PREFIX)}
         super().__init__(PROPERTIES, values)
         self.protocol_map = parse_protocol_map(self["listener.security.protocol.map"])
         self.listeners = self._listeners()
         self.inter_broker_listener_name = self._inter_broker_listener_name()
         self._check_advertised()
+
+    def listener_setting(self, listener: str, name: str) -> Any:
+        """A setting as ``listener.name.<listener>.<name>`` gives it for ``listener``, else the broker-wide one."""
+        value = self.listener_settings.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if value is None:
+            return self[name]
+        prop = next(p for p in PROPERTIES if p.name == name)
+        try:
+            return prop.parse(value) if isinstance(value, str) else value
+        except ValueError as exc:
+            raise ConfigError(f"{LISTENER_PREFIX}{listener.lower()}.{name}={value!r}: {exc}") from None
+
+    @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        return tuple(m for m in self["sasl.enabled.mechanisms"].split(",") if m)
 
     @property
     def broker_id(self) -> int:
@@ -321,17 +378,23 @@ class KafkaConfig(Config):
                            enabled_protocols=self["ssl.enabled.protocols"], cipher_suites=self["ssl.cipher.suites"])
 
     def inter_broker_security(self) -> ClientSecurity:
-        """How this broker connects to the others (followers' fetches): the inter-broker listener's protocol, the
-        truststore as CA, and this broker's own certificate when that listener asks for client certificates."""
-        protocol = self.inter_broker_listener.security_protocol
+        """How this broker connects to the others (followers' fetches): the inter-broker listener's protocol; on TLS,
+        the truststore as CA and this broker's own certificate when that listener asks for client certificates; on
+        SASL, its own login (listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config)."""
+        listener = self.inter_broker_listener
+        protocol = listener.security_protocol
         tls = uses_ssl(protocol)
         present_certificate = tls and self["ssl.client.auth"] != "none"
-        # The SASL login of SASL_* inter-broker listeners (sasl.mechanism.inter.broker.protocol and the listener's
-        # sasl.jaas.config) is added here by the SASL support.
-        return ClientSecurity(protocol=protocol, ca_file=self["ssl.truststore.location"] if tls else "",
-                              cert_file=self["ssl.keystore.location"] if present_certificate else "",
-                              key_password=self["ssl.key.password"] if present_certificate else "",
-                              check_hostname=self["ssl.endpoint.identification.algorithm"] == "https")
+        values = {"security.protocol": protocol, "ssl.ca.location": self["ssl.truststore.location"] if tls else "",
+                  "ssl.certificate.location": self["ssl.keystore.location"] if present_certificate else "",
+                  "ssl.key.password": self["ssl.key.password"] if present_certificate else "",
+                  "ssl.endpoint.identification.algorithm": self["ssl.endpoint.identification.algorithm"]}
+        if uses_sasl(protocol):
+            mechanism = self["sasl.mechanism.inter.broker.protocol"]
+            name = listener.listener_name.lower()
+            values.update({"sasl.mechanism": mechanism, "sasl.jaas.config": self.listener_settings.get(
+                f"{LISTENER_PREFIX}{name}.{mechanism.lower()}.sasl.jaas.config") or self["sasl.jaas.config"]})
+        return ClientSecurity.from_values(values)
 
     @property
     def log_dirs(self) -> list[Path]:

@@ -15,6 +15,7 @@ import time
 from typing import Callable
 
 from broker.admin_manager import AdminManager
+from broker.authentication_metrics import AuthenticationMetrics
 from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
 from broker.coordinator.coordination import GroupCoordination
@@ -30,10 +31,12 @@ from broker.security.acl_store import AclStore, FileAclStore
 from broker.security.authorizer import AclAuthorizer
 from broker.security.zk_acl_store import ZkAclStore
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
+from broker.security.credential_store import CredentialStore, FileCredentialStore
+from broker.server.sasl_authenticator import AuthenticationStats, SaslServerAuthenticator, SaslServerConfig
 from broker.server.session import Session
-from broker.security.listeners import uses_ssl
+from broker.security.listeners import uses_sasl, uses_ssl
 from broker.security.ssl_factory import server_context
-from broker.server.socket_server import CloseConnection, Listener, SocketServer
+from broker.server.socket_server import CloseConnection, Handler, Listener, SocketServer
 from broker.state_metrics import BrokerStateCollector
 from pipeline.service.metrics_server import MetricsServer, serve_metrics
 from pipeline.zk.client import BoundedZk
@@ -53,6 +56,10 @@ class KafkaServer:
         self.groups: GroupCoordination | None = None
         self.authorizer: AclAuthorizer | None = None
         self.metrics = BrokerMetrics()
+        # Authentications of every listener (SASL exchanges, TLS handshakes), exported as metrics.
+        self.authentication_stats = AuthenticationStats()
+        self.metrics.registry.register(AuthenticationMetrics(self.authentication_stats))
+        self.sasl_configs: list[SaslServerConfig] = []
         self.metrics_port: int | None = None
         self._metrics_server: MetricsServer | None = None
         self._stopped = asyncio.Event()
@@ -68,13 +75,30 @@ class KafkaServer:
         return self.socket_server.bound_ports[listener_name.upper()]
 
     def _listeners(self) -> list[Listener]:
-        """The socket server's listeners; TLS ones share one server context (ConfigError if the keystore
-        or truststore cannot be loaded)."""
+        """The socket server's listeners: TLS ones share one server context (ConfigError if the keystore or
+        truststore cannot be loaded), SASL ones get an authenticator each with their own settings (in
+        ``self.sasl_configs``) and the authentication counts in common."""
+        config = self.config
         context = None
-        if any(uses_ssl(endpoint.security_protocol) for endpoint in self.config.listeners):
-            context = server_context(self.config.ssl_settings())
-        return [Listener(endpoint, context if uses_ssl(endpoint.security_protocol) else None)
-                for endpoint in self.config.listeners]
+        if any(uses_ssl(endpoint.security_protocol) for endpoint in config.listeners):
+            context = server_context(config.ssl_settings())
+        read_timeout = config["socket.request.read.timeout.ms"]
+        listeners = []
+        for endpoint in config.listeners:
+            authenticator = None
+            if uses_sasl(endpoint.security_protocol):
+                sasl = SaslServerConfig(
+                    config.sasl_mechanisms, CredentialStore(),
+                    reauth_ms=config.listener_setting(endpoint.listener_name, "connections.max.reauth.ms"),
+                    timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
+                    max_receive_size=config["sasl.server.max.receive.size"],
+                    failed_delay_s=config["connection.failed.authentication.delay.ms"] / 1000,
+                    stats=self.authentication_stats)
+                self.sasl_configs.append(sasl)
+                authenticator = _authenticator_factory(sasl)
+            listeners.append(Listener(endpoint, context if uses_ssl(endpoint.security_protocol) else None,
+                                      authenticator))
+        return listeners
 
     async def startup(self) -> None:
         config = self.config
@@ -114,6 +138,9 @@ class KafkaServer:
             max_connections=config["max.connections"], max_connections_per_ip=config["max.connections.per.ip"],
             max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]),
             request_read_timeout_ms=config["socket.request.read.timeout.ms"])
+        self.socket_server.authentication_stats = self.authentication_stats
+        for sasl in self.sasl_configs:
+            sasl.warnings = self.socket_server.warnings
         await self.socket_server.start()
         advertised = config.advertised_listeners(self.socket_server.bound_ports)
         if config["zookeeper.connect"]:
@@ -128,6 +155,7 @@ class KafkaServer:
                 await self._abort_startup()
                 raise
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
+            credentials: CredentialStore = self.cluster.credentials
             self.groups = self.cluster.groups
         else:
             inter_broker = next(e for e in advertised if e.listener_name == config.inter_broker_listener_name)
@@ -147,6 +175,10 @@ class KafkaServer:
                 raise
             apis_holder.append(apis)
             mode, cluster_id = "standalone", metadata.cluster_id
+            credentials = FileCredentialStore(log_dirs[0])
+        apis_holder[0].credentials = credentials
+        for sasl in self.sasl_configs:
+            sasl.store = credentials
         schedule = self.scheduler.schedule
         schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])
         schedule("log-flusher", self.log_manager.flush_dirty_logs, config["log.flush.scheduler.interval.ms"])
@@ -246,3 +278,10 @@ class KafkaServer:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
+
+
+def _authenticator_factory(config: SaslServerConfig) -> Callable[[Session, Handler], SaslServerAuthenticator]:
+    """What makes each connection's SASL authenticator on a listener with ``config``."""
+    def make(session: Session, handler: Handler) -> SaslServerAuthenticator:
+        return SaslServerAuthenticator(session, config, handler)
+    return make

@@ -29,6 +29,7 @@ from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import ProtocolError
 from pipeline.protocol.errors import ErrorCode
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 
 log = logging.getLogger(__name__)
 

@@ -117,8 +117,8 @@ class BrokerStateCollector(Collector):
             "kafka_server_socket_server_metrics_client_errors",
             "Connections closed or refused, and requests refused, for what their client did, by kind "
             "(malformed_request, unsupported_version, frame_too_large, request_read_timeout, closed_mid_frame, "
-            "refused_connection, invalid_topic_name, ...); lines about them are logged at most once a minute per "
-            "client address and kind", labels=["kind"])
+            "refused_connection, invalid_topic_name, authentication_failed, ssl_handshake_timeout, ...); lines about "
+            "them are logged at most once a minute per client address and kind", labels=["kind"])
         for kind, count in sorted(connections.client_errors.items()):
             client_errors.add_metric([kind], count)
         yield created

@@ -34,6 +34,8 @@ from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
 from broker.metrics import BrokerMetrics
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.security.credential_store import CredentialStore
+from broker.security.zk_credential_store import ZkCredentialStore
 from broker.security.listeners import EndPoint
 from pipeline.zk.client import connect
 from pipeline.zk.security import ZooKeeperSecurity
@@ -62,6 +64,7 @@ class ClusterMembership:
         self._isr_task: asyncio.Task | None = None
         self.groups: GroupCoordination | None = None
         self.cluster_id = ""
+        self.credentials: CredentialStore = CredentialStore()
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, function, *args)
@@ -128,6 +131,8 @@ class ClusterMembership:
             config, ZkGroupStore(zk, config["offsets.commit.timeout.ms"] / 1000), self._owns_group,
             lambda group: cache.group_coordinator(group) if cache.connected else None, metrics.registry)
         groups.append(self.groups)
+        self.credentials = credentials = ZkCredentialStore(zk, loop)
+        await credentials.start()
         return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
                          config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis)
 
@@ -203,6 +208,8 @@ class ClusterMembership:
     async def close(self) -> None:
         """Leave the cluster: stop the controller and end the session (the registration vanishes at once)."""
         self.quiesce()
+        if isinstance(self.credentials, ZkCredentialStore):
+            self.credentials.close()
         if self.registry is not None:
             self.registry.close()
         zk = self.zk

@@ -37,8 +37,8 @@ One server listens on every :class:`Listener` (Kafka's listeners: ``PLAINTEXT://
 limits above; each connection's Session names its listener and security protocol. Connections of a listener with
 an ``ssl_context`` speak TLS through a :class:`~broker.server.tls_channel.TlsChannel`: the handshake comes first,
 bounded by ``socket.request.read.timeout.ms`` (or ``connections.max.idle.ms``) like a partial frame; a failed one
-closes only that connection and counts as ``failed_authentication``; a client certificate makes the principal.
-PLAINTEXT connections use the socket directly, as before.
+closes only that connection and counts as ``authentication_failed`` (as a refused SASL login does); a client
+certificate makes the principal. PLAINTEXT connections use the socket directly, as before.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from broker.security.ssl_factory import certificate_principal
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
 from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
+from broker.server.sasl_authenticator import AuthenticationStats, CloseAfterResponse, Refused
 from broker.server.session import Session
 from broker.server.tls_channel import TlsChannel, TlsHandshakeFailed
 from pipeline.warning_limiter import WarningLimiter
@@ -79,14 +80,18 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 # timeout.
 _SCAN_MAX_INTERVAL = 5.0
 UNLIMITED = 2**31 - 1
+# The client-errors kind of a failed authentication (a TLS handshake here; a SASL exchange counts the same).
+FAILED_AUTHENTICATION = "authentication_failed"
 
 
 @dataclass(frozen=True)
 class Listener:
-    """One listening endpoint; ``ssl_context`` (a server context) for SSL and SASL_SSL listeners."""
+    """One listening endpoint; ``ssl_context`` (a server context) for SSL and SASL_SSL listeners, ``authenticator``
+    for SASL_PLAINTEXT and SASL_SSL ones."""
 
     endpoint: EndPoint
     ssl_context: ssl.SSLContext | None = None
+    authenticator: AuthenticatorFactory | None = None
 
     @property
     def name(self) -> str:
@@ -140,6 +145,8 @@ Chunks = Sequence[Any]
 # response chunks, None for no response (acks=0), or a Deferred (or bare awaitable) of either (e.g. a
 # long-polling fetch).
 Handler = Callable[[memoryview, Session], "Chunks | None | Deferred | Awaitable[Chunks | None]"]
+# Makes the authenticator of a new connection's Session on a SASL listener (see sasl_authenticator).
+AuthenticatorFactory = Callable[[Session, Handler], Any]
 
 
 class SocketServer:
@@ -147,7 +154,9 @@ class SocketServer:
 
     ``host`` and ``port`` make one PLAINTEXT listener unless ``listeners`` are given. ``queued_max_request_bytes``
     None (or negative), ``connections_max_idle_ms`` and ``request_read_timeout_ms`` None (or negative) mean no cap
-    and no timeout.
+    and no timeout. Each connection's Session names its listener and security protocol; on a listener with an
+    ``authenticator`` (SASL listeners), each connection starts with the authenticator it makes, which sees every
+    frame until it lets go.
     """
 
     def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int, *,
@@ -179,6 +188,8 @@ class SocketServer:
         self.connections_closed = 0
         # Each listener's port once bound (port 0 picks a free one), by listener name.
         self.bound_ports: dict[str, int] = {listener.name: listener.endpoint.port for listener in self.listeners}
+        # Where failed TLS handshakes are counted as failed authentications (mechanism "SSL"), if anywhere.
+        self.authentication_stats: AuthenticationStats | None = None
 
     @property
     def bound_port(self) -> int:
@@ -271,6 +282,8 @@ class SocketServer:
             connection = _Connection(sock, f"{address}:{addr[1]}", address, self._handler, self._max_request_bytes,
                                      self.memory_pool, self._use_sendfile, self.quotas, listener,
                                      self._handshake_seconds)
+            if listener.authenticator is not None:
+                connection.session.authenticator = listener.authenticator(connection.session, self._handler)
             task = loop.create_task(self._serve(connection))
             self.connections[task] = connection
             self.connections_created += 1
@@ -299,8 +312,11 @@ class SocketServer:
         try:
             await connection.run()
         except TlsHandshakeFailed as exc:
-            self.warnings.warn(connection.address, "failed_authentication", "TLS handshake with %s on listener %s "
-                               "failed: %s", peer, connection.session.listener_name, exc)
+            listener = connection.session.listener_name
+            self.warnings.warn(connection.address, FAILED_AUTHENTICATION, "TLS handshake with %s on listener %s "
+                               "failed: %s", peer, listener, exc)
+            if self.authentication_stats is not None:
+                self.authentication_stats.count(self.authentication_stats.failed, listener, "SSL")
         except (ConnectionError, TimeoutError) as exc:
             log.debug("connection %s ended: %s", peer, exc)
         except CloseConnection as exc:
@@ -333,7 +349,13 @@ class SocketServer:
                 if connection.gone is not None:
                     continue
                 silent = now - connection.last_active
-                if idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
+                authenticator = connection.session.authenticator
+                if authenticator is not None and authenticator.timed_out(now):
+                    self.warnings.warn(connection.address, "authentication_timeout",
+                                       "closing connection from %s: SASL authentication did not complete in time",
+                                       connection.peer)
+                    task.cancel()
+                elif idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
                     log.info("closing connection from %s: idle for %.0f ms (connections.max.idle.ms %.0f)",
                              connection.peer, silent * 1000, idle_seconds * 1000)
                     task.cancel()
@@ -499,7 +521,21 @@ class _Connection:
                 continue
             size = 4 + len(frame)
             try:
-                response = handler(frame, session)
+                authenticator = session.authenticator
+                if authenticator is None:
+                    response = handler(frame, session)
+                else:
+                    try:
+                        response = authenticator.handle(frame)
+                    except Refused as exc:
+                        raise CloseConnection(str(exc), "sasl_refused") from None
+                    except CloseAfterResponse as exc:
+                        if exc.response and self.gone is None:
+                            self._queue(exc.response)
+                        await self._flush()
+                        if exc.delay_s > 0 and self.gone is None:
+                            await asyncio.sleep(exc.delay_s)
+                        return
                 if response is not None and not isinstance(response, (list, tuple)):
                     self._answered(answered)
                     answered = 0

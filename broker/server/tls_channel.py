@@ -114,6 +114,16 @@ class TlsChannel:
                 return 0
             except ssl.SSLError as exc:
                 raise ConnectionError(f"TLS error: {_describe(exc)}") from None
+            # One read gives one TLS record (16 KiB at most): take the rest of the ciphertext already received too,
+            # so that a large request costs one pass of the socket server's read loop, not one per record.
+            while received < size and incoming.pending:
+                try:
+                    more = sslobj.read(size - received, view[received:])
+                except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                    break
+                except ssl.SSLError as exc:
+                    raise ConnectionError(f"TLS error: {_describe(exc)}") from None
+                received += more
             if self._outgoing.pending:
                 self._unsent += self._outgoing.read()
             return received

@@ -162,7 +162,11 @@ def command_config(args: argparse.Namespace) -> CommandConfig:
     """The settings of --command-config (read once per command line)."""
     found = getattr(args, "_command_config", None)
     if found is None:
-        found = read_command_config(getattr(args, "command_config", None))
+        path = getattr(args, "command_config", None)
+        try:
+            found = read_command_config(path)
+        except OSError as exc:
+            raise CliError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
         args._command_config = found
     return found
 

@@ -240,7 +240,9 @@ class ScramServer:
         text = _decode(client_final)
         without_proof, _, proof_part = text.rpartition(",p=")
         attributes = _attributes(without_proof)
-        if attributes.get("r") != self._combined_nonce:
+        # Kafka's check, which librdkafka relies on: its client-final nonce is its own nonce followed by the whole
+        # server nonce (client's + server's), so the nonce must end with ours rather than equal it.
+        if not attributes.get("r", "").endswith(self._combined_nonce):
             raise ScramError("the client's nonce does not match")
         if attributes.get("c") not in ("biws", "eSws"):
             raise ScramError("channel binding is not supported")
