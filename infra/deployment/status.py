@@ -29,12 +29,11 @@ import json
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 import xmlrpc.client
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
-from infra.deployment.programs import Program, programs
+from infra.deployment.programs import HttpAccess, Program, http_get, programs
 from infra.deployment.supervisor import ProcessInfo, Supervisor
 from infra.deployment.topology import Topology, load
 from pipeline.error_text import describe_error
@@ -147,11 +146,11 @@ def _figure(source: Callable[[], Any]) -> dict[str, Any]:
 
 # -- the sources ----------------------------------------------------------------------------------------------
 
-def get_json(url: str, what: str, timeout: float = HTTP_TIMEOUT_S) -> Any:
-    """The JSON answer of GET ``url``; SourceError naming ``what`` when it does not answer or answers no JSON."""
+def get_json(url: str, what: str, timeout: float = HTTP_TIMEOUT_S, access: HttpAccess | None = None) -> Any:
+    """The JSON answer of GET ``url`` (over HTTPS as ``access`` says, when given); SourceError naming ``what`` when
+    it does not answer or answers no JSON."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
-            return json.load(answer)
+        return json.loads(http_get(url, access, timeout))
     except urllib.error.HTTPError as exc:
         raise SourceError(f"{what} at {url} answered HTTP {exc.code}") from None
     except urllib.error.URLError as exc:
@@ -218,9 +217,9 @@ def last_etl_run(topology: Topology) -> dict[str, Any] | None:
 
 def audit_answers(topology: Topology) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The audit's settings and every retained window's summary."""
-    base = f"http://{topology.host}:{topology.audit.http_port}"
-    settings = get_json(f"{base}/api/settings", "the audit")
-    windows = get_json(f"{base}/api/windows", "the audit")
+    base, access = topology.dashboard_url.rstrip("/"), HttpAccess.of(topology)
+    settings = get_json(f"{base}/api/settings", "the audit", access=access)
+    windows = get_json(f"{base}/api/windows", "the audit", access=access)
     try:
         return settings, list(windows["windows"])
     except (KeyError, TypeError):

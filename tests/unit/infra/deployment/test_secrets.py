@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from audit.config import AuditConfig
+from broker.config import KafkaConfig
 from etl.config import EtlConfig
 from infra.deployment import secured
 from infra.deployment.programs import programs, scrape_jobs
@@ -102,6 +103,11 @@ def test_each_service_reads_its_own_login_from_its_settings_file(deployment: Top
     assert etl.security.username == "etl" and etl.zookeeper_security.set_acl
     registry = RegistryConfig(settings("registry"))
     assert registry.security.basic and registry.listeners[0].scheme == "https" and registry.zookeeper_security.set_acl
+    broker = KafkaConfig(settings("broker-offline-2"))
+    assert broker["zookeeper.set.acl"] and broker.authorizer_enabled
+    inter_broker = broker.inter_broker_security()
+    assert (inter_broker.protocol, inter_broker.username, inter_broker.sasl_mechanism) == ("SASL_SSL", "broker",
+                                                                                           "SCRAM-SHA-512")
 
 
 def test_people_use_admin_properties(deployment: Topology) -> None:
