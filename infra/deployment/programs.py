@@ -103,8 +103,9 @@ def http_get(url: str, access: HttpAccess | None = None, timeout_s: float = HTTP
     request = urllib.request.Request(url)
     context = None
     if access is not None:
-        token = base64.b64encode(f"{access.user}:{access.password}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
+        if access.user:
+            token = base64.b64encode(f"{access.user}:{access.password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
         context = ssl.create_default_context(cafile=access.ca_file) if url.startswith("https:") else None
     with urllib.request.urlopen(request, timeout=timeout_s, context=context) as answer:
         return answer.read()

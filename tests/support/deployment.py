@@ -1,6 +1,7 @@
 """The whole deployment (`python -m infra.deployment`) in tests: a reduced topology on free ports in a short
 temporary var directory, started and stopped as `make pipeline-up` and `make pipeline-down` do, with a check that
-nothing it started is left running."""
+nothing it started is left running. Secured (the default), the tests read its clusters and its audit as admin, and
+:func:`unrefused` tries the brokers, the registry and the dashboard without the right credentials."""
 
 from __future__ import annotations
 
@@ -11,18 +12,29 @@ import stat
 import subprocess
 import sys
 import tempfile
+import urllib.error
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
 import pyarrow.dataset as ds
 import yaml
+from kazoo.exceptions import NoAuthError
 
 from infra.deployment import clusters
+from infra.deployment.programs import HttpAccess, http_get
+from infra.deployment.secrets import ADMIN, Secrets
+from infra.deployment.secured import admin_command_config
 from infra.deployment.supervisor import Supervisor
 from infra.deployment.topology import Topology, load
+from pipeline.client.admin import AdminClient
+from pipeline.client.errors import KafkaClientError
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from pipeline.protocol.errors import KafkaProtocolError
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
+from pipeline.zk.client import connect
 from pipeline.warehouse_state import live_files
-from schemas.events import EVENT_TOPICS
+from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
 from schemas.serde import event_key
 from tests.support.broker import REPO_ROOT
 from tests.support.ports import consecutive_free_ports
@@ -155,17 +167,63 @@ def created_events(topology: Topology) -> dict[str, tuple[str, str, int]]:
     return created
 
 
+def admin_security(topology: Topology) -> ClientSecurity:
+    """How the tests connect to the deployment's brokers: as admin when it is secured."""
+    return admin_command_config(topology).client
+
+
+def unrefused(topology: Topology) -> list[str]:
+    """What let in a client without the right credentials (empty when everything refused it): each broker of each
+    cluster to a plaintext client and to a SASL_SSL one with a wrong password, the registry and the dashboard to a
+    request without a login and with a wrong password, each cluster's ZooKeeper state to a client without the
+    deployment's digest."""
+    admin = admin_security(topology)
+    wrong = replace(admin, password=admin.password + "-wrong")
+    let_in = []
+    for cluster in topology.clusters:
+        for broker_id in cluster.broker_ids():
+            address = f"{topology.host}:{cluster.broker_port(broker_id)}"
+            for what, security in (("plaintext", PLAINTEXT_SECURITY), ("a wrong password", wrong)):
+                try:
+                    with AdminClient(address, timeout_s=5.0, security=security) as client:
+                        client.list_topics()
+                except (KafkaClientError, KafkaProtocolError, OSError):
+                    continue
+                let_in.append(f"broker {broker_id} of {cluster.name} ({address}) served a client with {what}")
+    secrets = Secrets.of(topology)
+    for name, url in (("registry", f"{topology.registry_url}/subjects"), ("dashboard", f"{topology.dashboard_url}api/windows")):
+        for what, access in (("no login", HttpAccess(str(secrets.ca_file), "", "")),
+                             ("a wrong password", HttpAccess(str(secrets.ca_file), ADMIN, "wrong"))):
+            try:
+                http_get(url, access, 5.0)
+                let_in.append(f"the {name} at {url} served a request with {what}")
+            except urllib.error.HTTPError as error:
+                if error.code != 401:
+                    let_in.append(f"the {name} at {url} answered a request with {what} HTTP {error.code}, not 401")
+    for cluster in topology.clusters:
+        client = connect(topology.cluster_zookeeper(cluster))
+        try:
+            client.set(f"/brokers/topics/{AUDIT_TOPIC}", b'{"partitions": {}}')
+            let_in.append(f"a ZooKeeper client without the digest rewrote a topic's assignment in {cluster.name}")
+        except NoAuthError:
+            pass
+        finally:
+            client.stop()
+            client.close()
+    return let_in
+
+
 def source_events(topology: Topology) -> dict[tuple[str, str, int, int], str | None]:
     """(datacenter, topic, partition, offset) -> eventId of every record stored in the datacenters' clusters (None
     for a record that is no event: a poison record)."""
     events: dict[tuple[str, str, int, int], str | None] = {}
     for datacenter in topology.datacenters:
-        with clusters.admin(topology.cluster_zookeeper(datacenter)) as admin:
+        with clusters.admin(topology.cluster_zookeeper(datacenter), security=admin_security(topology)) as admin:
             addresses = admin.cluster.brokers()
             for topic in EVENT_TOPICS:
                 for partition in admin.cluster.partitions_for(topic):
                     host, port = addresses[admin.cluster.leader(topic, partition)]
-                    with SimpleConsumer(host, port) as consumer:
+                    with SimpleConsumer(host, port, security=admin.cluster.security) as consumer:
                         offset = consumer.get_offsets_before(topic, partition, -2, 1)[0]
                         while batch := [m for m in consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20))
                                         if m.offset >= offset]:

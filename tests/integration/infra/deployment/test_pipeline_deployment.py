@@ -1,10 +1,12 @@
 """`make pipeline-up` end to end, from a fresh clone of the repository, on a reduced topology under supervisord: dc1 of
 three brokers with replication 3 and min.insync.replicas 2 as the default topology has them, dc2 of one, an offline
 cluster of two, low rates, 2 s audit windows, an ETL run every 15 s, and emulators that list every event they create
-(``created.log``).
+(``created.log``). Security is on, as by default: SASL_SSL brokers with ACLs, HTTPS registry and dashboard with
+basic authentication, ZooKeeper ACLs; the test reads the clusters and the audit as admin.
 
 One deployment, in phases: undisturbed (the windows reconciled so far are complete at every tier with nothing named;
-`python -m pipeline status` healthy; Prometheus scraped every target; `make pipeline-up` again starts nothing twice);
+`python -m pipeline status` healthy; Prometheus scraped every target; `make pipeline-up` again starts nothing twice;
+every broker, the registry, the dashboard and ZooKeeper refuse a client without the right credentials);
 what the topology promises (every topic replicated as it says, nothing listening beyond its host, var/ owner-only);
 every chaos drill while the emulators go on (a broker of dc1 killed and failed over, with the audit's verdict; the
 mirror, the ETL in the middle of a run, the registry and the audit killed; ZooKeeper stopped for longer than the
@@ -28,7 +30,6 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,8 @@ from playwright.sync_api import sync_playwright
 
 from infra.deployment import clusters
 from infra.deployment.poison import NULL_VALUE_KEY, STRAY_LINE, UNKNOWN_SCHEMA_ID
-from infra.deployment.programs import broker_log_dir, http_ok, programs, scrape_jobs
+from infra.deployment.programs import HttpAccess, broker_log_dir, http_get, http_ok, programs, scrape_jobs
+from infra.deployment.secrets import ADMIN, Secrets
 from infra.deployment.small_disk import BALLAST_NAME
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
@@ -46,11 +48,13 @@ from tests.support.broker import REPO_ROOT
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.deployment import (
     Deployment,
+    admin_security,
     created_events,
     listeners,
     loose_permissions,
     process_tree,
     source_events,
+    unrefused,
     warehouse_events,
 )
 from tests.support.polling import wait_until
@@ -69,18 +73,19 @@ def make(clone: Path, target: str, deployment: Deployment, timeout: float = 600)
                            f"TOPOLOGY={deployment.path}"], cwd=clone, capture_output=True, text=True, timeout=timeout)
 
 
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return json.loads(answer.read())
+def get(url: str, access: HttpAccess | None = None) -> Any:
+    return json.loads(http_get(url, access, 10))
 
 
 def windows(deployment: Deployment) -> list[dict[str, Any]]:
-    return get(f"http://127.0.0.1:{deployment.topology.audit.http_port}/api/windows")["windows"]
+    topology = deployment.topology
+    return get(f"{topology.dashboard_url}api/windows", HttpAccess.of(topology))["windows"]
 
 
 def window_detail(deployment: Deployment, window: dict[str, Any]) -> dict[str, Any]:
-    return get(f"http://127.0.0.1:{deployment.topology.audit.http_port}/api/windows/{window['topic']}/"
-               f"{window['datacenter']}/{window['windowStart']}")
+    topology = deployment.topology
+    return get(f"{topology.dashboard_url}api/windows/{window['topic']}/{window['datacenter']}/{window['windowStart']}",
+               HttpAccess.of(topology))
 
 
 def settled(window: dict[str, Any]) -> bool:
@@ -110,7 +115,7 @@ def targets_up(deployment: Deployment) -> list[str]:
 def configs(deployment: Deployment, cluster: str) -> dict[str, tuple[int, dict[str, str]]]:
     """topic -> (replication factor, configs in effect) of every topic of ``cluster``."""
     topology = deployment.topology
-    with clusters.admin(topology.cluster_zookeeper(topology.cluster(cluster))) as admin:
+    with clusters.admin(topology.cluster_zookeeper(topology.cluster(cluster)), security=admin_security(topology)) as admin:
         return {d.name: (d.replication_factor, admin.describe_configs(d.name))
                 for d in admin.describe_topics(admin.list_topics())}
 
@@ -194,11 +199,11 @@ def poison_records(deployment: Deployment, output: str) -> dict[str, tuple[Any, 
     assert len(places) == 3, output
     topology = deployment.topology
     stored = {}
-    with clusters.admin(topology.cluster_zookeeper(topology.cluster("dc1"))) as admin:
+    with clusters.admin(topology.cluster_zookeeper(topology.cluster("dc1")), security=admin_security(topology)) as admin:
         addresses = admin.cluster.brokers()
         for kind, partition, offset, event_id in places:
             host, port = addresses[admin.cluster.leader("PageViewEvent", int(partition))]
-            with SimpleConsumer(host, port) as consumer:
+            with SimpleConsumer(host, port, security=admin.cluster.security) as consumer:
                 message = next(m for m in consumer.fetch(FetchRequest("PageViewEvent", int(partition), int(offset),
                                                                       1 << 20)) if m.offset == int(offset))
             stored[kind.split(" ")[1]] = (message.key, message.value, event_id or None)
@@ -216,9 +221,15 @@ def test_every_event_created_is_loaded_or_named_through_every_drill_from_a_fresh
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         print(f"make pipeline-up took {time.monotonic() - began:.1f}s")
         topology = deployment.topology
+        assert topology.security and topology.registry_url.startswith("https://")
+        admin_password = Secrets.of(topology).password(ADMIN)
         for shown in (topology.dashboard_url, topology.prometheus_url, topology.registry_url,
-                      "python -m audit report", "python -m audit trace", "first events in the offline cluster"):
+                      "python -m audit report", "python -m audit trace", "first events in the offline cluster",
+                      f"login {ADMIN} / {admin_password}", "--command-config", "admin.properties"):
             assert shown in up.stdout, up.stdout
+        # No other secret is printed.
+        for user, password in Secrets.of(topology).passwords().items():
+            assert user == ADMIN or password not in up.stdout + up.stderr, user
         alerts_page = re.search(r"\(alerts: (\S+)\)", up.stdout)
         assert alerts_page and http_ok(alerts_page.group(1)), up.stdout
 
@@ -235,6 +246,8 @@ def test_every_event_created_is_loaded_or_named_through_every_drill_from_a_fresh
             assert program.name in status.stdout
         wait_until(lambda: targets_up(deployment) == [], 60, interval=1,
                    message=lambda: f"Prometheus scraped every target: {targets_up(deployment)}")
+        # Secured: nobody without the right credentials gets in, anywhere.
+        assert unrefused(topology) == []
 
         # Again while it runs: nothing is started twice.
         before = {info.name: info.pid for info in deployment.supervisor.infos()}
@@ -374,7 +387,9 @@ def test_every_event_created_is_loaded_or_named_through_every_drill_from_a_fresh
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1800})
+                # The deployment's own CA is not Chromium's: its certificate is checked by the tests above.
+                page = browser.new_page(viewport={"width": 1400, "height": 1800}, ignore_https_errors=True,
+                                        http_credentials={"username": ADMIN, "password": admin_password})
                 errors: list[str] = []
                 page.on("pageerror", lambda e: errors.append(str(e)))
                 page.goto(topology.dashboard_url)
