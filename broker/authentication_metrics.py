@@ -1,7 +1,8 @@
 """AuthenticationMetrics: the SASL listeners' authentications by outcome, listener and mechanism, for Prometheus.
 
-Kafka's socket-server-metrics ``successful-authentication-total`` and ``failed-authentication-total``, labelled
-by listener and mechanism; read from the authenticators' AuthenticationStats at scrape time.
+Kafka's socket-server-metrics ``successful-authentication-total`` and ``failed-authentication-total`` of the SASL
+exchanges, labelled by listener and mechanism (the socket server's unlabelled failed-authentication counter adds
+failed TLS handshakes); read from the authenticators' AuthenticationStats at scrape time.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class AuthenticationMetrics(Collector):
                 ("failed_authentication", self._stats.failed,
                  "SASL authentications refused (wrong password, unknown user, unsupported mechanism), by listener "
                  "and mechanism: failed-authentication-total")):
-            family = CounterMetricFamily(f"kafka_server_socket_server_metrics_{name}", text,
+            family = CounterMetricFamily(f"kafka_server_sasl_{name}", text,
                                          labels=["listener", "mechanism"])
             for (listener, mechanism), count in sorted(dict.copy(table).items()):
                 family.add_metric([listener, mechanism], count)

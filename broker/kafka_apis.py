@@ -125,6 +125,7 @@ class KafkaApis:
         handler = self._handlers.get(header.api_key)
         self.session = session
         self.groups.peer = self._peer = session.peer
+        self.groups.listener_name = session.listener_name
         versions = SUPPORTED_VERSIONS.get(header.api_key)
         if header.api_key == ApiKey.API_VERSIONS and versions and header.api_version > versions[1]:
             # A client newer than us: answer in the v0 layout with our list so it can retry lower.
@@ -179,7 +180,7 @@ class KafkaApis:
             for name in names:
                 if view.describe_topic(name) is None:
                     errors[name] = self._auto_create(name)
-        return metadata_response(view, names, errors)
+        return metadata_response(view, names, errors, self.session.listener_name if self.session else None)
 
     def _auto_create(self, name: str) -> int:
         """Create (or start creating) an unknown topic a Metadata request names; the error its entry

@@ -24,6 +24,7 @@ from broker.log.errors import CorruptRecordError, InvalidRecordError, KafkaStora
 from broker.log.log import Log
 from broker.metadata import BrokerEndpoint
 from pipeline.client.connection import BrokerConnection
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import ProtocolError
@@ -55,7 +56,7 @@ class FetcherSettings:
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
     fetchers_per_broker: int = 1
-    # How to connect to the leaders (the inter-broker listener's protocol and this broker's login).
+    # How to connect to the leader's inter-broker listener (KafkaConfig.inter_broker_security()).
     security: ClientSecurity = PLAINTEXT_SECURITY
 
 

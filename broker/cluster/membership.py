@@ -36,6 +36,7 @@ from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.security.credential_store import CredentialStore
 from broker.security.zk_credential_store import ZkCredentialStore
+from broker.security.listeners import EndPoint
 from pipeline.zk.client import connect
 
 log = logging.getLogger(__name__)
@@ -44,13 +45,13 @@ log = logging.getLogger(__name__)
 class ClusterMembership:
     """This broker's ZooKeeper session and everything that lives on it."""
 
-    def __init__(self, config: KafkaConfig, log_manager: LogManager, advertised_host: str, port: int,
+    def __init__(self, config: KafkaConfig, log_manager: LogManager, advertised: list[EndPoint],
                  metrics: BrokerMetrics | None = None) -> None:
         self.config = config
         self.log_manager = log_manager
         self.metrics = metrics
-        self.advertised_host = advertised_host
-        self.port = port
+        # Every advertised listener; the inter-broker one is the address other brokers fetch from.
+        self.advertised = advertised
         self.zk: KazooClient | None = None
         self.registry: BrokerRegistry | None = None
         self.cache: ZkMetadataCache | None = None
@@ -78,7 +79,10 @@ class ClusterMembership:
                                   session_timeout_s=session_timeout_s))
         zk = BoundedZk(client, session_timeout_s)
         broker_id = config.broker_id
-        self.registry = registry = BrokerRegistry(zk, broker_id, self.advertised_host, self.port, session_timeout_s)
+        inter_broker = next(e for e in self.advertised if e.listener_name == config.inter_broker_listener_name)
+        self.registry = registry = BrokerRegistry(
+            zk, broker_id, inter_broker.host, inter_broker.port, session_timeout_s,
+            [(e.listener_name, e.security_protocol, e.host, e.port) for e in self.advertised])
         await self._call(registry.create_persistent_paths)
         self.cluster_id = await self._call(registry.cluster_id)
         try:
@@ -98,7 +102,8 @@ class ClusterMembership:
             leadership[0].reconcile(changes)
             if groups and (changes.brokers or changes.shutting_down):
                 groups[0].brokers_changed()
-        self.cache = cache = ZkMetadataCache(zk, loop, on_change=on_change)
+        self.cache = cache = ZkMetadataCache(zk, loop, on_change=on_change,
+                                             inter_broker_listener=config.inter_broker_listener_name)
         cache.cluster_id = self.cluster_id
         metrics = self.metrics if self.metrics is not None else BrokerMetrics()
         self.isr_writer = IsrChangeWriter(zk, broker_id, loop, metrics)

@@ -30,6 +30,8 @@ class GroupApis:
         self._find = find_coordinator
         # The peer of the request being dispatched (KafkaApis sets it before each group handler runs).
         self.peer = ""
+        # The listener of the request being handled: FindCoordinator answers with that listener's endpoint.
+        self.listener_name: str | None = None
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -53,6 +55,8 @@ class GroupApis:
         if not request["key"]:
             return _no_coordinator(ErrorCode.INVALID_REQUEST, "the group id is empty")
         endpoint = self._find(request["key"])
+        if endpoint is not None:
+            endpoint = endpoint.on(self.listener_name)
         if endpoint is None:
             return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker can coordinate the group now")
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,

@@ -220,7 +220,8 @@ class SaslServerAuthenticator:
     def _failed(self, username: str, reason: str) -> None:
         mechanism = self.session.sasl_mechanism or "none"
         self.config.stats.count(self.config.stats.failed, self.session.listener_name, mechanism)
-        self.config.warnings.warn(self.session.address, "authentication_failed",
+        # The socket server's FAILED_AUTHENTICATION kind: failed TLS handshakes and SASL exchanges count together.
+        self.config.warnings.warn(self.session.address, "failed_authentication",
                                   "failed authentication from %s on listener %s: user %r, mechanism %s: %s",
                                   self.session.peer, self.session.listener_name, username[:100], mechanism, reason)
 

@@ -77,9 +77,31 @@ def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
 
 
-def broker_registration(host: str, port: int) -> bytes:
+def broker_registration(host: str, port: int, endpoints: list[tuple[str, str, str, int]] | None = None) -> bytes:
+    """A broker's /brokers/ids/<id>: ``host``/``port`` its inter-broker endpoint, ``endpoints`` every advertised
+    (listener name, security protocol, host, port) as Kafka writes them (default: one PLAINTEXT listener)."""
+    endpoints = endpoints or [("PLAINTEXT", "PLAINTEXT", host, port)]
     return encode({"version": 4, "host": host, "port": port, "jmx_port": -1, "timestamp": str(now_ms()),
-                   "endpoints": [f"PLAINTEXT://{host}:{port}"]})
+                   "endpoints": [f"{name}://{_bracketed(h)}:{p}" for name, _, h, p in endpoints],
+                   "listener_security_protocol_map": {name: protocol for name, protocol, _, _ in endpoints}})
+
+
+def registration_endpoints(registration: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """Listener name -> (host, port) of a decoded broker registration (Kafka's "endpoints"; an old registration's
+    host and port as PLAINTEXT)."""
+    found: dict[str, tuple[str, int]] = {}
+    for entry in registration.get("endpoints") or ():
+        name, sep, address = str(entry).partition("://")
+        host, _, port = address.rpartition(":")
+        if sep and port.isdigit():
+            found[name.upper()] = (host.strip("[]"), int(port))
+    if not found and registration.get("host") is not None:
+        found["PLAINTEXT"] = (registration["host"], int(registration["port"]))
+    return found
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def controller_data(broker_id: int) -> bytes:
