@@ -133,7 +133,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms.",
              at_least=0, at_most=INT32_MAX),
     Property("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials)."),
+             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials); per "
+             "listener: listener.name.<listener>.sasl.enabled.mechanisms."),
     Property("sasl.mechanism.inter.broker.protocol", _mechanism, "SCRAM-SHA-512",
              "SASL mechanism this broker logs in with to other brokers over a SASL_* inter-broker listener."),
     Property("sasl.jaas.config", _str, "",
@@ -267,10 +268,6 @@ class KafkaConfig(Config):
             return prop.parse(value) if isinstance(value, str) else value
         except ValueError as exc:
             raise ConfigError(f"{LISTENER_PREFIX}{listener.lower()}.{name}={value!r}: {exc}") from None
-
-    @property
-    def sasl_mechanisms(self) -> tuple[str, ...]:
-        return tuple(m for m in self["sasl.enabled.mechanisms"].split(",") if m)
 
     @property
     def broker_id(self) -> int:

@@ -83,11 +83,12 @@ class KafkaServer:
                 for endpoint in self.config.listeners]
 
     def _sasl_authenticator(self, listener_name: str) -> Callable[[Session, Handler], SaslServerAuthenticator]:
-        """What makes the SASL authenticator of each connection of a SASL_* listener (connections.max.reauth.ms may
-        differ per listener; the credentials, statistics and warnings are the broker's)."""
+        """What makes the SASL authenticator of each connection of a SASL_* listener (sasl.enabled.mechanisms and
+        connections.max.reauth.ms may differ per listener; the credentials, statistics and warnings are the broker's)."""
         config = self.config
         read_timeout = config["socket.request.read.timeout.ms"]
-        sasl = SaslServerConfig(config.sasl_mechanisms, self.credentials,
+        mechanisms = tuple(m for m in config.listener_setting(listener_name, "sasl.enabled.mechanisms").split(",") if m)
+        sasl = SaslServerConfig(mechanisms, self.credentials,
                                 reauth_ms=config.listener_setting(listener_name, "connections.max.reauth.ms"),
                                 timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
                                 max_receive_size=config["sasl.server.max.receive.size"],

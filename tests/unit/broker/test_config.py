@@ -105,7 +105,10 @@ def test_a_sasl_listeners_protocol_and_the_brokers_own_login():
 
 
 def test_sasl_mechanisms_are_checked():
-    assert KafkaConfig({"sasl.enabled.mechanisms": "scram-sha-512, PLAIN"}).sasl_mechanisms == ("SCRAM-SHA-512", "PLAIN")
+    config = KafkaConfig({"sasl.enabled.mechanisms": "scram-sha-512, PLAIN",
+                          "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-256"})
+    assert config.listener_setting("EXTERNAL", "sasl.enabled.mechanisms") == "SCRAM-SHA-512,PLAIN"
+    assert config.listener_setting("INTERNAL", "sasl.enabled.mechanisms") == "SCRAM-SHA-256"
     with pytest.raises(ConfigError, match="GSSAPI"):
         KafkaConfig({"sasl.enabled.mechanisms": "GSSAPI"})
     with pytest.raises(ConfigError, match="sasl.username"):
