@@ -1,4 +1,4 @@
-"""Produce and fetch throughput over each listener type of one broker: PLAINTEXT against SSL (and SASL_SSL).
+"""Produce and fetch throughput over each listener type of one broker: PLAINTEXT against SSL (and SASL_*).
 
 Starts one standalone broker with a listener per protocol (certificates from a throwaway CA), then for each
 protocol times kcat producing N messages of SIZE bytes to a topic of its own (librdkafka's batching, acks=all) and
@@ -6,7 +6,7 @@ kcat consuming one shared topic from the beginning (the same bytes for every pro
 with sendfile, TLS ones are read with preadv and encrypted in 1 MiB writes). Prints MB/s and the ratio to
 PLAINTEXT, the best of ``--repeat`` runs.
 
-SASL_SSL needs the broker's SASL support and a SCRAM user: ``--protocols PLAINTEXT,SSL,SASL_SSL --sasl-user U
+SASL_PLAINTEXT and SASL_SSL need a SCRAM user: ``--protocols PLAINTEXT,SASL_PLAINTEXT,SSL,SASL_SSL --sasl-user U
 --sasl-password P`` (the user is created with ``python -m pipeline users`` before the runs).
 
 ``--profile fetch`` (or ``produce``) runs the broker in this process instead and prints cProfile's top functions
@@ -61,8 +61,8 @@ def kcat_security(protocol: str, ca_file: Path, args: argparse.Namespace) -> lis
     settings: dict[str, str] = {}
     if protocol in ("SSL", "SASL_SSL"):
         settings.update({"security.protocol": protocol.lower(), "ssl.ca.location": str(ca_file)})
-    if protocol == "SASL_SSL":
-        settings.update({"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": args.sasl_user,
+    if protocol.startswith("SASL_"):
+        settings.update({"security.protocol": protocol.lower(), "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": args.sasl_user,
                          "sasl.password": args.sasl_password})
     return [arg for key, value in settings.items() for arg in ("-X", f"{key}={value}")]
 
