@@ -76,3 +76,14 @@ def test_inter_broker_security_follows_the_inter_broker_listener():
                           "ssl.keystore.location": "/broker.pem", "ssl.endpoint.identification.algorithm": ""})
     security = mutual.inter_broker_security()
     assert (security.cert_file, security.check_hostname) == ("/broker.pem", False)
+
+
+def test_inter_broker_security_over_sasl_ssl_has_the_login_and_the_tls_fields():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";'
+    config = KafkaConfig({"listeners": "EXTERNAL://a:1,INTERNAL://a:2",
+                          "listener.security.protocol.map": "EXTERNAL:SSL,INTERNAL:SASL_SSL",
+                          "inter.broker.listener.name": "INTERNAL", "ssl.truststore.location": "/ca.pem",
+                          "listener.name.internal.scram-sha-512.sasl.jaas.config": jaas})
+    security = config.inter_broker_security()
+    assert (security.protocol, security.username, security.password, security.ca_file, security.cert_file) == (
+        "SASL_SSL", "broker", "b-secret", "/ca.pem", "")
