@@ -3,12 +3,16 @@ and a wrong password refused over TLS as over plaintext."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from tests.support import sasl
-from tests.support.clients import confluent_consume, create_topic, kafka_python_consume, run_kcat
+from tests.support.clients import (
+    aiokafka_round_trip,
+    confluent_consume,
+    create_topic,
+    kafka_python_consume,
+    run_kcat,
+)
 from tests.support.ports import free_port
 from tests.support.tls import TestPki, aiokafka_settings, kafka_python_settings, kcat_args, librdkafka_settings
 
@@ -82,34 +86,7 @@ def test_kafka_python(broker, pki):
 
 
 def test_aiokafka(broker, pki):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
     create_topic(broker.bootstrap, "aiokafka-sasl-ssl", 1)
-
-    async def scenario() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.sasl_ssl_bootstrap, acks="all",
-                                    **python_client(pki, aiokafka_settings))
-        await producer.start()
-        try:
-            for value in MESSAGES:
-                await producer.send("aiokafka-sasl-ssl", value, partition=0)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.sasl_ssl_bootstrap, enable_auto_commit=False,
-                                    **python_client(pki, aiokafka_settings))
-        await consumer.start()
-        received: list[bytes] = []
-        try:
-            partition = TopicPartition("aiokafka-sasl-ssl", 0)
-            consumer.assign([partition])
-            await consumer.seek_to_beginning(partition)
-            async with asyncio.timeout(60):
-                while len(received) < len(MESSAGES):
-                    for messages in (await consumer.getmany(timeout_ms=500)).values():
-                        received.extend(m.value for m in messages)
-        finally:
-            await consumer.stop()
-        return received
-
-    assert asyncio.run(scenario()) == MESSAGES
+    received = aiokafka_round_trip(broker.sasl_ssl_bootstrap, "aiokafka-sasl-ssl", MESSAGES,
+                                   lambda: python_client(pki, aiokafka_settings))
+    assert received == MESSAGES
