@@ -300,7 +300,14 @@ class KafkaConfig(Config):
 
     def _inter_broker_listener_name(self) -> str:
         names = [endpoint.listener_name for endpoint in self.listeners]
-        name = self["inter.broker.listener.name"]
+        name, protocol = self["inter.broker.listener.name"], self["security.inter.broker.protocol"]
+        if name and protocol:
+            raise ConfigError("give inter.broker.listener.name or security.inter.broker.protocol, not both")
+        if protocol:
+            if protocol not in self.protocol_map.values() or protocol not in names:
+                raise ConfigError(f"security.inter.broker.protocol={protocol} is not among the listeners "
+                                  f"({', '.join(names)})")
+            return protocol
         if name:
             if name not in names:
                 raise ConfigError(f"inter.broker.listener.name={name} is not among the listeners ({', '.join(names)})")

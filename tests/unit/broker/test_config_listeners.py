@@ -35,6 +35,9 @@ def test_plaintext_is_the_default_inter_broker_listener_when_listed():
     named = KafkaConfig({"listeners": "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
                          "inter.broker.listener.name": "ssl"})
     assert named.inter_broker_listener_name == "SSL"
+    by_protocol = KafkaConfig({"listeners": "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+                               "security.inter.broker.protocol": "SSL"})
+    assert by_protocol.inter_broker_listener_name == "SSL"
 
 
 def test_advertised_listeners_replace_the_bound_address():
@@ -53,6 +56,9 @@ def test_advertised_listeners_replace_the_bound_address():
     ({"listeners": "SSL://a:1", "inter.broker.listener.name": "PLAINTEXT"}, "not among the listeners"),
     ({"listeners": "SSL://a:1", "advertised.listeners": "PLAINTEXT://b:1"}, "which is not among the listeners"),
     ({"listeners": "SSL://a:1", "advertised.listeners": "SSL://0.0.0.0:1"}, "wildcard"),
+    ({"listeners": "SSL://a:1", "security.inter.broker.protocol": "SASL_SSL"}, "not among the listeners"),
+    ({"listeners": "SSL://a:1", "security.inter.broker.protocol": "SSL", "inter.broker.listener.name": "SSL"},
+     "not both"),
     ({"listener.security.protocol.map": "INTERNAL:TLS"}, "unknown security protocol"),
     ({"listener.security.protocol.map": "A:SSL,A:SASL_SSL"}, "names listener A twice"),
     ({"ssl.client.auth": "always"}, "expected one of"),
