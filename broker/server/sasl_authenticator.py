@@ -223,7 +223,7 @@ class SaslServerAuthenticator:
         mechanism = self.session.sasl_mechanism or "none"
         self.config.stats.count(self.config.stats.failed, self.session.listener_name, mechanism)
         # The socket server's FAILED_AUTHENTICATION kind: failed TLS handshakes and SASL exchanges count together.
-        self.config.warnings.warn(self.session.address, "failed_authentication",
+        self.config.warnings.warn(self.session.address, "authentication_failed",
                                   "failed authentication from %s on listener %s: user %r, mechanism %s: %s",
                                   self.session.peer, self.session.listener_name, username[:100], mechanism, reason)
 

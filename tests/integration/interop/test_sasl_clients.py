@@ -93,7 +93,7 @@ def test_confluent_kafka_reauthenticates_on_its_connection(broker_factory):
     assert producer.flush(20) == 0
     assert errors == []
     samples = scrape(broker)
-    logins = value(samples, "kafka_server_sasl_successful_authentication_total", listener="SASL_PLAINTEXT",
+    logins = value(samples, "kafka_server_socket_server_metrics_successful_authentication_total", listener="SASL_PLAINTEXT",
                    mechanism="SCRAM-SHA-512")
     connections = value(samples, "kafka_server_socket_server_metrics_connection_creation_total")
     # Every connection logged in again on itself, more than once, in 6 s of 2 s sessions; none was closed for it.

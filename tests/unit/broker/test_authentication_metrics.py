@@ -16,5 +16,5 @@ def test_counts_by_listener_and_mechanism():
     registry = CollectorRegistry()
     registry.register(AuthenticationMetrics(stats))
     text = generate_latest(registry).decode()
-    assert 'kafka_server_sasl_successful_authentication_total{listener="SASL_SSL",mechanism="SCRAM-SHA-512"} 2.0' in text
-    assert 'kafka_server_sasl_failed_authentication_total{listener="SASL_PLAINTEXT",mechanism="PLAIN"} 1.0' in text
+    assert 'kafka_server_socket_server_metrics_successful_authentication_total{listener="SASL_SSL",mechanism="SCRAM-SHA-512"} 2.0' in text
+    assert 'kafka_server_socket_server_metrics_failed_authentication_total{listener="SASL_PLAINTEXT",mechanism="PLAIN"} 1.0' in text

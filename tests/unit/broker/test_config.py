@@ -95,7 +95,7 @@ def test_a_sasl_listeners_protocol_and_the_brokers_own_login():
     config = KafkaConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:9092",
                           "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
                           "listener.name.sasl_plaintext.connections.max.reauth.ms": "60000"})
-    assert config.inter_broker_listener_name == "SASL_PLAINTEXT"
+    assert config.inter_broker_listener.security_protocol == "SASL_PLAINTEXT"
     security = config.inter_broker_security()
     assert (security.protocol, security.sasl_mechanism, security.username, security.password) == (
         "SASL_PLAINTEXT", "SCRAM-SHA-512", "broker", "b-secret")
