@@ -142,7 +142,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms.",
              at_least=0, at_most=INT32_MAX),
     Property("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials)."),
+             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials); per "
+             "listener: listener.name.<listener>.sasl.enabled.mechanisms."),
     Property("sasl.mechanism.inter.broker.protocol", _mechanism, "SCRAM-SHA-512",
              "SASL mechanism this broker logs in with to other brokers over a SASL_* inter-broker listener."),
     Property("sasl.jaas.config", _str, "",
@@ -303,10 +304,6 @@ class KafkaConfig(Config):
             raise ConfigError(f"{LISTENER_PREFIX}{listener.lower()}.{name}={value!r}: {exc}") from None
 
     @property
-    def sasl_mechanisms(self) -> tuple[str, ...]:
-        return tuple(m for m in self["sasl.enabled.mechanisms"].split(",") if m)
-
-    @property
     def broker_id(self) -> int:
         return self["broker.id"]
 
@@ -327,7 +324,14 @@ class KafkaConfig(Config):
 
     def _inter_broker_listener_name(self) -> str:
         names = [endpoint.listener_name for endpoint in self.listeners]
-        name = self["inter.broker.listener.name"]
+        name, protocol = self["inter.broker.listener.name"], self["security.inter.broker.protocol"]
+        if name and protocol:
+            raise ConfigError("give inter.broker.listener.name or security.inter.broker.protocol, not both")
+        if protocol:
+            if protocol not in self.protocol_map.values() or protocol not in names:
+                raise ConfigError(f"security.inter.broker.protocol={protocol} is not among the listeners "
+                                  f"({', '.join(names)})")
+            return protocol
         if name:
             if name not in names:
                 raise ConfigError(f"inter.broker.listener.name={name} is not among the listeners ({', '.join(names)})")

@@ -77,7 +77,8 @@ class KafkaServer:
     def _listeners(self) -> list[Listener]:
         """The socket server's listeners: TLS ones share one server context (ConfigError if the keystore or
         truststore cannot be loaded), SASL ones get an authenticator each with their own settings (in
-        ``self.sasl_configs``) and the authentication counts in common."""
+        ``self.sasl_configs``: sasl.enabled.mechanisms and connections.max.reauth.ms may be set per listener) and the
+        authentication counts in common."""
         config = self.config
         context = None
         if any(uses_ssl(endpoint.security_protocol) for endpoint in config.listeners):
@@ -87,8 +88,9 @@ class KafkaServer:
         for endpoint in config.listeners:
             authenticator = None
             if uses_sasl(endpoint.security_protocol):
+                mechanisms = config.listener_setting(endpoint.listener_name, "sasl.enabled.mechanisms")
                 sasl = SaslServerConfig(
-                    config.sasl_mechanisms, CredentialStore(),
+                    tuple(m for m in mechanisms.split(",") if m), CredentialStore(),
                     reauth_ms=config.listener_setting(endpoint.listener_name, "connections.max.reauth.ms"),
                     timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
                     max_receive_size=config["sasl.server.max.receive.size"],

@@ -44,8 +44,8 @@ class ZkCredentialStore(CredentialStore):
         self._last_change = max((config_change_sequence(name) for name in children), default=-1)
         for user in await self._zk.call("get_children", CONFIG_USERS):
             await self._reload(user)
-        ChildrenWatch(self._zk.client, CONFIG_CHANGES, self._on_changes)
         self._task = self._loop.create_task(self._follow())
+        ChildrenWatch(self._zk.client, CONFIG_CHANGES, self._on_changes)
 
     def close(self) -> None:
         if self._task is not None:

@@ -39,6 +39,10 @@ an ``ssl_context`` speak TLS through a :class:`~broker.server.tls_channel.TlsCha
 bounded by ``socket.request.read.timeout.ms`` (or ``connections.max.idle.ms``) like a partial frame; a failed one
 closes only that connection and counts as ``authentication_failed`` (as a refused SASL login does); a client
 certificate makes the principal. PLAINTEXT connections use the socket directly, as before.
+Connections of a SASL_PLAINTEXT or SASL_SSL listener start with the authenticator its ``authenticator`` factory
+makes (:class:`~broker.server.sasl_authenticator.SaslServerAuthenticator`): while ``session.authenticator`` is set
+every frame goes to it instead of the handler, a refused exchange is answered and the connection closed after
+``connection.failed.authentication.delay.ms``, and the periodic scan closes an exchange that outlives its deadline.
 """
 
 from __future__ import annotations
