@@ -50,6 +50,7 @@ class KafkaServer:
         self.scheduler: KafkaScheduler | None = None
         self.groups: GroupCoordination | None = None
         self.authorizer: AclAuthorizer | None = None
+        self.apis: KafkaApis | None = None  # the request handlers, once the broker serves
         self.metrics = BrokerMetrics()
         self.metrics_port: int | None = None
         self._metrics_server: MetricsServer | None = None
@@ -133,7 +134,7 @@ class KafkaServer:
                  config["replica.high.watermark.checkpoint.interval.ms"])
         assert self.groups is not None
         self.groups.schedule(self.scheduler, asyncio.get_running_loop())
-        apis = apis_holder[0]
+        self.apis = apis = apis_holder[0]
         apis.client_warnings = apis.replica_manager.client_warnings = self.socket_server.warnings
         cluster = self.cluster
         self.metrics.registry.register(BrokerStateCollector(

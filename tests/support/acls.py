@@ -42,8 +42,10 @@ def seed_log_dir(log_dir: Path, bindings: Iterable[AclBinding]) -> None:
     """Store ``bindings`` where a standalone broker with ``log_dir`` reads its ACLs at start."""
     log_dir.mkdir(parents=True, exist_ok=True)
     store = FileAclStore(log_dir)
+    acls = store.load()
     for pattern, entries in _by_pattern(bindings).items():
-        store.alter(pattern, lambda current, add=entries: current | add)
+        acls[pattern] = acls.get(pattern, frozenset()) | entries
+    store.write(acls)
 
 
 def seed_zookeeper(zk: KazooClient, bindings: Iterable[AclBinding]) -> None:
