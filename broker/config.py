@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from broker.security.listeners import LISTENER_PROPERTIES, EndPoint, parse_endpoints, parse_protocol_map, uses_ssl
+from broker.security.ssl_factory import SSL_PROPERTIES, SslSettings
 from broker.log.log_config import (
     CLEANER_PAUSE_POINTS,
     MIN_INDEX_BYTES,
@@ -32,6 +34,8 @@ from pipeline.config import (
     parse_str as _str,
     read_properties_file,
 )
+from broker.security.sasl_mechanisms import SUPPORTED_MECHANISMS
+from pipeline.security.client_settings import ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from broker.security.authorizer import AUTHORIZER_CLASS_NAMES
 from pipeline.testing_faults import fault_properties
@@ -39,15 +43,31 @@ from pipeline.testing_faults import fault_properties
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
 MiB = 1024 * 1024
+# Per-listener settings (listener.name.<listener lower case>.<setting>), kept aside from the table.
+LISTENER_PREFIX = "listener.name."
+
+
+def _mechanism(text: str) -> str:
+    value = text.strip().upper()
+    if value not in SUPPORTED_MECHANISMS:
+        raise ValueError(f"expected one of {', '.join(SUPPORTED_MECHANISMS)}, got {text!r}")
+    return value
+
+
+def _mechanisms(text: str) -> str:
+    return ",".join(_mechanism(part) for part in text.split(",") if part.strip())
+
 
 PROPERTIES: tuple[Property, ...] = (
     Property("broker.id", int, 0, "This broker's id within its cluster.",
              at_least=0, at_most=INT32_MAX),
-    Property("listeners", _str, "", "PLAINTEXT://host:port to listen on; overrides host.name and port."),
-    Property("host.name", _str, "127.0.0.1", "Address to bind when listeners is not set."),
-    Property("port", int, 9092, "TCP port to listen on when listeners is not set (0 picks a free one).",
+    *LISTENER_PROPERTIES,
+    Property("host.name", _str, "127.0.0.1", "Address of the PLAINTEXT listener when listeners is not set."),
+    Property("port", int, 9092, "TCP port of the PLAINTEXT listener when listeners is not set (0 picks a free one).",
              at_least=0, at_most=65535),
-    Property("advertised.host.name", _str, "", "Host given to clients in Metadata (default: the bound host)."),
+    Property("advertised.host.name", _str, "",
+             "Host given to clients in Metadata for listeners bound to every interface (default: 127.0.0.1)."),
+    *SSL_PROPERTIES,
     Property("log.dirs", _str, "", "Comma-separated directories holding the partition logs."),
     Property("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
     Property("num.partitions", int, 1, "Partitions of a topic created automatically or without a count.",
@@ -113,6 +133,24 @@ PROPERTIES: tuple[Property, ...] = (
              at_least=1, at_most=INT32_MAX),
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms.",
              at_least=0, at_most=INT32_MAX),
+    Property("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials)."),
+    Property("sasl.mechanism.inter.broker.protocol", _mechanism, "SCRAM-SHA-512",
+             "SASL mechanism this broker logs in with to other brokers over a SASL_* inter-broker listener."),
+    Property("sasl.jaas.config", _str, "",
+             "This broker's own SASL login to other brokers: 'org.apache.kafka.common.security.scram.ScramLoginModule "
+             "required username=\"...\" password=\"...\";' (or per listener and mechanism: "
+             "listener.name.<listener>.<mechanism>.sasl.jaas.config)."),
+    Property("connections.max.reauth.ms", int, 0,
+             "SASL sessions last this long: clients must reauthenticate on the same connection before, or their next "
+             "request closes it (0: sessions never expire). Per listener: listener.name.<listener>.connections.max.reauth.ms.",
+             at_least=0, at_most=INT64_MAX),
+    Property("connection.failed.authentication.delay.ms", int, 100,
+             "How long a connection whose SASL authentication failed stays open after its answer before it is "
+             "closed (slows down password guessing).", at_least=0, at_most=INT32_MAX),
+    Property("sasl.server.max.receive.size", int, 524288,
+             "Largest SASL token or request a connection may send before it is authenticated.",
+             at_least=1, at_most=INT32_MAX),
     Property("zookeeper.connect", _str, "", "ZooKeeper connect string with chroot; empty runs standalone."),
     Property("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a dead broker leaves after it.",
              at_least=1, at_most=INT32_MAX),
@@ -236,24 +274,121 @@ class KafkaConfig(Config):
     kind = "broker property"
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        values = dict(values or {})
+        self.listener_settings = {name: values.pop(name) for name in list(values) if name.startswith(LISTENER_PREFIX)}
         super().__init__(PROPERTIES, values)
+        self.protocol_map = parse_protocol_map(self["listener.security.protocol.map"])
+        self.listeners = self._listeners()
+        self.inter_broker_listener_name = self._inter_broker_listener_name()
+        self._check_advertised()
+
+    def listener_setting(self, listener: str, name: str) -> Any:
+        """A setting as ``listener.name.<listener>.<name>`` gives it for ``listener``, else the broker-wide one."""
+        value = self.listener_settings.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if value is None:
+            return self[name]
+        prop = next(p for p in PROPERTIES if p.name == name)
+        try:
+            return prop.parse(value) if isinstance(value, str) else value
+        except ValueError as exc:
+            raise ConfigError(f"{LISTENER_PREFIX}{listener.lower()}.{name}={value!r}: {exc}") from None
+
+    @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        return tuple(m for m in self["sasl.enabled.mechanisms"].split(",") if m)
 
     @property
     def broker_id(self) -> int:
         return self["broker.id"]
 
+    def _listeners(self) -> list[EndPoint]:
+        """The listeners to bind: ``listeners``, or one PLAINTEXT listener on host.name and port."""
+        if not self["listeners"]:
+            return [EndPoint("PLAINTEXT", "PLAINTEXT", self["host.name"], self["port"])]
+        endpoints = parse_endpoints(self["listeners"], self.protocol_map)
+        if not endpoints:
+            raise ConfigError("listeners is empty: give at least one NAME://host:port")
+        ports: dict[tuple[str, int], str] = {}
+        for endpoint in endpoints:
+            taken = ports.setdefault((endpoint.host, endpoint.port), endpoint.listener_name)
+            if endpoint.port and taken != endpoint.listener_name:
+                raise ConfigError(f"listeners {taken} and {endpoint.listener_name} both use "
+                                  f"{endpoint.connection_string}: each listener needs a port of its own")
+        return endpoints
+
+    def _inter_broker_listener_name(self) -> str:
+        names = [endpoint.listener_name for endpoint in self.listeners]
+        name = self["inter.broker.listener.name"]
+        if name:
+            if name not in names:
+                raise ConfigError(f"inter.broker.listener.name={name} is not among the listeners ({', '.join(names)})")
+            return name
+        return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+
+    def _check_advertised(self) -> None:
+        if not self["advertised.listeners"]:
+            return
+        names = {endpoint.listener_name for endpoint in self.listeners}
+        for endpoint in parse_endpoints(self["advertised.listeners"], self.protocol_map, "advertised.listeners"):
+            if endpoint.listener_name not in names:
+                raise ConfigError(f"advertised.listeners names listener {endpoint.listener_name}, which is not "
+                                  "among the listeners")
+            if endpoint.host in ("", "0.0.0.0", "::"):
+                raise ConfigError(f"advertised.listeners {endpoint}: clients cannot connect to a wildcard or empty "
+                                  "host; give the host they use")
+
     @property
     def listen_address(self) -> tuple[str, int]:
-        """(host, port) from listeners (PLAINTEXT://host:port) or host.name and port."""
-        listeners = self["listeners"]
-        if listeners:
-            first = listeners.split(",")[0].strip()
-            _, _, address = first.rpartition("://")
-            host, sep, port = address.rpartition(":")
-            if not sep:
-                raise ConfigError(f"listeners={listeners!r}: expected PLAINTEXT://host:port")
-            return host or "0.0.0.0", int(port)
-        return self["host.name"], self["port"]
+        """(host, port) of the first listener."""
+        first = self.listeners[0]
+        return first.host or "0.0.0.0", first.port
+
+    @property
+    def inter_broker_listener(self) -> EndPoint:
+        """The listener other brokers connect to."""
+        return next(e for e in self.listeners if e.listener_name == self.inter_broker_listener_name)
+
+    def advertised_listeners(self, bound_ports: Mapping[str, int]) -> list[EndPoint]:
+        """What clients and other brokers are told, per listener, once bound: advertised.listeners where it names
+        the listener, else its bound address (a wildcard host becomes advertised.host.name or 127.0.0.1)."""
+        given = {e.listener_name: e for e in parse_endpoints(self["advertised.listeners"], self.protocol_map,
+                                                             "advertised.listeners")}
+        fallback_host = self["advertised.host.name"] or "127.0.0.1"
+        advertised = []
+        for endpoint in self.listeners:
+            host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else fallback_host
+            bound = EndPoint(endpoint.listener_name, endpoint.security_protocol, host,
+                             bound_ports.get(endpoint.listener_name, endpoint.port))
+            advertised.append(given.get(endpoint.listener_name, bound))
+        return advertised
+
+    def ssl_settings(self) -> SslSettings:
+        """The ssl.* properties of the TLS listeners."""
+        return SslSettings(keystore=self["ssl.keystore.location"], key_password=self["ssl.key.password"],
+                           truststore=self["ssl.truststore.location"], client_auth=self["ssl.client.auth"],
+                           enabled_protocols=self["ssl.enabled.protocols"], cipher_suites=self["ssl.cipher.suites"])
+
+    def inter_broker_security(self) -> ClientSecurity:
+        """How this broker connects to the others (followers' fetches): the inter-broker listener's protocol, the
+        truststore as CA, this broker's own certificate when that listener asks for client certificates, and on a
+        SASL_* listener its own login (sasl.mechanism.inter.broker.protocol with the listener's
+        listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config)."""
+        protocol = self.inter_broker_listener.security_protocol
+        tls = uses_ssl(protocol)
+        present_certificate = tls and self["ssl.client.auth"] != "none"
+        values: dict[str, Any] = {}
+        if protocol.startswith("SASL_"):
+            mechanism = self["sasl.mechanism.inter.broker.protocol"]
+            listener = self.inter_broker_listener_name.lower()
+            jaas = (self.listener_settings.get(f"{LISTENER_PREFIX}{listener}.{mechanism.lower()}.sasl.jaas.config")
+                    or self["sasl.jaas.config"])
+            values = {"security.protocol": protocol, "sasl.mechanism": mechanism, "sasl.jaas.config": jaas}
+        login = ClientSecurity.from_values(values) if values else ClientSecurity()
+        return ClientSecurity(protocol=protocol, sasl_mechanism=login.sasl_mechanism, username=login.username,
+                              password=login.password, ca_file=self["ssl.truststore.location"] if tls else "",
+                              cert_file=self["ssl.keystore.location"] if present_certificate else "",
+                              key_password=self["ssl.key.password"] if present_certificate else "",
+                              check_hostname=self["ssl.endpoint.identification.algorithm"] == "https")
 
     @property
     def log_dirs(self) -> list[Path]:

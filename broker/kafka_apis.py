@@ -20,6 +20,8 @@ from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
 from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
+from broker.security.credential_store import CredentialStore
+from broker.security.scram_admin import alter_user_scram_credentials, describe_user_scram_credentials
 from broker.topic_config_changes import ConfigOperation, OverridesChange, incremental_overrides, replaced_overrides
 from broker.security import acl_requests
 from broker.security.authorizer import AclAuthorizer
@@ -83,6 +85,8 @@ class KafkaApis:
         self.authorizer: AclAuthorizer | None = None
         self._api_key = -1  # the API being dispatched, for the denial counts (set only with an authorizer)
         groups.authorize = self.authorize
+        # The SCRAM credentials (the broker sets them: its log dir's file, or ZooKeeper's).
+        self.credentials = CredentialStore()
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -100,6 +104,10 @@ class KafkaApis:
             ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
             ApiKey.CREATE_ACLS: self.handle_create_acls,
             ApiKey.DELETE_ACLS: self.handle_delete_acls,
+            ApiKey.SASL_HANDSHAKE: self.handle_sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: self.handle_sasl_authenticate,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.handle_describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.handle_alter_user_scram_credentials,
             **groups.handlers(),
         }
         self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
@@ -129,6 +137,7 @@ class KafkaApis:
         handler = self._handlers.get(header.api_key)
         self.session = session
         self.groups.peer = self._peer = session.peer
+        self.groups.listener_name = session.listener_name
         if self.authorizer is not None:
             self._api_key = header.api_key
         versions = SUPPORTED_VERSIONS.get(header.api_key)
@@ -223,7 +232,7 @@ class KafkaApis:
                         errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     else:
                         errors[name] = self._auto_create(name)
-        response = metadata_response(view, names, errors)
+        response = metadata_response(view, names, errors, self.session.listener_name if self.session else None)
         if errors and self.authorizer is not None:
             for entry in response["topics"]:
                 if errors.get(entry["name"]) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
@@ -693,6 +702,31 @@ class KafkaApis:
             return result
         results = await asyncio.gather(*(alter(r) for r in resources))
         return {"throttle_time_ms": 0, "responses": list(results)}
+
+    # -- SaslHandshake, SaslAuthenticate, SCRAM credentials ------------------------------------
+
+    def handle_sasl_handshake(self, header: RequestHeader, request: dict) -> dict:
+        # The SASL exchange runs in the network layer before any request reaches here; this is a PLAINTEXT or
+        # SSL listener, or an authenticated connection without reauthentication: Kafka's answer.
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+
+    def handle_sasl_authenticate(self, header: RequestHeader, request: dict) -> dict:
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
+                "error_message": "SaslAuthenticate request received after successful authentication"}
+
+    def handle_describe_user_scram_credentials(self, header: RequestHeader, request: dict) -> dict:
+        if not self.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": "not authorized to describe users", "results": []}
+        return describe_user_scram_credentials(self.credentials, request)
+
+    def handle_alter_user_scram_credentials(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        if not self.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+            users = dict.fromkeys(e["name"] for e in [*request["deletions"], *request["upsertions"]])
+            return {"throttle_time_ms": 0, "results": [
+                {"user": user, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 "error_message": "not authorized to alter users"} for user in users]}
+        return alter_user_scram_credentials(self.credentials, request)
 
     # -- InitProducerId -------------------------------------------------------------------------
 

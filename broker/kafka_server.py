@@ -15,6 +15,7 @@ import time
 from typing import Callable
 
 from broker.admin_manager import AdminManager
+from broker.authentication_metrics import AuthenticationMetrics
 from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
 from broker.coordinator.coordination import GroupCoordination
@@ -30,8 +31,12 @@ from broker.security.acl_store import AclStore, FileAclStore
 from broker.security.authorizer import AclAuthorizer
 from broker.security.zk_acl_store import ZkAclStore
 from broker.server.connection_quotas import parse_overrides as parse_connection_overrides
+from broker.security.credential_store import CredentialStore, FileCredentialStore
+from broker.server.sasl_authenticator import AuthenticationStats, SaslServerAuthenticator, SaslServerConfig
 from broker.server.session import Session
-from broker.server.socket_server import CloseConnection, SocketServer
+from broker.security.listeners import uses_ssl
+from broker.security.ssl_factory import server_context
+from broker.server.socket_server import CloseConnection, Handler, Listener, SocketServer
 from broker.state_metrics import BrokerStateCollector
 from pipeline.service.metrics_server import MetricsServer, serve_metrics
 from pipeline.zk.client import BoundedZk
@@ -52,14 +57,53 @@ class KafkaServer:
         self.authorizer: AclAuthorizer | None = None
         self.apis: KafkaApis | None = None  # the request handlers, once the broker serves
         self.metrics = BrokerMetrics()
+        # The SCRAM credentials (replaced by the log dir's or ZooKeeper's once known) and the SASL listeners' shared
+        # settings and counters.
+        self.credentials = CredentialStore()
+        self.authentication_stats = AuthenticationStats()
+        self.metrics.registry.register(AuthenticationMetrics(self.authentication_stats))
+        self._sasl_configs: list[SaslServerConfig] = []
         self.metrics_port: int | None = None
         self._metrics_server: MetricsServer | None = None
         self._stopped = asyncio.Event()
 
     @property
     def port(self) -> int:
+        """The inter-broker listener's bound port (the only one with host.name and port)."""
+        return self.listener_port(self.config.inter_broker_listener_name)
+
+    def listener_port(self, listener_name: str) -> int:
+        """The bound port of a listener (``SSL``, or a name of listener.security.protocol.map)."""
         assert self.socket_server is not None
-        return self.socket_server.bound_port
+        return self.socket_server.bound_ports[listener_name.upper()]
+
+    def _listeners(self) -> list[Listener]:
+        """The socket server's listeners; TLS ones share one server context (ConfigError if the keystore
+        or truststore cannot be loaded), SASL ones authenticate with the broker's credentials."""
+        context = None
+        if any(uses_ssl(endpoint.security_protocol) for endpoint in self.config.listeners):
+            context = server_context(self.config.ssl_settings())
+        return [Listener(endpoint, context if uses_ssl(endpoint.security_protocol) else None,
+                         self._sasl_authenticator(endpoint.listener_name)
+                         if endpoint.security_protocol.startswith("SASL_") else None)
+                for endpoint in self.config.listeners]
+
+    def _sasl_authenticator(self, listener_name: str) -> Callable[[Session, Handler], SaslServerAuthenticator]:
+        """What makes the SASL authenticator of each connection of a SASL_* listener (connections.max.reauth.ms may
+        differ per listener; the credentials, statistics and warnings are the broker's)."""
+        config = self.config
+        read_timeout = config["socket.request.read.timeout.ms"]
+        sasl = SaslServerConfig(config.sasl_mechanisms, self.credentials,
+                                reauth_ms=config.listener_setting(listener_name, "connections.max.reauth.ms"),
+                                timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
+                                max_receive_size=config["sasl.server.max.receive.size"],
+                                failed_delay_s=config["connection.failed.authentication.delay.ms"] / 1000,
+                                stats=self.authentication_stats)
+        self._sasl_configs.append(sasl)
+
+        def authenticator(session: Session, handler: Handler) -> SaslServerAuthenticator:
+            return SaslServerAuthenticator(session, sasl, handler)
+        return authenticator
 
     async def startup(self) -> None:
         config = self.config
@@ -79,6 +123,11 @@ class KafkaServer:
         log.info("loaded %d partition log(s) from %s in %.2fs", len(self.log_manager.all_logs()),
                  ",".join(map(str, log_dirs)), time.monotonic() - started)
         host, port = config.listen_address
+        try:
+            listeners = self._listeners()
+        except BaseException:
+            await self._stop_storage()
+            raise
         # The socket server needs the handler and the handler the advertised port, known after bind.
         apis_holder: list[KafkaApis] = []
 
@@ -87,18 +136,20 @@ class KafkaServer:
                 raise CloseConnection("the broker is still joining its cluster", "broker_not_ready")
             return apis_holder[0].handle(frame, session)
         self.socket_server = SocketServer(
-            host, port, handle, config["socket.request.max.bytes"], use_sendfile=config["socket.sendfile.enable"],
+            host, port, handle, config["socket.request.max.bytes"], listeners=listeners,
+            use_sendfile=config["socket.sendfile.enable"],
             queued_max_request_bytes=config["queued.max.request.bytes"],
             connections_max_idle_ms=config["connections.max.idle.ms"],
             max_connections=config["max.connections"], max_connections_per_ip=config["max.connections.per.ip"],
             max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]),
             request_read_timeout_ms=config["socket.request.read.timeout.ms"])
+        for sasl in self._sasl_configs:
+            sasl.warnings = self.socket_server.warnings
         await self.socket_server.start()
-        advertised = config["advertised.host.name"] or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
-        bound_port = self.socket_server.bound_port
+        advertised = config.advertised_listeners(self.socket_server.bound_ports)
         if config["zookeeper.connect"]:
             try:
-                self.cluster = ClusterMembership(config, self.log_manager, advertised, bound_port, self.metrics)
+                self.cluster = ClusterMembership(config, self.log_manager, advertised, self.metrics)
                 apis = await self.cluster.start()
                 assert self.cluster.zk is not None
                 await self._start_authorizer(apis, lambda: ZkAclStore(
@@ -108,9 +159,12 @@ class KafkaServer:
                 await self._abort_startup()
                 raise
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
+            credentials: CredentialStore = self.cluster.credentials
             self.groups = self.cluster.groups
         else:
-            endpoint = BrokerEndpoint(config.broker_id, advertised, bound_port)
+            inter_broker = next(e for e in advertised if e.listener_name == config.inter_broker_listener_name)
+            endpoint = BrokerEndpoint(config.broker_id, inter_broker.host, inter_broker.port,
+                                      tuple((e.listener_name, e.host, e.port) for e in advertised))
             metadata = StandaloneMetadata(log_dirs[0], endpoint)
             replica_manager = ReplicaManager(self.log_manager, metrics=self.metrics, broker_id=config.broker_id)
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
@@ -125,6 +179,10 @@ class KafkaServer:
                 raise
             apis_holder.append(apis)
             mode, cluster_id = "standalone", metadata.cluster_id
+            credentials = FileCredentialStore(log_dirs[0])
+        apis_holder[0].credentials = self.credentials = credentials
+        for sasl in self._sasl_configs:
+            sasl.store = credentials
         schedule = self.scheduler.schedule
         schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])
         schedule("log-flusher", self.log_manager.flush_dirty_logs, config["log.flush.scheduler.interval.ms"])
@@ -149,8 +207,9 @@ class KafkaServer:
                 await self._abort_startup()
                 raise
             self.metrics_port = self._metrics_server.port
-        log.info("broker %d started, listening on %s port %d (cluster id %s, %s)", config.broker_id, host,
-                 bound_port, cluster_id, mode)
+        log.info("broker %d started, listening on %s (cluster id %s, %s)", config.broker_id,
+                 ", ".join(f"{e.listener_name}://{e.host}:{self.socket_server.bound_ports[e.listener_name]}"
+                           for e in config.listeners), cluster_id, mode)
 
     async def _start_authorizer(self, apis: KafkaApis, store: Callable[[], AclStore]) -> None:
         """With authorizer.class.name set, load the ACLs and have ``apis`` check every request against them

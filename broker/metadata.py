@@ -55,11 +55,24 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
-    """A live broker's id and advertised address."""
+    """A live broker's id and advertised address: ``host``/``port`` the inter-broker listener's, ``listeners``
+    every listener's (name, host, port) -- empty when only the one is known."""
 
     broker_id: int
     host: str
     port: int
+    # Not compared: a broker is the same fetch source whatever its other listeners.
+    listeners: tuple[tuple[str, str, int], ...] = field(default=(), compare=False)
+
+    def on(self, listener_name: str | None) -> BrokerEndpoint | None:
+        """This broker as a client of ``listener_name`` sees it (None: it has no such listener); the broker
+        itself when no name is given or it knows only one address."""
+        if listener_name is None or not self.listeners:
+            return self
+        for name, host, port in self.listeners:
+            if name == listener_name:
+                return BrokerEndpoint(self.broker_id, host, port, self.listeners)
+        return None
 
 
 @dataclass(frozen=True)
@@ -110,9 +123,12 @@ class ProducerIdManager(Protocol):
         ...
 
 
-def metadata_response(view: MetadataView, names: list[str], topic_errors: Mapping[str, int]) -> dict:
+def metadata_response(view: MetadataView, names: list[str], topic_errors: Mapping[str, int],
+                      listener_name: str | None = None) -> dict:
     """The body of a Metadata response for ``names``; ``topic_errors`` overrides the error of an unknown
-    topic (e.g. LEADER_NOT_AVAILABLE while it is being created, INVALID_TOPIC_EXCEPTION)."""
+    topic (e.g. LEADER_NOT_AVAILABLE while it is being created, INVALID_TOPIC_EXCEPTION). Brokers are given at
+    their ``listener_name`` endpoint (the listener the request came in on), as Kafka does; those without one
+    are left out."""
     entries = []
     for name in names:
         partitions = view.describe_topic(name)
@@ -133,7 +149,7 @@ def metadata_response(view: MetadataView, names: list[str], topic_errors: Mappin
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
-                    for b in view.live_brokers()],
+                    for b in (broker.on(listener_name) for broker in view.live_brokers()) if b is not None],
         "cluster_id": view.cluster_id,
         "controller_id": view.controller_id,
         "topics": entries,

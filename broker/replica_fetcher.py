@@ -24,10 +24,12 @@ from broker.log.errors import CorruptRecordError, InvalidRecordError, KafkaStora
 from broker.log.log import Log
 from broker.metadata import BrokerEndpoint
 from pipeline.client.connection import BrokerConnection
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from pipeline.client.errors import KafkaClientError
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import ProtocolError
 from pipeline.protocol.errors import ErrorCode
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ class FetcherSettings:
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
     fetchers_per_broker: int = 1
+    # How to connect to the leader's inter-broker listener (KafkaConfig.inter_broker_security()).
+    security: ClientSecurity = PLAINTEXT_SECURITY
 
 
 class PartitionFetchState:
@@ -149,7 +153,8 @@ class ReplicaFetcherThread(threading.Thread):
             settings = self.settings
             self._connection = BrokerConnection(
                 self.leader.host, self.leader.port, client_id=f"broker-{settings.broker_id}-fetcher",
-                timeout_s=(settings.socket_timeout_ms + settings.max_wait_ms) / 1000, node_id=self.leader.broker_id)
+                timeout_s=(settings.socket_timeout_ms + settings.max_wait_ms) / 1000, node_id=self.leader.broker_id,
+                security=settings.security)
         self._connection.connect()
         return self._connection
 

@@ -34,6 +34,9 @@ from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
 from broker.metrics import BrokerMetrics
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.security.credential_store import CredentialStore
+from broker.security.zk_credential_store import ZkCredentialStore
+from broker.security.listeners import EndPoint
 from pipeline.zk.client import connect
 
 log = logging.getLogger(__name__)
@@ -42,13 +45,13 @@ log = logging.getLogger(__name__)
 class ClusterMembership:
     """This broker's ZooKeeper session and everything that lives on it."""
 
-    def __init__(self, config: KafkaConfig, log_manager: LogManager, advertised_host: str, port: int,
+    def __init__(self, config: KafkaConfig, log_manager: LogManager, advertised: list[EndPoint],
                  metrics: BrokerMetrics | None = None) -> None:
         self.config = config
         self.log_manager = log_manager
         self.metrics = metrics
-        self.advertised_host = advertised_host
-        self.port = port
+        # Every advertised listener; the inter-broker one is the address other brokers fetch from.
+        self.advertised = advertised
         self.zk: KazooClient | None = None
         self.registry: BrokerRegistry | None = None
         self.cache: ZkMetadataCache | None = None
@@ -60,6 +63,7 @@ class ClusterMembership:
         self._isr_task: asyncio.Task | None = None
         self.groups: GroupCoordination | None = None
         self.cluster_id = ""
+        self.credentials: CredentialStore = CredentialStore()
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, function, *args)
@@ -75,7 +79,10 @@ class ClusterMembership:
                                   session_timeout_s=session_timeout_s))
         zk = BoundedZk(client, session_timeout_s)
         broker_id = config.broker_id
-        self.registry = registry = BrokerRegistry(zk, broker_id, self.advertised_host, self.port, session_timeout_s)
+        inter_broker = next(e for e in self.advertised if e.listener_name == config.inter_broker_listener_name)
+        self.registry = registry = BrokerRegistry(
+            zk, broker_id, inter_broker.host, inter_broker.port, session_timeout_s,
+            [(e.listener_name, e.security_protocol, e.host, e.port) for e in self.advertised])
         await self._call(registry.create_persistent_paths)
         self.cluster_id = await self._call(registry.cluster_id)
         try:
@@ -95,7 +102,8 @@ class ClusterMembership:
             leadership[0].reconcile(changes)
             if groups and (changes.brokers or changes.shutting_down):
                 groups[0].brokers_changed()
-        self.cache = cache = ZkMetadataCache(zk, loop, on_change=on_change)
+        self.cache = cache = ZkMetadataCache(zk, loop, on_change=on_change,
+                                             inter_broker_listener=config.inter_broker_listener_name)
         cache.cluster_id = self.cluster_id
         metrics = self.metrics if self.metrics is not None else BrokerMetrics()
         self.isr_writer = IsrChangeWriter(zk, broker_id, loop, metrics)
@@ -105,7 +113,8 @@ class ClusterMembership:
         self.fetchers = ReplicaFetcherManager(FetcherSettings(
             broker_id, config["replica.fetch.wait.max.ms"], config["replica.fetch.min.bytes"],
             config["replica.fetch.max.bytes"], config["replica.fetch.response.max.bytes"],
-            config["replica.fetch.backoff.ms"], config["replica.socket.timeout.ms"], config["num.replica.fetchers"]))
+            config["replica.fetch.backoff.ms"], config["replica.socket.timeout.ms"], config["num.replica.fetchers"],
+            config.inter_broker_security()))
         log_config = config.log_config()
         leadership.append(PartitionLeadership(broker_id, cache, replica_manager, log_config, self.fetchers))
         self._isr_task = loop.create_task(self._shrink_isrs(config["replica.lag.time.max.ms"]))
@@ -120,6 +129,8 @@ class ClusterMembership:
             config, ZkGroupStore(zk, config["offsets.commit.timeout.ms"] / 1000), self._owns_group,
             lambda group: cache.group_coordinator(group) if cache.connected else None, metrics.registry)
         groups.append(self.groups)
+        self.credentials = credentials = ZkCredentialStore(zk, loop)
+        await credentials.start()
         return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
                          config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis)
 
@@ -195,6 +206,8 @@ class ClusterMembership:
     async def close(self) -> None:
         """Leave the cluster: stop the controller and end the session (the registration vanishes at once)."""
         self.quiesce()
+        if isinstance(self.credentials, ZkCredentialStore):
+            self.credentials.close()
         if self.registry is not None:
             self.registry.close()
         zk = self.zk

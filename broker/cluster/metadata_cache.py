@@ -96,9 +96,12 @@ class ZkMetadataCache:
     """The cluster as this broker sees it, kept current by ZooKeeper watches, read on the event loop."""
 
     def __init__(self, zk: BoundedZk, loop: asyncio.AbstractEventLoop,
-                 on_change: Callable[[CacheChanges], None] | None = None) -> None:
+                 on_change: Callable[[CacheChanges], None] | None = None,
+                 inter_broker_listener: str = "PLAINTEXT") -> None:
         self._zk = zk
         self._loop = loop
+        # The listener whose address a broker's BrokerEndpoint host and port are (what followers connect to).
+        self._inter_broker_listener = inter_broker_listener
         # Called on the event loop after every applied batch of changes; None detaches (at shutdown).
         self.on_change = on_change
         self._queued: list[Callable[[CacheChanges], None]] = []
@@ -246,8 +249,7 @@ class ZkMetadataCache:
             if isinstance(result, Exception):
                 unread.append(broker_id)
                 continue
-            value = layout.decode(result[0])
-            read[broker_id] = BrokerEndpoint(broker_id, value["host"], int(value["port"]))
+            read[broker_id] = self._endpoint(broker_id, layout.decode(result[0]))
 
         def apply(changes: CacheChanges) -> None:
             # A registration that could not be read keeps the address known so far.
@@ -256,6 +258,13 @@ class ZkMetadataCache:
             self._brokers_seen = True
             changes.brokers = True
         self._post(apply)
+
+    def _endpoint(self, broker_id: int, registration: dict) -> BrokerEndpoint:
+        """A registration as a BrokerEndpoint: its inter-broker listener's address (the registration's host and
+        port if it has none such) and every listener's."""
+        listeners = layout.registration_endpoints(registration)
+        host, port = listeners.get(self._inter_broker_listener) or (registration["host"], int(registration["port"]))
+        return BrokerEndpoint(broker_id, host, port, tuple((name, h, p) for name, (h, p) in listeners.items()))
 
     def _watch_controller(self, data: bytes | None, stat: object) -> None:
         value = layout.decode(data)

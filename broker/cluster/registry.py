@@ -37,11 +37,14 @@ class BrokerIdInUse(RuntimeError):
 class BrokerRegistry:
     """Registers this broker in ZooKeeper and keeps it registered for the life of the process."""
 
-    def __init__(self, zk: BoundedZk, broker_id: int, host: str, port: int, session_timeout_s: float) -> None:
+    def __init__(self, zk: BoundedZk, broker_id: int, host: str, port: int, session_timeout_s: float,
+                 endpoints: list[tuple[str, str, str, int]] | None = None) -> None:
         self._zk = zk
         self.broker_id = broker_id
+        # The inter-broker listener's address, and every advertised (listener, protocol, host, port).
         self.host = host
         self.port = port
+        self.endpoints = endpoints
         self._session_timeout_s = session_timeout_s
         self._closed = threading.Event()
         self._session_lost = False
@@ -71,7 +74,8 @@ class BrokerRegistry:
         deadline = time.monotonic() + self._session_timeout_s + 2
         while True:
             try:
-                self._zk.sync("create", path, layout.broker_registration(self.host, self.port), ephemeral=True)
+                self._zk.sync("create", path, layout.broker_registration(self.host, self.port, self.endpoints),
+                              ephemeral=True)
                 break
             except NodeExistsError:
                 try:

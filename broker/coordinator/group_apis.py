@@ -39,6 +39,8 @@ class GroupApis:
         self.peer = ""
         # KafkaApis' check of the request being dispatched (always yes without an authorizer).
         self.authorize: Authorize = lambda operation, resource_type, name, count=True: True
+        # The listener of the request being handled: FindCoordinator answers with that listener's endpoint.
+        self.listener_name: str | None = None
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -64,6 +66,8 @@ class GroupApis:
         if not self.authorize(_DESCRIBE, _GROUP, request["key"]):
             return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized to describe the group")
         endpoint = self._find(request["key"])
+        if endpoint is not None:
+            endpoint = endpoint.on(self.listener_name)
         if endpoint is None:
             return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker can coordinate the group now")
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,

@@ -32,22 +32,36 @@ answer (a reset after pipelined requests): answers to a gone client are discarde
 A frame longer than ``socket.request.max.bytes``, or a handler that raises, closes only that connection.
 Warnings about what clients send are limited per client address and kind (:class:`WarningLimiter`) and
 counted by kind in ``client_errors``.
+
+One server listens on every :class:`Listener` (Kafka's listeners: ``PLAINTEXT://...,SSL://...``), sharing the
+limits above; each connection's Session names its listener and security protocol. Connections of a listener with
+an ``ssl_context`` speak TLS through a :class:`~broker.server.tls_channel.TlsChannel`: the handshake comes first,
+bounded by ``socket.request.read.timeout.ms`` (or ``connections.max.idle.ms``) like a partial frame; a failed one
+closes only that connection and counts as ``failed_authentication``; a client certificate makes the principal.
+PLAINTEXT connections use the socket directly, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import socket
+import ssl
 import time
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
+from broker.security.listeners import EndPoint
+from broker.security.ssl_factory import certificate_principal
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
 from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
+from broker.server.sasl_authenticator import CloseAfterResponse, Refused
 from broker.server.session import Session
+from broker.server.tls_channel import TlsChannel, TlsHandshakeFailed
 from pipeline.warning_limiter import WarningLimiter
 
 log = logging.getLogger(__name__)
@@ -66,6 +80,23 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 # timeout.
 _SCAN_MAX_INTERVAL = 5.0
 UNLIMITED = 2**31 - 1
+# The client-errors kind of a failed authentication (a TLS handshake here; a SASL exchange counts the same).
+FAILED_AUTHENTICATION = "failed_authentication"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One listening endpoint; ``ssl_context`` (a server context) for SSL and SASL_SSL listeners; ``authenticator``
+    for SASL_PLAINTEXT and SASL_SSL ones: it makes each connection's SASL authenticator (sasl_authenticator), which
+    then sees every frame of the connection until it lets go."""
+
+    endpoint: EndPoint
+    ssl_context: ssl.SSLContext | None = None
+    authenticator: "AuthenticatorFactory | None" = None
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.listener_name
 
 
 class FileRegion(Protocol):
@@ -115,24 +146,27 @@ Chunks = Sequence[Any]
 # response chunks, None for no response (acks=0), or a Deferred (or bare awaitable) of either (e.g. a
 # long-polling fetch).
 Handler = Callable[[memoryview, Session], "Chunks | None | Deferred | Awaitable[Chunks | None]"]
+# Makes the authenticator of a new connection's Session on a SASL listener (see sasl_authenticator).
+AuthenticatorFactory = Callable[[Session, Handler], Any]
 
 
 class SocketServer:
-    """Listens on one address and serves every connection with the given request handler.
+    """Listens on its listeners and serves every connection with the given request handler.
 
-    ``queued_max_request_bytes`` None (or negative), ``connections_max_idle_ms`` and ``request_read_timeout_ms``
-    None (or negative) mean no cap and no timeout.
+    ``host`` and ``port`` make one PLAINTEXT listener unless ``listeners`` are given. ``queued_max_request_bytes``
+    None (or negative), ``connections_max_idle_ms`` and ``request_read_timeout_ms`` None (or negative) mean no cap
+    and no timeout.
     """
 
     def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int, *,
+                 listeners: Sequence[Listener] = (),
                  use_sendfile: bool = True, queued_max_request_bytes: int | None = None,
                  connections_max_idle_ms: int | None = None, max_connections: int = UNLIMITED,
                  max_connections_per_ip: int = UNLIMITED,
                  max_connections_per_ip_overrides: dict[str, int] | None = None,
                  request_read_timeout_ms: int | None = None) -> None:
-        self._host = host
+        self.listeners = list(listeners) or [Listener(EndPoint("PLAINTEXT", "PLAINTEXT", host, port))]
         self._use_sendfile = use_sendfile
-        self._port = port
         self._handler = handler
         self._max_request_bytes = max_request_bytes
         cap = queued_max_request_bytes
@@ -143,35 +177,52 @@ class SocketServer:
         self._partial_seconds = partial / 1000 if partial is not None and partial > 0 else None
         self.warnings = WarningLimiter(log)
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
-        self._listener: socket.socket | None = None
+        # A TLS handshake gets as long as the rest of a started request frame would.
+        self._handshake_seconds = self._partial_seconds or self._idle_seconds
+        self._sockets: list[socket.socket] = []
         self._tasks: list[asyncio.Task] = []
         self.connections: dict[asyncio.Task, _Connection] = {}
         # Connections served since start and those of them that ended (refused ones are not counted).
         self.connections_created = 0
         self.connections_closed = 0
-        self.bound_port: int = port
+        # Each listener's port once bound (port 0 picks a free one), by listener name.
+        self.bound_ports: dict[str, int] = {listener.name: listener.endpoint.port for listener in self.listeners}
+
+    @property
+    def bound_port(self) -> int:
+        """The first listener's port."""
+        return self.bound_ports[self.listeners[0].name]
 
     async def start(self) -> None:
-        """Bind and start accepting; ``bound_port`` holds the real port afterwards (port 0 picks one)."""
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self._host, self._port))
-        listener.listen(512)
-        listener.setblocking(False)
-        self._listener = listener
-        self.bound_port = listener.getsockname()[1]
+        """Bind every listener and start accepting; ``bound_ports`` holds the real ports afterwards."""
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._accept_loop()))
+        try:
+            for listener in self.listeners:
+                host = listener.endpoint.host
+                sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, listener.endpoint.port))
+                sock.listen(512)
+                sock.setblocking(False)
+                self.bound_ports[listener.name] = sock.getsockname()[1]
+        except BaseException:
+            self._close_sockets()
+            raise
+        for listener, sock in zip(self.listeners, self._sockets):
+            self._tasks.append(loop.create_task(self._accept_loop(listener, sock)))
         self._tasks.append(loop.create_task(self._scan(self._idle_seconds, self._partial_seconds)))
 
     async def stop_accepting(self) -> None:
-        """Close the listening socket; established connections go on until close_all()."""
+        """Close the listening sockets; established connections go on until close_all()."""
         await _cancel(self._tasks)
         self._tasks.clear()
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
 
     async def close_all(self) -> None:
         """Close every client connection."""
@@ -188,15 +239,14 @@ class SocketServer:
         what their client did, by kind (logged or not)."""
         return dict.copy(self.warnings.counts)  # one C call: safe against the loop adding a kind meanwhile
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, listener: Listener, listening: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        assert self._listener is not None
         backoff = 0.0
         failures = 0
         last_logged = float("-inf")
         while True:
             try:
-                sock, addr = await loop.sock_accept(self._listener)
+                sock, addr = await loop.sock_accept(listening)
             except OSError as exc:
                 if exc.errno not in _OUT_OF_RESOURCES:
                     log.warning("accept failed: %s", exc)
@@ -227,7 +277,10 @@ class SocketServer:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection = _Connection(sock, f"{address}:{addr[1]}", address, self._handler, self._max_request_bytes,
-                                     self.memory_pool, self._use_sendfile, self.quotas)
+                                     self.memory_pool, self._use_sendfile, self.quotas, listener,
+                                     self._handshake_seconds)
+            if listener.authenticator is not None:
+                connection.session.authenticator = listener.authenticator(connection.session, self._handler)
             task = loop.create_task(self._serve(connection))
             self.connections[task] = connection
             self.connections_created += 1
@@ -255,6 +308,9 @@ class SocketServer:
         peer = connection.peer
         try:
             await connection.run()
+        except TlsHandshakeFailed as exc:
+            self.warnings.warn(connection.address, FAILED_AUTHENTICATION, "TLS handshake with %s on listener %s "
+                               "failed: %s", peer, connection.session.listener_name, exc)
         except (ConnectionError, TimeoutError) as exc:
             log.debug("connection %s ended: %s", peer, exc)
         except CloseConnection as exc:
@@ -287,7 +343,13 @@ class SocketServer:
                 if connection.gone is not None:
                     continue
                 silent = now - connection.last_active
-                if idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
+                authenticator = connection.session.authenticator
+                if authenticator is not None and authenticator.timed_out(now):
+                    self.warnings.warn(connection.address, "authentication_timeout",
+                                       "closing connection from %s: SASL authentication did not complete in time",
+                                       connection.peer)
+                    task.cancel()
+                elif idle_seconds is not None and silent > idle_seconds and not connection.awaiting_handler:
                     log.info("closing connection from %s: idle for %.0f ms (connections.max.idle.ms %.0f)",
                              connection.peer, silent * 1000, idle_seconds * 1000)
                     task.cancel()
@@ -300,6 +362,8 @@ class SocketServer:
                     task.cancel()
                 elif silent > interval and connection.waiting_for_data:
                     connection.buffer.release_idle()
+                    if connection.tls is not None:
+                        connection.tls.release_buffers()
                 elif connection.awaiting_handler and not connection.watching_socket:
                     connection.check_client_gone()
             self.warnings.flush()
@@ -319,16 +383,30 @@ class _Connection:
     """One client connection: frame reading, in-order handling and response writing."""
 
     def __init__(self, sock: socket.socket, peer: str, address: str, handler: Handler, max_request_bytes: int,
-                 pool: RequestMemoryPool, use_sendfile: bool = True, quotas: ConnectionQuotas | None = None) -> None:
+                 pool: RequestMemoryPool, use_sendfile: bool = True, quotas: ConnectionQuotas | None = None,
+                 listener: Listener | None = None, handshake_seconds: float | None = None) -> None:
         self.sock = sock
-        self.send_region = _sendfile if use_sendfile else _read_and_send
+        self.loop = loop = asyncio.get_running_loop()
         self.peer = peer
         self.address = address
-        self.session = Session(peer)
+        endpoint = listener.endpoint if listener is not None else None
+        self.session = Session(peer) if endpoint is None else Session(
+            peer, listener_name=endpoint.listener_name, security_protocol=endpoint.security_protocol)
+        # The byte stream: the socket itself, or a TLS channel over it.
+        context = listener.ssl_context if listener is not None else None
+        self.tls: TlsChannel | None = None
+        if context is None:
+            self.recv_into = sock.recv_into
+            self.sendall: Callable[[Any], Awaitable[None]] = functools.partial(loop.sock_sendall, sock)
+            self.send_region: Callable[[int, int, int], Awaitable[None]] = functools.partial(
+                _sendfile if use_sendfile else _read_and_send, loop, sock)
+        else:
+            self.tls = tls = TlsChannel(sock, context, loop, _ready)
+            self.recv_into, self.sendall, self.send_region = tls.recv_into, tls.sendall, tls.send_region
+        self.handshake_seconds = handshake_seconds
         self.handler = handler
         self.pool = pool
         self.quotas = quotas
-        self.loop = asyncio.get_running_loop()
         self.buffer = ReceiveBuffer(max_request_bytes)
         # Request bytes read and charged to the pool, given back as their requests are answered.
         self.charged = 0
@@ -395,7 +473,22 @@ class _Connection:
         self.pending.clear()
         self.pending_bytes = 0
 
+    async def _handshake(self, tls: TlsChannel) -> None:
+        """The TLS handshake, bounded in time; a client certificate names the session's principal."""
+        try:
+            async with asyncio.timeout(self.handshake_seconds):
+                await tls.handshake()
+        except TimeoutError:
+            raise CloseConnection(f"no TLS handshake within {self.handshake_seconds * 1000:.0f} ms "
+                                  "(socket.request.read.timeout.ms)", "ssl_handshake_timeout") from None
+        principal = certificate_principal(tls.peer_certificate)
+        if principal is not None:
+            self.session.principal = principal
+        self.last_active = time.monotonic()
+
     async def run(self) -> None:
+        if self.tls is not None:
+            await self._handshake(self.tls)
         buffer, handler, session = self.buffer, self.handler, self.session
         next_frame = buffer.next_frame
         handled = 0
@@ -422,7 +515,21 @@ class _Connection:
                 continue
             size = 4 + len(frame)
             try:
-                response = handler(frame, session)
+                authenticator = session.authenticator
+                if authenticator is None:
+                    response = handler(frame, session)
+                else:
+                    try:
+                        response = authenticator.handle(frame)
+                    except Refused as exc:
+                        raise CloseConnection(str(exc), "sasl_refused") from None
+                    except CloseAfterResponse as exc:
+                        if exc.response and self.gone is None:
+                            self._queue(exc.response)
+                        await self._flush()
+                        if exc.delay_s > 0 and self.gone is None:
+                            await asyncio.sleep(exc.delay_s)
+                        return
                 if response is not None and not isinstance(response, (list, tuple)):
                     self._answered(answered)
                     answered = 0
@@ -547,7 +654,7 @@ class _Connection:
             view = self.buffer.space()
             try:
                 space = len(view)
-                received = self.sock.recv_into(view, min(space, allowed))
+                received = self.recv_into(view, min(space, allowed))
             except BlockingIOError:
                 received = -1
             finally:
@@ -582,15 +689,15 @@ class _Connection:
                     run.append(chunk)
                     continue
                 if run:
-                    await self.loop.sock_sendall(self.sock, b"".join(run) if len(run) > 1 else run[0])
+                    await self.sendall(b"".join(run) if len(run) > 1 else run[0])
                     run = []
                 try:
-                    await self.send_region(self.loop, self.sock, chunk.fd, chunk.position, chunk.size)
+                    await self.send_region(chunk.fd, chunk.position, chunk.size)
                 finally:
                     chunk.close()
                     chunks[index] = b""
             if run:
-                await self.loop.sock_sendall(self.sock, b"".join(run) if len(run) > 1 else run[0])
+                await self.sendall(b"".join(run) if len(run) > 1 else run[0])
         except OSError as exc:
             self._client_gone(exc)
         finally:

@@ -1,4 +1,5 @@
-"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster, consumer groups and ACLs.
+"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster, consumer groups, users and
+ACLs.
 
 Each subcommand group lives in its own module and registers its parser here; common.py holds the
 shared options (--bootstrap-server, --zookeeper), exit codes and error reporting. Packages above pipeline add
@@ -13,7 +14,7 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Sequence
 
-from pipeline.cli import acls, cluster, consume, consumer_groups, offsets, produce, replication, topics
+from pipeline.cli import acls, cluster, consume, consumer_groups, offsets, produce, replication, topics, users
 from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
@@ -41,12 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
                "  python -m pipeline consume events --from-beginning --max-messages 10\n"
                "  python -m pipeline offsets events --time earliest\n"
                "  python -m pipeline --zookeeper 127.0.0.1:2181/dc1 consumer-groups describe etl\n"
-               "  python -m pipeline --zookeeper 127.0.0.1:2181/dc1 leader-election --topic events",
+               "  python -m pipeline --zookeeper 127.0.0.1:2181/dc1 leader-election --topic events\n"
+               "  python -m pipeline users --alter --entity-name alice "
+               "--add-config 'SCRAM-SHA-512=[password=alice-secret]'",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, acls):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, users, acls):
         module.add_parser(subparsers, common)
     # A module may register several subcommands (one entry each): its parsers are added once.
     for module in dict.fromkeys(entry.load() for entry in registered_commands().values()):

@@ -22,10 +22,11 @@ from kazoo.exceptions import ConnectionLoss
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList, parse_broker_list
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, UnknownTopicError
-from pipeline.config import ConfigError
+from pipeline.config import Config, ConfigError, read_properties_file
 from pipeline.error_text import describe_error
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.zk.client import ZooKeeperTimeout, ZooKeeperUnavailable, connect, split_connect_string
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, SECURITY_PROPERTIES, ClientSecurity
 from pipeline.zk.registry import ClusterRegistry
 
 EXIT_OK = 0
@@ -168,10 +169,24 @@ def broker_addresses(args: argparse.Namespace) -> str:
     return ",".join(f"{b.host}:{b.port}" for b in brokers.values())
 
 
-def open_cluster(args: argparse.Namespace) -> Cluster:
+def command_config_security(path: str | None) -> ClientSecurity:
+    """The client security settings of a --command-config properties file (Kafka's tools' option: security.protocol,
+    sasl.*, ssl.*; other client properties in it are ignored); plaintext without a file."""
+    if not path:
+        return PLAINTEXT_SECURITY
+    try:
+        values = read_properties_file(path)
+    except OSError as exc:
+        raise CliError(f"cannot read --command-config {path}: {exc}") from None
+    known = {name for prop in SECURITY_PROPERTIES for name in (prop.name, *prop.aliases)}
+    config = Config(SECURITY_PROPERTIES, {key: value for key, value in values.items() if key in known})
+    return ClientSecurity.from_values(config.as_dict())
+
+
+def open_cluster(args: argparse.Namespace, security: ClientSecurity = PLAINTEXT_SECURITY) -> Cluster:
     """A Cluster for --bootstrap-server (or --zookeeper) that has already answered one metadata request."""
     cluster = Cluster(StaticBrokerList(broker_addresses(args)), client_id=CLIENT_ID,
-                      timeout_s=args.command_timeout_ms / 1000)
+                      timeout_s=args.command_timeout_ms / 1000, security=security)
     try:
         cluster.refresh([])
     except BaseException:
@@ -180,9 +195,9 @@ def open_cluster(args: argparse.Namespace) -> Cluster:
     return cluster
 
 
-def open_admin(args: argparse.Namespace) -> AdminClient:
+def open_admin(args: argparse.Namespace, security: ClientSecurity = PLAINTEXT_SECURITY) -> AdminClient:
     """An AdminClient owning its own connected Cluster."""
-    cluster = open_cluster(args)
+    cluster = open_cluster(args, security)
     return AdminClient(cluster, client_id=CLIENT_ID, timeout_s=args.command_timeout_ms / 1000, close_cluster=True)
 
 

@@ -4,7 +4,9 @@ On connect it asks ApiVersions (answering a v0 "unsupported version" reply by re
 version, and an answer it cannot decode by retrying at v0, as librdkafka does) and then uses, for each API, the highest version both sides speak. Requests may be pipelined:
 ``send`` queues a request and returns its correlation id; ``receive`` returns the next response, which
 the broker sends in request order. Any socket failure closes the connection and raises
-KafkaConnectionError (retriable); the owner reconnects.
+KafkaConnectionError (retriable); the owner reconnects. On SASL_PLAINTEXT and SASL_SSL the connection logs in
+after ApiVersions (pipeline.client.sasl_client) and again, on the same socket, when most of the session
+lifetime the broker gave has passed; a refused login raises AuthenticationError (not retriable).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import collections
 import socket
 import ssl
 import struct
+import time
 from typing import Any
 
 from pipeline.client.errors import KafkaConnectionError, UnsupportedVersionError
+from pipeline.client.sasl_client import authenticate
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, decode_response, encode_request
 from pipeline.protocol.errors import ErrorCode
@@ -26,6 +30,8 @@ _CORRELATION = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
 # Bigger responses than this are refused as corrupt rather than allocated.
 MAX_RESPONSE_BYTES = 1 << 30
+# Share of the SASL session lifetime after which the connection logs in again (Kafka's clients: 85-95%).
+REAUTHENTICATE_AT = 0.85
 
 
 class BrokerConnection:
@@ -48,6 +54,8 @@ class BrokerConnection:
         self._in_flight: collections.deque[tuple[int, int, int]] = collections.deque()
         self.versions: dict[int, int] = {}
         self.broker_versions: dict[int, tuple[int, int]] = {}
+        # When to log in again (time.monotonic()), for a SASL session with a lifetime.
+        self._reauthenticate_at: float | None = None
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port}, node {self.node_id})"
@@ -80,9 +88,26 @@ class BrokerConnection:
         self._in_flight.clear()
         try:
             self._negotiate()
+            if self.security.uses_sasl:
+                self._authenticate()
         except BaseException:
             self.close()
             raise
+
+    def _authenticate(self) -> None:
+        """The SASL login (again, for a reauthentication); remembers when the next one is due."""
+        self._reauthenticate_at = None
+        started = time.monotonic()
+
+        def request(api_key: int, body: dict, version: int) -> dict:
+            self.send(api_key, body, version=version)
+            return self.receive()[1]
+        version = min(self.versions.get(ApiKey.SASL_AUTHENTICATE, 0), 2)
+        if ApiKey.SASL_HANDSHAKE not in self.versions:
+            raise KafkaConnectionError(f"broker {self.host}:{self.port} does not speak SaslHandshake v1")
+        lifetime_ms = authenticate(request, self.security, version, f"{self.host}:{self.port}")
+        if lifetime_ms > 0:
+            self._reauthenticate_at = started + lifetime_ms / 1000 * REAUTHENTICATE_AT
 
     def _wrap_tls(self, sock: socket.socket) -> socket.socket:
         """The TLS handshake over a fresh socket, checking the broker's certificate (and its name, unless
@@ -156,6 +181,8 @@ class BrokerConnection:
         """Send a request already encoded with ``correlation_id`` (the hot path of a producer)."""
         if self._sock is None:
             raise KafkaConnectionError(f"not connected to broker {self.host}:{self.port}")
+        if self._reauthenticate_at is not None and not self._in_flight and time.monotonic() >= self._reauthenticate_at:
+            self._reauthenticate()
         try:
             self._sock.sendall(frame)
         except OSError as exc:
@@ -163,6 +190,13 @@ class BrokerConnection:
             raise KafkaConnectionError(f"sending to broker {self.host}:{self.port} failed: {exc}") from None
         if expect_response:
             self._in_flight.append((correlation_id, api_key, version))
+
+    def _reauthenticate(self) -> None:
+        try:
+            self._authenticate()
+        except BaseException:
+            self.close()
+            raise
 
     def receive(self) -> tuple[int, dict]:
         """Read and decode the response to the oldest request in flight: (correlation id, body)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
-__all__ = ["DeliveryTimeoutError", "KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
+__all__ = ["AuthenticationError", "DeliveryTimeoutError", "KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
            "OffsetOutOfRange", "UnknownPartitionError", "UnknownTopicError", "UnsupportedVersionError", "ErrorCode"]
 
 
@@ -31,6 +31,12 @@ class DeliveryTimeoutError(KafkaClientError):
     def __init__(self, message: str, last_error: BaseException | None = None) -> None:
         super().__init__(message)
         self.last_error = last_error
+
+
+class AuthenticationError(KafkaClientError):
+    """The broker refused our SASL login (wrong password, unknown user, a mechanism it does not offer), or could
+    not prove it knows our credential; retrying with the same settings cannot succeed (Kafka's
+    SaslAuthenticationException)."""
 
 
 class UnsupportedVersionError(KafkaClientError):

@@ -672,6 +672,81 @@ INCREMENTAL_ALTER_CONFIGS = Api(
     response=_ALTER_CONFIGS_RESPONSE,
 )
 
+SASL_HANDSHAKE = Api(
+    ApiKey.SASL_HANDSHAKE, "SaslHandshake", versions="0-1", flexible="none",
+    request=(
+        F("Mechanism", "string", "0+"),
+    ),
+    response=(
+        F("ErrorCode", "int16", "0+"),
+        F("Mechanisms", "[]string", "0+"),
+    ),
+)
+
+SASL_AUTHENTICATE = Api(
+    ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", versions="0-2", flexible="2+",
+    request=(
+        F("AuthBytes", "bytes", "0+"),
+    ),
+    response=(
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        F("AuthBytes", "bytes", "0+"),
+        F("SessionLifetimeMs", "int64", "1+", default=0),
+    ),
+)
+
+#: The SCRAM mechanisms' ids in DescribeUserScramCredentials and AlterUserScramCredentials (Kafka's ScramMechanism).
+SCRAM_MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", versions="0", flexible="0+",
+    request=(
+        F("Users", "[]UserName", "0+", nullable="0+", default=None, fields=(
+            F("Name", "string", "0+"),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        F("Results", "[]DescribeUserScramCredentialsResult", "0+", fields=(
+            F("User", "string", "0+"),
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            F("CredentialInfos", "[]CredentialInfo", "0+", fields=(
+                F("Mechanism", "int8", "0+"),
+                F("Iterations", "int32", "0+"),
+            )),
+        )),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", versions="0", flexible="0+",
+    request=(
+        F("Deletions", "[]ScramCredentialDeletion", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Mechanism", "int8", "0+"),
+        )),
+        F("Upsertions", "[]ScramCredentialUpsertion", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Mechanism", "int8", "0+"),
+            F("Iterations", "int32", "0+"),
+            F("Salt", "bytes", "0+"),
+            F("SaltedPassword", "bytes", "0+"),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("Results", "[]AlterUserScramCredentialsResult", "0+", fields=(
+            F("User", "string", "0+"),
+            F("ErrorCode", "int16", "0+"),
+            F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        )),
+    ),
+)
+
 
 def _acl_filter(type_name: str, name_name: str, pattern_name: str, principal_name: str, host_name: str) -> tuple:
     """The fields of one ACL filter (DescribeAcls' request, each of DeleteAcls' filters)."""
@@ -762,6 +837,6 @@ APIS: dict[int, Api] = {
     for api in (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
                 CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS,
-                LIST_GROUPS, DELETE_GROUPS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS,
-                DELETE_ACLS)
+                LIST_GROUPS, DELETE_GROUPS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, SASL_HANDSHAKE, SASL_AUTHENTICATE,
+                DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
 }

@@ -10,6 +10,8 @@ written down once:
     /controller                                ephemeral   {"brokerid": id}
     /controller_epoch                          persistent  the controller generation
     /config/topics/<topic>                     persistent  {"config": {topic-level overrides}}
+    /config/users/<user>                       persistent  {"config": {"SCRAM-SHA-512": "salt=..,stored_key=..,.."}}
+    /config/changes/config_change_<n>          persistent  {"version": 2, "entity_path": "users/<user>"}
     /admin/create_topics/<topic>               persistent  a creation request for the controller
     /admin/delete_topics/<topic>               persistent  a deletion request for the controller
     /admin/preferred_replica_election          persistent  {"partitions": [{"topic", "partition"}]} to elect
@@ -37,6 +39,9 @@ BROKER_TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_USERS = "/config/users"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN_CREATE_TOPICS = "/admin/create_topics"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
@@ -72,9 +77,31 @@ def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
 
 
-def broker_registration(host: str, port: int) -> bytes:
+def broker_registration(host: str, port: int, endpoints: list[tuple[str, str, str, int]] | None = None) -> bytes:
+    """A broker's /brokers/ids/<id>: ``host``/``port`` its inter-broker endpoint, ``endpoints`` every advertised
+    (listener name, security protocol, host, port) as Kafka writes them (default: one PLAINTEXT listener)."""
+    endpoints = endpoints or [("PLAINTEXT", "PLAINTEXT", host, port)]
     return encode({"version": 4, "host": host, "port": port, "jmx_port": -1, "timestamp": str(now_ms()),
-                   "endpoints": [f"PLAINTEXT://{host}:{port}"]})
+                   "endpoints": [f"{name}://{_bracketed(h)}:{p}" for name, _, h, p in endpoints],
+                   "listener_security_protocol_map": {name: protocol for name, protocol, _, _ in endpoints}})
+
+
+def registration_endpoints(registration: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """Listener name -> (host, port) of a decoded broker registration (Kafka's "endpoints"; an old registration's
+    host and port as PLAINTEXT)."""
+    found: dict[str, tuple[str, int]] = {}
+    for entry in registration.get("endpoints") or ():
+        name, sep, address = str(entry).partition("://")
+        host, _, port = address.rpartition(":")
+        if sep and port.isdigit():
+            found[name.upper()] = (host.strip("[]"), int(port))
+    if not found and registration.get("host") is not None:
+        found["PLAINTEXT"] = (registration["host"], int(registration["port"]))
+    return found
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def controller_data(broker_id: int) -> bytes:
@@ -168,6 +195,23 @@ def topic_config(configs: dict[str, str]) -> bytes:
 def parse_topic_config(data: bytes | None) -> dict[str, str]:
     """The overrides a /config/topics/<t> znode holds (none for an empty or missing one)."""
     return {k: str(v) for k, v in decode(data).get("config", {}).items()}
+
+
+def user_config_path(user: str) -> str:
+    return f"{CONFIG_USERS}/{user}"
+
+
+def user_config_change(user: str) -> bytes:
+    """The change notification telling every broker to read /config/users/<user> again."""
+    return encode({"version": 2, "entity_path": f"users/{user}"})
+
+
+def config_change_sequence(name: str) -> int:
+    """The sequence number of a config_change_<n> node (-1 for another name)."""
+    try:
+        return int(name[len(CONFIG_CHANGE_PREFIX):]) if name.startswith(CONFIG_CHANGE_PREFIX) else -1
+    except ValueError:
+        return -1
 
 
 def create_topic_request_path(topic: str) -> str:

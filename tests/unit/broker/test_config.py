@@ -88,3 +88,25 @@ def test_connection_limits_default_to_kafkas_unlimited_with_a_short_read_timeout
     config = KafkaConfig()
     assert config["max.connections"] == config["max.connections.per.ip"] == 2**31 - 1
     assert config["socket.request.read.timeout.ms"] == 10_000
+
+
+def test_a_sasl_listeners_protocol_and_the_brokers_own_login():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";'
+    config = KafkaConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:9092",
+                          "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
+                          "listener.name.sasl_plaintext.connections.max.reauth.ms": "60000"})
+    assert config.inter_broker_listener_name == "SASL_PLAINTEXT"
+    security = config.inter_broker_security()
+    assert (security.protocol, security.sasl_mechanism, security.username, security.password) == (
+        "SASL_PLAINTEXT", "SCRAM-SHA-512", "broker", "b-secret")
+    assert config.listener_setting("SASL_PLAINTEXT", "connections.max.reauth.ms") == 60000
+    assert config.listener_setting("OTHER", "connections.max.reauth.ms") == 0
+    assert KafkaConfig({}).inter_broker_security().protocol == "PLAINTEXT"
+
+
+def test_sasl_mechanisms_are_checked():
+    assert KafkaConfig({"sasl.enabled.mechanisms": "scram-sha-512, PLAIN"}).sasl_mechanisms == ("SCRAM-SHA-512", "PLAIN")
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        KafkaConfig({"sasl.enabled.mechanisms": "GSSAPI"})
+    with pytest.raises(ConfigError, match="sasl.username"):
+        KafkaConfig({"listeners": "SASL_PLAINTEXT://h:1"}).inter_broker_security()

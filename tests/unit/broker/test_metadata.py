@@ -158,3 +158,18 @@ def test_a_registered_topic_the_broker_cannot_host_is_set_aside_and_start_up_goe
             metadata.create_topic("broken", 1)
     finally:
         log_manager.shutdown()
+
+
+def test_metadata_names_the_brokers_at_the_requests_listener(tmp_path):
+    from broker.metadata import metadata_response
+
+    local = BrokerEndpoint(0, "127.0.0.1", 9092, (("PLAINTEXT", "127.0.0.1", 9092), ("SSL", "broker0", 9093)))
+    metadata = StandaloneMetadata(tmp_path, local)
+    assert metadata_response(metadata, [], {}, "SSL")["brokers"] == [
+        {"node_id": 0, "host": "broker0", "port": 9093, "rack": None}]
+    assert metadata_response(metadata, [], {}, "PLAINTEXT")["brokers"][0]["port"] == 9092
+    assert metadata_response(metadata, [], {}, "EXTERNAL")["brokers"] == []
+    assert metadata_response(metadata, [], {})["brokers"][0]["port"] == 9092
+    # A broker known by one address only is that address on every listener.
+    assert BrokerEndpoint(1, "h", 1).on("SSL") == BrokerEndpoint(1, "h", 1)
+    assert local.on("SSL") == BrokerEndpoint(0, "broker0", 9093)

@@ -84,3 +84,20 @@ def test_an_offset_without_metadata_stays_the_papers_decimal_text_and_both_forms
     assert layout.parse_offset(data) == 7
     assert layout.parse_offset_value(layout.offset_value(layout.OffsetValue(9, metadata="m"))) == \
         layout.OffsetValue(9, "m", None)
+
+
+def test_broker_registration_lists_every_listener_as_kafka_does():
+    data = json.loads(layout.broker_registration("10.0.0.1", 9093, [
+        ("PLAINTEXT", "PLAINTEXT", "10.0.0.1", 9092), ("INTERNAL", "SSL", "10.0.0.1", 9093),
+        ("EXTERNAL", "SASL_SSL", "::1", 9094)]))
+    assert (data["host"], data["port"], data["version"]) == ("10.0.0.1", 9093, 4)
+    assert data["endpoints"] == ["PLAINTEXT://10.0.0.1:9092", "INTERNAL://10.0.0.1:9093", "EXTERNAL://[::1]:9094"]
+    assert data["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL",
+                                                      "EXTERNAL": "SASL_SSL"}
+    assert layout.registration_endpoints(data) == {"PLAINTEXT": ("10.0.0.1", 9092), "INTERNAL": ("10.0.0.1", 9093),
+                                                   "EXTERNAL": ("::1", 9094)}
+
+
+def test_registration_endpoints_of_a_plaintext_or_old_registration():
+    assert layout.registration_endpoints(json.loads(layout.broker_registration("h", 1))) == {"PLAINTEXT": ("h", 1)}
+    assert layout.registration_endpoints({"host": "h", "port": 2}) == {"PLAINTEXT": ("h", 2)}
