@@ -1,6 +1,7 @@
-"""Stock clients against a broker with the authorizer on: a principal without WRITE on a topic gets
-TOPIC_AUTHORIZATION_FAILED from kcat, confluent-kafka, kafka-python and aiokafka producers, while the topic it may
-write to takes their messages. PLAINTEXT makes every client User:ANONYMOUS."""
+"""Stock clients logged in as real users (SCRAM-SHA-512 over SASL_PLAINTEXT) against a broker with the authorizer
+on: alice, without WRITE on a topic she may read, and bob, with no ACL at all, get TOPIC_AUTHORIZATION_FAILED
+from kcat, confluent-kafka, kafka-python and aiokafka producers, while the topic alice may write takes her
+messages; a consumer group needs READ on the group; the super user passes whatever the ACLs."""
 
 from __future__ import annotations
 
@@ -12,47 +13,63 @@ import pytest
 
 from pipeline.client.admin import AdminClient
 from pipeline.security.acl import AclOperation, ResourceType
+from pipeline.security.client_settings import ClientSecurity
 from tests.support import BrokerProcess
-from tests.support.acls import AUTHORIZER, acl, administrator, seed_log_dir
+from tests.support.acls import AUTHORIZER, acl, seed_log_dir
 from tests.support.clients import KCAT
+from tests.support.ports import free_port
+from tests.support.sasl import kafka_python_settings, librdkafka_settings, seed_users
 
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 WRITABLE, READ_ONLY = "acl-writable", "acl-read-only"
+
+
+def security(user: str) -> ClientSecurity:
+    return ClientSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", username=user,
+                          password=USERS[user])
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     home = tmp_path_factory.mktemp("acl-clients")
-    seed_log_dir(home / "logs", administrator() + acl(ResourceType.TOPIC, WRITABLE, AclOperation.WRITE)
-                 + acl(ResourceType.TOPIC, READ_ONLY, AclOperation.READ))
-    with BrokerProcess(home / "logs", overrides=AUTHORIZER, log_path=home / "broker.log") as broker:
-        with AdminClient(broker.bootstrap) as admin:
+    port = free_port("127.0.0.1")
+    seed_users(home / "logs", USERS)
+    seed_log_dir(home / "logs", acl(ResourceType.TOPIC, WRITABLE, AclOperation.WRITE, principal="User:alice")
+                 + acl(ResourceType.TOPIC, READ_ONLY, AclOperation.READ, principal="User:alice")
+                 + acl(ResourceType.GROUP, "alice-group", AclOperation.READ, principal="User:alice"))
+    overrides = {**AUTHORIZER, "super.users": "User:admin", "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"}
+    with BrokerProcess(home / "logs", port=port, overrides=overrides, log_path=home / "broker.log") as broker:
+        with AdminClient(broker.bootstrap, security=security("admin")) as admin:
             admin.create_topics([WRITABLE, READ_ONLY], 1, 1)
         yield broker
 
 
-def kcat_produce(bootstrap: str, topic: str) -> str:
+def kcat_produce(bootstrap: str, topic: str, user: str) -> str:
     """kcat's report of one message: '' when delivered, its error otherwise."""
-    completed = subprocess.run([KCAT, "-b", bootstrap, "-P", "-t", topic, "-X", "message.send.max.retries=0"],
+    login = [arg for key, value in librdkafka_settings(user, USERS[user]).items() for arg in ("-X", f"{key}={value}")]
+    completed = subprocess.run([KCAT, "-b", bootstrap, "-P", "-t", topic, "-X", "message.send.max.retries=0", *login],
                                input=b"value\n", capture_output=True, timeout=60, check=False)
     return "" if completed.returncode == 0 and not completed.stderr else completed.stderr.decode(errors="replace")
 
 
-def confluent_produce(bootstrap: str, topic: str) -> str:
+def confluent_produce(bootstrap: str, topic: str, user: str) -> str:
     from confluent_kafka import KafkaError, Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
-    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0,
+                         **librdkafka_settings(user, USERS[user])})
+    errors: list[KafkaError | None] = []
     producer.produce(topic, b"value", on_delivery=lambda err, msg: errors.append(err))
     assert producer.flush(30) == 0
     error = errors[0]
     return "" if error is None else error.name()
 
 
-def kafka_python_produce(bootstrap: str, topic: str) -> str:
+def kafka_python_produce(bootstrap: str, topic: str, user: str) -> str:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0, max_block_ms=15000)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0, max_block_ms=15000,
+                             **kafka_python_settings(user, USERS[user]))
     try:
         producer.send(topic, b"value").get(timeout=30)
     except KafkaError as exc:
@@ -62,12 +79,13 @@ def kafka_python_produce(bootstrap: str, topic: str) -> str:
     return ""
 
 
-def aiokafka_produce(bootstrap: str, topic: str) -> str:
+def aiokafka_produce(bootstrap: str, topic: str, user: str) -> str:
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError
 
     async def send() -> str:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=15000,
+                                    **kafka_python_settings(user, USERS[user]))
         await producer.start()
         try:
             await producer.send_and_wait(topic, b"value")
@@ -90,5 +108,32 @@ CLIENTS = {
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_a_producer_without_write_gets_topic_authorization_failed(secured, client):
     produce, expected = CLIENTS[client]
-    assert produce(secured.bootstrap, WRITABLE) == ""
-    assert expected in produce(secured.bootstrap, READ_ONLY)
+    assert produce(secured.bootstrap, WRITABLE, "alice") == ""
+    assert expected in produce(secured.bootstrap, READ_ONLY, "alice")
+    assert expected in produce(secured.bootstrap, WRITABLE, "bob")
+    assert produce(secured.bootstrap, READ_ONLY, "admin") == ""
+
+
+def test_consumer_groups_need_read_on_the_group(secured):
+    from kafka import KafkaConsumer
+    from kafka.errors import GroupAuthorizationFailedError
+
+    assert kafka_python_produce(secured.bootstrap, READ_ONLY, "admin") == ""
+
+    def consumer(group: str) -> KafkaConsumer:
+        return KafkaConsumer(READ_ONLY, bootstrap_servers=secured.bootstrap, group_id=group,
+                             auto_offset_reset="earliest", consumer_timeout_ms=15000,
+                             **kafka_python_settings("alice", USERS["alice"]))
+    denied = consumer("other-group")
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            for _ in range(20):
+                denied.poll(timeout_ms=500)
+    finally:
+        denied.close()
+    allowed = consumer("alice-group")
+    try:
+        assert next(iter(allowed)).value == b"value"
+        allowed.commit()
+    finally:
+        allowed.close()
