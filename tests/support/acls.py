@@ -53,3 +53,23 @@ def seed_zookeeper(zk: KazooClient, bindings: Iterable[AclBinding]) -> None:
     the deployment does before brokers start."""
     for pattern, entries in _by_pattern(bindings).items():
         zk.create(acl_zk.resource_path(pattern), acl_zk.entries_json(entries), makepath=True)
+
+
+class MemoryAclStore:
+    """An AclStore in memory, for unit tests of the authorizer."""
+
+    def __init__(self) -> None:
+        self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+
+    def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        return dict(self.acls)
+
+    def alter(self, pattern: ResourcePattern, change) -> frozenset[AccessControlEntry]:
+        self.acls[pattern] = new = frozenset(change(self.acls.get(pattern, frozenset())))
+        return new
+
+    def start(self, on_change) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -10,24 +10,7 @@ from broker.security import acl_requests
 from broker.security.authorizer import AclAuthorizer
 from pipeline.protocol.errors import ErrorCode
 from pipeline.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-
-
-class MemoryStore:
-    def __init__(self):
-        self.acls = {}
-
-    def load(self):
-        return dict(self.acls)
-
-    def alter(self, pattern, change):
-        self.acls[pattern] = new = frozenset(change(self.acls.get(pattern, frozenset())))
-        return new
-
-    def start(self, on_change):
-        pass
-
-    def close(self):
-        pass
+from tests.support.acls import MemoryAclStore
 
 
 def creation(name: str, kind: int = ResourceType.TOPIC, pattern: int = PatternType.LITERAL,
@@ -44,7 +27,7 @@ def selector(name: str | None, pattern: int = PatternType.ANY, kind: int = Resou
 
 def test_create_describe_delete():
     async def scenario():
-        authorizer = AclAuthorizer(MemoryStore())
+        authorizer = AclAuthorizer(MemoryAclStore())
         created = await acl_requests.create_acls(authorizer, {"creations": [
             creation("t"), creation("p-", pattern=PatternType.PREFIXED), creation("x", operation=99),
             creation("c", kind=ResourceType.CLUSTER)]})
