@@ -48,7 +48,7 @@ class FakeCoordinator:
 def apis(*allowed: tuple[AclOperation, ResourceType, str]) -> tuple[GroupApis, FakeCoordinator]:
     coordinator = FakeCoordinator()
     group_apis = GroupApis(coordinator, lambda group: BrokerEndpoint(1, "127.0.0.1", 9092))
-    group_apis.authorize = lambda operation, kind, name, count=True: (operation, kind, name) in allowed
+    group_apis.request_check = lambda: lambda operation, kind, name, count=True: (operation, kind, name) in allowed
     return group_apis, coordinator
 
 
