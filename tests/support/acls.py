@@ -51,8 +51,7 @@ def seed_log_dir(log_dir: Path, bindings: Iterable[AclBinding]) -> None:
 def seed_zookeeper(zk: KazooClient, bindings: Iterable[AclBinding]) -> None:
     """Write ``bindings`` straight into a cluster's ZooKeeper (``zk`` rooted at its chroot) in Kafka's format, as
     the deployment does before brokers start."""
-    for pattern, entries in _by_pattern(bindings).items():
-        zk.create(acl_zk.resource_path(pattern), acl_zk.entries_json(entries), makepath=True)
+    acl_zk.add_acls(zk, bindings)
 
 
 class MemoryAclStore:

@@ -190,10 +190,11 @@ def test_acls_in_zookeeper_reach_every_broker(zk_connect, broker_cluster_factory
     changes = [cluster.zk.get(f"/kafka-acl-changes/{c}")[0] for c in cluster.zk.get_children("/kafka-acl-changes")]
     assert b"Topic:shared" in changes
 
-    # Written by another tool straight into ZooKeeper, with a notification: every broker reloads it.
+    # Written by another tool straight into ZooKeeper (acl_zk.add_acls, with its notification): every broker reloads it.
     seed_zookeeper(cluster.zk, acl(TOPIC, "pay-", READ, principal="User:bob", pattern=PatternType.PREFIXED))
-    cluster.zk.create("/kafka-acl-extended-changes/acl_changes_", b'{"version":1,"resourceType":"Topic",'
-                      b'"name":"pay-","patternType":"Prefixed"}', sequence=True)
+    notifications = cluster.zk.get_children("/kafka-acl-extended-changes")
+    assert [cluster.zk.get(f"/kafka-acl-extended-changes/{n}")[0] for n in notifications] == [
+        b'{"version":1,"resourceType":"Topic","name":"pay-","patternType":"Prefixed"}']
     prefixed = AclBindingFilter(ResourcePatternFilter(TOPIC, "pay-", PatternType.PREFIXED))
     for broker in (first, second, third):
         wait_until(lambda b=broker: describe_on(b.host, b.port, prefixed) == {("pay-", "User:bob", int(READ))},
