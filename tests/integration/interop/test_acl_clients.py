@@ -1,7 +1,8 @@
 """Stock clients logged in as real users (SCRAM-SHA-512 over SASL_PLAINTEXT) against a broker with the authorizer
 on: alice, without WRITE on a topic she may read, and bob, with no ACL at all, get TOPIC_AUTHORIZATION_FAILED
 from kcat, confluent-kafka, kafka-python and aiokafka producers, while the topic alice may write takes her
-messages; a consumer group needs READ on the group; the super user passes whatever the ACLs."""
+messages; a consumer group needs READ on the group; the super user passes whatever the ACLs; confluent-kafka's and
+kafka-python's admin clients manage ACLs."""
 
 from __future__ import annotations
 
@@ -137,3 +138,39 @@ def test_consumer_groups_need_read_on_the_group(secured):
         allowed.commit()
     finally:
         allowed.close()
+
+
+def test_stock_admin_clients_create_describe_and_delete_acls(secured):
+    """confluent-kafka's and kafka-python's admin clients speak CreateAcls, DescribeAcls and DeleteAcls with us."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType as Perm,
+                                       AdminClient as ConfluentAdmin, ResourcePatternType, ResourceType as Kind)
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             KafkaAdminClient, ResourcePattern, ResourcePatternFilter, ResourceType)
+
+    confluent = ConfluentAdmin({"bootstrap.servers": secured.bootstrap, **librdkafka_settings("admin", USERS["admin"])})
+    binding = AclBinding(Kind.TOPIC, "confluent-", ResourcePatternType.PREFIXED, "User:carol", "*", Op.WRITE,
+                         Perm.ALLOW)
+    for future in confluent.create_acls([binding]).values():
+        future.result(timeout=30)
+    any_carol = AclBindingFilter(Kind.ANY, None, ResourcePatternType.ANY, "User:carol", None, Op.ANY, Perm.ANY)
+    assert confluent.describe_acls(any_carol).result(timeout=30) == [binding]
+
+    python_admin = KafkaAdminClient(bootstrap_servers=secured.bootstrap, **kafka_python_settings("admin",
+                                                                                               USERS["admin"]))
+    try:
+        acl_ = ACL("User:carol", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                   ResourcePattern(ResourceType.GROUP, "carols", ACLResourcePatternType.LITERAL))
+        created = python_admin.create_acls([acl_])
+        assert created["failed"] == [] and len(created["succeeded"]) == 1
+        found, error = python_admin.describe_acls(ACLFilter("User:carol", None, ACLOperation.ANY,
+                                                            ACLPermissionType.ANY,
+                                                            ResourcePatternFilter(ResourceType.ANY, None,
+                                                                                  ACLResourcePatternType.ANY)))
+        assert {(a.resource_pattern.resource_type, a.resource_pattern.resource_name) for a in found} == {
+            (ResourceType.TOPIC, "confluent-"), (ResourceType.GROUP, "carols")}
+    finally:
+        python_admin.close()
+
+    deleted = list(confluent.delete_acls([any_carol]).values())[0].result(timeout=30)
+    assert len(deleted) == 2
+    assert confluent.describe_acls(any_carol).result(timeout=30) == []
