@@ -174,3 +174,24 @@ def test_stock_admin_clients_create_describe_and_delete_acls(secured):
     deleted = list(confluent.delete_acls([any_carol]).values())[0].result(timeout=30)
     assert len(deleted) == 2
     assert confluent.describe_acls(any_carol).result(timeout=30) == []
+
+
+def test_the_cli_logs_in_with_its_command_config(secured, tmp_path):
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pipeline", "acls", "--bootstrap-server", secured.bootstrap,
+                               *args], capture_output=True, text=True, timeout=60, check=False)
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                      'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                      'username="admin" password="admin-secret";\n')
+    listed = cli("--command-config", str(config), "--list", "--topic", WRITABLE)
+    assert listed.returncode == 0, listed.stderr
+    assert "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)" in listed.stdout
+    alice = tmp_path / "alice.properties"
+    alice.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=alice\n"
+                     "sasl.password=alice-secret\n")
+    refused = cli("--command-config", str(alice), "--add", "--allow-principal", "User:alice", "--topic", "x")
+    assert refused.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+    assert "alice-secret" not in refused.stderr + refused.stdout
