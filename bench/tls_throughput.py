@@ -1,4 +1,4 @@
-"""Produce and fetch throughput over each listener type of one broker: PLAINTEXT against SSL (and SASL_SSL).
+"""Produce and fetch throughput over each listener type of one broker: PLAINTEXT against SSL (and SASL_*).
 
 Starts one standalone broker with a listener per protocol (certificates from a throwaway CA), then for each
 protocol times kcat producing N messages of SIZE bytes to a topic of its own (librdkafka's batching, acks=all) and
@@ -6,14 +6,14 @@ kcat consuming one shared topic from the beginning (the same bytes for every pro
 with sendfile, TLS ones are read with preadv and encrypted in 1 MiB writes). Prints MB/s and the ratio to
 PLAINTEXT, the best of ``--repeat`` runs.
 
-SASL_SSL needs the broker's SASL support and a SCRAM user: ``--protocols PLAINTEXT,SSL,SASL_SSL --sasl-user U
---sasl-password P`` (the user is created with ``python -m pipeline users`` before the runs).
+``--protocols PLAINTEXT,SASL_PLAINTEXT,SSL,SASL_SSL`` adds SASL listeners; kcat logs in with SCRAM-SHA-512 as a user written
+to the broker's credential file before it starts.
 
 ``--profile fetch`` (or ``produce``) runs the broker in this process instead and prints cProfile's top functions
 of its event loop while kcat consumes (or produces) over SSL.
 
     .venv/bin/python -m bench.tls_throughput [--messages 300000] [--size 1000] [--repeat 3]
-        [--protocols PLAINTEXT,SSL] [--profile fetch|produce]
+        [--protocols PLAINTEXT,SSL,SASL_SSL] [--profile fetch|produce]
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import io
 import pstats
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,9 +33,11 @@ from tests.support import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.in_process_broker import InProcessBroker
 from tests.support.ports import free_port
+from tests.support.sasl import seed_users
 
 MB = 1_000_000
 SHARED_TOPIC = "tls-bench-fetch"
+BENCH_USER = ("bench", "bench-secret")
 
 
 def write_messages(path: Path, messages: int, size: int) -> None:
@@ -61,9 +62,9 @@ def kcat_security(protocol: str, ca_file: Path, args: argparse.Namespace) -> lis
     settings: dict[str, str] = {}
     if protocol in ("SSL", "SASL_SSL"):
         settings.update({"security.protocol": protocol.lower(), "ssl.ca.location": str(ca_file)})
-    if protocol == "SASL_SSL":
-        settings.update({"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": args.sasl_user,
-                         "sasl.password": args.sasl_password})
+    if protocol.startswith("SASL_"):
+        settings.update({"security.protocol": protocol.lower(), "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": BENCH_USER[0],
+                         "sasl.password": BENCH_USER[1]})
     return [arg for key, value in settings.items() for arg in ("-X", f"{key}={value}")]
 
 
@@ -94,11 +95,8 @@ def measure(protocols: list[str], args: argparse.Namespace, work_dir: Path) -> N
     megabytes = args.messages * (args.size - 1) / MB
     produce: dict[str, float] = {}
     fetch: dict[str, float] = {}
+    seed_users(broker.log_dir, dict([BENCH_USER]))
     with broker:
-        if args.sasl_user:
-            subprocess.run([sys.executable, "-m", "pipeline", "users", "--bootstrap-server", broker.bootstrap,
-                            "--alter", "--add-config", f"SCRAM-SHA-512=[password={args.sasl_password}]",
-                            "--entity-type", "users", "--entity-name", args.sasl_user], check=True)
         create_topic(broker.bootstrap, SHARED_TOPIC, 1)
         subprocess.run(["kcat", "-b", broker.bootstrap, "-P", "-t", SHARED_TOPIC, "-l", str(payload)], check=True)
         for run in range(args.repeat):
@@ -159,9 +157,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1000, help="bytes per message, delimiter included")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--protocols", default="PLAINTEXT,SSL",
-                        help="comma-separated listener types to compare (PLAINTEXT, SSL, SASL_SSL)")
-    parser.add_argument("--sasl-user", default="", help="SCRAM-SHA-512 user for SASL_SSL (created first)")
-    parser.add_argument("--sasl-password", default="")
+                        help="comma-separated listener types to compare (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)")
     parser.add_argument("--profile", choices=("fetch", "produce"),
                         help="profile the broker's SSL fetch (or produce) path instead")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed afterwards)")
@@ -169,8 +165,6 @@ def main() -> None:
     if shutil.which("kcat") is None:
         raise SystemExit("kcat is not installed: run `make setup`")
     protocols = [p.strip().upper() for p in args.protocols.split(",") if p.strip()]
-    if "SASL_SSL" in protocols and not args.sasl_user:
-        raise SystemExit("SASL_SSL needs --sasl-user and --sasl-password")
     with tempfile.TemporaryDirectory(prefix="tls-bench-") as tmp:
         work_dir = args.dir or Path(tmp)
         work_dir.mkdir(parents=True, exist_ok=True)

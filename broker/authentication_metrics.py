@@ -1,8 +1,8 @@
-"""AuthenticationMetrics: the SASL listeners' authentications by outcome, listener and mechanism, for Prometheus.
+"""AuthenticationMetrics: the listeners' authentications (SASL exchanges, failed TLS handshakes as mechanism SSL) by
+outcome, listener and mechanism, for Prometheus.
 
-Kafka's socket-server-metrics ``successful-authentication-total`` and ``failed-authentication-total`` of the SASL
-exchanges, labelled by listener and mechanism (the socket server's unlabelled failed-authentication counter adds
-failed TLS handshakes); read from the authenticators' AuthenticationStats at scrape time.
+Kafka's socket-server-metrics ``successful-authentication-total`` and ``failed-authentication-total``, labelled
+by listener and mechanism; read from the authenticators' AuthenticationStats at scrape time.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ class AuthenticationMetrics(Collector):
                 ("successful_authentication", self._stats.succeeded,
                  "SASL authentications that succeeded, by listener and mechanism: successful-authentication-total"),
                 ("failed_authentication", self._stats.failed,
-                 "SASL authentications refused (wrong password, unknown user, unsupported mechanism), by listener "
-                 "and mechanism: failed-authentication-total")):
-            family = CounterMetricFamily(f"kafka_server_sasl_{name}", text,
+                 "SASL authentications refused (wrong password, unknown user, unsupported mechanism) and TLS "
+                 "handshakes failed (mechanism SSL), by listener and mechanism: failed-authentication-total")):
+            family = CounterMetricFamily(f"kafka_server_socket_server_metrics_{name}", text,
                                          labels=["listener", "mechanism"])
             for (listener, mechanism), count in sorted(dict.copy(table).items()):
                 family.add_metric([listener, mechanism], count)

@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from broker.security.listeners import LISTENER_PROPERTIES, EndPoint, parse_endpoints, parse_protocol_map, uses_ssl
+from broker.security.listeners import (
+    LISTENER_PROPERTIES,
+    EndPoint,
+    parse_endpoints,
+    parse_protocol_map,
+    uses_sasl,
+    uses_ssl,
+)
 from broker.security.ssl_factory import SSL_PROPERTIES, SslSettings
 from broker.log.log_config import (
     CLEANER_PAUSE_POINTS,
@@ -134,7 +141,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("fetch.max.wait.cap.ms", int, 30000, "Upper bound on a Fetch request's max_wait_ms.",
              at_least=0, at_most=INT32_MAX),
     Property("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials)."),
+             "SASL mechanisms the SASL_* listeners offer (PLAIN is checked against the users' SCRAM credentials); per "
+             "listener: listener.name.<listener>.sasl.enabled.mechanisms."),
     Property("sasl.mechanism.inter.broker.protocol", _mechanism, "SCRAM-SHA-512",
              "SASL mechanism this broker logs in with to other brokers over a SASL_* inter-broker listener."),
     Property("sasl.jaas.config", _str, "",
@@ -294,10 +302,6 @@ class KafkaConfig(Config):
             raise ConfigError(f"{LISTENER_PREFIX}{listener.lower()}.{name}={value!r}: {exc}") from None
 
     @property
-    def sasl_mechanisms(self) -> tuple[str, ...]:
-        return tuple(m for m in self["sasl.enabled.mechanisms"].split(",") if m)
-
-    @property
     def broker_id(self) -> int:
         return self["broker.id"]
 
@@ -318,7 +322,14 @@ class KafkaConfig(Config):
 
     def _inter_broker_listener_name(self) -> str:
         names = [endpoint.listener_name for endpoint in self.listeners]
-        name = self["inter.broker.listener.name"]
+        name, protocol = self["inter.broker.listener.name"], self["security.inter.broker.protocol"]
+        if name and protocol:
+            raise ConfigError("give inter.broker.listener.name or security.inter.broker.protocol, not both")
+        if protocol:
+            if protocol not in self.protocol_map.values() or protocol not in names:
+                raise ConfigError(f"security.inter.broker.protocol={protocol} is not among the listeners "
+                                  f"({', '.join(names)})")
+            return protocol
         if name:
             if name not in names:
                 raise ConfigError(f"inter.broker.listener.name={name} is not among the listeners ({', '.join(names)})")
@@ -369,26 +380,23 @@ class KafkaConfig(Config):
                            enabled_protocols=self["ssl.enabled.protocols"], cipher_suites=self["ssl.cipher.suites"])
 
     def inter_broker_security(self) -> ClientSecurity:
-        """How this broker connects to the others (followers' fetches): the inter-broker listener's protocol, the
-        truststore as CA, this broker's own certificate when that listener asks for client certificates, and on a
-        SASL_* listener its own login (sasl.mechanism.inter.broker.protocol with the listener's
-        listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config)."""
-        protocol = self.inter_broker_listener.security_protocol
+        """How this broker connects to the others (followers' fetches): the inter-broker listener's protocol; on TLS,
+        the truststore as CA and this broker's own certificate when that listener asks for client certificates; on
+        SASL, its own login (listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config)."""
+        listener = self.inter_broker_listener
+        protocol = listener.security_protocol
         tls = uses_ssl(protocol)
         present_certificate = tls and self["ssl.client.auth"] != "none"
-        values: dict[str, Any] = {}
-        if protocol.startswith("SASL_"):
+        values = {"security.protocol": protocol, "ssl.ca.location": self["ssl.truststore.location"] if tls else "",
+                  "ssl.certificate.location": self["ssl.keystore.location"] if present_certificate else "",
+                  "ssl.key.password": self["ssl.key.password"] if present_certificate else "",
+                  "ssl.endpoint.identification.algorithm": self["ssl.endpoint.identification.algorithm"]}
+        if uses_sasl(protocol):
             mechanism = self["sasl.mechanism.inter.broker.protocol"]
-            listener = self.inter_broker_listener_name.lower()
-            jaas = (self.listener_settings.get(f"{LISTENER_PREFIX}{listener}.{mechanism.lower()}.sasl.jaas.config")
-                    or self["sasl.jaas.config"])
-            values = {"security.protocol": protocol, "sasl.mechanism": mechanism, "sasl.jaas.config": jaas}
-        login = ClientSecurity.from_values(values) if values else ClientSecurity()
-        return ClientSecurity(protocol=protocol, sasl_mechanism=login.sasl_mechanism, username=login.username,
-                              password=login.password, ca_file=self["ssl.truststore.location"] if tls else "",
-                              cert_file=self["ssl.keystore.location"] if present_certificate else "",
-                              key_password=self["ssl.key.password"] if present_certificate else "",
-                              check_hostname=self["ssl.endpoint.identification.algorithm"] == "https")
+            name = listener.listener_name.lower()
+            values.update({"sasl.mechanism": mechanism, "sasl.jaas.config": self.listener_settings.get(
+                f"{LISTENER_PREFIX}{name}.{mechanism.lower()}.sasl.jaas.config") or self["sasl.jaas.config"]})
+        return ClientSecurity.from_values(values)
 
     @property
     def log_dirs(self) -> list[Path]:

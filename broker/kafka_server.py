@@ -34,7 +34,7 @@ from broker.server.connection_quotas import parse_overrides as parse_connection_
 from broker.security.credential_store import CredentialStore, FileCredentialStore
 from broker.server.sasl_authenticator import AuthenticationStats, SaslServerAuthenticator, SaslServerConfig
 from broker.server.session import Session
-from broker.security.listeners import uses_ssl
+from broker.security.listeners import uses_sasl, uses_ssl
 from broker.security.ssl_factory import server_context
 from broker.server.socket_server import CloseConnection, Handler, Listener, SocketServer
 from broker.state_metrics import BrokerStateCollector
@@ -57,12 +57,10 @@ class KafkaServer:
         self.authorizer: AclAuthorizer | None = None
         self.apis: KafkaApis | None = None  # the request handlers, once the broker serves
         self.metrics = BrokerMetrics()
-        # The SCRAM credentials (replaced by the log dir's or ZooKeeper's once known) and the SASL listeners' shared
-        # settings and counters.
-        self.credentials = CredentialStore()
+        # Authentications of every listener (SASL exchanges, TLS handshakes), exported as metrics.
         self.authentication_stats = AuthenticationStats()
         self.metrics.registry.register(AuthenticationMetrics(self.authentication_stats))
-        self._sasl_configs: list[SaslServerConfig] = []
+        self.sasl_configs: list[SaslServerConfig] = []
         self.metrics_port: int | None = None
         self._metrics_server: MetricsServer | None = None
         self._stopped = asyncio.Event()
@@ -78,32 +76,32 @@ class KafkaServer:
         return self.socket_server.bound_ports[listener_name.upper()]
 
     def _listeners(self) -> list[Listener]:
-        """The socket server's listeners; TLS ones share one server context (ConfigError if the keystore
-        or truststore cannot be loaded), SASL ones authenticate with the broker's credentials."""
-        context = None
-        if any(uses_ssl(endpoint.security_protocol) for endpoint in self.config.listeners):
-            context = server_context(self.config.ssl_settings())
-        return [Listener(endpoint, context if uses_ssl(endpoint.security_protocol) else None,
-                         self._sasl_authenticator(endpoint.listener_name)
-                         if endpoint.security_protocol.startswith("SASL_") else None)
-                for endpoint in self.config.listeners]
-
-    def _sasl_authenticator(self, listener_name: str) -> Callable[[Session, Handler], SaslServerAuthenticator]:
-        """What makes the SASL authenticator of each connection of a SASL_* listener (connections.max.reauth.ms may
-        differ per listener; the credentials, statistics and warnings are the broker's)."""
+        """The socket server's listeners: TLS ones share one server context (ConfigError if the keystore or
+        truststore cannot be loaded), SASL ones get an authenticator each with their own settings (in
+        ``self.sasl_configs``: sasl.enabled.mechanisms and connections.max.reauth.ms may be set per listener) and the
+        authentication counts in common."""
         config = self.config
+        context = None
+        if any(uses_ssl(endpoint.security_protocol) for endpoint in config.listeners):
+            context = server_context(config.ssl_settings())
         read_timeout = config["socket.request.read.timeout.ms"]
-        sasl = SaslServerConfig(config.sasl_mechanisms, self.credentials,
-                                reauth_ms=config.listener_setting(listener_name, "connections.max.reauth.ms"),
-                                timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
-                                max_receive_size=config["sasl.server.max.receive.size"],
-                                failed_delay_s=config["connection.failed.authentication.delay.ms"] / 1000,
-                                stats=self.authentication_stats)
-        self._sasl_configs.append(sasl)
-
-        def authenticator(session: Session, handler: Handler) -> SaslServerAuthenticator:
-            return SaslServerAuthenticator(session, sasl, handler)
-        return authenticator
+        listeners = []
+        for endpoint in config.listeners:
+            authenticator = None
+            if uses_sasl(endpoint.security_protocol):
+                mechanisms = config.listener_setting(endpoint.listener_name, "sasl.enabled.mechanisms")
+                sasl = SaslServerConfig(
+                    tuple(m for m in mechanisms.split(",") if m), CredentialStore(),
+                    reauth_ms=config.listener_setting(endpoint.listener_name, "connections.max.reauth.ms"),
+                    timeout_s=read_timeout / 1000 if read_timeout > 0 else None,
+                    max_receive_size=config["sasl.server.max.receive.size"],
+                    failed_delay_s=config["connection.failed.authentication.delay.ms"] / 1000,
+                    stats=self.authentication_stats)
+                self.sasl_configs.append(sasl)
+                authenticator = _authenticator_factory(sasl)
+            listeners.append(Listener(endpoint, context if uses_ssl(endpoint.security_protocol) else None,
+                                      authenticator))
+        return listeners
 
     async def startup(self) -> None:
         config = self.config
@@ -143,7 +141,8 @@ class KafkaServer:
             max_connections=config["max.connections"], max_connections_per_ip=config["max.connections.per.ip"],
             max_connections_per_ip_overrides=parse_connection_overrides(config["max.connections.per.ip.overrides"]),
             request_read_timeout_ms=config["socket.request.read.timeout.ms"])
-        for sasl in self._sasl_configs:
+        self.socket_server.authentication_stats = self.authentication_stats
+        for sasl in self.sasl_configs:
             sasl.warnings = self.socket_server.warnings
         await self.socket_server.start()
         advertised = config.advertised_listeners(self.socket_server.bound_ports)
@@ -180,8 +179,8 @@ class KafkaServer:
             apis_holder.append(apis)
             mode, cluster_id = "standalone", metadata.cluster_id
             credentials = FileCredentialStore(log_dirs[0])
-        apis_holder[0].credentials = self.credentials = credentials
-        for sasl in self._sasl_configs:
+        apis_holder[0].credentials = credentials
+        for sasl in self.sasl_configs:
             sasl.store = credentials
         schedule = self.scheduler.schedule
         schedule("log-retention", self.log_manager.run_retention, config["log.retention.check.interval.ms"])
@@ -282,3 +281,10 @@ class KafkaServer:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
+
+
+def _authenticator_factory(config: SaslServerConfig) -> Callable[[Session, Handler], SaslServerAuthenticator]:
+    """What makes each connection's SASL authenticator on a listener with ``config``."""
+    def make(session: Session, handler: Handler) -> SaslServerAuthenticator:
+        return SaslServerAuthenticator(session, config, handler)
+    return make

@@ -19,7 +19,6 @@ from prometheus_client.registry import Collector
 from broker.log.log_manager import LogManager
 from broker.metadata import NO_LEADER, MetadataView
 from broker.replica_manager import ReplicaManager
-from broker.server.socket_server import FAILED_AUTHENTICATION
 
 __all__ = ["BrokerStateCollector", "ConnectionCounts"]
 
@@ -118,21 +117,13 @@ class BrokerStateCollector(Collector):
             "kafka_server_socket_server_metrics_client_errors",
             "Connections closed or refused, and requests refused, for what their client did, by kind "
             "(malformed_request, unsupported_version, frame_too_large, request_read_timeout, closed_mid_frame, "
-            "refused_connection, invalid_topic_name, failed_authentication, ssl_handshake_timeout, ...); lines about them are logged at most once a minute per "
-            "client address and kind", labels=["kind"])
-        errors = connections.client_errors
-        for kind, count in sorted(errors.items()):
+            "refused_connection, invalid_topic_name, authentication_failed, ssl_handshake_timeout, ...); lines about "
+            "them are logged at most once a minute per client address and kind", labels=["kind"])
+        for kind, count in sorted(connections.client_errors.items()):
             client_errors.add_metric([kind], count)
-        # Kafka's failed-authentication-total: TLS handshakes that failed (and failed SASL exchanges, which count
-        # under the same kind).
-        failed = CounterMetricFamily("kafka_server_socket_server_metrics_failed_authentication",
-                                     "Connections that failed authentication (a TLS handshake or a SASL exchange): "
-                                     "failed-authentication-total")
-        failed.add_metric([], errors.get(FAILED_AUTHENTICATION, 0))
         yield created
         yield closed
         yield client_errors
-        yield failed
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -30,6 +30,9 @@ LISTENER_PROPERTIES: tuple[Property, ...] = (
     Property("inter.broker.listener.name", lambda text: text.strip().upper(), "",
              "The listener other brokers connect to (followers' fetches); default PLAINTEXT when listed, else the "
              "first listener."),
+    Property("security.inter.broker.protocol", lambda text: text.strip().upper(), "",
+             "Kafka's older way to name the inter-broker listener: the listener of that name (PLAINTEXT, SSL, "
+             "SASL_PLAINTEXT or SASL_SSL); give this or inter.broker.listener.name, not both."),
 )
 
 # Kafka's default listener.security.protocol.map: every protocol names itself.

@@ -40,6 +40,7 @@ from pipeline.warning_limiter import WarningLimiter
 log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
 # Kafka's sasl.server.max.receive.size default.
 DEFAULT_MAX_RECEIVE_SIZE = 524288
 
@@ -107,7 +108,16 @@ class SaslServerAuthenticator:
         return self.state != _COMPLETE and self._deadline is not None and now > self._deadline
 
     def handle(self, frame: memoryview) -> Any:
-        if len(frame) > self.config.max_receive_size and self.state != _COMPLETE:
+        if self.state == _COMPLETE:
+            # An authenticated session with a lifetime: only the api key and the clock are looked at.
+            api_key = _API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
+            if api_key != ApiKey.SASL_HANDSHAKE:
+                if self._session_expires is not None and time.monotonic() > self._session_expires:
+                    raise Refused(f"{_name(api_key)} after the session expired (connections.max.reauth.ms) "
+                                  f"without reauthentication")
+                return self.handler(frame, self.session)
+            self._begin_reauthentication()
+        if len(frame) > self.config.max_receive_size:
             raise Refused(f"SASL frame of {len(frame)} bytes exceeds sasl.server.max.receive.size")
         if self.state == _TOKENS:
             return self._token(bytes(frame))
@@ -115,14 +125,6 @@ class SaslServerAuthenticator:
             header = read_request_header(frame)
         except ProtocolError as exc:
             raise Refused(f"unreadable request header during SASL authentication: {exc}") from None
-        if self.state == _COMPLETE:
-            if header.api_key == ApiKey.SASL_HANDSHAKE:
-                self._begin_reauthentication()
-            elif self._session_expires is not None and time.monotonic() > self._session_expires:
-                raise Refused(f"{_name(header.api_key)} after the session expired (connections.max.reauth.ms) "
-                              f"without reauthentication")
-            else:
-                return self.handler(frame, self.session)
         if header.api_key == ApiKey.API_VERSIONS and self.state == _HANDSHAKE_OR_VERSIONS:
             return self.handler(frame, self.session)
         if header.api_key == ApiKey.SASL_HANDSHAKE and self.state == _HANDSHAKE_OR_VERSIONS:
@@ -221,7 +223,7 @@ class SaslServerAuthenticator:
         mechanism = self.session.sasl_mechanism or "none"
         self.config.stats.count(self.config.stats.failed, self.session.listener_name, mechanism)
         # The socket server's FAILED_AUTHENTICATION kind: failed TLS handshakes and SASL exchanges count together.
-        self.config.warnings.warn(self.session.address, "failed_authentication",
+        self.config.warnings.warn(self.session.address, "authentication_failed",
                                   "failed authentication from %s on listener %s: user %r, mechanism %s: %s",
                                   self.session.peer, self.session.listener_name, username[:100], mechanism, reason)
 

@@ -37,8 +37,12 @@ One server listens on every :class:`Listener` (Kafka's listeners: ``PLAINTEXT://
 limits above; each connection's Session names its listener and security protocol. Connections of a listener with
 an ``ssl_context`` speak TLS through a :class:`~broker.server.tls_channel.TlsChannel`: the handshake comes first,
 bounded by ``socket.request.read.timeout.ms`` (or ``connections.max.idle.ms``) like a partial frame; a failed one
-closes only that connection and counts as ``failed_authentication``; a client certificate makes the principal.
-PLAINTEXT connections use the socket directly, as before.
+closes only that connection and counts as ``authentication_failed`` (as a refused SASL login does); a client
+certificate makes the principal. PLAINTEXT connections use the socket directly, as before.
+Connections of a SASL_PLAINTEXT or SASL_SSL listener start with the authenticator its ``authenticator`` factory
+makes (:class:`~broker.server.sasl_authenticator.SaslServerAuthenticator`): while ``session.authenticator`` is set
+every frame goes to it instead of the handler, a refused exchange is answered and the connection closed after
+``connection.failed.authentication.delay.ms``, and the periodic scan closes an exchange that outlives its deadline.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from broker.security.ssl_factory import certificate_principal
 from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.memory_pool import RequestMemoryPool
 from broker.server.receive_buffer import READ_SIZE, FrameTooLarge, ReceiveBuffer
-from broker.server.sasl_authenticator import CloseAfterResponse, Refused
+from broker.server.sasl_authenticator import AuthenticationStats, CloseAfterResponse, Refused
 from broker.server.session import Session
 from broker.server.tls_channel import TlsChannel, TlsHandshakeFailed
 from pipeline.warning_limiter import WarningLimiter
@@ -81,18 +85,17 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 _SCAN_MAX_INTERVAL = 5.0
 UNLIMITED = 2**31 - 1
 # The client-errors kind of a failed authentication (a TLS handshake here; a SASL exchange counts the same).
-FAILED_AUTHENTICATION = "failed_authentication"
+FAILED_AUTHENTICATION = "authentication_failed"
 
 
 @dataclass(frozen=True)
 class Listener:
-    """One listening endpoint; ``ssl_context`` (a server context) for SSL and SASL_SSL listeners; ``authenticator``
-    for SASL_PLAINTEXT and SASL_SSL ones: it makes each connection's SASL authenticator (sasl_authenticator), which
-    then sees every frame of the connection until it lets go."""
+    """One listening endpoint; ``ssl_context`` (a server context) for SSL and SASL_SSL listeners, ``authenticator``
+    for SASL_PLAINTEXT and SASL_SSL ones."""
 
     endpoint: EndPoint
     ssl_context: ssl.SSLContext | None = None
-    authenticator: "AuthenticatorFactory | None" = None
+    authenticator: AuthenticatorFactory | None = None
 
     @property
     def name(self) -> str:
@@ -155,7 +158,9 @@ class SocketServer:
 
     ``host`` and ``port`` make one PLAINTEXT listener unless ``listeners`` are given. ``queued_max_request_bytes``
     None (or negative), ``connections_max_idle_ms`` and ``request_read_timeout_ms`` None (or negative) mean no cap
-    and no timeout.
+    and no timeout. Each connection's Session names its listener and security protocol; on a listener with an
+    ``authenticator`` (SASL listeners), each connection starts with the authenticator it makes, which sees every
+    frame until it lets go.
     """
 
     def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int, *,
@@ -187,6 +192,8 @@ class SocketServer:
         self.connections_closed = 0
         # Each listener's port once bound (port 0 picks a free one), by listener name.
         self.bound_ports: dict[str, int] = {listener.name: listener.endpoint.port for listener in self.listeners}
+        # Where failed TLS handshakes are counted as failed authentications (mechanism "SSL"), if anywhere.
+        self.authentication_stats: AuthenticationStats | None = None
 
     @property
     def bound_port(self) -> int:
@@ -309,8 +316,11 @@ class SocketServer:
         try:
             await connection.run()
         except TlsHandshakeFailed as exc:
+            listener = connection.session.listener_name
             self.warnings.warn(connection.address, FAILED_AUTHENTICATION, "TLS handshake with %s on listener %s "
-                               "failed: %s", peer, connection.session.listener_name, exc)
+                               "failed: %s", peer, listener, exc)
+            if self.authentication_stats is not None:
+                self.authentication_stats.count(self.authentication_stats.failed, listener, "SSL")
         except (ConnectionError, TimeoutError) as exc:
             log.debug("connection %s ended: %s", peer, exc)
         except CloseConnection as exc:

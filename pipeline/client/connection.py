@@ -247,7 +247,8 @@ class BrokerConnection:
                 got += n
         except OSError as exc:
             self.close()
-            raise KafkaConnectionError(f"reading from broker {self.host}:{self.port} failed: {exc}") from None
+            raise KafkaConnectionError(f"reading from broker {self.host}:{self.port} failed: {exc}"
+                                       f"{_tls_refusal_hint(exc)}") from None
         return view
 
     def set_timeout(self, timeout_s: float) -> None:
@@ -269,3 +270,13 @@ class BrokerConnection:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+def _tls_refusal_hint(exc: OSError) -> str:
+    """What to check when a TLS 1.3 broker refuses the client's certificate: the refusal arrives as an alert at the
+    client's first read, after its side of the handshake looked done."""
+    reason = getattr(exc, "reason", None) or ""
+    if isinstance(exc, ssl.SSLError) and ("CERTIFICATE" in reason or "UNKNOWN_CA" in reason):
+        return (" (the broker refused this client's certificate, or its absence: check ssl.certificate.location "
+                "and ssl.key.location against the broker's ssl.client.auth and truststore)")
+    return ""

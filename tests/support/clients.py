@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 KCAT = shutil.which("kcat") or "kcat"
 
@@ -129,3 +129,38 @@ def by_partition(records: Iterable[Record]) -> dict[int, list[Record]]:
     for record in records:
         grouped.setdefault(record.partition, []).append(record)
     return grouped
+
+
+def aiokafka_round_trip(bootstrap: str, topic: str, values: list[bytes], settings: Callable[[], dict],
+                        timeout: float = 60.0) -> list[bytes]:
+    """aiokafka: produce ``values`` to partition 0 of ``topic`` (acks=all), then assign it and read it back from the
+    beginning; ``settings()`` gives each client its own security settings (an SSL context is not shared)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def scenario() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **settings())
+        await producer.start()
+        try:
+            for value in values:
+                await producer.send(topic, value, partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **settings())
+        await consumer.start()
+        received: list[bytes] = []
+        try:
+            partition = TopicPartition(topic, 0)
+            consumer.assign([partition])
+            await consumer.seek_to_beginning(partition)
+            async with asyncio.timeout(timeout):
+                while len(received) < len(values):
+                    for messages in (await consumer.getmany(timeout_ms=500)).values():
+                        received.extend(m.value for m in messages)
+        finally:
+            await consumer.stop()
+        return received
+
+    return asyncio.run(scenario())

@@ -176,3 +176,22 @@ def test_the_admin_client_reports_refused_credentials(broker):
         with pytest.raises(Exception, match="RESOURCE_NOT_FOUND"):
             admin.describe_user_scram_credentials(["carol"])
         assert set(admin.describe_user_scram_credentials()) == {"admin", "alice"}
+
+
+def test_our_producer_stops_at_once_on_a_refused_login_and_works_with_the_right_one(broker):
+    from pipeline.client.producer import Producer, ProducerData
+
+    settings = {"metadata.broker.list": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "request.required.acks": 1}
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError):
+        with Producer({**settings, "sasl.password": "guess-1234"}) as producer:
+            producer.send(ProducerData("sasl-ours", None, [b"x"]))
+    assert time.monotonic() - started < 10
+    with Producer({**settings, "sasl.password": "alice-secret"}) as producer:
+        producer.send(ProducerData("sasl-ours", None, [b"m1", b"m2"]))
+
+
+def test_users_cli_without_a_login_on_a_sasl_listener_says_what_is_missing(broker, capsys):
+    assert cli_main(["users", "--bootstrap-server", broker.bootstrap, "--describe"]) == 3
+    assert "--command-config" in capsys.readouterr().err

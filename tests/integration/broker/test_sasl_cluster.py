@@ -10,7 +10,6 @@ from pipeline.cli import main as cli_main
 from pipeline.client.admin import AdminClient
 from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import AuthenticationError
-from pipeline.protocol.api_keys import ApiKey
 from pipeline.security.client_settings import ClientSecurity
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
@@ -18,7 +17,6 @@ from tests.support.ports import free_port
 from tests.support.process import stop_all
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="{}";'
-METADATA = {"topics": None, "allow_auto_topic_creation": False}
 
 
 def security(user: str, password: str) -> ClientSecurity:

@@ -93,7 +93,7 @@ def test_confluent_kafka_reauthenticates_on_its_connection(broker_factory):
     assert producer.flush(20) == 0
     assert errors == []
     samples = scrape(broker)
-    logins = value(samples, "kafka_server_sasl_successful_authentication_total", listener="SASL_PLAINTEXT",
+    logins = value(samples, "kafka_server_socket_server_metrics_successful_authentication_total", listener="SASL_PLAINTEXT",
                    mechanism="SCRAM-SHA-512")
     connections = value(samples, "kafka_server_socket_server_metrics_connection_creation_total")
     # Every connection logged in again on itself, more than once, in 6 s of 2 s sessions; none was closed for it.
@@ -175,3 +175,22 @@ def test_aiokafka_with_a_wrong_password_is_refused(broker):
 
     with pytest.raises(KafkaError):
         asyncio.run(run())
+
+
+def test_confluent_kafkas_admin_client_manages_scram_credentials(broker):
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **librdkafka_settings("alice", "alice-secret")})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion("carol", info, b"carol-secret")])
+    futures["carol"].result(timeout=20)
+    described = admin.describe_user_scram_credentials(["carol"])["carol"].result(timeout=20)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 8192)]
+    confluent_produce(broker.bootstrap, "sasl-carol", [b"from carol"],
+                      **librdkafka_settings("carol", "carol-secret", "SCRAM-SHA-256"))
+    deletion = UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)
+    admin.alter_user_scram_credentials([deletion])["carol"].result(timeout=20)
+    with pytest.raises(Exception, match="(?i)not exist|RESOURCE_NOT_FOUND"):
+        admin.describe_user_scram_credentials(["carol"])["carol"].result(timeout=20)

@@ -10,7 +10,13 @@ import time
 import pytest
 
 from tests.support.polling import wait_until
-from tests.support.clients import confluent_consume, create_topic, kafka_python_consume, run_kcat
+from tests.support.clients import (
+    aiokafka_round_trip,
+    confluent_consume,
+    create_topic,
+    kafka_python_consume,
+    run_kcat,
+)
 from tests.support.tls import (
     TestPki,
     aiokafka_settings,
@@ -82,38 +88,11 @@ def test_kafka_python_produces_and_consumes_over_ssl(broker_factory, pki, client
 
 @pytest.mark.parametrize("client_auth", CLIENT_AUTH)
 def test_aiokafka_produces_and_consumes_over_ssl(broker_factory, pki, client_auth):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
     broker = start_ssl_broker(broker_factory, pki, client_auth=client_auth)
     create_topic(broker.bootstrap, "aiokafka-tls", 1)
-
-    async def scenario() -> list[bytes]:
-        settings = aiokafka_settings(pki, client_cert(pki, client_auth))
-        producer = AIOKafkaProducer(bootstrap_servers=broker.ssl_bootstrap, acks="all", **settings)
-        await producer.start()
-        try:
-            for value in MESSAGES:
-                await producer.send("aiokafka-tls", value, partition=0)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.ssl_bootstrap, enable_auto_commit=False,
-                                    auto_offset_reset="earliest", **aiokafka_settings(pki, client_cert(pki, client_auth)))
-        await consumer.start()
-        received: list[bytes] = []
-        try:
-            partition = TopicPartition("aiokafka-tls", 0)
-            consumer.assign([partition])
-            await consumer.seek_to_beginning(partition)
-            async with asyncio.timeout(60):
-                while len(received) < len(MESSAGES):
-                    for messages in (await consumer.getmany(timeout_ms=500)).values():
-                        received.extend(m.value for m in messages)
-        finally:
-            await consumer.stop()
-        return received
-
-    assert asyncio.run(scenario()) == MESSAGES
+    received = aiokafka_round_trip(broker.ssl_bootstrap, "aiokafka-tls", MESSAGES,
+                                   lambda: aiokafka_settings(pki, client_cert(pki, client_auth)))
+    assert received == MESSAGES
 
 
 # -- refusals ------------------------------------------------------------------------------------

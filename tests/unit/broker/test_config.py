@@ -95,7 +95,7 @@ def test_a_sasl_listeners_protocol_and_the_brokers_own_login():
     config = KafkaConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:9092",
                           "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
                           "listener.name.sasl_plaintext.connections.max.reauth.ms": "60000"})
-    assert config.inter_broker_listener_name == "SASL_PLAINTEXT"
+    assert config.inter_broker_listener.security_protocol == "SASL_PLAINTEXT"
     security = config.inter_broker_security()
     assert (security.protocol, security.sasl_mechanism, security.username, security.password) == (
         "SASL_PLAINTEXT", "SCRAM-SHA-512", "broker", "b-secret")
@@ -105,7 +105,10 @@ def test_a_sasl_listeners_protocol_and_the_brokers_own_login():
 
 
 def test_sasl_mechanisms_are_checked():
-    assert KafkaConfig({"sasl.enabled.mechanisms": "scram-sha-512, PLAIN"}).sasl_mechanisms == ("SCRAM-SHA-512", "PLAIN")
+    config = KafkaConfig({"sasl.enabled.mechanisms": "scram-sha-512, PLAIN",
+                          "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-256"})
+    assert config.listener_setting("EXTERNAL", "sasl.enabled.mechanisms") == "SCRAM-SHA-512,PLAIN"
+    assert config.listener_setting("INTERNAL", "sasl.enabled.mechanisms") == "SCRAM-SHA-256"
     with pytest.raises(ConfigError, match="GSSAPI"):
         KafkaConfig({"sasl.enabled.mechanisms": "GSSAPI"})
     with pytest.raises(ConfigError, match="sasl.username"):

@@ -35,6 +35,9 @@ def test_plaintext_is_the_default_inter_broker_listener_when_listed():
     named = KafkaConfig({"listeners": "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
                          "inter.broker.listener.name": "ssl"})
     assert named.inter_broker_listener_name == "SSL"
+    by_protocol = KafkaConfig({"listeners": "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+                               "security.inter.broker.protocol": "SSL"})
+    assert by_protocol.inter_broker_listener_name == "SSL"
 
 
 def test_advertised_listeners_replace_the_bound_address():
@@ -53,6 +56,9 @@ def test_advertised_listeners_replace_the_bound_address():
     ({"listeners": "SSL://a:1", "inter.broker.listener.name": "PLAINTEXT"}, "not among the listeners"),
     ({"listeners": "SSL://a:1", "advertised.listeners": "PLAINTEXT://b:1"}, "which is not among the listeners"),
     ({"listeners": "SSL://a:1", "advertised.listeners": "SSL://0.0.0.0:1"}, "wildcard"),
+    ({"listeners": "SSL://a:1", "security.inter.broker.protocol": "SASL_SSL"}, "not among the listeners"),
+    ({"listeners": "SSL://a:1", "security.inter.broker.protocol": "SSL", "inter.broker.listener.name": "SSL"},
+     "not both"),
     ({"listener.security.protocol.map": "INTERNAL:TLS"}, "unknown security protocol"),
     ({"listener.security.protocol.map": "A:SSL,A:SASL_SSL"}, "names listener A twice"),
     ({"ssl.client.auth": "always"}, "expected one of"),
@@ -76,3 +82,14 @@ def test_inter_broker_security_follows_the_inter_broker_listener():
                           "ssl.keystore.location": "/broker.pem", "ssl.endpoint.identification.algorithm": ""})
     security = mutual.inter_broker_security()
     assert (security.cert_file, security.check_hostname) == ("/broker.pem", False)
+
+
+def test_inter_broker_security_over_sasl_ssl_has_the_login_and_the_tls_fields():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";'
+    config = KafkaConfig({"listeners": "EXTERNAL://a:1,INTERNAL://a:2",
+                          "listener.security.protocol.map": "EXTERNAL:SSL,INTERNAL:SASL_SSL",
+                          "inter.broker.listener.name": "INTERNAL", "ssl.truststore.location": "/ca.pem",
+                          "listener.name.internal.scram-sha-512.sasl.jaas.config": jaas})
+    security = config.inter_broker_security()
+    assert (security.protocol, security.username, security.password, security.ca_file, security.cert_file) == (
+        "SASL_SSL", "broker", "b-secret", "/ca.pem", "")

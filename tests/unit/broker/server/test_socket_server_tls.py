@@ -128,7 +128,7 @@ def test_required_client_auth_refuses_a_client_without_or_with_a_foreign_certifi
 
     results, errors = run(scenario())
     assert all(result is not None for result in results)
-    assert errors.get("failed_authentication") == 2
+    assert errors.get("authentication_failed") == 2
 
 
 def test_plaintext_and_tls_listeners_at_once(tmp_path, pki):
@@ -170,7 +170,7 @@ def test_garbage_handshake_closes_only_its_connection(tmp_path, pki):
         await stop(server)
         return errors
 
-    assert run(scenario()).get("failed_authentication") == 1
+    assert run(scenario()).get("authentication_failed") == 1
 
 
 def test_a_client_that_never_handshakes_is_closed(tmp_path, pki):
