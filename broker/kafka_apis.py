@@ -84,7 +84,7 @@ class KafkaApis:
         # authorizer.class.name: None serves every request, as a broker without an authorizer does.
         self.authorizer: AclAuthorizer | None = None
         self._api_key = -1  # the API being dispatched, for the denial counts (set only with an authorizer)
-        groups.authorize = self.authorize
+        groups.request_check = self.request_check
         # The SCRAM credentials (the broker sets them: its log dir's file, or ZooKeeper's).
         self.credentials = CredentialStore()
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
@@ -180,25 +180,41 @@ class KafkaApis:
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME, *,
                   count: bool = True) -> bool:
-        """Whether the connection of the request being handled may perform ``operation`` on the resource (True
+        """Whether the connection of the request being dispatched may perform ``operation`` on the resource (True
         without an authorizer); a refusal is counted by API and logged, rate-limited, with the principal (unless
-        ``count`` is false: a listing that leaves out what the principal may not see)."""
+        ``count`` is false: a listing that leaves out what the principal may not see). Only valid before the
+        handler's first await: the next request replaces the session (see ``request_check``)."""
         authorizer = self.authorizer
         if authorizer is None or authorizer.authorize(self.session, operation, resource_type, name):
             return True
         if count:
-            self._denied(operation, resource_type, name)
+            self._denied(self.session, self._api_key, operation, resource_type, name)
         return False
 
-    def _denied(self, operation: AclOperation, resource_type: ResourceType, name: str) -> None:
-        api = _api_name(self._api_key)
+    def request_check(self) -> Callable[..., bool]:
+        """``authorize`` bound to the request being dispatched, for checks made after the handler awaited."""
+        authorizer, session, api_key = self.authorizer, self.session, self._api_key
+        if authorizer is None:
+            return _allow_all
+
+        def check(operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME,
+                  count: bool = True) -> bool:
+            if authorizer.authorize(session, operation, resource_type, name):
+                return True
+            if count:
+                self._denied(session, api_key, operation, resource_type, name)
+            return False
+        return check
+
+    def _denied(self, session: Session | None, api_key: int, operation: AclOperation, resource_type: ResourceType,
+                name: str) -> None:
+        api = _api_name(api_key)
         self.metrics.authorization_denied(api)
-        session = self.session
         principal = session.principal if session is not None else "?"
-        self.client_warnings.warn(f"{principal}@{self._peer.rpartition(':')[0]}", "authorization_denied",
+        peer = session.peer if session is not None else "?"
+        self.client_warnings.warn(f"{principal}@{peer.rpartition(':')[0]}", "authorization_denied",
                                   "denied %s: %s on %s %r to %s from %s", api, operation.name,
-                                  resource_type.name, name, principal, self._peer,
-                                  level=logging.INFO, logger=log)
+                                  resource_type.name, name, principal, peer, level=logging.INFO, logger=log)
 
     def _authorized_topics(self, operation: AclOperation, names: Iterable[str]) -> set[str]:
         """The topics of ``names`` the request may ``operation`` (each checked once)."""
@@ -550,16 +566,15 @@ class KafkaApis:
         return {"name": name, "error_code": error.error_code, "error_message": str(error)}
 
     def handle_create_topics(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
-        return self._create_topics(request)
-
-    async def _create_topics(self, request: dict) -> dict:
-        timeout_ms = request.get("timeout_ms", 30000)
-        validate_only = request.get("validate_only", False)
-
         may_create_any = self.authorizer is None or self.authorizer.authorize(
             self.session, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
         denied = set() if may_create_any else {
             t["name"] for t in request["topics"] if not self.authorize(AclOperation.CREATE, ResourceType.TOPIC, t["name"])}
+        return self._create_topics(request, denied)
+
+    async def _create_topics(self, request: dict, denied: set[str]) -> dict:
+        timeout_ms = request.get("timeout_ms", 30000)
+        validate_only = request.get("validate_only", False)
 
         async def create(topic: dict) -> dict:
             if topic["name"] in denied:
@@ -574,13 +589,12 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "topics": list(results)}
 
     def handle_delete_topics(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
-        return self._delete_topics(request)
-
-    async def _delete_topics(self, request: dict) -> dict:
-        timeout_ms = request.get("timeout_ms", 30000)
-
         names = request["topic_names"]
         allowed = set(names) if self.authorizer is None else self._authorized_topics(AclOperation.DELETE, names)
+        return self._delete_topics(request, allowed)
+
+    async def _delete_topics(self, request: dict, allowed: set[str]) -> dict:
+        timeout_ms = request.get("timeout_ms", 30000)
 
         async def delete(name: str) -> dict:
             if name not in allowed:
@@ -596,14 +610,15 @@ class KafkaApis:
     # -- CreatePartitions ------------------------------------------------------------------------
 
     def handle_create_partitions(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
-        return self._create_partitions(request)
+        names = [t["name"] for t in request["topics"]]
+        allowed = set(names) if self.authorizer is None else self._authorized_topics(AclOperation.ALTER, names)
+        return self._create_partitions(request, allowed)
 
-    async def _create_partitions(self, request: dict) -> dict:
+    async def _create_partitions(self, request: dict, allowed: set[str]) -> dict:
         timeout_ms = request.get("timeout_ms", 30000)
         validate_only = request.get("validate_only", False)
         names = [t["name"] for t in request["topics"]]
         duplicates = {n for n in names if names.count(n) > 1}
-        allowed = set(names) if self.authorizer is None else self._authorized_topics(AclOperation.ALTER, names)
 
         async def grow(topic: dict) -> dict:
             name = topic["name"]
@@ -670,26 +685,31 @@ class KafkaApis:
     def handle_alter_configs(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
         """Each topic resource's overrides become the configs it lists (the others return to the defaults)."""
         default = self.admin.default_log_config
-        return self._alter_configs(request, lambda configs: replaced_overrides(
+        return self._alter_configs(request, self._config_refusals(request), lambda configs: replaced_overrides(
             default, [(c["name"], c["value"]) for c in configs]))
 
     def handle_incremental_alter_configs(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
         """Each topic resource's configs are set, deleted, appended to or subtracted from one by one."""
         default = self.admin.default_log_config
-        return self._alter_configs(request, lambda configs: incremental_overrides(
+        return self._alter_configs(request, self._config_refusals(request), lambda configs: incremental_overrides(
             default, [ConfigOperation(c["name"], c["config_operation"], c["value"]) for c in configs]))
 
-    async def _alter_configs(self, request: dict, change_of: Callable[[list[dict]], OverridesChange]) -> dict:
+    def _config_refusals(self, request: dict) -> list[TopicError | None]:
+        """Per resource of an AlterConfigs or IncrementalAlterConfigs request, why it may not be altered."""
+        return [self._config_refusal(AclOperation.ALTER_CONFIGS, r["resource_type"], r["resource_name"])
+                for r in request["resources"]]
+
+    async def _alter_configs(self, request: dict, refusals: list[TopicError | None],
+                             change_of: Callable[[list[dict]], OverridesChange]) -> dict:
         validate_only = request.get("validate_only", False)
         resources = request["resources"]
         named = Counter((r["resource_type"], r["resource_name"]) for r in resources)
 
-        async def alter(resource: dict) -> dict:
+        async def alter(resource: dict, refusal: TopicError | None) -> dict:
             name, kind = resource["resource_name"], resource["resource_type"]
             result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind,
                       "resource_name": name}
             try:
-                refusal = self._config_refusal(AclOperation.ALTER_CONFIGS, kind, name)
                 if refusal:
                     raise refusal
                 if kind != RESOURCE_TYPE_TOPIC:
@@ -700,7 +720,7 @@ class KafkaApis:
             except TopicError as exc:
                 result.update(error_code=exc.error_code, error_message=str(exc))
             return result
-        results = await asyncio.gather(*(alter(r) for r in resources))
+        results = await asyncio.gather(*(alter(r, refusal) for r, refusal in zip(resources, refusals)))
         return {"throttle_time_ms": 0, "responses": list(results)}
 
     # -- SaslHandshake, SaslAuthenticate, SCRAM credentials ------------------------------------
@@ -715,9 +735,17 @@ class KafkaApis:
                 "error_message": "SaslAuthenticate request received after successful authentication"}
 
     def handle_describe_user_scram_credentials(self, header: RequestHeader, request: dict) -> dict:
+        if not self.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": "not authorized to describe users", "results": []}
         return describe_user_scram_credentials(self.credentials, request)
 
-    def handle_alter_user_scram_credentials(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+    def handle_alter_user_scram_credentials(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        if not self.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+            users = dict.fromkeys(e["name"] for e in [*request["deletions"], *request["upsertions"]])
+            return {"throttle_time_ms": 0, "results": [
+                {"user": user, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 "error_message": "not authorized to alter users"} for user in users]}
         return alter_user_scram_credentials(self.credentials, request)
 
     # -- InitProducerId -------------------------------------------------------------------------
@@ -731,7 +759,7 @@ class KafkaApis:
                 authorizer.authorize(self.session, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
                 or authorizer.authorize_any(self.session, AclOperation.WRITE, ResourceType.TOPIC)):
             # Kafka 2.8+ (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on any topic.
-            self._denied(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+            self._denied(self.session, self._api_key, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
             return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     "producer_id": -1, "producer_epoch": -1}
         producer_id = self.producer_ids.next_producer_id()
@@ -774,6 +802,11 @@ class KafkaApis:
         if not self.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
             return refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized to alter ACLs")
         return change(self.authorizer, request)
+
+
+def _allow_all(operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME,
+               count: bool = True) -> bool:
+    return True
 
 
 def _not_authorized(action: str, topic: str) -> TopicError:

@@ -55,6 +55,7 @@ class KafkaServer:
         self.scheduler: KafkaScheduler | None = None
         self.groups: GroupCoordination | None = None
         self.authorizer: AclAuthorizer | None = None
+        self.apis: KafkaApis | None = None  # the request handlers, once the broker serves
         self.metrics = BrokerMetrics()
         # Authentications of every listener (SASL exchanges, TLS handshakes), exported as metrics.
         self.authentication_stats = AuthenticationStats()
@@ -190,7 +191,7 @@ class KafkaServer:
                  config["replica.high.watermark.checkpoint.interval.ms"])
         assert self.groups is not None
         self.groups.schedule(self.scheduler, asyncio.get_running_loop())
-        apis = apis_holder[0]
+        self.apis = apis = apis_holder[0]
         apis.client_warnings = apis.replica_manager.client_warnings = self.socket_server.warnings
         cluster = self.cluster
         self.metrics.registry.register(BrokerStateCollector(

@@ -21,7 +21,7 @@ from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_GROUP
 from pipeline.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 Handler = Callable[[RequestHeader, dict], "dict | Awaitable[dict]"]
-#: Whether the request being handled may perform an operation on a resource (KafkaApis.authorize).
+#: Whether one request may perform an operation on a resource: (operation, resource type, name, count=True).
 Authorize = Callable[..., bool]
 _READ, _DESCRIBE, _DELETE, _GROUP, _TOPIC = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
                                              ResourceType.GROUP, ResourceType.TOPIC)
@@ -37,10 +37,11 @@ class GroupApis:
         self._find = find_coordinator
         # The peer of the request being dispatched (KafkaApis sets it before each group handler runs).
         self.peer = ""
+        # The authorization check of the request being dispatched (KafkaApis.request_check); handlers take it before
+        # they first await, since the next request replaces it.
+        self.request_check: Callable[[], Authorize] = lambda: _allow_all
         # The listener of the request being handled: FindCoordinator answers with that listener's endpoint.
         self.listener_name: str | None = None
-        # KafkaApis' check of the request being dispatched (always yes without an authorizer).
-        self.authorize: Authorize = lambda operation, resource_type, name, count=True: True
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -63,7 +64,7 @@ class GroupApis:
             return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no transaction coordinator")
         if not request["key"]:
             return _no_coordinator(ErrorCode.INVALID_REQUEST, "the group id is empty")
-        if not self.authorize(_DESCRIBE, _GROUP, request["key"]):
+        if not self.request_check()(_DESCRIBE, _GROUP, request["key"]):
             return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized to describe the group")
         endpoint = self._find(request["key"])
         if endpoint is not None:
@@ -76,7 +77,7 @@ class GroupApis:
     # -- membership ------------------------------------------------------------------------------
 
     def handle_join_group(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
-        if not self.authorize(_READ, _GROUP, request["group_id"]):
+        if not self.request_check()(_READ, _GROUP, request["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
                     "generation_id": NO_GENERATION, "protocol_name": "", "leader": "",
                     "member_id": request["member_id"], "members": []}
@@ -91,22 +92,28 @@ class GroupApis:
             require_known_member_id=header.api_version >= 4)
 
     def handle_sync_group(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
-        if not self.authorize(_READ, _GROUP, request["group_id"]):
+        if not self.request_check()(_READ, _GROUP, request["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
         assignments = {a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]}
         return self.coordinator.sync_group(request["group_id"], request["generation_id"], request["member_id"],
                                            request.get("group_instance_id"), assignments)
 
-    async def handle_heartbeat(self, header: RequestHeader, request: dict) -> dict:
-        if not self.authorize(_READ, _GROUP, request["group_id"]):
+    def handle_heartbeat(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        if not self.request_check()(_READ, _GROUP, request["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        return self._heartbeat(request)
+
+    async def _heartbeat(self, request: dict) -> dict:
         code = await self.coordinator.heartbeat(request["group_id"], request["generation_id"], request["member_id"],
                                                 request.get("group_instance_id"))
         return {"throttle_time_ms": 0, "error_code": code}
 
-    async def handle_leave_group(self, header: RequestHeader, request: dict) -> dict:
-        if not self.authorize(_READ, _GROUP, request["group_id"]):
+    def handle_leave_group(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        if not self.request_check()(_READ, _GROUP, request["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
+        return self._leave_group(header, request)
+
+    async def _leave_group(self, header: RequestHeader, request: dict) -> dict:
         if header.api_version >= 3:
             leaving = [(m["member_id"], m.get("group_instance_id")) for m in request["members"]]
         else:
@@ -118,18 +125,21 @@ class GroupApis:
 
     # -- offsets ---------------------------------------------------------------------------------
 
-    async def handle_offset_commit(self, header: RequestHeader, request: dict) -> dict:
-        version = header.api_version
-        group_id = request["group_id"]
+    def handle_offset_commit(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        check = self.request_check()
         refused: dict[tuple[str, int], int] = {}
-        if not self.authorize(_READ, _GROUP, group_id):
+        if not check(_READ, _GROUP, request["group_id"]):
             refused = {(t["name"], p["partition_index"]): ErrorCode.GROUP_AUTHORIZATION_FAILED
                        for t in request["topics"] for p in t["partitions"]}
         else:
             for t in request["topics"]:
-                if not self.authorize(_READ, _TOPIC, t["name"]):
+                if not check(_READ, _TOPIC, t["name"]):
                     refused.update({(t["name"], p["partition_index"]): ErrorCode.TOPIC_AUTHORIZATION_FAILED
                                     for p in t["partitions"]})
+        return self._commit_offsets(header.api_version, request, refused)
+
+    async def _commit_offsets(self, version: int, request: dict, refused: dict[tuple[str, int], int]) -> dict:
+        group_id = request["group_id"]
         if refused:
             kept = [{**t, "partitions": [p for p in t["partitions"] if (t["name"], p["partition_index"]) not in refused]}
                     for t in request["topics"]]
@@ -148,16 +158,19 @@ class GroupApis:
             {"name": topic, "partitions": [{"partition_index": p, "error_code": results[(topic, p)]} for p in parts]}
             for topic, parts in partitions_by_topic(results).items()]}
 
-    async def handle_offset_fetch(self, header: RequestHeader, request: dict) -> dict:
+    def handle_offset_fetch(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        return self._fetch_offsets(header, request, self.request_check())
+
+    async def _fetch_offsets(self, header: RequestHeader, request: dict, check: Authorize) -> dict:
         topics = request["topics"]
         wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
-        if not self.authorize(_DESCRIBE, _GROUP, request["group_id"]):
+        if not check(_DESCRIBE, _GROUP, request["group_id"]):
             code, offsets = ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
         else:
             code, offsets = await self.coordinator.fetch_offsets(request["group_id"], wanted)
         listed = wanted if wanted is not None else sorted(offsets)
         # Topics the principal may not describe: hidden from a listing of all, refused when named (Kafka's way).
-        allowed = {t: self.authorize(_DESCRIBE, _TOPIC, t, count=wanted is not None)
+        allowed = {t: check(_DESCRIBE, _TOPIC, t, count=wanted is not None)
                    for t in {topic for topic, _ in listed}}
         if wanted is None:
             listed = [key for key in listed if allowed[key[0]]]
@@ -182,28 +195,43 @@ class GroupApis:
 
     # -- administration --------------------------------------------------------------------------
 
-    async def handle_describe_groups(self, header: RequestHeader, request: dict) -> dict:
+    def handle_describe_groups(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        check = self.request_check()
+        return self._describe_groups([(g, check(_DESCRIBE, _GROUP, g)) for g in request["groups"]])
+
+    async def _describe_groups(self, groups: list[tuple[str, bool]]) -> dict:
         return {"throttle_time_ms": 0,
-                "groups": [await self.coordinator.describe_group(group_id) if self.authorize(_DESCRIBE, _GROUP, group_id)
+                "groups": [await self.coordinator.describe_group(group_id) if allowed
                            else {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
                                  "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
-                           for group_id in request["groups"]]}
+                           for group_id, allowed in groups]}
 
-    async def handle_list_groups(self, header: RequestHeader, request: dict) -> dict:
+    def handle_list_groups(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        return self._list_groups(request, self.request_check())
+
+    async def _list_groups(self, request: dict, check: Authorize) -> dict:
         code, groups = await self.coordinator.list_groups()
-        if not self.authorize(_DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, count=False):
+        if not check(_DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, count=False):
             # Without DESCRIBE on the cluster, only the groups the principal may describe.
-            groups = [g for g in groups if self.authorize(_DESCRIBE, _GROUP, g["group_id"], count=False)]
+            groups = [g for g in groups if check(_DESCRIBE, _GROUP, g["group_id"], count=False)]
         states = set(request.get("states_filter") or ())
         if states:
             groups = [g for g in groups if g["group_state"] in states]
         return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
 
-    async def handle_delete_groups(self, header: RequestHeader, request: dict) -> dict:
+    def handle_delete_groups(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
+        check = self.request_check()
+        return self._delete_groups([(g, check(_DELETE, _GROUP, g)) for g in request["groups_names"]])
+
+    async def _delete_groups(self, groups: list[tuple[str, bool]]) -> dict:
         return {"throttle_time_ms": 0, "results": [
             {"group_id": group_id, "error_code": await self.coordinator.delete_group(group_id)
-             if self.authorize(_DELETE, _GROUP, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED}
-            for group_id in request["groups_names"]]}
+             if allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED}
+            for group_id, allowed in groups]}
+
+
+def _allow_all(operation: AclOperation, resource_type: ResourceType, name: str, count: bool = True) -> bool:
+    return True
 
 
 def _no_coordinator(code: int, message: str) -> dict:

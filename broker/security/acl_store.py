@@ -72,10 +72,11 @@ class FileAclStore:
                 acls[pattern] = new
             else:
                 acls.pop(pattern, None)
-            self._write(acls)
+            self.write(acls)
             return new
 
-    def _write(self, acls: dict[ResourcePattern, Entries]) -> None:
+    def write(self, acls: dict[ResourcePattern, Entries]) -> None:
+        """Replace every stored ACL (a deployment's initial ACLs; the broker changes them with ``alter``)."""
         resources = [{"resourceType": p.resource_type.display, "name": p.name, "patternType": p.pattern_type.display,
                       "acls": json.loads(entries_json(e))["acls"]}
                      for p, e in sorted(acls.items(), key=lambda item: (item[0].resource_type, item[0].name,

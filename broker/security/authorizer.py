@@ -82,10 +82,12 @@ class AclAuthorizer:
     def authorize(self, requester: Requester, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
         """Whether ``requester`` may perform ``operation`` on the resource ``name`` of ``resource_type``."""
-        key = (requester.principal, requester.address, operation, resource_type, name)
+        principal = requester.principal
+        # The principal's fields, not the principal: strings keep their hash, a dataclass computes it every time.
+        key = (principal.name, principal.principal_type, requester.address, operation, resource_type, name)
         decision = self._decisions.get(key)
         if decision is None:
-            decision = self._decide(str(requester.principal), requester.address, operation, resource_type, name)
+            decision = self._decide(str(principal), requester.address, operation, resource_type, name)
             if len(self._decisions) >= MAX_CACHED_DECISIONS:
                 self._decisions.clear()
             self._decisions[key] = decision

@@ -4,7 +4,8 @@ A change is a conditional write of the resource's znode (retried when another wr
 followed by a sequential change notification; every broker watches the two notification parents and
 re-reads the resources named by notifications it has not seen, so a change reaches all brokers within
 ZooKeeper's watch latency. Notifications older than a quarter of an hour are removed by the writers, as
-Kafka's do. Calls block on ZooKeeper (bounded by the session timeout); watches run on kazoo's threads.
+Kafka's do; a broker whose session expired reads every ACL again on its new session (what it missed may have
+been removed). Calls block on ZooKeeper (bounded by the session timeout); watches run on kazoo's threads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import time
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, NodeExistsError
+from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch
 
 from pipeline.error_text import describe_error
@@ -38,6 +40,8 @@ class ZkAclStore:
         self._on_change: ChangeListener | None = None
         self._seen: dict[str, set[str]] = {LITERAL_CHANGES: set(), EXTENDED_CHANGES: set()}
         self._lock = threading.Lock()
+        self._known: set[ResourcePattern] = set()  # the patterns reported to on_change (or loaded)
+        self._session_lost = False
 
     def load(self) -> dict[ResourcePattern, Entries]:
         zk = self._zk
@@ -59,6 +63,8 @@ class ZkAclStore:
                     entries = parse_entries(result[0])
                     if entries:
                         acls[pattern] = entries
+        with self._lock:
+            self._known |= set(acls)
         return acls
 
     def read(self, pattern: ResourcePattern) -> Entries:
@@ -90,6 +96,8 @@ class ZkAclStore:
             except (NodeExistsError, BadVersionError, NoNodeError):
                 continue  # another writer changed the resource in between: apply the change to theirs
             break
+        with self._lock:
+            self._known.add(pattern)
         root = change_root(pattern.pattern_type)
         zk.sync("create", f"{root}/{CHANGE_PREFIX}", change_json(pattern), sequence=True, makepath=True)
         self._purge_notifications(root)
@@ -111,6 +119,7 @@ class ZkAclStore:
         """Watch the notification parents (call from a worker thread: the first reads are synchronous).
         Notifications present now are taken as seen: ``load`` after ``start`` reads their result."""
         self._on_change = on_change
+        self._zk.client.add_listener(self._on_session)
         for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
             self._zk.sync("ensure_path", root)
             with self._lock:
@@ -127,12 +136,41 @@ class ZkAclStore:
             try:
                 data, _ = self._zk.sync("get", f"{root}/{child}")
                 pattern = parse_change(data, extended=root == EXTENDED_CHANGES)
-                self._on_change(pattern, self.read(pattern))
+                self._report(pattern, self.read(pattern))
             except NoNodeError:
                 continue
             except (KazooException, ValueError, KeyError) as exc:
                 log.warning("could not apply the ACL change %s/%s: %s", root, child, describe_error(exc))
         return None
 
+    def _report(self, pattern: ResourcePattern, entries: Entries) -> None:
+        on_change = self._on_change
+        if on_change is not None:
+            with self._lock:
+                self._known.add(pattern)
+            on_change(pattern, entries)
+
+    def _on_session(self, state: KazooState) -> None:
+        """kazoo's connection listener (its connection thread: must not block)."""
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self._zk.client.handler.spawn(self._reload)
+
+    def _reload(self) -> None:
+        """Read every ACL again and report each pattern whose ACLs may have changed (removed ones as empty)."""
+        try:
+            acls = self.load()
+        except KazooException as exc:
+            log.warning("could not reload the ACLs after a new ZooKeeper session: %s", describe_error(exc))
+            return
+        with self._lock:
+            patterns = set(self._known)
+        for pattern in patterns:
+            self._report(pattern, acls.get(pattern, frozenset()))
+        log.info("reloaded %d ACL resource(s) on a new ZooKeeper session", len(acls))
+
     def close(self) -> None:
         self._on_change = None
+        self._zk.client.remove_listener(self._on_session)

@@ -1,5 +1,5 @@
-"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster, consumer groups, ACLs and
-users.
+"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster, consumer groups, users and
+ACLs.
 
 Each subcommand group lives in its own module and registers its parser here; common.py holds the
 shared options (--bootstrap-server, --zookeeper), exit codes and error reporting. Packages above pipeline add
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, acls, users):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, users, acls):
         module.add_parser(subparsers, common)
     # A module may register several subcommands (one entry each): its parsers are added once.
     for module in dict.fromkeys(entry.load() for entry in registered_commands().values()):

@@ -1,7 +1,7 @@
 """AdminClient: create, grow, delete, list and describe topics, describe and alter their configs, look up offsets,
 list, add and remove ACLs, and (through pipeline.client.group_admin) list, describe, delete and commit offsets for
-broker-coordinated groups, and (through pipeline.client.scram_admin) describe and alter users' SCRAM credentials, on top
-of a Cluster.
+broker-coordinated groups, and (through pipeline.client.scram_admin) describe and alter users' SCRAM credentials, on
+top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
 cluster, CreateTopics, CreatePartitions and DeleteTopics go to the controller named in the Metadata response. A broker's

@@ -747,6 +747,7 @@ ALTER_USER_SCRAM_CREDENTIALS = Api(
     ),
 )
 
+
 def _acl_filter(type_name: str, name_name: str, pattern_name: str, principal_name: str, host_name: str) -> tuple:
     """The fields of one ACL filter (DescribeAcls' request, each of DeleteAcls' filters)."""
     return (
@@ -837,6 +838,5 @@ APIS: dict[int, Api] = {
                 CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS,
                 LIST_GROUPS, DELETE_GROUPS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, SASL_HANDSHAKE, SASL_AUTHENTICATE,
-                DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
-                DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
+                DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
 }

@@ -17,8 +17,11 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from pipeline.security.acl import (AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern,
-                                   ResourceType)
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from pipeline.security.acl import (AccessControlEntry, AclBinding, AclOperation, AclPermissionType, PatternType,
+                                   ResourcePattern, ResourceType)
 
 LITERAL_ROOT = "/kafka-acl"
 PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
@@ -78,6 +81,36 @@ def parse_change(data: bytes, extended: bool) -> ResourcePattern:
     value = json.loads(text)
     return ResourcePattern(ResourceType.parse(value["resourceType"]), value["name"],
                            PatternType.parse(value["patternType"]))
+
+
+def add_acls(zk: KazooClient, bindings: Iterable[AclBinding]) -> None:
+    """Add ``bindings`` to the ACLs a cluster keeps in ZooKeeper (``zk`` rooted at its chroot), each resource
+    changed atomically and announced by a change notification, as a broker does: for a deployment writing its
+    ACLs before (or while) brokers run."""
+    grouped: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for binding in bindings:
+        grouped.setdefault(binding.pattern, set()).add(binding.entry)
+    for pattern, entries in grouped.items():
+        path = resource_path(pattern)
+        while True:
+            try:
+                data, stat = zk.get(path)
+            except NoNodeError:
+                try:
+                    zk.create(path, entries_json(entries), makepath=True)
+                except NodeExistsError:
+                    continue
+                break
+            current = parse_entries(data)
+            if entries <= current:
+                break
+            try:
+                zk.set(path, entries_json(current | entries), version=stat.version)
+            except BadVersionError:
+                continue
+            break
+        zk.create(f"{change_root(pattern.pattern_type)}/{CHANGE_PREFIX}", change_json(pattern), sequence=True,
+                  makepath=True)
 
 
 def _entry_order(entry: AccessControlEntry) -> tuple:

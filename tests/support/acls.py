@@ -42,12 +42,33 @@ def seed_log_dir(log_dir: Path, bindings: Iterable[AclBinding]) -> None:
     """Store ``bindings`` where a standalone broker with ``log_dir`` reads its ACLs at start."""
     log_dir.mkdir(parents=True, exist_ok=True)
     store = FileAclStore(log_dir)
+    acls = store.load()
     for pattern, entries in _by_pattern(bindings).items():
-        store.alter(pattern, lambda current, add=entries: current | add)
+        acls[pattern] = acls.get(pattern, frozenset()) | entries
+    store.write(acls)
 
 
 def seed_zookeeper(zk: KazooClient, bindings: Iterable[AclBinding]) -> None:
     """Write ``bindings`` straight into a cluster's ZooKeeper (``zk`` rooted at its chroot) in Kafka's format, as
     the deployment does before brokers start."""
-    for pattern, entries in _by_pattern(bindings).items():
-        zk.create(acl_zk.resource_path(pattern), acl_zk.entries_json(entries), makepath=True)
+    acl_zk.add_acls(zk, bindings)
+
+
+class MemoryAclStore:
+    """An AclStore in memory, for unit tests of the authorizer."""
+
+    def __init__(self) -> None:
+        self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+
+    def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        return dict(self.acls)
+
+    def alter(self, pattern: ResourcePattern, change) -> frozenset[AccessControlEntry]:
+        self.acls[pattern] = new = frozenset(change(self.acls.get(pattern, frozenset())))
+        return new
+
+    def start(self, on_change) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -190,10 +190,11 @@ def test_acls_in_zookeeper_reach_every_broker(zk_connect, broker_cluster_factory
     changes = [cluster.zk.get(f"/kafka-acl-changes/{c}")[0] for c in cluster.zk.get_children("/kafka-acl-changes")]
     assert b"Topic:shared" in changes
 
-    # Written by another tool straight into ZooKeeper, with a notification: every broker reloads it.
+    # Written by another tool straight into ZooKeeper (acl_zk.add_acls, with its notification): every broker reloads it.
     seed_zookeeper(cluster.zk, acl(TOPIC, "pay-", READ, principal="User:bob", pattern=PatternType.PREFIXED))
-    cluster.zk.create("/kafka-acl-extended-changes/acl_changes_", b'{"version":1,"resourceType":"Topic",'
-                      b'"name":"pay-","patternType":"Prefixed"}', sequence=True)
+    notifications = cluster.zk.get_children("/kafka-acl-extended-changes")
+    assert [cluster.zk.get(f"/kafka-acl-extended-changes/{n}")[0] for n in notifications] == [
+        b'{"version":1,"resourceType":"Topic","name":"pay-","patternType":"Prefixed"}']
     prefixed = AclBindingFilter(ResourcePatternFilter(TOPIC, "pay-", PatternType.PREFIXED))
     for broker in (first, second, third):
         wait_until(lambda b=broker: describe_on(b.host, b.port, prefixed) == {("pay-", "User:bob", int(READ))},
@@ -205,3 +206,26 @@ def test_acls_in_zookeeper_reach_every_broker(zk_connect, broker_cluster_factory
         wait_until(lambda b=broker: describe_on(b.host, b.port, selector) == set(), timeout=10,
                    message=f"broker {broker.bootstrap} still has the deleted ACL")
     assert not cluster.zk.exists("/kafka-acl/Topic/shared")
+
+
+@pytest.mark.parametrize("cluster_action", [True, False], ids=["with-cluster-action", "without"])
+def test_followers_need_cluster_action_to_replicate(zk_connect, broker_cluster_factory, cluster_action):
+    """On PLAINTEXT the brokers fetch as User:ANONYMOUS too: with CLUSTER_ACTION on the cluster every follower
+    joins the ISR; without it, their fetches are refused and the ISR shrinks to the leader alone."""
+    settings = {**AUTHORIZER, "replica.fetch.backoff.ms": 200, "replica.lag.time.max.ms": 3000}
+    cluster = broker_cluster_factory(zk_connect, 3, overrides=settings, start=False)
+    extra = acl(ResourceType.CLUSTER, "kafka-cluster", AclOperation.CLUSTER_ACTION) if cluster_action else []
+    seed_zookeeper(cluster.zk, administrator() + extra + acl(TOPIC, "replicated", WRITE))
+    cluster.start()
+    with AdminClient(cluster.bootstrap) as admin:
+        admin.create_topics("replicated", 1, 3)
+    if cluster_action:
+        produce(cluster.bootstrap, "replicated")
+        wait_until(lambda: len(cluster.partition_state("replicated", 0)["isr"]) == 3, timeout=20,
+                   message="the followers did not join the ISR")
+    else:
+        # The followers start in the ISR (as assigned) and leave it once replica.lag.time.max.ms passes.
+        wait_until(lambda: len(cluster.partition_state("replicated", 0)["isr"]) == 1, timeout=30,
+                   message="refused followers stayed in the ISR")
+        leader = cluster.partition_state("replicated", 0)["leader"]
+        assert "denied FETCH: CLUSTER_ACTION on CLUSTER" in cluster.brokers[leader].log_path.read_text()

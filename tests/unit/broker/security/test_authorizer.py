@@ -14,6 +14,7 @@ from pipeline.security.acl import (ANY_BINDING, AccessControlEntry, AclBinding, 
                                    AclPermissionType, PatternType, ResourcePattern, ResourcePatternFilter,
                                    ResourceType)
 from pipeline.security.principal import KafkaPrincipal
+from tests.support.acls import MemoryAclStore
 
 READ, WRITE, DESCRIBE, ALL = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.ALL
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -29,27 +30,8 @@ class Who:
 ALICE, BOB = Who(KafkaPrincipal.user("alice")), Who(KafkaPrincipal.user("bob"))
 
 
-class MemoryStore:
-    def __init__(self):
-        self.acls = {}
-
-    def load(self):
-        return dict(self.acls)
-
-    def alter(self, pattern, change):
-        new = frozenset(change(self.acls.get(pattern, frozenset())))
-        self.acls[pattern] = new
-        return new
-
-    def start(self, on_change):
-        pass
-
-    def close(self):
-        pass
-
-
 def authorizer(*acls, super_users=(), allow_everyone=False) -> AclAuthorizer:
-    auth = AclAuthorizer(MemoryStore(), super_users, allow_everyone)
+    auth = AclAuthorizer(MemoryAclStore(), super_users, allow_everyone)
     for kind, name, pattern, principal, host, operation, permission in acls:
         pattern = ResourcePattern(kind, name, pattern)
         auth.apply(pattern, auth.cache.entries(pattern) | {AccessControlEntry(principal, host, operation, permission)})
