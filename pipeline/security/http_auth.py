@@ -78,6 +78,8 @@ class FailedLogins:
         times = self._recent(address, now)
         times.append(now)
         self._failures[address] = times
+        if len(self._failures) > 10_000:  # many addresses: keep those that failed within the window
+            self._failures = {a: t for a, t in self._failures.items() if now - t[-1] <= self.window_s}
         last, unlogged = self._logged.get(address, (float("-inf"), 0))
         if now - last < self.log_every_s:
             self._logged[address] = (last, unlogged + 1)
