@@ -177,15 +177,27 @@ class UsersFile:
             self._refresh()
             return dict(self._users)
 
-    def check(self, name: str, password: str) -> User | None:
-        """The user ``name`` if ``password`` is theirs, else None (slow on purpose for a wrong password)."""
+    def _tag(self, password: str) -> bytes:
+        return hmac.new(self._key, password.encode(), hashlib.sha256).digest()
+
+    def remembered(self, name: str, password: str) -> User | None:
+        """The user ``name`` if ``password`` is the one that logged in last (fast: no password hash); None when
+        that is not known, which :meth:`check` then decides."""
         with self._lock:
             self._refresh()
             user = self._users.get(name)
             remembered = self._verified.get(name)
-        tag = hmac.new(self._key, password.encode(), hashlib.sha256).digest()
-        if user is not None and remembered is not None and hmac.compare_digest(remembered, tag):
+        if user is not None and remembered is not None and hmac.compare_digest(remembered, self._tag(password)):
             return user
+        return None
+
+    def check(self, name: str, password: str) -> User | None:
+        """The user ``name`` if ``password`` is theirs, else None (slow on purpose for a wrong password)."""
+        found = self.remembered(name, password)
+        if found is not None:
+            return found
+        with self._lock:
+            user = self._users.get(name)
         if user is None:
             verify_password(password, self._decoy)
             return None
@@ -193,7 +205,7 @@ class UsersFile:
             return None
         with self._lock:
             if self._users.get(name) is user:
-                self._verified[name] = tag
+                self._verified[name] = self._tag(password)
         return user
 
 
