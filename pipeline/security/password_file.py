@@ -4,7 +4,7 @@ The schema registry and the audit's dashboard read the same file (``authenticati
 stored as Jetty stores it -- ``MD5:<hex>`` or ``CRYPT:<unix crypt>`` -- or hashed by :func:`hash_password`
 (``PBKDF2:sha256:<iterations>:<salt>:<hash>`` or ``SCRYPT:<n>:<r>:<p>:<salt>:<hash>``, base64), or in plain text
 (accepted, with a warning). Every comparison takes constant time, and an unknown user costs as much as a known
-one. The file is read again when it changes.
+one stored the same way. The file is read again when it changes.
 """
 
 from __future__ import annotations
@@ -137,8 +137,7 @@ class UsersFile:
         self._checked = 0.0
         self._key = secrets.token_bytes(32)
         self._verified: dict[str, bytes] = {}
-        # Costs an unknown user as much as a known one whose password is hashed the usual way.
-        self._decoy = hash_password(secrets.token_urlsafe(16))
+        self._decoy = ""
         self._load()
 
     def _load(self) -> None:
@@ -155,6 +154,8 @@ class UsersFile:
             LOG.warning("the users file %s stores the password of %s in plain text (hash it: PBKDF2 or MD5)",
                         self.path, ", ".join(plain))
         self._users, self._stamp, self._verified = users, (info.st_mtime, info.st_size), {}
+        # An unknown user is checked against a known user's stored form, so that both cost the same time.
+        self._decoy = next(iter(users.values())).credential if users else hash_password(secrets.token_urlsafe(16))
 
     def _refresh(self) -> None:
         now = time.monotonic()
@@ -197,9 +198,9 @@ class UsersFile:
         if found is not None:
             return found
         with self._lock:
-            user = self._users.get(name)
+            user, decoy = self._users.get(name), self._decoy
         if user is None:
-            verify_password(password, self._decoy)
+            verify_password(password, decoy)
             return None
         if not verify_password(password, user.credential):
             return None
