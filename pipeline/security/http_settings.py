@@ -73,7 +73,7 @@ def http_security_properties(prefix: str = "", realm: str = "") -> tuple[Propert
                  "roles let in, comma-separated (*: every user of the users file)"),
         Property(f"{p}authentication.users.file", parse_str, "",
                  "users file, Jetty's form: 'user: password[,role...]' per line; passwords hashed as "
-                 "PBKDF2:/SCRYPT: (python -m pipeline.security.password_file), Jetty's MD5:/CRYPT:, or plain text"),
+                 "PBKDF2:/SCRYPT: (python -m pipeline.security.password_file), Jetty's MD5:/CRYPT:/OBF:, or plain text"),
         Property(f"{p}authentication.skip.paths", parse_names, Names(),
                  "paths answered without authentication, comma-separated (e.g. /metrics)"),
         Property(f"{p}ssl.keystore.location", parse_str, "",

@@ -1,7 +1,8 @@
 """HTTP users in Jetty's property-file form, as Confluent's services read it: ``user: password[,role ...]``.
 
 The schema registry and the audit's dashboard read the same file (``authentication.users.file``). A password may be
-stored as Jetty stores it -- ``MD5:<hex>`` or ``CRYPT:<unix crypt>`` -- or hashed by :func:`hash_password`
+stored as Jetty stores it -- ``MD5:<hex>``, ``CRYPT:<unix crypt>``, or ``OBF:`` (Jetty's obfuscation: reversible,
+no better than plain text) -- or hashed by :func:`hash_password`
 (``PBKDF2:sha256:<iterations>:<salt>:<hash>`` or ``SCRYPT:<n>:<r>:<p>:<salt>:<hash>``, base64), or in plain text
 (accepted, with a warning). Every comparison takes constant time, and an unknown user costs as much as a known
 one stored the same way. The file is read again when it changes.
@@ -25,7 +26,9 @@ __all__ = ["User", "UsersFile", "hash_password", "verify_password", "PASSWORD_SC
 
 LOG = logging.getLogger(__name__)
 
-PASSWORD_SCHEMES = ("PBKDF2", "SCRYPT", "MD5", "CRYPT", "PLAIN")
+PASSWORD_SCHEMES = ("PBKDF2", "SCRYPT", "MD5", "CRYPT", "OBF", "PLAIN")
+# Forms that hold the password itself, for all practical purposes: warned about.
+REVERSIBLE_SCHEMES = ("PLAIN", "OBF")
 PBKDF2_ITERATIONS = 600_000
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 RELOAD_CHECK_S = 1.0
@@ -73,6 +76,21 @@ def _unix_crypt(password: str, stored: str) -> str:
     return crypt.crypt(password, stored) or ""
 
 
+def _deobfuscate(text: str) -> bytes:
+    """The password of Jetty's ``OBF:`` form: 4 base-36 digits per byte (``U`` and 4 digits for a byte >= 128)."""
+    out = bytearray()
+    at = 0
+    while at < len(text):
+        if text[at] == "U":
+            out.append(int(text[at + 1:at + 5], 36) >> 8)
+            at += 5
+        else:
+            value = int(text[at:at + 4], 36)
+            out.append((value // 256 + value % 256 - 254) // 2 & 0xFF)
+            at += 4
+    return bytes(out)
+
+
 def verify_password(password: str, credential: str) -> bool:
     """Whether ``password`` matches the stored ``credential`` (any form of the file), in constant time."""
     given = password.encode()
@@ -93,6 +111,8 @@ def verify_password(password: str, credential: str) -> bool:
             return hmac.compare_digest(hashlib.md5(given).hexdigest(), rest.strip().lower())
         if scheme == "CRYPT":
             return hmac.compare_digest(_unix_crypt(password, rest).encode(), rest.encode())
+        if scheme == "OBF":
+            return hmac.compare_digest(given, _deobfuscate(rest.strip()))
     except (ValueError, TypeError, ImportError):
         return False
     if scheme in PASSWORD_SCHEMES:
@@ -149,10 +169,10 @@ class UsersFile:
         users = parse_users(text, str(self.path))
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             LOG.warning("the users file %s can be read by others than its owner (chmod 600 it)", self.path)
-        plain = sorted(user.name for user in users.values() if user.scheme == "PLAIN")
+        plain = sorted(user.name for user in users.values() if user.scheme in REVERSIBLE_SCHEMES)
         if plain:
-            LOG.warning("the users file %s stores the password of %s in plain text (hash it: PBKDF2 or MD5)",
-                        self.path, ", ".join(plain))
+            LOG.warning("the users file %s stores the password of %s in plain text or OBF: (hash it: PBKDF2 or "
+                        "SCRYPT, python -m pipeline.security.password_file)", self.path, ", ".join(plain))
         self._users, self._stamp, self._verified = users, (info.st_mtime, info.st_size), {}
         # An unknown user is checked against a known user's stored form, so that both cost the same time.
         self._decoy = next(iter(users.values())).credential if users else hash_password(secrets.token_urlsafe(16))

@@ -49,6 +49,10 @@ def test_jettys_forms_and_plain_text_verify() -> None:
     assert verify_password("pw", "pw") and not verify_password("pw ", "pw")
     assert verify_password("a:b", "a:b")  # a plain password holding a colon is no scheme
     assert not verify_password("pw", "PBKDF2:garbage")
+    # Jetty's documented obfuscation of "password".
+    assert verify_password("password", "OBF:1v2j1uum1xtv1zej1zer1xtn1uvk1v1v")
+    assert not verify_password("passwore", "OBF:1v2j1uum1xtv1zej1zer1xtn1uvk1v1v")
+    assert not verify_password("x", "OBF:zz")
 
 
 def test_crypt_form_verifies_where_python_has_crypt() -> None:
