@@ -66,9 +66,9 @@ def audit(config: Config, stop: threading.Event) -> None:
         if config["http.port"] is not None:
             server = AuditHttpServer(service, config["http.host"], config["http.port"]).start()
             shown = "127.0.0.1" if config["http.host"] in ("0.0.0.0", "") else config["http.host"]
-            scheme = "https" if config.http_security.keystore else "http"
+            scheme = "https" if server.security.keystore else "http"
             print(f"{PROG}: serving {scheme}://{shown}:{server.port}/ (metrics at /metrics, authentication "
-                  f"{config.http_security.method})", file=sys.stderr)
+                  f"{server.security.method})", file=sys.stderr)
         service.run(stop)
     finally:
         if server is not None:

@@ -78,6 +78,8 @@ class FailedLogins:
         times = self._recent(address, now)
         times.append(now)
         self._failures[address] = times
+        if len(self._failures) > 10_000:  # many addresses: keep those that failed within the window
+            self._failures = {a: t for a, t in self._failures.items() if now - t[-1] <= self.window_s}
         last, unlogged = self._logged.get(address, (float("-inf"), 0))
         if now - last < self.log_every_s:
             self._logged[address] = (last, unlogged + 1)
@@ -103,7 +105,8 @@ def _credentials(header: str) -> tuple[str, str] | None:
 
 class BasicAuthenticator:
     """Checks a request's basic credentials against ``users``; only users holding one of ``roles`` (``*``: any
-    user) get in. The password hash runs on a worker thread, off the event loop."""
+    user) get in. A login verified before is recognised on the event loop (a keyed hash); a new one is verified
+    on a worker thread, off the event loop (the password hash is slow on purpose)."""
 
     def __init__(self, users: UsersFile, realm: str, failures: FailedLogins, roles: Iterable[str] = (ANY_ROLE,)) -> None:
         self.users = users
@@ -128,7 +131,7 @@ class BasicAuthenticator:
         if given is None:
             self.failures.record(address, "", "malformed")
             return None
-        user = await asyncio.to_thread(self.users.check, *given)
+        user = self.users.remembered(*given) or await asyncio.to_thread(self.users.check, *given)
         if user is None:
             self.failures.record(address, given[0], "bad_credentials")
             return None

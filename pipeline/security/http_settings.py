@@ -19,7 +19,7 @@ from pipeline.config import ConfigError, Property, parse_choice, parse_str
 from .http_auth import ANY_ROLE, BasicAuthenticator, FailedLogins
 from .password_file import UsersFile
 
-__all__ = ["http_security_properties", "HttpSecurity", "Listener", "parse_listeners"]
+__all__ = ["http_security_properties", "HttpSecurity", "Listener", "Names", "parse_listeners", "parse_names"]
 
 
 def _upper_choice(*choices: str) -> Any:
@@ -27,8 +27,15 @@ def _upper_choice(*choices: str) -> Any:
     return lambda text: lower(text).upper()
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
+class Names(tuple):
+    """A comma-separated list setting's value (names, listeners), shown as it is written."""
+
+    def __str__(self) -> str:
+        return ",".join(map(str, self))
+
+
+def parse_names(text: str) -> Names:
+    return Names(part.strip() for part in text.split(",") if part.strip())
 
 
 @dataclass(frozen=True)
@@ -43,15 +50,15 @@ class Listener:
         return f"{self.scheme}://{self.host}:{self.port}"
 
 
-def parse_listeners(text: str) -> tuple[Listener, ...]:
+def parse_listeners(text: str) -> Names:
     """``http://host:port,https://host:port`` (an empty host: every interface)."""
     listeners = []
-    for part in _names(text):
+    for part in parse_names(text):
         url = urlsplit(part)
         if url.scheme.lower() not in ("http", "https") or url.port is None:
             raise ValueError(f"a listener is http://HOST:PORT or https://HOST:PORT, got {part!r}")
         listeners.append(Listener(url.scheme.lower(), url.hostname or "0.0.0.0", url.port))
-    return tuple(listeners)
+    return Names(listeners)
 
 
 def http_security_properties(prefix: str = "", realm: str = "") -> tuple[Property, ...]:
@@ -62,12 +69,12 @@ def http_security_properties(prefix: str = "", realm: str = "") -> tuple[Propert
         Property(f"{p}authentication.method", _upper_choice("NONE", "BASIC"), "NONE",
                  "NONE: anyone may call; BASIC: HTTP basic authentication against the users file"),
         Property(f"{p}authentication.realm", parse_str, realm, "the realm of the basic authentication challenge"),
-        Property(f"{p}authentication.roles", _names, (ANY_ROLE,),
+        Property(f"{p}authentication.roles", parse_names, Names((ANY_ROLE,)),
                  "roles let in, comma-separated (*: every user of the users file)"),
         Property(f"{p}authentication.users.file", parse_str, "",
                  "users file, Jetty's form: 'user: password[,role...]' per line; passwords hashed as "
-                 "PBKDF2:/SCRYPT: (python -m pipeline.security.password_file), Jetty's MD5:/CRYPT:, or plain text"),
-        Property(f"{p}authentication.skip.paths", _names, (),
+                 "PBKDF2:/SCRYPT: (python -m pipeline.security.password_file), Jetty's MD5:/CRYPT:/OBF:, or plain text"),
+        Property(f"{p}authentication.skip.paths", parse_names, Names(),
                  "paths answered without authentication, comma-separated (e.g. /metrics)"),
         Property(f"{p}ssl.keystore.location", parse_str, "",
                  "PEM file of the server's certificate chain and private key (for HTTPS)"),

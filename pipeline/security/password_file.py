@@ -1,10 +1,11 @@
 """HTTP users in Jetty's property-file form, as Confluent's services read it: ``user: password[,role ...]``.
 
 The schema registry and the audit's dashboard read the same file (``authentication.users.file``). A password may be
-stored as Jetty stores it -- ``MD5:<hex>`` or ``CRYPT:<unix crypt>`` -- or hashed by :func:`hash_password`
+stored as Jetty stores it -- ``MD5:<hex>``, ``CRYPT:<unix crypt>``, or ``OBF:`` (Jetty's obfuscation: reversible,
+no better than plain text) -- or hashed by :func:`hash_password`
 (``PBKDF2:sha256:<iterations>:<salt>:<hash>`` or ``SCRYPT:<n>:<r>:<p>:<salt>:<hash>``, base64), or in plain text
 (accepted, with a warning). Every comparison takes constant time, and an unknown user costs as much as a known
-one. The file is read again when it changes.
+one stored the same way. The file is read again when it changes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ __all__ = ["User", "UsersFile", "hash_password", "verify_password", "PASSWORD_SC
 
 LOG = logging.getLogger(__name__)
 
-PASSWORD_SCHEMES = ("PBKDF2", "SCRYPT", "MD5", "CRYPT", "PLAIN")
+PASSWORD_SCHEMES = ("PBKDF2", "SCRYPT", "MD5", "CRYPT", "OBF", "PLAIN")
+# Forms that hold the password itself, for all practical purposes: warned about.
+REVERSIBLE_SCHEMES = ("PLAIN", "OBF")
 PBKDF2_ITERATIONS = 600_000
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 RELOAD_CHECK_S = 1.0
@@ -73,6 +76,21 @@ def _unix_crypt(password: str, stored: str) -> str:
     return crypt.crypt(password, stored) or ""
 
 
+def _deobfuscate(text: str) -> bytes:
+    """The password of Jetty's ``OBF:`` form: 4 base-36 digits per byte (``U`` and 4 digits for a byte >= 128)."""
+    out = bytearray()
+    at = 0
+    while at < len(text):
+        if text[at] == "U":
+            out.append(int(text[at + 1:at + 5], 36) >> 8)
+            at += 5
+        else:
+            value = int(text[at:at + 4], 36)
+            out.append((value // 256 + value % 256 - 254) // 2 & 0xFF)
+            at += 4
+    return bytes(out)
+
+
 def verify_password(password: str, credential: str) -> bool:
     """Whether ``password`` matches the stored ``credential`` (any form of the file), in constant time."""
     given = password.encode()
@@ -93,6 +111,8 @@ def verify_password(password: str, credential: str) -> bool:
             return hmac.compare_digest(hashlib.md5(given).hexdigest(), rest.strip().lower())
         if scheme == "CRYPT":
             return hmac.compare_digest(_unix_crypt(password, rest).encode(), rest.encode())
+        if scheme == "OBF":
+            return hmac.compare_digest(given, _deobfuscate(rest.strip()))
     except (ValueError, TypeError, ImportError):
         return False
     if scheme in PASSWORD_SCHEMES:
@@ -137,8 +157,7 @@ class UsersFile:
         self._checked = 0.0
         self._key = secrets.token_bytes(32)
         self._verified: dict[str, bytes] = {}
-        # Costs an unknown user as much as a known one whose password is hashed the usual way.
-        self._decoy = hash_password(secrets.token_urlsafe(16))
+        self._decoy = ""
         self._load()
 
     def _load(self) -> None:
@@ -150,11 +169,13 @@ class UsersFile:
         users = parse_users(text, str(self.path))
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             LOG.warning("the users file %s can be read by others than its owner (chmod 600 it)", self.path)
-        plain = sorted(user.name for user in users.values() if user.scheme == "PLAIN")
+        plain = sorted(user.name for user in users.values() if user.scheme in REVERSIBLE_SCHEMES)
         if plain:
-            LOG.warning("the users file %s stores the password of %s in plain text (hash it: PBKDF2 or MD5)",
-                        self.path, ", ".join(plain))
+            LOG.warning("the users file %s stores the password of %s in plain text or OBF: (hash it: PBKDF2 or "
+                        "SCRYPT, python -m pipeline.security.password_file)", self.path, ", ".join(plain))
         self._users, self._stamp, self._verified = users, (info.st_mtime, info.st_size), {}
+        # An unknown user is checked against a known user's stored form, so that both cost the same time.
+        self._decoy = next(iter(users.values())).credential if users else hash_password(secrets.token_urlsafe(16))
 
     def _refresh(self) -> None:
         now = time.monotonic()
@@ -177,23 +198,35 @@ class UsersFile:
             self._refresh()
             return dict(self._users)
 
-    def check(self, name: str, password: str) -> User | None:
-        """The user ``name`` if ``password`` is theirs, else None (slow on purpose for a wrong password)."""
+    def _tag(self, password: str) -> bytes:
+        return hmac.new(self._key, password.encode(), hashlib.sha256).digest()
+
+    def remembered(self, name: str, password: str) -> User | None:
+        """The user ``name`` if ``password`` is the one that logged in last (fast: no password hash); None when
+        that is not known, which :meth:`check` then decides."""
         with self._lock:
             self._refresh()
             user = self._users.get(name)
             remembered = self._verified.get(name)
-        tag = hmac.new(self._key, password.encode(), hashlib.sha256).digest()
-        if user is not None and remembered is not None and hmac.compare_digest(remembered, tag):
+        if user is not None and remembered is not None and hmac.compare_digest(remembered, self._tag(password)):
             return user
+        return None
+
+    def check(self, name: str, password: str) -> User | None:
+        """The user ``name`` if ``password`` is theirs, else None (slow on purpose for a wrong password)."""
+        found = self.remembered(name, password)
+        if found is not None:
+            return found
+        with self._lock:
+            user, decoy = self._users.get(name), self._decoy
         if user is None:
-            verify_password(password, self._decoy)
+            verify_password(password, decoy)
             return None
         if not verify_password(password, user.credential):
             return None
         with self._lock:
             if self._users.get(name) is user:
-                self._verified[name] = tag
+                self._verified[name] = self._tag(password)
         return user
 
 

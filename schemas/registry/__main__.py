@@ -3,6 +3,13 @@
     python -m schemas.registry --zookeeper localhost:2181/dc1 --port 8081
     python -m schemas.registry run --data-dir var/schema-registry --port 8081
     python -m schemas.registry --config config/schema-registry.properties --set zookeeper.timeout.s=5
+    python -m schemas.registry --data-dir var/schema-registry --set listeners=https://0.0.0.0:8081 \
+        --set ssl.keystore.location=registry-bundle.pem --set authentication.method=BASIC \
+        --set authentication.users.file=registry-users.properties
+
+With authentication.method=BASIC every request needs a user of the users file (``user: password[,role...]``;
+``python -m pipeline.security.password_file`` hashes a password for it) whose roles allow it: any user reads,
+``write`` registers, ``admin`` changes compatibility and mode and deletes (authorization.*.roles).
 
 Errors are one line on stderr; SIGTERM or SIGINT stops it and it exits 0. Exit codes: 0 stopped cleanly, 1 it
 could not start (ZooKeeper unreachable, the port taken), 2 a wrong setting.

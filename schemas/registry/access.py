@@ -14,24 +14,21 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
-from pipeline.config import Property, parse_str
+from pipeline.config import Property
 from pipeline.security.http_auth import ANY_ROLE, HttpIdentity
+from pipeline.security.http_settings import Names, parse_names
 
 __all__ = ["ACCESS_PROPERTIES", "Access", "READ", "WRITE", "ADMIN", "level_of"]
 
 READ, WRITE, ADMIN = 1, 2, 3
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
 ACCESS_PROPERTIES = (
-    Property("authorization.read.roles", _names, (ANY_ROLE,),
+    Property("authorization.read.roles", parse_names, Names((ANY_ROLE,)),
              "with BASIC: roles that may read (GET, look schemas up), comma-separated (*: every user let in)"),
-    Property("authorization.write.roles", _names, ("write",),
+    Property("authorization.write.roles", parse_names, Names(("write",)),
              "with BASIC: roles that may also register schemas and check compatibility"),
-    Property("authorization.admin.roles", _names, ("admin",),
+    Property("authorization.admin.roles", parse_names, Names(("admin",)),
              "with BASIC: roles that may also change compatibility (/config) and mode, and delete subjects"),
 )
 

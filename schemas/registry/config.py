@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipeline.config import Config, ConfigError, Property, parse_str
-from pipeline.security.http_settings import HttpSecurity, Listener, http_security_properties, parse_listeners
+from pipeline.security.http_settings import HttpSecurity, Listener, Names, http_security_properties, parse_listeners
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
 
@@ -28,7 +28,7 @@ REGISTRY_PROPERTIES = (
     Property("port", int, 8081, "port to listen on", at_least=0, at_most=65535),
     Property("zookeeper.timeout.s", _parse_float, 10.0, "deadline of every ZooKeeper call"),
     *ZOOKEEPER_SECURITY_PROPERTIES,
-    Property("listeners", parse_listeners, (),
+    Property("listeners", parse_listeners, Names(),
              "where to listen, comma-separated http://HOST:PORT or https://HOST:PORT (empty: http on host:port)"),
     *http_security_properties(realm="SchemaRegistry"),
     *ACCESS_PROPERTIES,

@@ -33,6 +33,7 @@ from schemas.serde import AvroEncoder
 from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
 from tests.support.process import ChildProcess, python_env
+from tests.support.http_security import HttpSecurityFiles, http_security_files
 from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import unique_chroot
 
@@ -42,18 +43,23 @@ OLD_EVENTS = {"warehouse.retention": "0", "compaction.enable": "false"}
 
 
 class EtlEnvironment:
-    """The offline cluster (one broker) and a registry, started together, stopped by ``close``."""
+    """The offline cluster (one broker) and a registry, started together, stopped by ``close``. With ``secured``
+    the registry wants logins over HTTPS: the runs read it as its writer (the ETL registers the AuditCount
+    schema), :meth:`produce` too."""
 
     def __init__(self, zookeeper_server: Any, directory: Path,
-                 broker_overrides: dict[str, object] | None = None) -> None:
+                 broker_overrides: dict[str, object] | None = None, secured: HttpSecurityFiles | None = None) -> None:
         self.directory = directory
+        self.secured = secured
         self._stack = ExitStack()
         try:
             self.offline = self._stack.enter_context(BrokerCluster(
                 directory / "offline", zookeeper_server.connect_string + unique_chroot("offline"), 1,
                 {"num.partitions": 1, "zookeeper.session.timeout.ms": 4000, **(broker_overrides or {})}))
-            self.registry = self._stack.enter_context(RegistryProcess(directory / "registry.log",
-                                                                      data_dir=directory / "registry"))
+            self.registry = self._stack.enter_context(RegistryProcess(
+                directory / "registry.log", data_dir=directory / "registry",
+                extra_args=tuple(secured.settings()) if secured else (),
+                auth=secured.logins["writer"] if secured else None, ca_file=secured.ca_file if secured else None))
         except BaseException:
             self._stack.close()
             raise
@@ -61,11 +67,19 @@ class EtlEnvironment:
     def close(self) -> None:
         self._stack.close()
 
+    @property
+    def registry_settings(self) -> dict[str, str]:
+        """The registry client settings of a run (its login and the CA), none for an open registry."""
+        if self.secured is None:
+            return {}
+        return {"basic.auth.user.info": ":".join(self.secured.logins["writer"]),
+                "schema.registry.ssl.ca.location": str(self.secured.ca_file)}
+
     def config(self, warehouse: Path, **settings: Any) -> EtlConfig:
         """A run's settings; the test events are from 2023, so retention and compaction are off unless set."""
         return EtlConfig({"zookeeper.connect": self.offline.zk_connect, "warehouse.dir": str(warehouse),
                           "schema.registry.url": self.registry.url, "spark.master": "local[2]",
-                          "audit.enable": "false", **OLD_EVENTS,
+                          "audit.enable": "false", **OLD_EVENTS, **self.registry_settings,
                           **{k.replace("_", "."): v for k, v in settings.items()}})
 
     def args(self, warehouse: Path, *extra: str) -> list[str]:
@@ -81,7 +95,8 @@ class EtlEnvironment:
     def produce(self, topic: str, events: Sequence[dict[str, Any]], schema: dict[str, Any],
                 headers: Sequence[list] | None = None, partition_of: Any = None) -> None:
         """Send ``events`` (Avro, written with ``schema``) to ``topic``, keyed by index, acks=all."""
-        with SchemaRegistryClient(self.registry.url) as registry:
+        with SchemaRegistryClient.from_config({"schema.registry.url": self.registry.url,
+                                               **self.registry_settings}) as registry:
             encoder = AvroEncoder(registry, {topic: schema})
             with Producer({"zookeeper.connect": self.offline.zk_connect, "request.required.acks": -1,
                            "producer.type": "async", "queue.time": 5, "batch.size": 200,
@@ -92,12 +107,16 @@ class EtlEnvironment:
                 producer.flush()
 
 
-def environment_fixture(name: str, broker_overrides: dict[str, object] | None = None) -> Callable[..., Any]:
-    """A module fixture: an EtlEnvironment under a temporary directory named ``name``, closed after the module."""
+def environment_fixture(name: str, broker_overrides: dict[str, object] | None = None,
+                        secured: bool = False) -> Callable[..., Any]:
+    """A module fixture: an EtlEnvironment under a temporary directory named ``name``, closed after the module;
+    ``secured``: its registry wants logins over HTTPS."""
 
     @pytest.fixture(scope="module")
     def env(zookeeper_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtlEnvironment]:
-        environment = EtlEnvironment(zookeeper_server, tmp_path_factory.mktemp(name), broker_overrides)
+        directory = tmp_path_factory.mktemp(name)
+        environment = EtlEnvironment(zookeeper_server, directory, broker_overrides,
+                                     http_security_files(directory / "security") if secured else None)
         try:
             yield environment
         finally:

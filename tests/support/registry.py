@@ -18,6 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
+from schemas.registry_client_settings import RegistryClientSettings
+
 from .ports import free_port
 from .process import REPO_ROOT, ChildProcess, python_env
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -59,6 +61,7 @@ class RegistryProcess:
         self.start_timeout = start_timeout
         self.extra_args = extra_args
         self.auth = auth
+        self.ca_file = "" if ca_file is None else str(ca_file)
         self.context = None if ca_file is None else ssl.create_default_context(cafile=str(ca_file))
         if self.context is not None and client_bundle is not None:
             self.context.load_cert_chain(str(client_bundle))
@@ -70,6 +73,13 @@ class RegistryProcess:
 
     def call(self, method: str, path: str, body: Any = None, *, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
         return request(self.url + path, method, body, auth=auth or self.auth, context=self.context)
+
+    def client_settings(self) -> RegistryClientSettings:
+        """Our client's settings for this registry: its login and its CA."""
+        values = {"schema.registry.ssl.ca.location": self.ca_file}
+        if self.auth:
+            values["basic.auth.user.info"] = ":".join(self.auth)
+        return RegistryClientSettings.from_config(values)
 
     def command(self) -> list[str]:
         where = ["--zookeeper", self.zookeeper] if self.zookeeper else ["--data-dir", str(self.data_dir)]

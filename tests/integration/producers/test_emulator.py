@@ -24,6 +24,7 @@ from schemas.events import AUDIT_TOPIC, EVENT_TOPICS, subject_for
 from schemas.registry_client import SchemaRegistryClient
 from schemas.serde import AvroDecoder, schema_id_of
 from tests.support import BrokerProcess
+from tests.support.http_security import http_security_files
 from tests.support.listening import listening_addresses
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
@@ -273,3 +274,25 @@ def test_bad_settings_are_one_line_errors(tmp_path: Path) -> None:
     help_text = subprocess.run([sys.executable, "-m", "producers", "--help"], cwd=REPO_ROOT, capture_output=True,
                                text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
     assert help_text.returncode == 0 and "--datacenter" in help_text.stdout
+
+
+def test_the_emulator_registers_its_schemas_in_a_secured_registry(tmp_path: Path, broker: BrokerProcess) -> None:
+    """With basic.auth.user.info and schema.registry.ssl.ca.location the emulator registers its schemas over
+    HTTPS as the registry's writer; as a reader it is refused (403) and says so in one line."""
+    secured = http_security_files(tmp_path / "security")
+    with RegistryProcess(tmp_path / "registry.log", data_dir=tmp_path / "registry",
+                         extra_args=tuple(secured.settings()), auth=secured.logins["reader"],
+                         ca_file=secured.ca_file) as registry:
+        def login(user: str) -> list[str]:
+            return ["--set", f"basic.auth.user.info={':'.join(secured.logins[user])}",
+                    "--set", f"schema.registry.ssl.ca.location={secured.ca_file}"]
+
+        with Emulator(tmp_path / "reader.log", *emulator_args(broker, registry, "--duration", "1",
+                                                              *login("reader"))) as refused:
+            assert refused.wait(60) == 1
+        assert "HTTP 403, error code 40301" in refused.log().splitlines()[-1], refused.log()[-2000:]
+        with Emulator(tmp_path / "writer.log", *emulator_args(broker, registry, "--rate", "200", "--duration", "2",
+                                                              *login("writer"))) as emulator:
+            assert emulator.wait(90) == 0, emulator.log()[-3000:]
+        status, subjects = registry.call("GET", "/subjects")
+        assert status == 200 and {subject_for(topic) for topic in EVENT_TOPICS} <= set(subjects)
