@@ -21,7 +21,9 @@ import sys
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from pipeline.cli.common import CliError, command_config_security, open_admin, open_zookeeper
+from pipeline.cli.common import EXIT_UNREACHABLE, CliError, command_config_security, open_admin, open_zookeeper
+from pipeline.client.admin import AdminClient
+from pipeline.client.errors import KafkaConnectionError
 from pipeline.security.scram import MECHANISMS, credential_from_salted_password, salted_password
 from pipeline.security.scram_users import parse_add_config, parse_user_config, user_config_json
 from pipeline.zk import layout
@@ -76,7 +78,7 @@ def run_users(args: argparse.Namespace) -> int:
     if args.zookeeper:
         _alter_in_zookeeper(args, added, deleted)
     else:
-        with open_admin(args, command_config_security(args.command_config)) as admin:
+        with _admin(args) as admin:
             admin.alter_user_scram_credentials({args.entity_name: added} if added else None,
                                                {args.entity_name: deleted} if deleted else None)
     print(f"Completed updating config for user {args.entity_name}.", file=sys.stderr)
@@ -97,8 +99,20 @@ def _describe(args: argparse.Namespace) -> dict[str, dict[str, int]]:
             return described
         finally:
             _close(zk)
-    with open_admin(args, command_config_security(args.command_config)) as admin:
+    with _admin(args) as admin:
         return admin.describe_user_scram_credentials([args.entity_name] if args.entity_name else None)
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    """The AdminClient logged in with --command-config's settings; without them, a broker closing the connection
+    most likely wants a login, which the error says."""
+    try:
+        return open_admin(args, command_config_security(args.command_config))
+    except KafkaConnectionError as exc:
+        if args.command_config:
+            raise
+        raise CliError(f"{exc} (a SASL or SSL listener needs --command-config FILE with this admin's "
+                       "security.protocol and login)", exit_code=EXIT_UNREACHABLE) from None
 
 
 def _read_user(zk: KazooClient, user: str) -> dict:

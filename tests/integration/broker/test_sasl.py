@@ -190,3 +190,8 @@ def test_our_producer_stops_at_once_on_a_refused_login_and_works_with_the_right_
     assert time.monotonic() - started < 10
     with Producer({**settings, "sasl.password": "alice-secret"}) as producer:
         producer.send(ProducerData("sasl-ours", None, [b"m1", b"m2"]))
+
+
+def test_users_cli_without_a_login_on_a_sasl_listener_says_what_is_missing(broker, capsys):
+    assert cli_main(["users", "--bootstrap-server", broker.bootstrap, "--describe"]) == 3
+    assert "--command-config" in capsys.readouterr().err
