@@ -37,6 +37,11 @@ def metadata_brokers(connection: BrokerConnection) -> dict[int, tuple[str, int]]
     return {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}
 
 
+def metadata_brokers_over_ssl(cluster, pki: TestPki) -> dict[int, tuple[str, int]]:
+    with BrokerConnection("127.0.0.1", cluster.brokers[1].ssl_port, security=ssl_security(pki, pki.client)) as tls:
+        return metadata_brokers(tls)
+
+
 def coordinator(connection: BrokerConnection) -> tuple[str, int]:
     body = connection.request(ApiKey.FIND_COORDINATOR, {"key": "tls-group", "key_type": 0})
     return body["host"], body["port"]
@@ -132,6 +137,15 @@ def test_cluster_replicates_and_elects_over_an_ssl_inter_broker_listener(broker_
                                          f"SSL://127.0.0.1:{ssl_port}"]
     assert registration["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
     assert (registration["host"], registration["port"]) == ("127.0.0.1", ssl_port)
+
+    # Every broker is named at its SSL endpoint to a client of an SSL listener, and at its PLAINTEXT one otherwise.
+    ssl_ports = {i: ("127.0.0.1", b.ssl_port) for i, b in cluster.brokers.items()}
+    wait_until(lambda: metadata_brokers_over_ssl(cluster, pki) == ssl_ports, 30, message="every broker in Metadata")
+    with BrokerConnection("127.0.0.1", ssl_port, security=ssl_security(pki, pki.client)) as tls:
+        assert coordinator(tls) in ssl_ports.values()
+    with BrokerConnection("127.0.0.1", cluster.brokers[1].port) as plain:
+        assert metadata_brokers(plain) == {i: ("127.0.0.1", b.port) for i, b in cluster.brokers.items()}
+        assert coordinator(plain) in {("127.0.0.1", b.port) for b in cluster.brokers.values()}
 
     bootstrap = ",".join(f"127.0.0.1:{b.ssl_port}" for b in cluster.brokers.values())
     settings = librdkafka_settings(pki, pki.client)

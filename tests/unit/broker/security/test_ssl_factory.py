@@ -32,6 +32,7 @@ def test_context_with_client_auth(issued):
                                          client_auth="required", enabled_protocols=("TLSv1.3",)))
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.minimum_version == context.maximum_version == ssl.TLSVersion.TLSv1_3
+    assert context.options & ssl.OP_NO_RENEGOTIATION and context.num_tickets == 0
     requested = server_context(SslSettings(keystore=str(issued["broker"].bundle),
                                            truststore=str(issued["ca"].cert_path), client_auth="requested"))
     assert requested.verify_mode == ssl.CERT_OPTIONAL

@@ -236,3 +236,25 @@ def test_file_region_of_several_write_chunks(tmp_path, pki, monkeypatch):
     region, echo = run(scenario())
     assert region == b"F:" + data_file.read_bytes()[7:]
     assert echo == b"echo big:" + b"x" * 300_000
+
+
+def test_tls_1_2_only_listener(tmp_path, pki):
+    handler, data_file = make_handler(tmp_path, [])
+    settings = SslSettings(keystore=str(pki["broker"].bundle), enabled_protocols=("TLSv1.2",))
+    listener = Listener(EndPoint("SSL", "SSL", "127.0.0.1", 0), server_context(settings))
+
+    async def scenario():
+        server = await start(handler, listener)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.bound_port, ssl=client_context(pki),
+                                                       server_hostname="localhost")
+        version = writer.get_extra_info("ssl_object").version()
+        writer.write(frame(b"file:300000") + frame(b"after"))
+        await writer.drain()
+        answers = [await read_frame(reader), await read_frame(reader)]
+        writer.close()
+        await stop(server)
+        return version, answers
+
+    version, answers = run(scenario())
+    assert version == "TLSv1.2"
+    assert answers == [b"F:" + data_file.read_bytes()[7:7 + 300000], b"echo after"]
