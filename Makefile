@@ -38,6 +38,7 @@ BENCH_COMMANDS := \
 	"-m bench.consumer_bench" \
 	"-m bench.broker_memory" \
 	"-m bench.protocol_bench" \
+	"-m bench.authorizer_bench" \
 	"-m bench.codec_bench" \
 	"-m bench.registry_bench" \
 	"-m bench.workload_bench" \

@@ -249,11 +249,27 @@ class KafkaApis:
                     else:
                         errors[name] = self._auto_create(name)
         response = metadata_response(view, names, errors, self.session.listener_name if self.session else None)
-        if errors and self.authorizer is not None:
-            for entry in response["topics"]:
-                if errors.get(entry["name"]) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
-                    entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partitions=[])
+        if self.authorizer is not None:
+            self._add_authorizations(request, response, errors)
         return response
+
+    def _add_authorizations(self, request: dict, response: dict, errors: dict[str, int]) -> None:
+        """Refused topics without their partitions; the authorized operations a v8+ request asks for (Kafka's
+        bit fields: bit N set when operation N is allowed)."""
+        with_topic_operations = request.get("include_topic_authorized_operations", False)
+        for entry in response["topics"]:
+            if errors.get(entry["name"]) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partitions=[])
+            elif with_topic_operations:
+                entry["topic_authorized_operations"] = self._authorized_operations(
+                    ResourceType.TOPIC, entry["name"], _TOPIC_OPERATIONS)
+        if request.get("include_cluster_authorized_operations", False):
+            response["cluster_authorized_operations"] = self._authorized_operations(
+                ResourceType.CLUSTER, CLUSTER_NAME, _CLUSTER_OPERATIONS)
+
+    def _authorized_operations(self, resource_type: ResourceType, name: str,
+                               operations: tuple[AclOperation, ...]) -> int:
+        return sum(1 << op for op in operations if self.authorize(op, resource_type, name, count=False))
 
     def _may_create(self, name: str) -> bool:
         """CREATE on the cluster, or on the topic (Kafka checks the cluster first)."""
@@ -802,6 +818,13 @@ class KafkaApis:
         if not self.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
             return refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized to alter ACLs")
         return change(self.authorizer, request)
+
+
+#: The operations a Metadata response reports as authorized on a topic and on the cluster (Kafka's lists).
+_TOPIC_OPERATIONS = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+                     AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
+_CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION,
+                       AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE)
 
 
 def _allow_all(operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME,

@@ -229,3 +229,21 @@ def test_followers_need_cluster_action_to_replicate(zk_connect, broker_cluster_f
                    message="refused followers stayed in the ISR")
         leader = cluster.partition_state("replicated", 0)["leader"]
         assert "denied FETCH: CLUSTER_ACTION on CLUSTER" in cluster.brokers[leader].log_path.read_text()
+
+
+def test_metadata_reports_the_authorized_operations_asked_for(secured):
+    with AdminClient(secured.bootstrap) as admin:
+        admin.create_topics("ops", 1, 1)
+        admin.create_acls(acl(TOPIC, "ops", READ))
+    connection = BrokerConnection(secured.host, secured.port)
+    try:
+        asked = connection.request(ApiKey.METADATA, {"topics": [{"name": "ops"}], "allow_auto_topic_creation": False,
+                                                     "include_cluster_authorized_operations": True,
+                                                     "include_topic_authorized_operations": True})
+        plain = connection.request(ApiKey.METADATA, {"topics": [{"name": "ops"}], "allow_auto_topic_creation": False})
+    finally:
+        connection.close()
+    assert asked["topics"][0]["topic_authorized_operations"] == (1 << READ) | (1 << DESCRIBE)
+    assert asked["cluster_authorized_operations"] == sum(1 << op for op in (
+        AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE))
+    assert plain["topics"][0]["topic_authorized_operations"] == -(2**31)
