@@ -11,6 +11,7 @@ INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG, UNKNOWN_TOPIC_OR
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -48,7 +49,9 @@ class AdminClient(GroupCalls, ScramCredentialCalls):
     """Topic and group administration and offset look-ups for one cluster (Kafka's AdminClient, the calls we need).
 
     Give it a Cluster to share one with other clients, or a bootstrap string (``host:port,...``) to have
-    it own one; ``close()`` closes the cluster only when it owns it (or ``close_cluster=True``).
+    it own one; ``close()`` closes the cluster only when it owns it (or ``close_cluster=True``). Thread-safe, as
+    Kafka's: threads calling it at once take turns on each request (the Cluster's pooled connections carry one
+    request and its answer at a time).
     """
 
     def __init__(self, cluster: Cluster | str, *, client_id: str = "pipeline-admin", timeout_s: float = 30.0,
@@ -61,6 +64,7 @@ class AdminClient(GroupCalls, ScramCredentialCalls):
             self.cluster = cluster
             self._owns_cluster = close_cluster
         self.timeout_s = timeout_s
+        self._request_lock = threading.Lock()
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -253,11 +257,12 @@ class AdminClient(GroupCalls, ScramCredentialCalls):
         return self._request(connection, api_key, body)
 
     def _request(self, connection: BrokerConnection, api_key: int, body: dict) -> dict:
-        try:
-            return connection.request(api_key, body)
-        except KafkaConnectionError:
-            self.cluster.invalidate(connection.node_id)
-            raise
+        with self._request_lock:
+            try:
+                return connection.request(api_key, body)
+            except KafkaConnectionError:
+                self.cluster.invalidate(connection.node_id)
+                raise
 
     @staticmethod
     def _raise_first_error(results: list[dict], action: str) -> None:
