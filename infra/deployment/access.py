@@ -22,7 +22,6 @@ The ACLs (``broker`` and ``admin`` are super users and need none):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -32,7 +31,12 @@ from kazoo.exceptions import NoNodeError
 from infra.deployment.secrets import KAFKA_USERS, Secrets
 from infra.deployment.secured import MECHANISM
 from infra.deployment.topology import ClusterSpec, Topology
-from pipeline.security.scram import ScramCredential, new_credential, password_matches
+from pipeline.security import acl_zk
+from pipeline.security.acl import (AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern,
+                                   ResourceType)
+from pipeline.security.scram import new_credential, password_matches
+from pipeline.security.scram_users import parse_user_config, user_config_json
+from pipeline.zk import layout
 from pipeline.zk.client import BoundedZk, connect
 from pipeline.zk.security import ZooKeeperSecurity
 from schemas.events import AUDIT_TOPIC, EVENT_TOPICS
@@ -41,12 +45,6 @@ __all__ = ["Acl", "acls_for", "provision"]
 
 CLUSTER_RESOURCE = "kafka-cluster"
 WILDCARD = "*"
-USERS_PATH = "/config/users"
-CONFIG_CHANGES = "/config/changes/config_change_"
-LITERAL_ROOT = "/kafka-acl"
-PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
-LITERAL_CHANGES = "/kafka-acl-changes/acl_changes_"
-EXTENDED_CHANGES = "/kafka-acl-extended-changes/acl_changes_"
 TIMEOUT_S = 15.0
 
 
@@ -85,36 +83,38 @@ def acls_for(topology: Topology, cluster: ClusterSpec, mirror_group: str = "mirr
     return sorted(rules)
 
 
+def _pattern(rule: Acl) -> ResourcePattern:
+    return ResourcePattern(ResourceType.parse(rule.kind), rule.name,
+                           PatternType.PREFIXED if rule.prefixed else PatternType.LITERAL)
+
+
 def _acl_document(rules: list[Acl]) -> bytes:
-    entries = [{"principal": rule.principal, "permissionType": "Allow", "operation": rule.operation, "host": "*"}
-               for rule in rules]
-    return json.dumps({"version": 1, "acls": entries}, sort_keys=True).encode()
+    """A resource's ACL znode holding ``rules`` (acl_zk's form, the brokers')."""
+    return acl_zk.entries_json(AccessControlEntry(rule.principal, WILDCARD, AclOperation.parse(rule.operation),
+                                                  AclPermissionType.ALLOW) for rule in rules)
 
 
 def _write_acls(zk: BoundedZk, rules: list[Acl]) -> int:
     """Replace each resource's ACL list by ``rules``'s; the number of resources changed (each notified)."""
-    resources: dict[tuple[str, str, bool], list[Acl]] = {}
+    resources: dict[ResourcePattern, list[Acl]] = {}
     for rule in rules:
-        resources.setdefault((rule.kind, rule.name, rule.prefixed), []).append(rule)
+        resources.setdefault(_pattern(rule), []).append(rule)
     changed = 0
-    for (kind, name, prefixed), found in sorted(resources.items()):
-        path = f"{PREFIXED_ROOT if prefixed else LITERAL_ROOT}/{kind}/{name}"
+    for pattern, found in sorted(resources.items(), key=lambda item: acl_zk.resource_path(item[0])):
+        path = acl_zk.resource_path(pattern)
         document = _acl_document(found)
         try:
             current, _ = zk.sync("get", path)
         except NoNodeError:
             current = None
-        if current is not None and json.loads(current) == json.loads(document):
+        if current is not None and acl_zk.parse_entries(current) == acl_zk.parse_entries(document):
             continue
         if current is None:
             zk.sync("create", path, document, makepath=True)
         else:
             zk.sync("set", path, document)
-        if prefixed:
-            notice = json.dumps({"version": 1, "resourceType": kind, "name": name, "patternType": "Prefixed"})
-            zk.sync("create", EXTENDED_CHANGES, notice.encode(), sequence=True, makepath=True)
-        else:
-            zk.sync("create", LITERAL_CHANGES, f"{kind}:{name}".encode(), sequence=True, makepath=True)
+        zk.sync("create", f"{acl_zk.change_root(pattern.pattern_type)}/{acl_zk.CHANGE_PREFIX}",
+                acl_zk.change_json(pattern), sequence=True, makepath=True)
         changed += 1
     return changed
 
@@ -122,22 +122,21 @@ def _write_acls(zk: BoundedZk, rules: list[Acl]) -> int:
 def _write_credential(zk: BoundedZk, user: str, password: str) -> bool:
     """``/config/users/<user>`` holding a SCRAM credential of ``password`` (kept when it already matches); whether
     it was written (then notified)."""
-    path = f"{USERS_PATH}/{user}"
+    path = layout.user_config_path(user)
     try:
         current, _ = zk.sync("get", path)
     except NoNodeError:
         current = None
-    if current is not None:
-        stored = json.loads(current).get("config", {}).get(MECHANISM)
-        if stored and password_matches(MECHANISM, ScramCredential.from_string(stored), password):
-            return False
-    document = json.dumps({"version": 1, "config": {MECHANISM: new_credential(MECHANISM, password).to_string()}})
+    stored = parse_user_config(current).get(MECHANISM)
+    if stored is not None and password_matches(MECHANISM, stored, password):
+        return False
+    document = user_config_json({MECHANISM: new_credential(MECHANISM, password)})
     if current is None:
-        zk.sync("create", path, document.encode(), makepath=True)
+        zk.sync("create", path, document, makepath=True)
     else:
-        zk.sync("set", path, document.encode())
-    notice = json.dumps({"version": 2, "entity_path": f"users/{user}"})
-    zk.sync("create", CONFIG_CHANGES, notice.encode(), sequence=True, makepath=True)
+        zk.sync("set", path, document)
+    zk.sync("create", f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}", layout.user_config_change(user),
+            sequence=True, makepath=True)
     return True
 
 
