@@ -74,7 +74,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("port", int, 9092, "TCP port of the PLAINTEXT listener when listeners is not set (0 picks a free one).",
              at_least=0, at_most=65535),
     Property("advertised.host.name", _str, "",
-             "Host given to clients in Metadata for listeners bound to every interface (default: 127.0.0.1)."),
+             "Host given to clients in Metadata for the PLAINTEXT listener of host.name and port (when listeners "
+             "is not set), and for listeners bound to every interface (default: 127.0.0.1)."),
     *SSL_PROPERTIES,
     Property("log.dirs", _str, "", "Comma-separated directories holding the partition logs."),
     Property("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
@@ -367,9 +368,12 @@ class KafkaConfig(Config):
         given = {e.listener_name: e for e in parse_endpoints(self["advertised.listeners"], self.protocol_map,
                                                              "advertised.listeners")}
         fallback_host = self["advertised.host.name"] or "127.0.0.1"
+        # Kafka's older settings: without listeners, advertised.host.name is what the one listener advertises.
+        legacy = bool(self["advertised.host.name"]) and not self["listeners"]
         advertised = []
         for endpoint in self.listeners:
-            host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else fallback_host
+            wildcard = endpoint.host in ("", "0.0.0.0", "::")
+            host = fallback_host if legacy or wildcard else endpoint.host
             bound = EndPoint(endpoint.listener_name, endpoint.security_protocol, host,
                              bound_ports.get(endpoint.listener_name, endpoint.port))
             advertised.append(given.get(endpoint.listener_name, bound))

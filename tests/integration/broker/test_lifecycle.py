@@ -13,7 +13,8 @@ REQUIRED_APIS = {0, 1, 2, 3, 18, 19, 20, 22}
 
 
 def test_starts_logs_its_port_and_advertises_the_apis(broker):
-    assert re.search(rf"started.*port {broker.port}\b", broker.log_text()), broker.log_tail()
+    assert re.search(rf"started, listening on PLAINTEXT://127\.0\.0\.1:{broker.port}\b", broker.log_text()), \
+        broker.log_tail()
     with KafkaConnection(broker.host, broker.port) as conn:
         versions = api_versions(conn)
     assert REQUIRED_APIS <= versions.keys(), f"missing APIs: {sorted(REQUIRED_APIS - versions.keys())}"

@@ -16,6 +16,16 @@ def test_host_name_and_port_make_one_plaintext_listener():
     assert config.advertised_listeners({"PLAINTEXT": 9999}) == [EndPoint("PLAINTEXT", "PLAINTEXT", "kafka1", 9999)]
 
 
+def test_advertised_host_name_is_what_a_bound_host_name_advertises():
+    # Kafka's older settings, which the fault-proxy tests use: bind 127.0.0.2, tell clients 127.0.0.1.
+    config = KafkaConfig({"host.name": "127.0.0.2", "port": "9999", "advertised.host.name": "127.0.0.1"})
+    assert config.advertised_listeners({"PLAINTEXT": 9999}) == [
+        EndPoint("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9999)]
+    # With listeners, a named host is advertised as it is, unless advertised.listeners says otherwise.
+    named = KafkaConfig({"listeners": "PLAINTEXT://127.0.0.2:9999", "advertised.host.name": "127.0.0.1"})
+    assert named.advertised_listeners({"PLAINTEXT": 9999})[0].host == "127.0.0.2"
+
+
 def test_several_listeners_with_custom_names():
     config = KafkaConfig({"listeners": "INTERNAL://127.0.0.1:9093,external://:9094,SSL://[::1]:0",
                           "listener.security.protocol.map": "INTERNAL:SASL_SSL,EXTERNAL:SSL"})
