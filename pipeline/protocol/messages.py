@@ -472,6 +472,7 @@ OFFSET_FETCH = Api(
             F("Name", "string", "0+"),
             F("PartitionIndexes", "[]int32", "0+"),
         )),
+        F("RequireStable", "bool", "7+", default=False),
     ),
     response=(
         F("ThrottleTimeMs", "int32", "3+"),
@@ -831,6 +832,161 @@ DELETE_ACLS = Api(
     ),
 )
 
+# -- transactions (KIP-98; TxnOffsetCommit v3 carries KIP-447's group generation) ---------------------------
+
+ADD_PARTITIONS_TO_TXN = Api(
+    ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", versions="0-3", flexible="3+",
+    request=(
+        F("TransactionalId", "string", "0-3"),
+        F("ProducerId", "int64", "0-3"),
+        F("ProducerEpoch", "int16", "0-3"),
+        F("Topics", "[]AddPartitionsToTxnTopic", "0-3", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]int32", "0+"),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("Results", "[]AddPartitionsToTxnTopicResult", "0-3", fields=(
+            F("Name", "string", "0+"),
+            F("Results", "[]AddPartitionsToTxnPartitionResult", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("PartitionErrorCode", "int16", "0+"),
+            )),
+        )),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN = Api(
+    ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", versions="0-3", flexible="3+",
+    request=(
+        F("TransactionalId", "string", "0+"),
+        F("ProducerId", "int64", "0+"),
+        F("ProducerEpoch", "int16", "0+"),
+        F("GroupId", "string", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+    ),
+)
+
+END_TXN = Api(
+    ApiKey.END_TXN, "EndTxn", versions="0-3", flexible="3+",
+    request=(
+        F("TransactionalId", "string", "0+"),
+        F("ProducerId", "int64", "0+"),
+        F("ProducerEpoch", "int16", "0+"),
+        F("Committed", "bool", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+    ),
+)
+
+WRITE_TXN_MARKERS = Api(
+    ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", versions="0-1", flexible="1+",
+    request=(
+        F("Markers", "[]WritableTxnMarker", "0+", fields=(
+            F("ProducerId", "int64", "0+"),
+            F("ProducerEpoch", "int16", "0+"),
+            F("TransactionResult", "bool", "0+"),
+            F("Topics", "[]WritableTxnMarkerTopic", "0+", fields=(
+                F("Name", "string", "0+"),
+                F("PartitionIndexes", "[]int32", "0+"),
+            )),
+            F("CoordinatorEpoch", "int32", "0+"),
+        )),
+    ),
+    response=(
+        F("Markers", "[]WritableTxnMarkerResult", "0+", fields=(
+            F("ProducerId", "int64", "0+"),
+            F("Topics", "[]WritableTxnMarkerTopicResult", "0+", fields=(
+                F("Name", "string", "0+"),
+                F("Partitions", "[]WritableTxnMarkerPartitionResult", "0+", fields=(
+                    F("PartitionIndex", "int32", "0+"),
+                    F("ErrorCode", "int16", "0+"),
+                )),
+            )),
+        )),
+    ),
+)
+
+TXN_OFFSET_COMMIT = Api(
+    ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", versions="0-3", flexible="3+",
+    request=(
+        F("TransactionalId", "string", "0+"),
+        F("GroupId", "string", "0+"),
+        F("ProducerId", "int64", "0+"),
+        F("ProducerEpoch", "int16", "0+"),
+        F("GenerationId", "int32", "3+", default=-1),
+        F("MemberId", "string", "3+", default=""),
+        F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+        F("Topics", "[]TxnOffsetCommitRequestTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]TxnOffsetCommitRequestPartition", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("CommittedOffset", "int64", "0+"),
+                F("CommittedLeaderEpoch", "int32", "2+", default=-1),
+                F("CommittedMetadata", "string", "0+", nullable="0+"),
+            )),
+        )),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("Topics", "[]TxnOffsetCommitResponseTopic", "0+", fields=(
+            F("Name", "string", "0+"),
+            F("Partitions", "[]TxnOffsetCommitResponsePartition", "0+", fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_TRANSACTIONS = Api(
+    ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", versions="0", flexible="0+",
+    request=(
+        F("TransactionalIds", "[]string", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("TransactionStates", "[]TransactionState", "0+", fields=(
+            F("ErrorCode", "int16", "0+"),
+            F("TransactionalId", "string", "0+"),
+            F("TransactionState", "string", "0+"),
+            F("TransactionTimeoutMs", "int32", "0+"),
+            F("TransactionStartTimeMs", "int64", "0+"),
+            F("ProducerId", "int64", "0+"),
+            F("ProducerEpoch", "int16", "0+"),
+            F("Topics", "[]TopicData", "0+", fields=(
+                F("Topic", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            )),
+        )),
+    ),
+)
+
+LIST_TRANSACTIONS = Api(
+    ApiKey.LIST_TRANSACTIONS, "ListTransactions", versions="0-1", flexible="0+",
+    request=(
+        F("StateFilters", "[]string", "0+"),
+        F("ProducerIdFilters", "[]int64", "0+"),
+        F("DurationFilter", "int64", "1+", default=-1),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("UnknownStateFilters", "[]string", "0+"),
+        F("TransactionStates", "[]TransactionState", "0+", fields=(
+            F("TransactionalId", "string", "0+"),
+            F("ProducerId", "int64", "0+"),
+            F("TransactionState", "string", "0+"),
+        )),
+    ),
+)
+
 #: Every declared API by key.
 APIS: dict[int, Api] = {
     api.key: api
@@ -838,5 +994,7 @@ APIS: dict[int, Api] = {
                 CREATE_PARTITIONS, INIT_PRODUCER_ID, FIND_COORDINATOR, DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS,
                 LIST_GROUPS, DELETE_GROUPS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, SASL_HANDSHAKE, SASL_AUTHENTICATE,
-                DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
+                DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
+                ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT,
+                DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS)
 }
