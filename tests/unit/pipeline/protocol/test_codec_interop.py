@@ -84,6 +84,24 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from kafka.protocol.admin import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import (
@@ -130,13 +148,27 @@ KAFKA_PYTHON = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (DescribeUserScramCredentialsRequest,
                                              DescribeUserScramCredentialsResponse),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
+    ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
 }
 
 # kafka-python renames these Metadata fields; Kafka (and we) call them *_authorized_operations. Its specs
-# (Kafka 4) call OffsetCommit's GenerationId (Kafka 2.4's name, ours) GenerationIdOrMemberEpoch.
+# (Kafka 4) call OffsetCommit's GenerationId (Kafka 2.4's name, ours) GenerationIdOrMemberEpoch, and prefix
+# AddPartitionsToTxn's client fields with V3AndBelow (v4 added a batched form for brokers, which we do not serve).
 KAFKA_PYTHON_RENAMED = {
     "authorized_operations": ("cluster_authorized_operations", "topic_authorized_operations"),
     "generation_id_or_member_epoch": ("generation_id",),
+    "v3_and_below_transactional_id": ("transactional_id",),
+    "v3_and_below_producer_id": ("producer_id",),
+    "v3_and_below_producer_epoch": ("producer_epoch",),
+    "v3_and_below_topics": ("topics",),
+    "results_by_topic_v3_and_below": ("results",),
+    "results_by_partition": ("results",),
 }
 
 
