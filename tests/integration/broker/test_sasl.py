@@ -20,6 +20,7 @@ from pipeline.protocol.errors import ErrorCode
 from pipeline.security.client_settings import ClientSecurity
 from pipeline.security.scram import ScramClient
 from tests.support import wire
+from tests.support.polling import wait_until
 from tests.support.sasl import sasl_broker
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -119,17 +120,33 @@ def test_a_session_that_is_not_renewed_ends_and_our_client_renews_it(broker_fact
     broker = sasl_broker(broker_factory, USERS, {"connections.max.reauth.ms": 1500})
     with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
         raw_request(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        logged_in = time.monotonic()
         answer = raw_request(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0alice\0alice-secret"}, 2)
         assert answer["error_code"] == 0 and answer["session_lifetime_ms"] == 1500
-        assert raw_request(sock, ApiKey.METADATA, 1, METADATA, 3)["brokers"]
-        time.sleep(1.6)
-        sock.sendall(encode_request(ApiKey.METADATA, 1, 4, "raw", METADATA))
-        assert closed(sock)
+        correlation_ids = iter(range(3, 1000))
+
+        def session_ended() -> bool:
+            """Whether the broker closed the connection instead of answering one more request."""
+            sock.sendall(encode_request(ApiKey.METADATA, 1, next(correlation_ids), "raw", METADATA))
+            try:
+                assert decode_response(ApiKey.METADATA, 1, wire.read_frame(sock))[1]["brokers"]
+            except (ConnectionError, EOFError, OSError):
+                return True
+            return False
+
+        wait_until(session_ended, timeout=10, interval=0.1, message="the broker to end the expired session")
+        assert time.monotonic() - logged_in >= 1.5, "the broker ended the session before its lifetime"
     with connect(broker, "alice", "alice-secret") as connection:
-        deadline = time.monotonic() + 4
-        while time.monotonic() < deadline:
+        logins = []
+
+        def renewed_twice() -> bool:
             assert connection.request(ApiKey.METADATA, METADATA)["brokers"]
-            time.sleep(0.2)
+            due = connection._reauthenticate_at
+            if not logins or logins[-1] != due:
+                logins.append(due)
+            return len(logins) >= 3
+
+        wait_until(renewed_twice, timeout=10, interval=0.1, message="our client to log in again twice")
 
 
 def test_reauthentication_as_another_user_is_refused(broker_factory):
