@@ -123,6 +123,24 @@ def confluent_consume(
     return records
 
 
+def kafka_python_round_trip(bootstrap: str, topic: str, values: list[bytes], timeout: float = 60.0,
+                            **config: object) -> list[bytes]:
+    """kafka-python: produce ``values`` to ``topic`` (acks=all; the offsets must be 0, 1, ...), then read them
+    back from the beginning of partition 0 with the same ``config`` (its security settings)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **config)
+    try:
+        futures = [producer.send(topic, value) for value in values]
+        producer.flush(timeout=timeout)
+        offsets = [future.get(timeout=10).offset for future in futures]
+    finally:
+        producer.close(timeout=10)
+    if offsets != list(range(len(values))):
+        raise AssertionError(f"kafka-python's records landed at offsets {offsets}")
+    return [record.value for record in kafka_python_consume(bootstrap, topic, [0], len(values), timeout, **config)]
+
+
 def by_partition(records: Iterable[Record]) -> dict[int, list[Record]]:
     """Group records by partition, keeping their order."""
     grouped: dict[int, list[Record]] = {}

@@ -14,7 +14,7 @@ from tests.support.clients import (
     aiokafka_round_trip,
     confluent_consume,
     create_topic,
-    kafka_python_consume,
+    kafka_python_round_trip,
     run_kcat,
 )
 from tests.support.ports import free_port
@@ -74,19 +74,9 @@ def test_confluent_kafka(broker, pki):
 
 
 def test_kafka_python(broker, pki):
-    from kafka import KafkaProducer
-
-    settings = python_client(pki, kafka_python_settings)
     create_topic(broker.bootstrap, "kafka-python-sasl-ssl", 1)
-    producer = KafkaProducer(bootstrap_servers=broker.sasl_ssl_bootstrap, acks="all", **settings)
-    try:
-        futures = [producer.send("kafka-python-sasl-ssl", value) for value in MESSAGES]
-        producer.flush(timeout=30)
-        assert [f.get(timeout=10).offset for f in futures] == list(range(len(MESSAGES)))
-    finally:
-        producer.close(timeout=10)
-    records = kafka_python_consume(broker.sasl_ssl_bootstrap, "kafka-python-sasl-ssl", [0], len(MESSAGES), **settings)
-    assert [r.value for r in records] == MESSAGES
+    settings = python_client(pki, kafka_python_settings)
+    assert kafka_python_round_trip(broker.sasl_ssl_bootstrap, "kafka-python-sasl-ssl", MESSAGES, **settings) == MESSAGES
 
 
 def test_aiokafka(broker, pki):

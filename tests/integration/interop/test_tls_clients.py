@@ -14,7 +14,7 @@ from tests.support.clients import (
     aiokafka_round_trip,
     confluent_consume,
     create_topic,
-    kafka_python_consume,
+    kafka_python_round_trip,
     run_kcat,
 )
 from tests.support.tls import (
@@ -70,20 +70,10 @@ def test_confluent_kafka_produces_and_consumes_over_ssl(broker_factory, pki, cli
 
 @pytest.mark.parametrize("client_auth", CLIENT_AUTH)
 def test_kafka_python_produces_and_consumes_over_ssl(broker_factory, pki, client_auth):
-    from kafka import KafkaProducer
-
     broker = start_ssl_broker(broker_factory, pki, client_auth=client_auth)
     settings = kafka_python_settings(pki, client_cert(pki, client_auth))
     create_topic(broker.bootstrap, "kafka-python-tls", 1)
-    producer = KafkaProducer(bootstrap_servers=broker.ssl_bootstrap, acks="all", **settings)
-    try:
-        futures = [producer.send("kafka-python-tls", value) for value in MESSAGES]
-        producer.flush(timeout=30)
-        assert [f.get(timeout=10).offset for f in futures] == list(range(len(MESSAGES)))
-    finally:
-        producer.close(timeout=10)
-    records = kafka_python_consume(broker.ssl_bootstrap, "kafka-python-tls", [0], len(MESSAGES), **settings)
-    assert [r.value for r in records] == MESSAGES
+    assert kafka_python_round_trip(broker.ssl_bootstrap, "kafka-python-tls", MESSAGES, **settings) == MESSAGES
 
 
 @pytest.mark.parametrize("client_auth", CLIENT_AUTH)
