@@ -352,14 +352,8 @@ class ZkGroupStore:
             record = layout.encode(_pending_record(producer_epoch, partition_index, merged, order))
             ops: list[tuple[str, tuple]] = [("check", (layout.group_metadata_path(group_id), expected_version))]
             ops.append(("create", (path, record)) if stat is None else ("set_data", (path, record, stat.version)))
-            failure = _transaction_failure(await self._commit(ops))
-            if failure is None:
+            if await self._pending_write(group_id, ops, "storing"):
                 return
-            if failure[0] == 0:
-                raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator")
-            if not isinstance(failure[1], (NodeExistsError, NoNodeError, BadVersionError)):
-                raise GroupStoreError(f"storing transactional offsets of group {printable(group_id)} failed: "
-                                      f"{failure[1]!r}")
         raise GroupStoreError(f"transactional offsets of group {printable(group_id)} kept changing")
 
     async def pending_offsets(self, group_id: str) -> dict[int, PendingTxnOffsets]:
@@ -401,16 +395,23 @@ class ZkGroupStore:
             ops: list[tuple[str, tuple]] = [("check", (layout.group_metadata_path(group_id), expected_version))]
             written = await self._winning_offsets(group_id, pending, ops) if commit else {}
             ops.append(("delete", (path, stat.version)))
-            failure = _transaction_failure(await self._commit(ops))
-            if failure is None:
+            if await self._pending_write(group_id, ops, "completing"):
                 self._existing.update(layout.offset_path(group_id, *tp) for tp in written)
                 return written
-            if failure[0] == 0:
-                raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator")
-            if not isinstance(failure[1], (NodeExistsError, NoNodeError, BadVersionError)):
-                raise GroupStoreError(f"completing transactional offsets of group {printable(group_id)} failed: "
-                                      f"{failure[1]!r}")
         raise GroupStoreError(f"transactional offsets of group {printable(group_id)} kept changing")
+
+    async def _pending_write(self, group_id: str, ops: list[tuple[str, tuple]], doing: str) -> bool:
+        """Run a transaction on the pending offsets whose first operation checks the group's record: whether it
+        committed (False: a node changed under it, read and try again); GroupFenced when the record changed."""
+        failure = _transaction_failure(await self._commit(ops))
+        if failure is None:
+            return True
+        if failure[0] == 0:
+            raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator")
+        if not isinstance(failure[1], (NodeExistsError, NoNodeError, BadVersionError)):
+            raise GroupStoreError(f"{doing} transactional offsets of group {printable(group_id)} failed: "
+                                  f"{failure[1]!r}")
+        return False
 
     async def _winning_offsets(self, group_id: str, pending: PendingTxnOffsets,
                                ops: list[tuple[str, tuple]]) -> dict[TopicPartition, CommittedOffset]:

@@ -10,16 +10,9 @@ import pytest
 
 from broker.coordinator.group_store import NO_VERSION, GroupFenced, GroupStore, ZkGroupStore
 from pipeline.zk import layout
-from pipeline.zk.client import BoundedZk, connect
+from pipeline.zk.client import BoundedZk
+from tests.integration.broker.test_group_store_zookeeper import zk  # noqa: F401 (the fixture)
 from tests.support.txn_offset_scenarios import RECORD, SCENARIOS, offset, visible
-
-
-@pytest.fixture
-def zk(zk_connect):
-    client = connect(zk_connect)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
