@@ -248,9 +248,9 @@ PROPERTIES: tuple[Property, ...] = (
              "How long an offset commit waits for its store (ZooKeeper or the log dir) before failing.",
              at_least=1, at_most=INT32_MAX),
     Property("offsets.topic.num.partitions", int, 50,
-             "Partitions of the __consumer_offsets topic as transactions number them (Kafka's partitionFor): "
-             "AddOffsetsToTxn adds partition abs(hash(group)) % this to the transaction, and its marker commits "
-             "the group's pending transactional offsets. Keep it the same on every broker.",
+             "Partitions of __consumer_offsets, which the brokers do not keep but place transactions' offset "
+             "commits in (Kafka's partitionFor: a group's offsets partition names its transaction marker); "
+             "the same on every broker, and never changed once transactions have run.",
              at_least=1, at_most=INT32_MAX),
     Property("transaction.max.timeout.ms", int, 900000,
              "Longest transaction.timeout.ms a transactional producer may ask for (InitProducerId answers "

@@ -89,6 +89,7 @@ class KafkaApis:
         self.authorizer: AclAuthorizer | None = None
         self._api_key = -1  # the API being dispatched, for the denial counts (set only with an authorizer)
         groups.request_check = self.request_check
+        groups.partition_count = self._partition_count
         # The SCRAM credentials (the broker sets them: its log dir's file, or ZooKeeper's).
         self.credentials = CredentialStore()
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
@@ -203,6 +204,10 @@ class KafkaApis:
         if count:
             self._denied(self.session, self._api_key, operation, resource_type, name)
         return False
+
+    def _partition_count(self, topic: str) -> int | None:
+        partitions = self.metadata.describe_topic(topic)
+        return None if partitions is None else len(partitions)
 
     def request_check(self) -> Callable[..., bool]:
         """``authorize`` bound to the request being dispatched, for checks made after the handler awaited."""
