@@ -663,9 +663,8 @@ class GroupCoordinator:
         if not self.active:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
-            stored = await self.store.group_ids()
-            candidates = [g for g in stored if self.offsets_partition(g) == partition_index]
-            groups = await self.store.pending_groups(producer_id, candidates)
+            groups = await self.store.pending_groups(
+                producer_id, lambda group_id: self.offsets_partition(group_id) == partition_index)
         except GroupStoreError as exc:
             log.warning("transaction marker of producer %d: finding its groups failed: %s", producer_id, exc)
             return ErrorCode.REQUEST_TIMED_OUT
