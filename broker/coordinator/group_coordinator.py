@@ -5,9 +5,10 @@ rebalance timeout passed, the leader's assignment is relayed to every member (Sy
 are alive (Heartbeat) and leave (LeaveGroup or their session timeout). Offsets are committed and fetched
 through a GroupStore (ZooKeeper in a cluster, the log dir standalone); offsets committed inside a transaction
 (TxnOffsetCommit) are stored pending and become committed, or are dropped, when the transaction's marker for
-the group's ``__consumer_offsets`` partition arrives (Kafka's handleTxnCommitOffsets and handleTxnCompletion). Timers are event-loop callbacks:
-each member's session expiry and each group's join deadline (the rebalance timeout, or the initial delay of
-an empty group's first rebalance, extended while members keep arriving, as Kafka's InitialDelayedJoin).
+the group's ``__consumer_offsets`` partition arrives (Kafka's handleTxnCommitOffsets and handleTxnCompletion).
+Timers are event-loop callbacks: each member's session expiry and each group's join deadline (the rebalance
+timeout, or the initial delay of an empty group's first rebalance, extended while members keep arriving, as
+Kafka's InitialDelayedJoin).
 
 The handlers take the request's fields and return response bodies in the protocol codec's dicts, so
 KafkaApis only adapts versions. ``owns(group_id)`` says whether this broker coordinates a group; a group

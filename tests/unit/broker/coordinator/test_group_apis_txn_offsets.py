@@ -91,8 +91,10 @@ def test_offset_fetch_v7_with_require_stable_answers_unstable_for_pending_partit
         await call(group_apis.handle_txn_offset_commit(header(3), txn_commit_request({"t": {0: 10}})))
         assert await fetch(group_apis, 7, stable=True) == {
             ("t", 0): (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT), ("t", 1): (2, ErrorCode.NONE)}
-        assert await fetch(group_apis, 7, stable=False) == {("t", 0): (1, ErrorCode.NONE), ("t", 1): (2, ErrorCode.NONE)}
+        assert await fetch(group_apis, 7, stable=False) == {("t", 0): (1, ErrorCode.NONE),
+                                                            ("t", 1): (2, ErrorCode.NONE)}
         partition = group_apis.coordinator.offsets_partition("g")
         assert await group_apis.complete_txn_offsets(9, 0, True, partition) == ErrorCode.NONE
-        assert await fetch(group_apis, 7, stable=True) == {("t", 0): (10, ErrorCode.NONE), ("t", 1): (2, ErrorCode.NONE)}
+        assert await fetch(group_apis, 7, stable=True) == {("t", 0): (10, ErrorCode.NONE),
+                                                           ("t", 1): (2, ErrorCode.NONE)}
     asyncio.run(scenario())
