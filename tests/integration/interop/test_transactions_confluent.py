@@ -10,8 +10,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from pipeline.client.admin import AdminClient
 from pipeline.client.connection import BrokerConnection
 from pipeline.protocol.api_keys import ApiKey
+from tests.integration.broker.test_replication import SETTINGS as REPLICATION_SETTINGS
 from tests.support.clients import create_topic
 from tests.support.polling import wait_until
 
@@ -189,3 +191,58 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_broker(broker_factory)
     produce(after, "to", 2, [f"after-{i}" for i in range(6)])
     after.commit_transaction(30)
     assert read(broker.bootstrap, {"to": 2}, "read_committed") == {f"after-{i}" for i in range(6)}
+
+
+# -- a 3-broker cluster ----------------------------------------------------------------------------------
+
+def replicated_topics(cluster, topics: dict[str, int]) -> None:
+    with AdminClient(cluster.bootstrap) as admin:
+        for topic, partitions in topics.items():
+            admin.create_topics(topic, partitions=partitions, replication_factor=3)
+    for topic, partitions in topics.items():
+        wait_until(lambda: all(len(cluster.partition_state(topic, p)["isr"]) == 3 for p in range(partitions)), 30,
+                   message=f"every replica of {topic} in sync")
+
+
+@pytest.fixture
+def tx_cluster(broker_cluster_factory, zk_connect):
+    return broker_cluster_factory(zk_connect, size=3, overrides={**REPLICATION_SETTINGS, **FAST_ABORTS})
+
+
+@pytest.mark.timeout(180)
+def test_commit_and_abort_with_partitions_led_by_every_broker(tx_cluster):
+    replicated_topics(tx_cluster, {"cl-a": 3, "cl-b": 2})
+    leaders = {tx_cluster.partition_state("cl-a", p)["leader"] for p in range(3)}
+    assert len(leaders) > 1, "the partitions should be led by several brokers"
+    commit_and_abort(tx_cluster.bootstrap, "cl")
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_coordinators_transaction_is_aborted_by_its_successor(tx_cluster):
+    topics = {"fo": 6}
+    replicated_topics(tx_cluster, topics)
+    first = next(iter(tx_cluster.brokers.values()))
+    coordinator = find_coordinator(first.host, first.port, "fo-tx")
+    before = transactional_producer(tx_cluster.bootstrap, "fo-tx")
+    before.begin_transaction()
+    produce(before, "fo", 6, [f"committed-{i}" for i in range(12)])
+    before.commit_transaction(30)
+    before.begin_transaction()
+    produce(before, "fo", 6, [f"open-{i}" for i in range(12)])
+    tx_cluster.brokers[coordinator].kill()
+    live = [b for b in tx_cluster.live()]
+    survivor = wait_until(lambda: (lambda c: c if c != coordinator else None)(
+        find_coordinator(live[0].host, live[0].port, "fo-tx")), 30, interval=0.2,
+        message="FindCoordinator naming a live broker")
+    bootstrap = ",".join(b.bootstrap for b in live)
+    after = transactional_producer(bootstrap, "fo-tx")
+    after.begin_transaction()
+    produce(after, "fo", 6, [f"after-{i}" for i in range(12)])
+    after.commit_transaction(30)
+    address = tx_cluster.brokers[survivor]
+    # Its markers follow the answer to EndTxn.
+    state = wait_until(lambda: (lambda s: s if s["transaction_state"] == "CompleteCommit" else None)(
+        describe(address.host, address.port, "fo-tx")), 30, interval=0.2, message="the commit completed")
+    assert state["producer_epoch"] == 2
+    expected = {f"committed-{i}" for i in range(12)} | {f"after-{i}" for i in range(12)}
+    assert read(bootstrap, topics, "read_committed") == expected
