@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
 from broker.coordinator.coordinator_placement import GROUP_METADATA_TOPIC
 from broker.coordinator.group_apis import GroupApis
+from broker.coordinator.transaction_apis import TransactionApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.security.credential_store import CredentialStore
@@ -69,7 +70,7 @@ class KafkaApis:
 
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, admin: TopicAdmin, metadata: MetadataView,
                  producer_ids: ProducerIdManager, auto_create_topics: bool, fetch_max_wait_cap_ms: int,
-                 groups: GroupApis) -> None:
+                 groups: GroupApis, transactions: TransactionApis | None = None) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.admin = admin
@@ -88,6 +89,7 @@ class KafkaApis:
         self.authorizer: AclAuthorizer | None = None
         self._api_key = -1  # the API being dispatched, for the denial counts (set only with an authorizer)
         groups.request_check = self.request_check
+        groups.partition_count = self._partition_count
         # The SCRAM credentials (the broker sets them: its log dir's file, or ZooKeeper's).
         self.credentials = CredentialStore()
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
@@ -114,6 +116,10 @@ class KafkaApis:
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             **groups.handlers(),
         }
+        if transactions is not None:
+            transactions.request_check = self.request_check
+            transactions.listener_name = self._listener_name
+            self._handlers.update(transactions.handlers(self._handlers))
         self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
                            for key in self._handlers}
         self._produce_stats = self._api_stats[ApiKey.PRODUCE]
@@ -174,6 +180,10 @@ class KafkaApis:
         self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, result)
         return response
 
+    def _listener_name(self) -> str | None:
+        session = self.session
+        return None if session is None else session.listener_name
+
     def _answer(self, header: RequestHeader, version: int, body: dict, started: float) -> list:
         """The encoded response, counted in the request metrics."""
         response = encode_response(header.api_key, version, header.correlation_id, body)
@@ -194,6 +204,10 @@ class KafkaApis:
         if count:
             self._denied(self.session, self._api_key, operation, resource_type, name)
         return False
+
+    def _partition_count(self, topic: str) -> int | None:
+        partitions = self.metadata.describe_topic(topic)
+        return None if partitions is None else len(partitions)
 
     def request_check(self) -> Callable[..., bool]:
         """``authorize`` bound to the request being dispatched, for checks made after the handler awaited."""
