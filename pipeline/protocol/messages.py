@@ -316,7 +316,7 @@ CREATE_PARTITIONS = Api(
 )
 
 INIT_PRODUCER_ID = Api(
-    ApiKey.INIT_PRODUCER_ID, "InitProducerId", versions="0-1", flexible="2+",
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", versions="0-4", flexible="2+",
     request=(
         F("TransactionalId", "string", "0+", nullable="0+"),
         F("TransactionTimeoutMs", "int32", "0+"),
@@ -465,7 +465,7 @@ OFFSET_COMMIT = Api(
 )
 
 OFFSET_FETCH = Api(
-    ApiKey.OFFSET_FETCH, "OffsetFetch", versions="0-6", flexible="6+",
+    ApiKey.OFFSET_FETCH, "OffsetFetch", versions="0-7", flexible="6+",
     request=(
         F("GroupId", "string", "0+"),
         F("Topics", "[]OffsetFetchRequestTopic", "0+", nullable="2+", fields=(
