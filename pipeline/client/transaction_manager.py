@@ -86,6 +86,7 @@ _VALID_FROM: dict[TransactionState, frozenset[TransactionState]] = {
 }
 
 _BACKOFF_CAP_S = 1.0
+_CONCURRENT_TRANSACTIONS_BACKOFF_S = 0.02
 
 Partition = tuple[str, int]
 
@@ -452,7 +453,12 @@ class TransactionManager(IdempotenceState):
                 if group is None:
                     self._coordinator = None
                 last = exc
-            backoff = min(self.retry_backoff_s * (2 ** min(attempt, 6)), _BACKOFF_CAP_S)
+            if getattr(last, "code", None) == ErrorCode.CONCURRENT_TRANSACTIONS:
+                # The previous transaction's markers are being written: done soon (Kafka's producer retries
+                # AddPartitionsToTxn after 20 ms here rather than retry.backoff.ms).
+                backoff = min(self.retry_backoff_s, _CONCURRENT_TRANSACTIONS_BACKOFF_S)
+            else:
+                backoff = min(self.retry_backoff_s * (2 ** min(attempt, 6)), _BACKOFF_CAP_S)
             if deadline is not None and self._clock() + backoff >= deadline:
                 raise TimeoutError(f"{ApiKey(api_key).name} for transactional id {self.transactional_id!r} did not "
                                    f"succeed in time: {last}") from last
