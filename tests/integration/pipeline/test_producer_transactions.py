@@ -1,7 +1,7 @@
 """Our transactional producer and read_committed consumers against a real broker.
 
 Commits and aborts across partitions and topics, in sync and async mode: read_committed readers (SimpleConsumer,
-Consumer) see exactly the committed records, read_uncommitted ones every record; a zombie is fenced by a new
+Consumer, StaticConsumerConnector) see exactly the committed records, read_uncommitted ones every record; a zombie is fenced by a new
 instance with the same transactional id; offsets sent with a transaction become the group's only when it commits.
 """
 
@@ -11,10 +11,13 @@ import pytest
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.consumer import Consumer
+from pipeline.client.consumer_stream import ConsumerTimeout
 from pipeline.client.errors import ProducerFencedError, TransactionAbortableError, TransactionStateError
-from pipeline.client.group_admin import OffsetAndMetadata
 from pipeline.client.producer import ProduceError, Producer, ProducerData
+from pipeline.client.offset_store import FileOffsetStore
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from pipeline.client.static_connector import StaticConsumerConnector
+from pipeline.client.topic_filter import Whitelist
 from tests.support.clients import create_topic
 from tests.support.polling import wait_until
 
@@ -195,3 +198,31 @@ def test_send_outside_a_transaction_and_a_failed_send_inside_one(broker) -> None
         p.commit_transaction(TIMEOUT)
     settled(broker, topic, 0)
     assert read_all(broker, topic, 0, "read_committed") == [b"after-abort"]
+
+
+def test_static_connector_reads_committed_only(broker, tmp_path) -> None:
+    topic = "tx-static"
+    create_topic(broker.bootstrap, topic, 2)
+    with producer(broker, "tx-static") as p:
+        p.init_transactions(TIMEOUT)
+        for round_, commit in enumerate([False, True, False, True]):
+            p.begin_transaction()
+            for partition in (0, 1):
+                send_values(p, topic, partition, [b"r%d-p%d-%d" % (round_, partition, i) for i in range(4)])
+            p.commit_transaction(TIMEOUT) if commit else p.abort_transaction(TIMEOUT)
+    for partition in (0, 1):
+        settled(broker, topic, partition)
+    expected = sorted(b"r%d-p%d-%d" % (r, p, i) for r in (1, 3) for p in (0, 1) for i in range(4))
+    connector = StaticConsumerConnector({"metadata.broker.list": broker.bootstrap, "auto.offset.reset": "smallest",
+                                         "isolation.level": "read_committed", "consumer.timeout.ms": 1500},
+                                        FileOffsetStore(tmp_path / "offsets"))
+    try:
+        (stream,) = connector.create_message_streams_by_filter(Whitelist(topic), 1)
+        seen = []
+        with pytest.raises(ConsumerTimeout):
+            for record in stream:
+                seen.append(record.value)
+        seen.sort()
+    finally:
+        connector.shutdown()
+    assert seen == expected
