@@ -14,12 +14,13 @@ from pipeline.client.admin import AdminClient
 from pipeline.client.connection import BrokerConnection
 from pipeline.protocol.api_keys import ApiKey
 from tests.integration.broker.test_replication import SETTINGS as REPLICATION_SETTINGS
+from tests.support.broker_metrics import scrape, value
 from tests.support.clients import create_topic
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
-FAST_ABORTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 300}
+FAST_ABORTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 300, "metrics.port": 0}
 
 
 def transactional_producer(bootstrap: str, transactional_id: str, **config: object) -> Producer:
@@ -191,6 +192,12 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_broker(broker_factory)
     produce(after, "to", 2, [f"after-{i}" for i in range(6)])
     after.commit_transaction(30)
     assert read(broker.bootstrap, {"to": 2}, "read_committed") == {f"after-{i}" for i in range(6)}
+    samples = scrape(broker)
+    assert value(samples, "kafka_coordinator_transaction_aborted_total", reason="timeout") == 1
+    assert value(samples, "kafka_coordinator_transaction_aborted_total", reason="client") == 0
+    assert value(samples, "kafka_coordinator_transaction_committed_total") == 1
+    assert value(samples, "kafka_coordinator_transaction_producers_fenced_total") == 2
+    assert value(samples, "kafka_coordinator_transaction_open_transactions") == 0
 
 
 # -- a 3-broker cluster ----------------------------------------------------------------------------------
