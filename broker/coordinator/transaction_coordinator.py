@@ -40,6 +40,7 @@ from broker.coordinator.transaction_store import NO_VERSION, TransactionFenced, 
 from broker.metadata import ProducerIdManager, ProducerIdUnavailable
 from pipeline.printable import printable
 from pipeline.protocol.errors import ErrorCode
+from pipeline.testing_faults import Faults
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,13 @@ class TransactionConfig:
     offsets_partitions: int = 50
     store_retry_backoff_ms: int = 100
 
+    # testing.pause.at (tests only: see TRANSACTION_PAUSE_POINTS)
+    faults: Faults = Faults()
+
     @classmethod
     def from_config(cls, config: KafkaConfig) -> TransactionConfig:
         return cls(config["transaction.max.timeout.ms"], config["transactional.id.expiration.ms"],
-                   config["offsets.topic.num.partitions"])
+                   config["offsets.topic.num.partitions"], faults=Faults.of(config))
 
 
 class _Entry:
@@ -97,6 +101,8 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task] = set()
         self._active = True
         self._load_wanted = True
+        # Whether load_owned is reading the store (ListTransactions answers COORDINATOR_LOAD_IN_PROGRESS).
+        self._loading_all = False
 
     # -- loading -----------------------------------------------------------------------------------
 
@@ -152,6 +158,13 @@ class TransactionCoordinator:
         self._load_wanted = False
         for transactional_id in [t for t in self._entries if not self._owns(t)]:
             self._unload(transactional_id)
+        self._loading_all = True
+        try:
+            await self._load_stored()
+        finally:
+            self._loading_all = False
+
+    async def _load_stored(self) -> None:
         try:
             stored = await self.store.load_all()
         except TransactionStoreError as exc:
@@ -230,8 +243,8 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if metadata.state == S.ONGOING:
             # Abort it first with a bumped epoch; the client retries and gets an epoch bumped once more.
-            await self._fence_and_abort(transactional_id, entry, "fenced")
-            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+            code = await self._fence_and_abort(transactional_id, entry, "fenced")
+            return code if code != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         now = self._now()
         entry.pending = S.EMPTY
         try:
@@ -341,6 +354,7 @@ class TransactionCoordinator:
             code = await self._write(transactional_id, entry,
                                      metadata.transition_to(target, last_update_time_ms=self._now()))
             if code == ErrorCode.NONE:
+                self.config.faults.pause("transaction-prepared")
                 if committed:
                     self.metrics.committed += 1
                 else:
@@ -460,7 +474,7 @@ class TransactionCoordinator:
     def list(self) -> tuple[int, list[TransactionMetadata]]:
         if not self._active:
             return ErrorCode.NOT_COORDINATOR, []
-        if self._loading:
+        if self._loading_all:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         return ErrorCode.NONE, [self._entries[t].metadata for t in sorted(self._entries)]
 
