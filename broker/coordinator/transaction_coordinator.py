@@ -40,6 +40,7 @@ from broker.coordinator.transaction_store import NO_VERSION, TransactionFenced, 
 from broker.metadata import ProducerIdManager, ProducerIdUnavailable
 from pipeline.printable import printable
 from pipeline.protocol.errors import ErrorCode
+from pipeline.testing_faults import Faults
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,13 @@ class TransactionConfig:
     offsets_partitions: int = 50
     store_retry_backoff_ms: int = 100
 
+    # testing.pause.at (tests only: see TRANSACTION_PAUSE_POINTS)
+    faults: Faults = Faults()
+
     @classmethod
     def from_config(cls, config: KafkaConfig) -> TransactionConfig:
         return cls(config["transaction.max.timeout.ms"], config["transactional.id.expiration.ms"],
-                   config["offsets.topic.num.partitions"])
+                   config["offsets.topic.num.partitions"], faults=Faults.of(config))
 
 
 class _Entry:
@@ -350,6 +354,7 @@ class TransactionCoordinator:
             code = await self._write(transactional_id, entry,
                                      metadata.transition_to(target, last_update_time_ms=self._now()))
             if code == ErrorCode.NONE:
+                self.config.faults.pause("transaction-prepared")
                 if committed:
                     self.metrics.committed += 1
                 else:

@@ -9,12 +9,13 @@ import time
 
 import pytest
 
-from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode
-from pipeline.records import decode_batch, encode_batch
-from pipeline.records.batch import iter_batches
+from pipeline.records import encode_batch
+from pipeline.records.control import end_transaction_marker_batch
+from tests.support import transactions as txn
 from tests.support.clients import confluent_consume, kafka_python_consume
-from tests.support.codec_client import Client, create_topic, fetch_body
+from tests.support.codec_client import Client, create_topic
+from tests.support.transactions import data_values
 
 TOPIC = "txn-data"
 A, B = 7001, 7002
@@ -22,45 +23,24 @@ COMMITTED = [b"b0", b"b1", b"p0", b"p1"]
 EVERYTHING = [b"a0", b"a1", b"b0", b"b1", b"p0", b"a2", b"p1"]
 
 
-def produce(client: Client, records: bytes, transactional_id: str | None = None, partition: int = 0) -> dict:
-    body = {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 5000,
-            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}]}
-    return client.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]
+def produce(client: Client, records: bytes, transactional_id: str | None = None) -> dict:
+    return txn.produce(client, TOPIC, records, transactional_id)
 
 
 def txn_batch(pid: int, seq: int, *values: bytes) -> bytes:
-    return encode_batch(list(values), producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    return txn.txn_batch(pid, seq, values)
 
 
 def write_markers(client: Client, *markers: tuple[int, int, bool, str, list[int]], coordinator_epoch: int = 0) -> dict:
-    """(producer id, epoch, committed, topic, partitions) per marker; {(pid, topic, partition): error code}."""
-    body = {"markers": [{"producer_id": pid, "producer_epoch": epoch, "transaction_result": committed,
-                         "topics": [{"name": topic, "partition_indexes": partitions}],
-                         "coordinator_epoch": coordinator_epoch}
-                        for pid, epoch, committed, topic, partitions in markers]}
-    response = client.call(ApiKey.WRITE_TXN_MARKERS, 1, body)
-    return {(m["producer_id"], t["name"], p["partition_index"]): p["error_code"]
-            for m in response["markers"] for t in m["topics"] for p in t["partitions"]}
+    return txn.write_markers(client, *markers, coordinator_epoch=coordinator_epoch)
 
 
-def latest(client: Client, isolation_level: int, partition: int = 0) -> int:
-    body = {"replica_id": -1, "isolation_level": isolation_level,
-            "topics": [{"name": TOPIC, "partitions": [{"partition_index": partition, "timestamp": -1,
-                                                       "current_leader_epoch": -1}]}]}
-    return client.call(ApiKey.LIST_OFFSETS, 5, body)["topics"][0]["partitions"][0]["offset"]
+def latest(client: Client, isolation_level: int) -> int:
+    return txn.latest_offset(client, TOPIC, isolation_level)
 
 
 def fetch(client: Client, isolation_level: int, offset: int = 0, max_wait_ms: int = 0) -> dict:
-    body = dict(fetch_body([(TOPIC, 0, offset, 1 << 20)], max_wait_ms=max_wait_ms), isolation_level=isolation_level)
-    return client.call(ApiKey.FETCH, 11, body)["responses"][0]["partitions"][0]
-
-
-def data_values(records: bytes | None) -> list[bytes]:
-    values = []
-    for position, header in iter_batches(records or b""):
-        if not header.is_control:
-            values += [r.value for r in decode_batch(records, position)[1]]
-    return values
+    return txn.fetch(client, TOPIC, isolation_level, offset, max_wait_ms)
 
 
 def write_transactions(client: Client) -> None:
@@ -164,3 +144,9 @@ def test_a_transactional_batch_needs_a_transactional_id(client):
     assert refused["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert latest(client, 0) == 0
     assert produce(client, txn_batch(A, 0, b"a0"), "ta")["error_code"] == ErrorCode.NONE
+
+
+def test_clients_may_not_write_markers(client):
+    forged = end_transaction_marker_batch(A, 0, True, 0, int(time.time() * 1000))
+    assert produce(client, forged, "ta")["error_code"] == ErrorCode.INVALID_RECORD
+    assert latest(client, 0) == 0

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode
 from pipeline.records import encode_batch
 from tests.integration.broker.test_replication import TOPIC, _client, cluster, state, wait_leader  # noqa: F401
-from tests.integration.broker.test_transactions_partition import data_values
+from tests.support import transactions as txn
 from tests.support.clients import confluent_consume
-from tests.support.codec_client import Client, fetch_body
+from tests.support.codec_client import Client
 from tests.support.polling import wait_until
+from tests.support.transactions import READ_COMMITTED, data_values
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -21,24 +21,19 @@ A, B = 8001, 8002
 
 
 def produce(client: Client, records: bytes, transactional_id: str | None) -> dict:
-    body = {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 5000,
-            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": records}]}]}
-    return client.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]
+    return txn.produce(client, TOPIC, records, transactional_id)
 
 
 def txn_batch(pid: int, seq: int, *values: bytes) -> bytes:
-    return encode_batch(list(values), producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    return txn.txn_batch(pid, seq, values)
 
 
 def marker(client: Client, pid: int, committed: bool) -> int:
-    body = {"markers": [{"producer_id": pid, "producer_epoch": 0, "transaction_result": committed,
-                         "topics": [{"name": TOPIC, "partition_indexes": [0]}], "coordinator_epoch": 0}]}
-    return client.call(ApiKey.WRITE_TXN_MARKERS, 1, body)["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+    return txn.write_markers(client, (pid, 0, committed, TOPIC, [0]))[(pid, TOPIC, 0)]
 
 
 def read_committed(client: Client) -> dict:
-    body = dict(fetch_body([(TOPIC, 0, 0, 1 << 20)]), isolation_level=1)
-    return client.call(ApiKey.FETCH, 11, body)["responses"][0]["partitions"][0]
+    return txn.fetch(client, TOPIC, READ_COMMITTED)
 
 
 def txn_indexes(cluster, broker_id: int) -> dict[str, bytes]:
