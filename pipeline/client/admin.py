@@ -1,7 +1,7 @@
 """AdminClient: create, grow, delete, list and describe topics, describe and alter their configs, look up offsets,
 list, add and remove ACLs, and (through pipeline.client.group_admin) list, describe, delete and commit offsets for
-broker-coordinated groups, and (through pipeline.client.scram_admin) describe and alter users' SCRAM credentials, on
-top of a Cluster.
+broker-coordinated groups, (through pipeline.client.scram_admin) describe and alter users' SCRAM credentials, and
+(through pipeline.client.transaction_admin) list and describe transactions, on top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
 cluster, CreateTopics, CreatePartitions and DeleteTopics go to the controller named in the Metadata response. A broker's
@@ -20,6 +20,7 @@ from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
 from pipeline.client.group_admin import GroupCalls
 from pipeline.client.scram_admin import ScramCredentialCalls
+from pipeline.client.transaction_admin import TransactionCalls
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
@@ -45,7 +46,7 @@ class TopicDescription:
         return max((len(p.replicas) for p in self.partitions), default=0)
 
 
-class AdminClient(GroupCalls, ScramCredentialCalls):
+class AdminClient(GroupCalls, ScramCredentialCalls, TransactionCalls):
     """Topic and group administration and offset look-ups for one cluster (Kafka's AdminClient, the calls we need).
 
     Give it a Cluster to share one with other clients, or a bootstrap string (``host:port,...``) to have
@@ -170,11 +171,12 @@ class AdminClient(GroupCalls, ScramCredentialCalls):
     # -- offsets ---------------------------------------------------------------------------------
 
     def list_offsets(self, topic: str, partitions: Iterable[int] | None = None,
-                     timestamp: int = LATEST_TIMESTAMP) -> dict[int, int | None]:
+                     timestamp: int = LATEST_TIMESTAMP, isolation_level: int = 0) -> dict[int, int | None]:
         """For each partition, the offset for ``timestamp`` (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP or ms).
 
         For a time in ms: the earliest offset whose timestamp is at or after it, None when no message is
-        that recent. Each partition is asked of its leader, one request per leader.
+        that recent. Each partition is asked of its leader, one request per leader. ``isolation_level`` 1
+        (read_committed): LATEST is the last stable offset, where a read_committed reader ends.
         """
         known = self.cluster.partitions_for(topic)
         wanted = known if partitions is None else list(partitions)
@@ -188,7 +190,7 @@ class AdminClient(GroupCalls, ScramCredentialCalls):
         offsets: dict[int, int | None] = {}
         for partitions_of_leader in by_leader.values():
             connection = self.cluster.leader_connection(topic, partitions_of_leader[0])
-            body = {"replica_id": -1, "isolation_level": 0,
+            body = {"replica_id": -1, "isolation_level": isolation_level,
                     "topics": [{"name": topic, "partitions": [
                         {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp,
                          "max_num_offsets": 1} for p in partitions_of_leader]}],

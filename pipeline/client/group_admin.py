@@ -100,26 +100,28 @@ class GroupCalls:
         """The id of the broker coordinating ``group``, retrying while none is available."""
         return self._with_coordinator(group, lambda node_id, connection: node_id)
 
-    def _ask_coordinator(self, group: str) -> int:
-        body = {"key": group, "key_type": COORDINATOR_KEY_TYPE_GROUP}
+    def _ask_coordinator(self, group: str, key_type: int = COORDINATOR_KEY_TYPE_GROUP) -> int:
+        body = {"key": group, "key_type": key_type}
         response = self._request(self.cluster.any_connection(), ApiKey.FIND_COORDINATOR, body)
         if response["error_code"]:
             raise KafkaProtocolError(response["error_code"],
-                                     response.get("error_message") or f"no coordinator for group {group!r}")
+                                     response.get("error_message") or f"no coordinator for {group!r}")
         node_id = response["node_id"]
         if self.cluster.brokers().get(node_id) is None:
             self.cluster.refresh([])
         return node_id
 
-    def _with_coordinator(self, group: str, call: Callable[[int, BrokerConnection], T]) -> T:
+    def _with_coordinator(self, group: str, call: Callable[[int, BrokerConnection], T],
+                          key_type: int = COORDINATOR_KEY_TYPE_GROUP) -> T:
         """``call(coordinator id, connection)``, again with a fresh FindCoordinator after a coordinator error
-        (raised by ``call`` as KafkaProtocolError) or a broken connection, until the timeout."""
+        (raised by ``call`` as KafkaProtocolError) or a broken connection, until the timeout. ``key_type`` 1:
+        ``group`` is a transactional id, and its transaction coordinator is asked."""
         deadline = time.monotonic() + self.timeout_s
         attempt = 0
         while True:
             node_id = -1
             try:
-                node_id = self._ask_coordinator(group)
+                node_id = self._ask_coordinator(group, key_type)
                 return call(node_id, self.cluster.connection(node_id))
             except KafkaProtocolError as exc:
                 if exc.code not in COORDINATOR_RETRY_ERRORS or time.monotonic() >= deadline:
@@ -201,15 +203,22 @@ class GroupCalls:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def fetch_offsets(self, group: str,
-                      partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+    def fetch_offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None, *,
+                      require_stable: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
         """The offsets ``group`` committed, for ``partitions`` (None: every partition it committed);
-        partitions without a committed offset are left out."""
+        partitions without a committed offset are left out. ``require_stable`` (OffsetFetch v7): while a
+        transaction that sent offsets for a partition is still being completed, ask again (until the timeout)
+        rather than read the offset it may be about to replace, as Kafka's read_committed consumers do."""
         wanted = None if partitions is None else [
             {"name": e["topic"], "partition_indexes": e["partitions"]} for e in by_topic(partitions)]
-        _, response = self._coordinator_request(group, ApiKey.OFFSET_FETCH, {"group_id": group, "topics": wanted},
-                                                _offset_fetch_error)
-        code = _offset_fetch_error(response)
+        body = {"group_id": group, "topics": wanted, "require_stable": require_stable}
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            _, response = self._coordinator_request(group, ApiKey.OFFSET_FETCH, body, _offset_fetch_error)
+            code = _offset_fetch_error(response)
+            if code != ErrorCode.UNSTABLE_OFFSET_COMMIT or time.monotonic() >= deadline:
+                break
+            time.sleep(_RETRY_BACKOFF_S[1])
         if code:
             raise KafkaProtocolError(code, f"cannot fetch the offsets of group {group!r}")
         return {(topic["name"], p["partition_index"]): OffsetAndMetadata(p["committed_offset"], p["metadata"])
