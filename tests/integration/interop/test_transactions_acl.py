@@ -2,7 +2,8 @@
 with WRITE and DESCRIBE on her transactional id, WRITE on one topic and READ on one group, commits a transaction
 with its offsets; the topic she may not write and the group she may not read make her transaction abortable
 (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED), after which she aborts and goes on; bob, without WRITE on
-her transactional id, cannot even initialise it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+her transactional id, cannot even initialise it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and without DESCRIBE on it
+neither lists nor describes it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from pipeline.client.admin import AdminClient
 from pipeline.client.connection import BrokerConnection
 from pipeline.protocol.api_keys import ApiKey
+from pipeline.protocol.errors import ErrorCode
 from pipeline.security.acl import AclOperation, ResourceType
 from pipeline.security.client_settings import ClientSecurity
 from tests.support import BrokerProcess
@@ -27,8 +29,6 @@ pytestmark = pytest.mark.integration
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TOPIC, OTHER_TOPIC = "txn-acl", "txn-acl-other"
 W, R, D = AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE
-ADMIN = ClientSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", username="admin",
-                       password=USERS["admin"])
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
                  + acl(ResourceType.GROUP, "alice-group", R, principal="User:alice"))
     overrides = {**AUTHORIZER, "super.users": "User:admin", "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"}
     with BrokerProcess(home / "logs", port=port, overrides=overrides, log_path=home / "broker.log") as broker:
-        with AdminClient(broker.bootstrap, security=ADMIN) as admin:
+        admin_login = ClientSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", username="admin",
+                                     password=USERS["admin"])
+        with AdminClient(broker.bootstrap, security=admin_login) as admin:
             admin.create_topics([TOPIC, OTHER_TOPIC], 1, 1)
         yield broker
 
@@ -95,11 +97,26 @@ def test_the_transactional_id_topics_and_group_are_each_authorized(secured):
     error = raised(lambda: bob.init_transactions(30))
     assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error
 
+    # ListTransactions leaves out the ids a principal may not describe; DescribeTransactions refuses them.
+    listing = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
+    assert [t["transactional_id"] for t in _ask(secured, "alice", ApiKey.LIST_TRANSACTIONS, listing, 1)[
+        "transaction_states"]] == ["alice-tx"]
+    assert _ask(secured, "bob", ApiKey.LIST_TRANSACTIONS, listing, 1)["transaction_states"] == []
+    [described] = _ask(secured, "bob", ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": ["alice-tx"]}, 0)[
+        "transaction_states"]
+    assert described["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def _ask(broker: BrokerProcess, user: str, api_key: int, body: dict, version: int) -> dict:
+    login = ClientSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", username=user,
+                           password=USERS[user])
+    with BrokerConnection(broker.host, broker.port, security=login) as connection:
+        connection.connect()
+        return connection.request(api_key, body, version=version)
+
 
 def _state(broker: BrokerProcess, transactional_id: str) -> str:
-    with BrokerConnection(broker.host, broker.port, security=ADMIN) as connection:
-        connection.connect()
-        answer = connection.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]}, version=0)
+    answer = _ask(broker, "admin", ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]}, 0)
     return answer["transaction_states"][0]["transaction_state"]
 
 
