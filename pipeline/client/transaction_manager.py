@@ -272,11 +272,16 @@ class TransactionManager(IdempotenceState):
 
     def on_send_failures(self, failures: list[tuple[object, BaseException]], unknown_outcome: bool) -> None:
         """Batches of the transaction failed for good: it can only abort now; after a failure whose outcome is
-        unknown (``unknown_outcome``) the epoch is bumped once it has. Fenced is fatal."""
+        unknown (``unknown_outcome``) the epoch is bumped once it has. Fenced, or not authorized for the
+        transactional id, is fatal."""
         for _, exc in failures:
-            if getattr(exc, "code", None) in _FENCED:
+            code = getattr(exc, "code", None)
+            if code in _FENCED:
                 self._fail(ProducerFencedError(f"transactional id {self.transactional_id!r} was fenced "
                                                f"while producing: {exc}", exc))
+                return
+            if code in _FATAL:
+                self._fail(TransactionFatalError(f"producing failed for good: {exc}", exc))
                 return
         with self._lock:
             if unknown_outcome:
