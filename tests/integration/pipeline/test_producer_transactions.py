@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.cli import main as cli_main
 from pipeline.client.admin import AdminClient
 from pipeline.client.consumer import Consumer
 from pipeline.client.consumer_stream import ConsumerTimeout
@@ -150,7 +151,7 @@ def test_a_zombie_is_fenced_by_a_new_instance_with_the_same_id(broker, mode: str
     assert read_all(broker, topic, 0, "read_committed") == [b"successor"]
 
 
-def test_offsets_sent_with_a_transaction_reach_the_group_only_on_commit(broker) -> None:
+def test_offsets_sent_with_a_transaction_reach_the_group_only_on_commit(broker, capsys) -> None:
     topic = "tx-offsets"
     create_topic(broker.bootstrap, topic, 1)
     create_topic(broker.bootstrap, "input", 1)
@@ -175,6 +176,16 @@ def test_offsets_sent_with_a_transaction_reach_the_group_only_on_commit(broker) 
         assert "tx-offsets" in {t.transactional_id for t in admin.list_transactions()}
     finally:
         admin.close()
+    capsys.readouterr()
+    assert cli_main(["--bootstrap-server", broker.bootstrap, "transactions", "list"]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert ["tx-offsets", str(described.coordinator_id), str(described.producer_id), "CompleteCommit"] in listed
+    assert cli_main(["transactions", "describe", "--transactional-id", "tx-offsets",
+                     "--bootstrap-server", broker.bootstrap]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:5] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState"]
+    assert row.split()[1] == "tx-offsets" and row.split()[4] == "CompleteCommit"
     settled(broker, topic, 0)
     assert read_all(broker, topic, 0, "read_committed") == [b"y"]
 
