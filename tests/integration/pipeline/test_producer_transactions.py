@@ -19,6 +19,7 @@ from pipeline.client.offset_store import FileOffsetStore
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import Whitelist
+from tests.integration.pipeline.test_producer_headers_idempotence import proxied_broker  # noqa: F401 (a fixture)
 from tests.support.clients import create_topic
 from tests.support.polling import wait_until
 
@@ -237,3 +238,39 @@ def test_static_connector_reads_committed_only(broker, tmp_path) -> None:
     finally:
         connector.shutdown()
     assert seen == expected
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_send_with_an_unknown_outcome_aborts_and_the_next_transaction_starts_on_a_new_epoch(proxied_broker,
+                                                                                           mode: str) -> None:
+    """Every answer to a batch is lost, through its retries: the broker stored it, the producer cannot know. The
+    transaction can only abort; a new epoch then numbers the partition from 0 again and the next one commits."""
+    broker, proxy = proxied_broker
+    topic = f"tx-unknown-{mode}"
+    create_topic(proxy.address, topic, 1)
+    config = {"metadata.broker.list": proxy.address, "transactional.id": f"tx-unknown-{mode}", "producer.type": mode,
+              "message.send.max.retries": 2, "retry.backoff.ms": 50, "queue.time": 5}
+    with Producer(config) as p:
+        p.init_transactions(TIMEOUT)
+        with AdminClient(proxy.address) as admin:
+            (before,) = admin.describe_transactions([config["transactional.id"]])
+        p.begin_transaction()
+        proxy.lose_produce_responses(3)
+        try:
+            send_values(p, topic, 0, [b"lost-answer"])
+            p.flush(TIMEOUT)
+        except ProduceError:
+            assert mode == "sync"
+        with pytest.raises(TransactionAbortableError):
+            p.commit_transaction(TIMEOUT)
+        p.abort_transaction(TIMEOUT)
+        with AdminClient(proxy.address) as admin:
+            (after,) = admin.describe_transactions([config["transactional.id"]])
+        assert (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch + 1)
+        p.begin_transaction()
+        send_values(p, topic, 0, [b"next"])
+        p.commit_transaction(TIMEOUT)
+    settled(broker, topic, 0)
+    # The broker stored the batch once (retries are duplicates of it); the abort hides it.
+    assert read_all(broker, topic, 0, "read_uncommitted") == [b"lost-answer", b"next"]
+    assert read_all(broker, topic, 0, "read_committed") == [b"next"]
