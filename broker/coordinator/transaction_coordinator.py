@@ -103,6 +103,8 @@ class TransactionCoordinator:
         self._load_wanted = True
         # Whether load_owned is reading the store (ListTransactions answers COORDINATOR_LOAD_IN_PROGRESS).
         self._loading_all = False
+        self._load_task: asyncio.Task | None = None
+        self._load_again = False
 
     # -- loading -----------------------------------------------------------------------------------
 
@@ -481,11 +483,20 @@ class TransactionCoordinator:
     # -- membership ----------------------------------------------------------------------------------
 
     def brokers_changed(self) -> None:
-        """Drop the ids another broker coordinates now and load those this broker took over."""
-        if self._active:
-            task = asyncio.get_running_loop().create_task(self.load_owned())
+        """Drop the ids another broker coordinates now and load those this broker took over (once more after the
+        load in progress, if any, rather than beside it)."""
+        if not self._active:
+            return
+        self._load_again = True
+        if self._load_task is None or self._load_task.done():
+            self._load_task = task = asyncio.get_running_loop().create_task(self._load_while_changed())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    async def _load_while_changed(self) -> None:
+        while self._load_again and self._active:
+            self._load_again = False
+            await self.load_owned()
 
     async def shutdown(self) -> None:
         """Stop answering (NOT_COORDINATOR) and stop marker work: the next coordinator of each id resumes the

@@ -287,3 +287,26 @@ def test_ids_this_broker_no_longer_coordinates_are_dropped(tmp_path) -> None:
         coordinator.store.close()
 
     asyncio.run(scenario())
+
+
+def test_brokers_changing_again_during_a_load_loads_once_more_afterwards_not_beside_it(tmp_path) -> None:
+    async def scenario():
+        coordinator, _ = make(tmp_path)
+        loads = []
+        real = coordinator.load_owned
+
+        async def counted() -> None:
+            loads.append(len(coordinator._tasks))
+            await asyncio.sleep(0.01)
+            await real()
+        coordinator.load_owned = counted
+        for _ in range(5):
+            coordinator.brokers_changed()
+        await asyncio.sleep(0)
+        coordinator.brokers_changed()
+        while coordinator._tasks:
+            await asyncio.sleep(0.005)
+        coordinator.store.close()
+        return loads
+
+    assert asyncio.run(scenario()) == [1, 1]
