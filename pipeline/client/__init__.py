@@ -26,7 +26,8 @@ _EXPORTS = {
     "consumer_connector": "ConsumerConnector ConsumerTimeout KafkaStream",
     "encoder": "DefaultEncoder Encoder StringEncoder",
     "errors": "KafkaClientError KafkaConnectionError KafkaProtocolError NoBrokersAvailable OffsetOutOfRange "
-              "ProducerFencedError TransactionAbortableError TransactionFatalError TransactionStateError "
+              "ProducerFencedError TransactionAbortableError TransactionAbortedError TransactionFatalError "
+              "TransactionStateError "
               "UnknownTopicError",
     "isolation": "READ_COMMITTED READ_UNCOMMITTED",
     "partitioner": "DefaultPartitioner Partitioner RoundRobinPartitioner",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 __all__ = ["AuthenticationError", "DeliveryTimeoutError", "KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
-           "OffsetOutOfRange", "ProducerFencedError", "TransactionAbortableError", "TransactionFatalError",
+           "OffsetOutOfRange", "ProducerFencedError", "TransactionAbortableError", "TransactionAbortedError", "TransactionFatalError",
            "TransactionStateError", "UnknownPartitionError", "UnknownTopicError", "UnsupportedVersionError",
            "ErrorCode"]
 
@@ -105,6 +105,11 @@ class TransactionAbortableError(KafkaClientError):
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
         super().__init__(message)
         self.cause = cause
+
+
+class TransactionAbortedError(TransactionAbortableError):
+    """A batch that was not sent because abort_transaction() dropped it (Kafka's TransactionAbortedException):
+    expected, so the async producer reports it without an error line."""
 
 
 class TransactionStateError(KafkaClientError):

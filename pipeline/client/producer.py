@@ -53,6 +53,7 @@ from pipeline.client.errors import (
     DeliveryTimeoutError,
     KafkaClientError,
     KafkaConnectionError,
+    TransactionAbortedError,
     TransactionStateError,
     UnknownPartitionError,
 )
@@ -634,6 +635,9 @@ class Producer:
                 self.callback_handler.after_send(batch, outcome)
             except Exception:
                 log.exception("callback_handler.after_send raised")
+        elif isinstance(outcome, TransactionAbortedError):
+            log.debug("async producer: %d messages to %s-%d dropped by the transaction's abort",
+                      batch.count, batch.topic, batch.partition)
         elif isinstance(outcome, BaseException):
             log.error("async producer: %d messages to %s-%d were not stored: %s",
                       batch.count, batch.topic, batch.partition, outcome)

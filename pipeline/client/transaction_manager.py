@@ -35,6 +35,7 @@ from pipeline.client.errors import (
     KafkaConnectionError,
     ProducerFencedError,
     TransactionAbortableError,
+    TransactionAbortedError,
     TransactionFatalError,
     TransactionStateError,
 )
@@ -259,7 +260,7 @@ class TransactionManager(IdempotenceState):
         with self._lock:
             state = self.state
             if state is TransactionState.ABORTING_TRANSACTION:
-                raise TransactionAbortableError(f"the transaction of {self.transactional_id!r} is being aborted")
+                raise TransactionAbortedError(f"the transaction of {self.transactional_id!r} is being aborted")
             if state not in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION):
                 self._check_not_failed()
                 raise TransactionStateError(f"no transaction open (state {state.name})")

@@ -7,6 +7,8 @@ instance with the same transactional id; offsets sent with a transaction become 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from pipeline.cli import main as cli_main
@@ -60,7 +62,7 @@ def send_values(p: Producer, topic: str, partition: int, values: list[bytes]) ->
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_commit_and_abort_across_partitions_and_topics(broker, mode: str) -> None:
+def test_commit_and_abort_across_partitions_and_topics(broker, mode: str, caplog) -> None:
     topics = [f"tx-a-{mode}", f"tx-b-{mode}"]
     for topic in topics:
         create_topic(broker.bootstrap, topic, 2)
@@ -92,6 +94,8 @@ def test_commit_and_abort_across_partitions_and_topics(broker, mode: str) -> Non
         else:
             # An async abort drops what is still queued (as Kafka's does): the aborted rounds may be partly unsent.
             assert set(values) <= set(uncommitted) <= set(everything[(topic, partition)])
+    # What an abort drops is expected: no error line for it.
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("pipeline.client") and r.levelno >= logging.ERROR] == []
     # The plain Consumer, read_committed, sees the same.
     with Consumer({"metadata.broker.list": broker.bootstrap, "isolation.level": "read_committed",
                    "consumer.timeout.ms": 1500}, partitions={(t, p): 0 for t, p in committed}) as consumer:
