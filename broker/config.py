@@ -247,6 +247,11 @@ PROPERTIES: tuple[Property, ...] = (
     Property("offsets.commit.timeout.ms", int, 5000,
              "How long an offset commit waits for its store (ZooKeeper or the log dir) before failing.",
              at_least=1, at_most=INT32_MAX),
+    Property("offsets.topic.num.partitions", int, 50,
+             "Partitions of __consumer_offsets, which the brokers do not keep but place transactions' offset "
+             "commits in (Kafka's partitionFor: a group's offsets partition names its transaction marker); "
+             "the same on every broker, and never changed once transactions have run.",
+             at_least=1, at_most=INT32_MAX),
     Property("authorizer.class.name", lambda text: _authorizer_class(text), "",
              "The authorizer checking every request against the ACLs (kafka.security.authorizer.AclAuthorizer, "
              "kafka.security.auth.SimpleAclAuthorizer or broker.security.authorizer.AclAuthorizer: all the same "

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 __all__ = ["AuthenticationError", "DeliveryTimeoutError", "KafkaClientError", "KafkaConnectionError", "KafkaProtocolError", "NoBrokersAvailable",
-           "OffsetOutOfRange", "UnknownPartitionError", "UnknownTopicError", "UnsupportedVersionError", "ErrorCode"]
+           "OffsetOutOfRange", "ProducerFencedError", "TransactionAbortableError", "TransactionFatalError",
+           "TransactionStateError", "UnknownPartitionError", "UnknownTopicError", "UnsupportedVersionError",
+           "ErrorCode"]
 
 
 class KafkaClientError(Exception):
@@ -79,3 +81,33 @@ class OffsetOutOfRange(KafkaProtocolError):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.high_watermark = high_watermark
+
+
+class TransactionFatalError(KafkaClientError):
+    """A transactional producer met an error it cannot recover from (Kafka's fatal errors: the transactional id
+    is not authorized, the coordinator answered something no retry mends): close the producer. ``cause`` is the
+    error met, if any."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class ProducerFencedError(TransactionFatalError):
+    """A newer producer with the same transactional id took over (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH): this
+    one is a zombie and must close; nothing it sends or commits will be accepted (Kafka's ProducerFencedException)."""
+
+
+class TransactionAbortableError(KafkaClientError):
+    """The current transaction cannot commit (a send in it failed, the group refused its offsets): call
+    abort_transaction(), then begin again. ``cause`` is the error that made it abortable."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class TransactionStateError(KafkaClientError):
+    """A transactional call out of order (Kafka's IllegalStateException): send() outside a transaction,
+    begin_transaction() twice, commit before init_transactions(), or any transactional call on a producer without
+    transactional.id."""

@@ -34,6 +34,9 @@ _TRANSACTION_TIMEOUT_MS = 60000
 class IdempotenceState:
     """Producer id, epoch and per-partition sequence numbers of one idempotent producer (one thread at a time)."""
 
+    #: A TransactionManager (its subclass) says True: its batches carry the transactional bit.
+    transactional = False
+
     def __init__(self, cluster: Cluster, *, retries: int, retry_backoff_s: float,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
@@ -85,6 +88,12 @@ class IdempotenceState:
         numbers after it move down by ``count``."""
         key = (topic, partition)
         self._sequences[key] = (self._sequences.get(key, 0) - count) & _SEQUENCE_MASK
+
+    def on_send_failures(self, failures: list, unknown_outcome: bool) -> None:
+        """Batches failed for good; when the broker may have stored one of them (``unknown_outcome``), number
+        anew under a new producer id."""
+        if unknown_outcome:
+            self.reset()
 
     def reset(self) -> None:
         """Forget the producer id and every sequence number; the next batch gets a new id first."""

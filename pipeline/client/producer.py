@@ -29,6 +29,13 @@ partition's batches keep their order, retries included. OUT_OF_ORDER_SEQUENCE_NU
 retried is retried with it; on its own, like UNKNOWN_PRODUCER_ID or any batch that failed for good, it fails
 that batch (ProduceError, or the callback), and the producer then takes a new producer id so that what follows
 is numbered from 0 and accepted -- the batch that failed may or may not be stored, as Kafka's producer says too.
+
+With ``transactional.id`` (KIP-98; implies idempotence) the producer writes in transactions:
+``init_transactions()`` once, then ``begin_transaction()``, sends, optionally ``send_offsets_to_transaction()``,
+and ``commit_transaction()`` or ``abort_transaction()``; send() outside a transaction is refused. The
+:class:`~pipeline.client.transaction_manager.TransactionManager` keeps the state and talks to the coordinator;
+errors are Kafka's classes: ProducerFencedError / TransactionFatalError (close the producer),
+TransactionAbortableError (abort, then begin again).
 """
 
 from __future__ import annotations
@@ -42,11 +49,18 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from pipeline.client.accumulator import PendingBatch, QueueFullError, RecordAccumulator
 from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.encoder import Encoder, load_instance
-from pipeline.client.errors import DeliveryTimeoutError, KafkaClientError, KafkaConnectionError, UnknownPartitionError
+from pipeline.client.errors import (
+    DeliveryTimeoutError,
+    KafkaClientError,
+    KafkaConnectionError,
+    TransactionStateError,
+    UnknownPartitionError,
+)
 from pipeline.client.idempotence import IdempotenceState
 from pipeline.client.partitioner import Partitioner
 from pipeline.client.producer_config import ProducerConfig
 from pipeline.client.sender import ProduceResult, ProducerBatch, Sender
+from pipeline.client.transaction_manager import TransactionManager
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.records import Header, encode_batch, record_size
 
@@ -222,8 +236,14 @@ class Producer:
         self.cluster = Cluster(discovery, client_id=cfg.client_id,
                                timeout_s=max(cfg.connect_timeout_s, cfg.request_timeout_ms / 1000.0 + 1.0),
                                metadata_max_age_s=cfg.metadata_max_age_s, security=cfg.security)
-        self._idempotence = IdempotenceState(self.cluster, retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s) \
-            if cfg.idempotent else None
+        self._transactions: TransactionManager | None = None
+        if cfg.transactional_id is not None:
+            self._transactions = TransactionManager(
+                self.cluster, cfg.transactional_id, transaction_timeout_ms=cfg.transaction_timeout_ms,
+                retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s,
+                request_timeout_s=max(cfg.connect_timeout_s, cfg.request_timeout_ms / 1000.0 + 1.0))
+        self._idempotence = self._transactions if self._transactions is not None else IdempotenceState(
+            self.cluster, retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s) if cfg.idempotent else None
         self._sender = Sender(self.cluster, client_id=cfg.client_id, acks=cfg.acks, timeout_ms=cfg.request_timeout_ms,
                               retries=cfg.retries, retry_backoff_s=cfg.retry_backoff_s,
                               delivery_timeout_s=cfg.delivery_timeout_s, max_in_flight=cfg.max_in_flight,
@@ -254,6 +274,8 @@ class Producer:
         """Send one ProducerData or a list of them (sync: stored or raised; async: queued)."""
         if self.closed:
             raise KafkaClientError("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
         if self._accumulator is not None:
             if type(data) is ProducerData:
                 self._enqueue(data)
@@ -283,6 +305,61 @@ class Producer:
         self.sent_messages += sum(b.count for b in batches) - failed
         if failures:
             raise ProduceError(failures)
+
+    # -- transactions (Kafka's KIP-98 producer API) -----------------------------------------------------
+
+    def _manager(self) -> TransactionManager:
+        if self._transactions is None:
+            raise TransactionStateError("transactional calls need the producer property transactional.id")
+        if self.closed:
+            raise KafkaClientError("the producer is closed")
+        return self._transactions
+
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self.config.max_block_s if timeout is None else timeout)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register transactional.id with its coordinator: get the producer id and a new epoch, which fences
+        any older producer with the same id and completes its open transaction. Call once, before the first
+        begin_transaction(). ``timeout`` (s; default max.block.ms) bounds the wait: TimeoutError, and calling
+        it again resumes. ProducerFencedError / TransactionFatalError: close the producer."""
+        self._manager().init_transactions(self._deadline(timeout))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what send() takes until commit or abort belongs to it."""
+        self._manager().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int], group_id: str,
+                                    metadata: Mapping[tuple[str, int], str] | None = None,
+                                    timeout: float | None = None) -> None:
+        """Commit consumer offsets of ``group_id`` ({(topic, partition): next offset to read}) as part of the
+        transaction: the group sees them when it commits, never if it aborts."""
+        self._manager().send_offsets(offsets, group_id, metadata, self._deadline(timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is queued, then commit. TransactionAbortableError if a send of the transaction failed
+        (call abort_transaction()); TimeoutError leaves the commit to be called again."""
+        manager = self._manager()
+        deadline = self._deadline(timeout)
+        manager.begin_commit()
+        if not self.flush(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError(f"commit_transaction: queued messages were not sent within {timeout}s")
+        manager.commit(deadline)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: queued messages are not sent (each is reported failed), and what was sent is
+        never seen by read_committed consumers, nor the offsets sent with it by the group."""
+        manager = self._manager()
+        deadline = self._deadline(timeout)
+        manager.begin_abort()
+        if not self.flush(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError(f"abort_transaction: the sender did not finish within {timeout}s")
+        manager.abort(deadline)
+
+    @property
+    def transaction_state(self) -> str | None:
+        """The transactional producer's state (Kafka's client states: READY, IN_TRANSACTION, ...), or None."""
+        return None if self._transactions is None else self._transactions.state.name
 
     def flush(self, timeout: float | None = None) -> bool:
         """Async: send everything queued now and wait for it; False if ``timeout`` (s) passed first."""
@@ -325,6 +402,8 @@ class Producer:
             if self._released:
                 return
             self._released = True
+        if self._transactions is not None:
+            self._transactions.close()
         self.cluster.close()
         close_discovery = getattr(self._discovery, "close", None)
         if close_discovery is not None:

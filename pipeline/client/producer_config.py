@@ -92,6 +92,16 @@ PRODUCER_PROPERTIES = (
     Property("max.in.flight.requests.per.connection", _parse_int, None,
              "most Produce requests sent to one broker before waiting for an answer; unset: no limit, or 5 with "
              "enable.idempotence, which allows at most 5 (the batches a broker remembers per producer)"),
+    Property("transactional.id", parse_str, None,
+             "make the producer transactional (init_transactions, begin/commit/abort_transaction, "
+             "send_offsets_to_transaction) under this id, which a restarted instance reuses to fence the old one; "
+             "implies enable.idempotence and acks=all"),
+    Property("transaction.timeout.ms", _parse_int, 60000,
+             "longest time the transaction coordinator lets a transaction stay open before aborting it; at most "
+             "the brokers' transaction.max.timeout.ms"),
+    Property("max.block.ms", _parse_int, 60000,
+             "longest time init_transactions, send_offsets_to_transaction, commit_transaction and "
+             "abort_transaction block when given no timeout"),
     *SECURITY_PROPERTIES,
 )
 
@@ -131,7 +141,13 @@ class ProducerConfig(Config):
         if not 0 <= self.compression <= 4:
             raise ConfigError(f"{self.kind} compression.codec id must be 0-4, got {self.compression}")
         self.security = ClientSecurity.from_values(self.as_dict())
-        self.idempotent: bool = bool(self["enable.idempotence"])
+        self.transactional_id: str | None = self["transactional.id"] or None
+        if self.transactional_id is not None and "enable.idempotence" in self.given and not self["enable.idempotence"]:
+            raise ConfigError(f"{self.kind} transactional.id needs enable.idempotence=true (or unset)")
+        self.require_positive("transaction.timeout.ms", "max.block.ms")
+        self.transaction_timeout_ms: int = self["transaction.timeout.ms"]
+        self.max_block_s: float = self["max.block.ms"] / 1000.0
+        self.idempotent: bool = bool(self["enable.idempotence"]) or self.transactional_id is not None
         if self.idempotent:
             self._check_idempotence()
         self.acks: int = -1 if self.idempotent else self["request.required.acks"]
@@ -172,7 +188,7 @@ class ProducerConfig(Config):
     def _check_idempotence(self) -> None:
         """Kafka's rules for enable.idempotence=true: acks=all (set when not given), retries, a small window."""
         if "request.required.acks" in self.given and self["request.required.acks"] != -1:
-            raise ConfigError(f"{self.kind} enable.idempotence=true needs request.required.acks (acks) = all (-1), "
+            raise ConfigError(f"{self.kind} enable.idempotence=true (or a transactional.id) needs request.required.acks (acks) = all (-1), "
                               f"got {self['request.required.acks']}")
         if self["message.send.max.retries"] == 0:
             raise ConfigError(f"{self.kind} enable.idempotence=true needs message.send.max.retries (retries) > 0")

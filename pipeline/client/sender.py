@@ -109,11 +109,12 @@ def _string(text: str) -> bytes:
 
 
 def encode_produce_request(version: int, correlation_id: int, client_id: str | None, acks: int, timeout_ms: int,
-                           topics: dict[str, list[tuple[int, bytes]]]) -> bytes:
+                           topics: dict[str, list[tuple[int, bytes]]], transactional_id: str | None = None) -> bytes:
     """A whole Produce request frame (v3-8) for ``topics``: name -> [(partition, record batch bytes)]."""
     if is_flexible(_PRODUCE, version) or version < 3:
         raise ValueError(f"encode_produce_request writes Produce v3-8, not v{version}")
-    parts = [b"", b"\xff\xff" if client_id is None else _string(client_id), b"\xff\xff",
+    parts = [b"", b"\xff\xff" if client_id is None else _string(client_id),
+             b"\xff\xff" if transactional_id is None else _string(transactional_id),
              _ACKS_TIMEOUT.pack(acks, timeout_ms), _INT32.pack(len(topics))]
     for name, partitions in topics.items():
         parts.append(_string(name))
@@ -170,7 +171,10 @@ class Sender:
         self._sleep = sleep
         self._routes: dict[tuple[str, int], _Route] = {}
         self._client_id_bytes = _string(client_id)
-        self._acks_timeout = b"\xff\xff" + _ACKS_TIMEOUT.pack(acks, timeout_ms)
+        # Produce's TransactionalId: a transactional producer's batches name it, the others send null.
+        self.transactional_id: str | None = getattr(idempotence, "transactional_id", None)
+        self._acks_timeout = (b"\xff\xff" if self.transactional_id is None else _string(self.transactional_id)) \
+            + _ACKS_TIMEOUT.pack(acks, timeout_ms)
         self.requests_sent = 0
         self.retried_batches = 0
         self.retry_warnings = WarningLimiter(log, RETRY_WARNING_INTERVAL_S, clock)
@@ -264,10 +268,11 @@ class Sender:
             now = self._clock()
             return [(b, self._expired(b, exc, now) if is_retriable(exc) else exc) for b in batches], []
         failures, stored = self._send_with_retries(batches)
-        if any(not is_record_refusal(e) for _, e in failures):
-            # Whether the broker stored a batch that failed for good is unknown: number anew under a new id. (A
-            # batch it refused for its records was not stored, and the numbering was closed over it already.)
-            idempotence.reset()
+        if failures:
+            # Whether the broker stored a batch that failed for good is unknown: number anew (a new id, or a new
+            # epoch after the abort). A batch it refused for its records was not stored, and the numbering was
+            # closed over it already.
+            idempotence.on_send_failures(failures, any(not is_record_refusal(e) for _, e in failures))
         return failures, stored
 
     @staticmethod
@@ -277,11 +282,16 @@ class Sender:
         producer does when a batch first leaves the accumulator); a retried batch keeps its numbers. Getting an
         id is retried until ``deadline`` (monotonic), the delivery timeout of the oldest batch."""
         idempotence.ensure_producer_id(deadline)
+        transactional = idempotence.transactional
+        if transactional:
+            # A partition's first batch in a transaction waits for AddPartitionsToTxn (a failure fails the round).
+            idempotence.prepare_send({(b.topic, b.partition) for b in batches if b.base_sequence < 0},  # type: ignore
+                                     deadline)
         for batch in batches:
             if batch.base_sequence < 0 and batch.records is not None:
                 sequence = idempotence.sequence(batch.topic, batch.partition)
                 batch.records = with_producer_fields(batch.records, idempotence.producer_id, idempotence.epoch,
-                                                     sequence)
+                                                     sequence, transactional)
                 batch.base_sequence = sequence
                 idempotence.advance(batch.topic, batch.partition, batch.count)
 
@@ -342,7 +352,8 @@ class Sender:
                                    headers=[record.headers] if record.headers else None,
                                    compression=header.attributes & _COMPRESSION_MASK,
                                    producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                                   base_sequence=(batch.base_sequence + index) & _SEQUENCE_MASK if numbered else -1)
+                                   base_sequence=(batch.base_sequence + index) & _SEQUENCE_MASK if numbered else -1,
+                                   transactional=header.is_transactional)
             single = ProducerBatch(batch.topic, batch.partition, record.key, [message], encoded, 1, batch.created)
             single.base_sequence = (batch.base_sequence + index) & _SEQUENCE_MASK if numbered else -1
             single.attempts = batch.attempts
@@ -526,11 +537,12 @@ class Sender:
             topics: dict[str, list[tuple[int, bytes]]] = {}
             for batch in batches:
                 topics.setdefault(batch.topic, []).append((batch.partition, batch.records))
-            return encode_produce_request(version, correlation_id, self.client_id, self.acks, self.timeout_ms, topics)
+            return encode_produce_request(version, correlation_id, self.client_id, self.acks, self.timeout_ms, topics,
+                                          self.transactional_id)
         topic_data: dict[str, list[dict]] = {}
         for batch in batches:
             topic_data.setdefault(batch.topic, []).append({"index": batch.partition, "records": batch.records})
-        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,
+        body = {"transactional_id": self.transactional_id, "acks": self.acks, "timeout_ms": self.timeout_ms,
                 "topic_data": [{"name": name, "partition_data": parts} for name, parts in topic_data.items()]}
         return encode_request(_PRODUCE, version, correlation_id, self.client_id, body)
 

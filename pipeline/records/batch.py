@@ -197,11 +197,14 @@ def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> Non
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH, epoch)
 
 
-def with_producer_fields(batch: bytes | bytearray, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
-    """A copy of the one batch ``batch`` with its producerId, producerEpoch and baseSequence replaced and its
-    CRC recomputed (those fields are inside the CRC): an idempotent producer numbers a batch when it first
-    sends it."""
+def with_producer_fields(batch: bytes | bytearray, producer_id: int, producer_epoch: int, base_sequence: int,
+                         transactional: bool = False) -> bytes:
+    """A copy of the one batch ``batch`` with its producerId, producerEpoch and baseSequence replaced (and, with
+    ``transactional``, its transactional attribute bit set) and its CRC recomputed (those fields are inside the
+    CRC): an idempotent or transactional producer numbers a batch when it first sends it."""
     buf = bytearray(batch)
     _PRODUCER_FIELDS.pack_into(buf, PRODUCER_ID, producer_id, producer_epoch, base_sequence)
+    if transactional:
+        buf[ATTRIBUTES + 1] |= TRANSACTIONAL_FLAG
     _UINT32.pack_into(buf, CRC, compute_crc(buf, 0, len(buf)))
     return bytes(buf)

@@ -22,7 +22,7 @@ from pipeline.protocol.errors import ErrorCode
 from pipeline.records import decode_batch, encode_batch
 from pipeline.zk import layout
 from tests.integration.broker.test_metrics import scrape, value
-from tests.support.cluster import BrokerCluster
+from tests.support.cluster import BrokerCluster, metadata
 from tests.support.codec_client import Client, fetch_body
 from tests.support.polling import WaitTimeout, wait_until
 
@@ -70,17 +70,34 @@ def state(cluster: BrokerCluster, topic: str = TOPIC) -> dict:
     return cluster.partition_state(topic, 0)
 
 
+def serves(cluster: BrokerCluster, leader: int, topic: str = TOPIC) -> bool:
+    """Whether ``leader`` leads the partition already: each broker acts on the state in ZooKeeper when its own
+    watch fires, so the leader ZooKeeper names answers NOT_LEADER_OR_FOLLOWER until its view names it (a broker
+    leads the partition before its Metadata says so)."""
+    broker = cluster.brokers[leader]
+    if not broker.is_running:
+        return False
+    try:
+        partitions = metadata(broker, [topic])["topics"].get(topic, {}).get("partitions", {})
+    except OSError:
+        return False
+    return partitions.get(0, {}).get("leader") == leader
+
+
 def wait_isr(cluster: BrokerCluster, isr: set[int], timeout: float = 30) -> dict:
+    """The partition's state once ZooKeeper holds ``isr`` and the leader it names serves."""
     def reached() -> dict | None:
         current = state(cluster)
-        return current if set(current["isr"]) == isr and current["leader"] in isr else None
+        in_sync = set(current["isr"]) == isr and current["leader"] in isr
+        return current if in_sync and serves(cluster, current["leader"]) else None
     return wait_until(reached, timeout, interval=0.1, message=lambda: f"ISR {sorted(isr)} (state {state(cluster)})")
 
 
 def wait_leader(cluster: BrokerCluster, not_in: set[int] = frozenset(), timeout: float = 30) -> int:
+    """The leader ZooKeeper names, outside ``not_in``, once it serves."""
     def elected() -> int | None:
         leader = state(cluster)["leader"]
-        return leader if leader not in (-1, *not_in) else None
+        return leader if leader not in (-1, *not_in) and serves(cluster, leader) else None
     return wait_until(elected, timeout, interval=0.1, message=lambda: f"a leader outside {sorted(not_in)} "
                                                                       f"({state(cluster)})")
 
