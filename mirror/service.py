@@ -66,6 +66,7 @@ from mirror.metrics import MirrorMetrics
 from mirror.quarantine import MirrorQuarantine, read_quarantine
 from mirror.topics import BrokerSourceTopics, MirrorTopicError, SourceTopics, TopicSync, ZooKeeperSourceTopics
 from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
+from mirror.transactions import COMMIT_ERRORS, FENCED_ERRORS, SourceTransactions
 
 __all__ = ["LostOffsetsError", "MirrorError", "MirrorService"]
 
@@ -121,7 +122,7 @@ class _Pending:
 
 
 class _PendingValues(Encoder):
-    """The producer's serializer: a _Pending's value, already bytes."""
+    """The producer's serializer: a _Pending's value, already bytes (or an encoded AuditCount's, exactly.once)."""
 
     def encode(self, message: _Pending) -> bytes | None:
         return message.value
@@ -303,8 +304,6 @@ class MirrorService(CallbackHandler):
             for source in self._sources:
                 source.producer = self._producer
             return
-        from mirror.transactions import SourceTransactions
-
         self._quarantined = self._load_quarantined()
         admin = AdminClient(self._target_cluster)
         for source in self._sources:
@@ -609,8 +608,6 @@ class MirrorService(CallbackHandler):
         the offsets committed to the source's ZooKeeper (or file), where only a switch back to at-least-once
         reads them. A commit that fails aborts the transaction and stops the mirror (its restart reads on from the
         target's offsets)."""
-        from mirror.transactions import commit_errors, fenced_errors
-
         txn = source.txn
         with txn.lock:
             if self._failure is not None:
@@ -628,11 +625,11 @@ class MirrorService(CallbackHandler):
             gone = [(w.topic, w.partition) for w in released] if released is not None else []
             try:
                 written = txn.commit(offsets, audit, self.config["audit.topic"], gone)
-            except fenced_errors() as exc:
+            except FENCED_ERRORS as exc:
                 self.fail(MirrorError(f"source {source.name}: transactional id {txn.transactional_id} was fenced "
                                       f"by a newer mirror process: {exc}"))
                 return
-            except commit_errors() as exc:
+            except COMMIT_ERRORS as exc:
                 txn.abort()
                 self.fail(MirrorError(f"source {source.name}: transaction aborted ({exc}); the mirror restarts from "
                                       f"the offsets committed in the target"))

@@ -27,12 +27,14 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from pipeline.client.admin import AdminClient
-from pipeline.client.errors import KafkaClientError
+from pipeline.client.errors import (KafkaClientError, ProducerFencedError, TransactionAbortableError,
+                                    TransactionFatalError)
 from pipeline.client.producer import CallbackHandler, Producer, ProducerData
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from mirror.config import MirrorConfig
 
-__all__ = ["RELEASED", "AuditValue", "SourceTransactions", "offset_metadata", "writer_of"]
+__all__ = ["COMMIT_ERRORS", "FENCED_ERRORS", "RELEASED", "AuditValue", "SourceTransactions", "offset_metadata",
+           "writer_of"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,11 @@ TopicPartition = tuple[str, int]
 
 #: Prefix of the offset metadata of a partition's last commit by a process that let it go.
 RELEASED = "released:"
+
+#: What a commit raises when a newer producer with this transactional id fenced this one.
+FENCED_ERRORS = (ProducerFencedError,)
+#: What else a commit may raise: the transaction is aborted and the mirror restarts.
+COMMIT_ERRORS = (TransactionAbortableError, TransactionFatalError, KafkaClientError, KafkaProtocolError, TimeoutError)
 
 # Longest wait for the target's committed offsets to be stable (a transaction of another process completing).
 _STABLE_TIMEOUT_S = 60.0
@@ -195,16 +202,3 @@ class SourceTransactions:
     def close(self, timeout_s: float) -> None:
         self.producer.close(timeout_s)
 
-
-def fenced_errors() -> tuple[type[BaseException], ...]:
-    """What a commit raises when a newer producer with this transactional id fenced this one."""
-    from pipeline.client.errors import ProducerFencedError
-
-    return (ProducerFencedError,)
-
-
-def commit_errors() -> tuple[type[BaseException], ...]:
-    """What else a commit may raise: the transaction is aborted and the mirror restarts."""
-    from pipeline.client.errors import TransactionAbortableError, TransactionFatalError
-
-    return (TransactionAbortableError, TransactionFatalError, KafkaClientError, KafkaProtocolError, TimeoutError)
