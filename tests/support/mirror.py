@@ -9,6 +9,7 @@ cores; the mirror's logic does not depend on the number of brokers). ``MirrorPro
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -18,6 +19,9 @@ from pipeline.client.producer import Producer, ProducerData
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.zk import layout
 from pipeline.lineage import LINEAGE_HEADERS, Lineage, lineage_of
+from schemas.events import AUDIT_TOPIC
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroDecoder
 from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
 from tests.support.process import ChildProcess, python_env, python_module
@@ -198,3 +202,18 @@ def wait_for_count(target: BrokerCluster, topic: str, partitions: int, at_least:
     return wait_until(enough, timeout, interval=0.2,
                       message=lambda: f"{at_least} records in the target (have "
                                       f"{target_count(target, topic, partitions)})")
+
+
+def audit_tier_counts(records: Iterable[ConsumerRecord], registry_url: str, tier: str) -> Counter:
+    """(datacenter, topic, window start ms) -> count over the AuditCount ``records`` of ``tier``."""
+    client = SchemaRegistryClient(registry_url)
+    try:
+        decoder = AvroDecoder(client)
+        counts = [decoder.decode(r.value, AUDIT_TOPIC) for r in records]
+    finally:
+        client.close()
+    found: Counter = Counter()
+    for c in counts:
+        if c["tier"] == tier and c["count"]:
+            found[(c["datacenter"], c["topic"], int(c["windowStart"].timestamp() * 1000))] += c["count"]
+    return found
