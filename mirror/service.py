@@ -1,4 +1,5 @@
-"""The mirror service: every whitelisted topic of the source clusters copied into the target, at least once.
+"""The mirror service: every whitelisted topic of the source clusters copied into the target, at least once or
+(exactly.once) exactly once.
 
 Per source cluster one :class:`~pipeline.client.ConsumerConnector` joins the mirror group in that source's
 ZooKeeper (so several mirror processes share the partitions by the paper's Algorithm 1, and the survivors
@@ -27,6 +28,14 @@ unless skip.lost.offsets is set (then each gap is counted and reported).
 Before a rebalance releases a partition the mirror waits until every stream thread of that source has
 finished handing the record it took (no record of a released partition is tracked after it), waits for
 the producer to flush, and commits what was acknowledged.
+
+Exactly once (exactly.once=true, :mod:`mirror.transactions`): each source has its own transactional producer
+instead, and each commit -- at the same moments -- commits that source's transaction: the records acknowledged,
+their tier-mirror audit counts and the source offsets after them, kept in the target (group GROUP.SOURCE). The
+transaction's lock stands in for the barrier: a stream thread holds it while it hands one record over, a commit
+holds it throughout. A claimed partition starts at its offset in the target. A failed commit aborts and stops the
+mirror, whose restart reads on from the target's offsets; a record the target refuses for good is quarantined and
+its transaction aborted the same way, the record skipped unsent after the restart.
 """
 
 from __future__ import annotations
@@ -180,10 +189,14 @@ class _Source(ConsumerRebalanceListener):
         else:
             self.topics = BrokerSourceTopics(self.admin)
 
-    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> dict[TopicPartition, int | None]:
+    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]
+                                 ) -> dict[TopicPartition, int | None] | None:
+        """Track the claimed partitions from their committed offsets: in the source (at least once) or, exactly
+        once, in the target (returned: where the connector starts them)."""
+        starts = None
         if self.txn is not None:
             try:
-                partitions = self.txn.start_offsets(partitions)
+                partitions = starts = self.txn.start_offsets(partitions)
             except Exception as exc:
                 # Never read a partition from anywhere but its offset in the target.
                 self.service.fail(MirrorError(f"source {self.name}: cannot read the offsets committed in the target "
@@ -191,7 +204,7 @@ class _Source(ConsumerRebalanceListener):
                 raise
         for (topic, partition), committed in partitions.items():
             self.service.tracker.start(SourcePartition(self.name, topic, partition), committed)
-        return partitions
+        return starts
 
     def before_releasing_partitions(self, partitions: list[TopicPartition]) -> None:
         self.service.release(self, [SourcePartition(self.name, t, p) for t, p in partitions])
