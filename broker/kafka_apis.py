@@ -17,6 +17,7 @@ from time import perf_counter
 from typing import Any, Awaitable, Callable, Iterable
 
 from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
+from broker.coordinator.coordinator_placement import GROUP_METADATA_TOPIC
 from broker.coordinator.group_apis import GroupApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 ISOLATION_READ_COMMITTED = 1
+# How long WriteTxnMarkers waits for the ISR to hold a marker (Kafka: the broker's request.timeout.ms).
+TXN_MARKER_TIMEOUT_S = 30.0
 # The hot paths count their responses' error codes where they set them (see ApiStats).
 _COUNT_OWN_ERRORS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 # APIs whose awaitable answers only wait (Kafka's purgatory): cancelled when their client goes away. The others
@@ -85,6 +88,7 @@ class KafkaApis:
         self.authorizer: AclAuthorizer | None = None
         self._api_key = -1  # the API being dispatched, for the denial counts (set only with an authorizer)
         groups.request_check = self.request_check
+        groups.partition_count = self._partition_count
         # The SCRAM credentials (the broker sets them: its log dir's file, or ZooKeeper's).
         self.credentials = CredentialStore()
         self._handlers: dict[int, Callable[[RequestHeader, dict], Any]] = {
@@ -108,6 +112,7 @@ class KafkaApis:
             ApiKey.SASL_AUTHENTICATE: self.handle_sasl_authenticate,
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.handle_describe_user_scram_credentials,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.handle_alter_user_scram_credentials,
+            ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             **groups.handlers(),
         }
         self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
@@ -190,6 +195,10 @@ class KafkaApis:
         if count:
             self._denied(self.session, self._api_key, operation, resource_type, name)
         return False
+
+    def _partition_count(self, topic: str) -> int | None:
+        partitions = self.metadata.describe_topic(topic)
+        return None if partitions is None else len(partitions)
 
     def request_check(self) -> Callable[..., bool]:
         """``authorize`` bound to the request being dispatched, for checks made after the handler awaited."""
@@ -298,10 +307,11 @@ class KafkaApis:
     def handle_produce(self, header: RequestHeader, request: dict) -> dict | None:
         acks = request["acks"]
         topic_data = request["topic_data"]
-        if request.get("transactional_id") is not None or _has_transactional_batch(topic_data):
+        if _has_transactional_batch(topic_data) and (error := self._transactional_produce_refusal(
+                request.get("transactional_id"))):
             # Kafka refuses the whole request when a transactional batch comes without a transactional
-            # id it authorizes; this broker runs no transaction coordinator, so it authorizes none.
-            error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported yet"
+            # id it authorizes.
+            message = "a transactional batch needs a transactional id the principal may write"
         elif acks not in (0, 1, -1):
             error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"
         else:
@@ -355,6 +365,14 @@ class KafkaApis:
         if syncs or replicated:
             return self._respond_when_done(syncs or [], replicated, request["timeout_ms"], body)
         return body
+
+    def _transactional_produce_refusal(self, transactional_id: str | None) -> int | None:
+        """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional batches without a transactional id, or
+        whose id the principal may not WRITE (with an authorizer); None when they may be appended."""
+        if transactional_id is None or (self.authorizer is not None and not self.authorize(
+                AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
 
     async def _respond_when_done(self, syncs: list[PendingSync], replicated: dict[tuple[str, int], int],
                                  timeout_ms: int, body: dict) -> dict:
@@ -414,6 +432,7 @@ class KafkaApis:
         read = self.replica_manager.read
         replica_id = request.get("replica_id", -1)
         denied = request.get("denied")
+        read_committed = replica_id < 0 and request.get("isolation_level") == ISOLATION_READ_COMMITTED
         results = []
         for topic in request["topics"]:
             name = topic["topic"]
@@ -426,15 +445,18 @@ class KafkaApis:
                 if remaining > 0:
                     limit = min(part["partition_max_bytes"], remaining)
                     result = read(name, part["partition"], part["fetch_offset"], limit,
-                                  (remaining == request.get("max_bytes", 0x7FFFFFFF)), replica_id, epoch)
+                                  (remaining == request.get("max_bytes", 0x7FFFFFFF)), replica_id, epoch,
+                                  read_committed)
                     remaining -= result.size
                 else:
-                    result = read(name, part["partition"], part["fetch_offset"], 0, False, replica_id, epoch)
+                    result = read(name, part["partition"], part["fetch_offset"], 0, False, replica_id, epoch,
+                                  read_committed)
                     result.release()
                 results.append((name, part["partition"], result))
         return results
 
     def _fetch_response(self, request: dict, results: list[tuple[str, int, FetchResult]]) -> dict:
+        read_committed = request.get("isolation_level") == ISOLATION_READ_COMMITTED
         responses: list[dict] = []
         by_topic: dict[str, list] = {}
         for name, index, result in results:
@@ -447,13 +469,18 @@ class KafkaApis:
                     result.stats.bytes_out += result.size
             elif result.error_code:
                 self._fetch_stats.count_error(result.error_code)
+            aborted = result.aborted
+            if aborted is None:
+                aborted_transactions = None if not read_committed else []
+            else:
+                aborted_transactions = [{"producer_id": pid, "first_offset": first} for pid, first in aborted]
             partitions.append({
                 "partition_index": index,
                 "error_code": result.error_code,
                 "high_watermark": result.high_watermark,
-                "last_stable_offset": result.high_watermark,
+                "last_stable_offset": result.last_stable_offset,
                 "log_start_offset": result.log_start_offset,
-                "aborted_transactions": None if request.get("isolation_level") != ISOLATION_READ_COMMITTED else [],
+                "aborted_transactions": aborted_transactions,
                 "preferred_read_replica": -1,
                 "records": result.records,
             })
@@ -462,6 +489,7 @@ class KafkaApis:
     # -- ListOffsets ----------------------------------------------------------------------------
 
     def handle_list_offsets(self, header: RequestHeader, request: dict) -> dict:
+        read_committed = request.get("isolation_level") == ISOLATION_READ_COMMITTED
         topics = []
         allowed = (None if self.authorizer is None
                    else self._authorized_topics(AclOperation.DESCRIBE, (t["name"] for t in request["topics"])))
@@ -478,7 +506,7 @@ class KafkaApis:
                                                  part["max_num_offsets"])
                 else:
                     entry = self._list_offset(name, part["partition_index"], part["timestamp"],
-                                              part.get("current_leader_epoch", -1))
+                                              part.get("current_leader_epoch", -1), read_committed)
                 partitions.append(entry)
             topics.append({"name": name, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -501,8 +529,10 @@ class KafkaApis:
             entry["old_style_offsets"] = offsets
         return entry
 
-    def _list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int) -> dict:
-        """One partition's offset by timestamp; latest is the high watermark (what consumers may read)."""
+    def _list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int,
+                     read_committed: bool = False) -> dict:
+        """One partition's offset by timestamp; latest is the high watermark (what consumers may read), the
+        last stable offset for read_committed, which also bounds the timestamp lookup."""
         entry = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
                  "leader_epoch": -1}
         partition, code = self.replica_manager.leader_partition(topic, index, current_leader_epoch)
@@ -511,8 +541,9 @@ class KafkaApis:
             return entry
         log_ = partition.log
         entry["leader_epoch"] = partition.leader_epoch
+        visible_end = log_.last_stable_offset if read_committed else partition.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            entry["offset"] = partition.high_watermark
+            entry["offset"] = visible_end
         elif timestamp == EARLIEST_TIMESTAMP:
             entry["offset"] = log_.log_start_offset
         elif timestamp < 0:
@@ -524,7 +555,7 @@ class KafkaApis:
                 log.error("timestamp lookup in %s-%d failed: %s", topic, index, exc)
                 entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 return entry
-            if found is not None and found[0] < partition.high_watermark:
+            if found is not None and found[0] < visible_end:
                 entry["offset"], entry["timestamp"] = found
         return entry
 
@@ -794,6 +825,59 @@ class KafkaApis:
     @staticmethod
     def _producer_id_response(producer_id: int) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
+
+    # -- WriteTxnMarkers -------------------------------------------------------------------------
+
+    def handle_write_txn_markers(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        """A transaction coordinator's markers (CLUSTER_ACTION on the cluster): see write_txn_markers."""
+        markers = request["markers"]
+        if not self.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            return {"markers": [{"producer_id": m["producer_id"], "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": i, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                    for i in t["partition_indexes"]]} for t in m["topics"]]} for m in markers]}
+        return self._write_txn_markers_response(markers)
+
+    async def _write_txn_markers_response(self, markers: list[dict]) -> dict:
+        return {"markers": await self.write_txn_markers(markers)}
+
+    async def write_txn_markers(self, markers: list[dict], timeout_s: float = TXN_MARKER_TIMEOUT_S) -> list[dict]:
+        """Write transaction markers as WriteTxnMarkers does; the coordinator calls this in process for the
+        partitions this broker leads. ``markers`` are the request's entries ({producer_id, producer_epoch,
+        transaction_result, coordinator_epoch, topics: [{name, partition_indexes}]}); the result is the
+        response's (per marker {producer_id, topics: [{name, partitions: [{partition_index, error_code}]}]}).
+
+        Each data partition gets its control batch on the leader, answered once the ISR has it; entries of
+        ``__consumer_offsets`` make or drop the producer's pending transactional offset commits of that
+        offsets partition (GroupApis.complete_txn_offsets)."""
+        data: list[tuple[str, int, int, int, bool, int]] = []
+        offsets: list[Awaitable[int]] = []
+        complete_txn_offsets = getattr(self.groups, "complete_txn_offsets", None)
+        for marker in markers:
+            pid, epoch, committed = marker["producer_id"], marker["producer_epoch"], marker["transaction_result"]
+            for topic in marker["topics"]:
+                for index in topic["partition_indexes"]:
+                    if topic["name"] != GROUP_METADATA_TOPIC:
+                        data.append((topic["name"], index, pid, epoch, committed, marker["coordinator_epoch"]))
+                    elif complete_txn_offsets is not None:
+                        offsets.append(complete_txn_offsets(pid, epoch, committed, index))
+        data_codes, offset_codes = await asyncio.gather(
+            self.replica_manager.write_txn_markers(data, timeout_s), asyncio.gather(*offsets))
+        data_codes, offset_codes = iter(data_codes), iter(offset_codes)
+        results = []
+        for marker in markers:
+            topics = []
+            for topic in marker["topics"]:
+                if topic["name"] != GROUP_METADATA_TOPIC:
+                    codes = data_codes
+                elif complete_txn_offsets is not None:
+                    codes = offset_codes
+                else:
+                    codes = iter(lambda: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                topics.append({"name": topic["name"], "partitions": [
+                    {"partition_index": index, "error_code": next(codes)} for index in topic["partition_indexes"]]})
+            results.append({"producer_id": marker["producer_id"], "topics": topics})
+        return results
 
     # -- DescribeAcls, CreateAcls, DeleteAcls ----------------------------------------------------
 

@@ -57,7 +57,9 @@ class AppendResult(NamedTuple):
 @dataclass
 class FetchResult:
     """The outcome of reading one partition, as Fetch reports it; ``records`` may be a file region.
-    ``stats`` are the counters of the partition's topic when this broker leads it."""
+    ``stats`` are the counters of the partition's topic when this broker leads it; ``aborted`` the
+    (producer id, first offset) of the aborted transactions a read_committed read overlaps (None for
+    read_uncommitted)."""
 
     error_code: int
     high_watermark: int = -1
@@ -65,6 +67,8 @@ class FetchResult:
     records: object = b""
     size: int = 0
     stats: TopicStats | None = None
+    last_stable_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None
 
     def release(self) -> None:
         close = getattr(self.records, "close", None)
@@ -278,23 +282,25 @@ class ReplicaManager:
         return partition, ErrorCode.NONE
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool,
-             replica_id: int = -1, current_leader_epoch: int = -1) -> FetchResult:
+             replica_id: int = -1, current_leader_epoch: int = -1, read_committed: bool = False) -> FetchResult:
         """Read one partition from ``offset``; the result holds a file region to send, or an error.
 
-        A consumer (``replica_id`` -1) reads below the high watermark only; a follower reads up to the log
-        end and its fetch offset is recorded as its log end offset (which may move the ISR and the high
-        watermark)."""
+        A consumer (``replica_id`` -1) reads below the high watermark only, below the last stable
+        offset with ``read_committed`` (and then learns the aborted transactions the data overlaps);
+        a follower reads up to the log end and its fetch offset is recorded as its log end offset
+        (which may move the ISR and the high watermark)."""
         partition, code = self.leader_partition(topic, index, current_leader_epoch)
         if partition is None:
             return FetchResult(code)
         log_ = partition.log
+        last_stable = log_.last_stable_offset
         if replica_id >= 0:
             joining = partition.update_follower(replica_id, offset, monotonic_ms())
             if joining is not None and not self._is_shutting_down(joining):
                 self._propose_isr(partition, partition.isr | {joining})
             max_offset = None
         else:
-            max_offset = partition.high_watermark
+            max_offset = last_stable if read_committed else partition.high_watermark
             if max_offset >= log_.log_end_offset:
                 max_offset = None
         try:
@@ -306,11 +312,62 @@ class ReplicaManager:
             partition.stats.failed_fetch += 1
             log.error("reading %s-%d at offset %d failed: %s", topic, index, offset, exc)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        aborted = [] if read_committed else None
         if region.size == 0:
             region.close()
-            return FetchResult(ErrorCode.NONE, partition.high_watermark, log_.log_start_offset)
+            return FetchResult(ErrorCode.NONE, partition.high_watermark, log_.log_start_offset,
+                               last_stable_offset=last_stable, aborted=aborted)
+        if read_committed:
+            aborted = log_.collect_aborted_transactions(offset, last_stable)
         return FetchResult(ErrorCode.NONE, partition.high_watermark, log_.log_start_offset, region, region.size,
-                           partition.stats if replica_id < 0 else None)
+                           partition.stats if replica_id < 0 else None, last_stable, aborted)
+
+    # -- transaction markers ---------------------------------------------------------------------
+
+    def append_txn_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, committed: bool,
+                          coordinator_epoch: int) -> tuple[int, int]:
+        """Append a commit or abort marker to a partition this broker leads, as WriteTxnMarkers does:
+        (error code, the marker's offset). The ISR must hold min.insync.replicas (NOT_ENOUGH_REPLICAS);
+        a stale producer epoch is INVALID_PRODUCER_EPOCH, a stale coordinator TRANSACTION_COORDINATOR_FENCED."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return self.missing_partition_error(topic, index), -1
+        if code := partition.acks_error():
+            return code, -1
+        try:
+            info = partition.log.append_control_marker(producer_id, producer_epoch, committed, coordinator_epoch,
+                                                       partition.leader_epoch)
+        except OSError as exc:
+            log.error("writing a transaction marker to %s-%d failed: %s", topic, index, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+        except Exception as exc:
+            code = getattr(exc, "error_code", None)
+            if code is None:
+                log.exception("writing a transaction marker to %s-%d failed", topic, index)
+                return ErrorCode.UNKNOWN_SERVER_ERROR, -1
+            log.info("transaction marker for producer %d refused by %s-%d: %s", producer_id, topic, index, exc)
+            return code, -1
+        if not partition.maybe_increment_high_watermark():
+            partition.wake_waiters()
+        return ErrorCode.NONE, info.first_offset
+
+    async def write_txn_markers(self, markers: list[tuple[str, int, int, int, bool, int]],
+                                timeout_s: float = 30.0) -> list[int]:
+        """Append each marker (topic, index, producer id, producer epoch, committed, coordinator epoch) to
+        its partition and wait until the ISR has it (acks=all); the error code of each, in order."""
+        codes: list[int] = []
+        required: dict[TopicPartition, int] = {}
+        for topic, index, producer_id, producer_epoch, committed, coordinator_epoch in markers:
+            code, offset = self.append_txn_marker(topic, index, producer_id, producer_epoch, committed,
+                                                  coordinator_epoch)
+            codes.append(code)
+            if not code and not self.is_replicated(topic, index, offset):
+                required[(topic, index)] = max(required.get((topic, index), 0), offset + 1)
+        if required:
+            failed = await self.wait_replicated(required, timeout_s)
+            if failed:
+                codes = [failed.get((m[0], m[1]), code) if not code else code for m, code in zip(markers, codes)]
+        return codes
 
     # -- the ISR -----------------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@ by the GroupCoordinator.
 
 This layer adapts protocol versions to the coordinator's calls (v0 JoinGroup has no rebalance timeout,
 MEMBER_ID_REQUIRED is for v4 and later, LeaveGroup v3 batches members, OffsetCommit v1 carries commit
-timestamps and v2-v4 a retention, OffsetFetch v2+ may ask for every partition) and finds coordinators.
+timestamps and v2-v4 a retention, OffsetFetch v2+ may ask for every partition and v7 for stable offsets only)
+and finds coordinators. TxnOffsetCommit stores a transaction's offsets as pending; ``complete_txn_offsets`` is
+how a transaction marker for ``__consumer_offsets`` (WriteTxnMarkers) reaches the coordinator.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ Handler = Callable[[RequestHeader, dict], "dict | Awaitable[dict]"]
 Authorize = Callable[..., bool]
 _READ, _DESCRIBE, _DELETE, _GROUP, _TOPIC = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
                                              ResourceType.GROUP, ResourceType.TOPIC)
+_WRITE, _TRANSACTIONAL_ID = AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID
 
 
 class GroupApis:
@@ -42,6 +45,8 @@ class GroupApis:
         self.request_check: Callable[[], Authorize] = lambda: _allow_all
         # The listener of the request being handled: FindCoordinator answers with that listener's endpoint.
         self.listener_name: str | None = None
+        # The number of partitions of a topic, None when it does not exist (KafkaApis sets it from its metadata).
+        self.partition_count: Callable[[str], int | None] = lambda topic: None
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -55,6 +60,7 @@ class GroupApis:
             ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
             ApiKey.LIST_GROUPS: self.handle_list_groups,
             ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+            ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
 
     # -- FindCoordinator -------------------------------------------------------------------------
@@ -158,16 +164,59 @@ class GroupApis:
             {"name": topic, "partitions": [{"partition_index": p, "error_code": results[(topic, p)]} for p in parts]}
             for topic, parts in partitions_by_topic(results).items()]}
 
+    def handle_txn_offset_commit(self, header: RequestHeader, request: dict) -> dict | Awaitable[dict]:
+        check = self.request_check()
+        keys = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
+        # Kafka's order: the transactional id, then the group refuse the whole request; then each topic.
+        if not check(_WRITE, _TRANSACTIONAL_ID, request["transactional_id"]):
+            return _txn_commit_answer({key: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for key in keys})
+        if not check(_READ, _GROUP, request["group_id"]):
+            return _txn_commit_answer({key: ErrorCode.GROUP_AUTHORIZATION_FAILED for key in keys})
+        refused: dict[tuple[str, int], int] = {}
+        readable = {t: check(_READ, _TOPIC, t) for t in {t for t, _ in keys}}
+        for topic, partition in keys:
+            count = self.partition_count(topic) if readable[topic] else None
+            if not readable[topic]:
+                refused[(topic, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif count is None or not 0 <= partition < count:
+                refused[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return self._txn_commit_offsets(header.api_version, request, keys, refused)
+
+    async def _txn_commit_offsets(self, version: int, request: dict, keys: list[tuple[str, int]],
+                                  refused: dict[tuple[str, int], int]) -> dict:
+        offsets = {(t["name"], p["partition_index"]): (p["committed_offset"], p["committed_metadata"])
+                   for t in request["topics"] for p in t["partitions"]
+                   if (t["name"], p["partition_index"]) not in refused}
+        results: dict[tuple[str, int], int] = {}
+        if offsets:
+            results = await self.coordinator.txn_commit_offsets(
+                request["group_id"], request["producer_id"], request["producer_epoch"],
+                request.get("generation_id", -1) if version >= 3 else -1,
+                request.get("member_id", "") if version >= 3 else "",
+                request.get("group_instance_id") if version >= 3 else None, offsets)
+        return _txn_commit_answer({key: refused.get(key, results.get(key, ErrorCode.NONE)) for key in keys})
+
+    async def complete_txn_offsets(self, producer_id: int, producer_epoch: int, committed: bool,
+                                   partition_index: int) -> int:
+        """A transaction marker for ``__consumer_offsets`` partition ``partition_index`` (KafkaApis' WriteTxnMarkers
+        handler calls this): the producer's pending offsets in the groups of that partition are committed or
+        dropped; an error code (NONE also for a retried marker)."""
+        return await self.coordinator.complete_txn_offsets(producer_id, producer_epoch, committed, partition_index)
+
     def handle_offset_fetch(self, header: RequestHeader, request: dict) -> Awaitable[dict]:
         return self._fetch_offsets(header, request, self.request_check())
 
     async def _fetch_offsets(self, header: RequestHeader, request: dict, check: Authorize) -> dict:
         topics = request["topics"]
         wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+        unstable: set[tuple[str, int]] = set()
         if not check(_DESCRIBE, _GROUP, request["group_id"]):
             code, offsets = ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
         else:
             code, offsets = await self.coordinator.fetch_offsets(request["group_id"], wanted)
+            if code == ErrorCode.NONE and request.get("require_stable"):
+                # Kafka 2.5+: per partition, a pending transactional commit makes the answer unstable.
+                code, unstable = await self.coordinator.unstable_offsets(request["group_id"])
         listed = wanted if wanted is not None else sorted(offsets)
         # Topics the principal may not describe: hidden from a listing of all, refused when named (Kafka's way).
         allowed = {t: check(_DESCRIBE, _TOPIC, t, count=wanted is not None)
@@ -184,12 +233,14 @@ class GroupApis:
             entries = []
             for p in parts:
                 committed = offsets.get((topic, p))
+                error = partition_code if allowed[topic] else ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 if not allowed[topic]:
                     committed = None
+                elif (topic, p) in unstable:
+                    committed, error = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
                 entries.append({"partition_index": p, "committed_offset": NO_OFFSET if committed is None
                                 else committed.offset, "metadata": "" if committed is None else committed.metadata,
-                                "error_code": partition_code if allowed[topic]
-                                else ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+                                "error_code": error})
             answers.append({"name": topic, "partitions": entries})
         return {"throttle_time_ms": 0, "topics": answers, "error_code": code}
 
@@ -232,6 +283,12 @@ class GroupApis:
 
 def _allow_all(operation: AclOperation, resource_type: ResourceType, name: str, count: bool = True) -> bool:
     return True
+
+
+def _txn_commit_answer(results: dict[tuple[str, int], int]) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p, "error_code": results[(topic, p)]} for p in parts]}
+        for topic, parts in partitions_by_topic(results).items()]}
 
 
 def _no_coordinator(code: int, message: str) -> dict:

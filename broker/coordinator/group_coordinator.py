@@ -3,7 +3,9 @@
 Members join (JoinGroup), the coordinator forms a generation when every known member has rejoined or the
 rebalance timeout passed, the leader's assignment is relayed to every member (SyncGroup), members prove they
 are alive (Heartbeat) and leave (LeaveGroup or their session timeout). Offsets are committed and fetched
-through a GroupStore (ZooKeeper in a cluster, the log dir standalone). Timers are event-loop callbacks:
+through a GroupStore (ZooKeeper in a cluster, the log dir standalone); offsets committed inside a transaction
+(TxnOffsetCommit) are stored pending and become committed, or are dropped, when the transaction's marker for
+the group's ``__consumer_offsets`` partition arrives (Kafka's handleTxnCommitOffsets and handleTxnCompletion). Timers are event-loop callbacks:
 each member's session expiry and each group's join deadline (the rebalance timeout, or the initial delay of
 an empty group's first rebalance, extended while members keep arriving, as Kafka's InitialDelayedJoin).
 
@@ -18,9 +20,10 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from broker.coordinator.coordinator_metrics import GroupCoordinatorMetrics
+from broker.coordinator.coordinator_placement import partition_for
 from broker.coordinator.group_metadata import GroupMetadata, GroupState, MemberMetadata
 from broker.coordinator.group_store import (
     NO_VERSION,
@@ -28,6 +31,7 @@ from broker.coordinator.group_store import (
     GroupFenced,
     GroupStore,
     GroupStoreError,
+    StaleProducerEpoch,
     TopicPartition,
 )
 from pipeline.error_text import describe_error
@@ -56,13 +60,14 @@ class GroupConfig:
     offsets_retention_ms: int = 10080 * 60_000
     offset_metadata_max_bytes: int = 4096
     commit_timeout_ms: int = 5000
+    offsets_topic_num_partitions: int = 50
 
     @classmethod
     def from_config(cls, config: Any) -> GroupConfig:
         return cls(config["group.min.session.timeout.ms"], config["group.max.session.timeout.ms"],
                    config["group.initial.rebalance.delay.ms"], config["group.max.size"],
                    config["offsets.retention.minutes"] * 60_000, config["offset.metadata.max.bytes"],
-                   config["offsets.commit.timeout.ms"])
+                   config["offsets.commit.timeout.ms"], config["offsets.topic.num.partitions"])
 
 
 class _NotHere(Exception):
@@ -566,22 +571,23 @@ class GroupCoordinator:
             else:
                 accepted[tp] = CommittedOffset(offset, metadata or "", committed_at, expire)
         if accepted:
-            code = await self._write_offsets(group, accepted)
+            code = await self._write_offsets(group, lambda version: self.store.commit_offsets(
+                group.group_id, accepted, version), "committing offsets")
             if code != ErrorCode.NONE:
                 results.update({tp: code for tp in accepted})
             else:
                 self.metrics.offset_commits += len(accepted)
         return results
 
-    async def _write_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]) -> int:
+    async def _write_offsets(self, group: GroupMetadata, write: Callable[[int], Awaitable[Any]], what: str) -> int:
+        """Run ``write(version of the group's record)`` (stored first if it never was); an error code."""
         try:
             if group.store_version == NO_VERSION:
                 await self._store_group(group)
             for _ in range(3):
                 version = group.store_version
                 try:
-                    await asyncio.wait_for(self.store.commit_offsets(group.group_id, offsets, version),
-                                           self.config.commit_timeout_ms / 1000)
+                    await asyncio.wait_for(write(version), self.config.commit_timeout_ms / 1000)
                     return ErrorCode.NONE
                 except GroupFenced:
                     if group.store_version == version:  # not our own record write racing this commit
@@ -594,8 +600,115 @@ class GroupCoordinator:
             self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
             return ErrorCode.NOT_COORDINATOR
         except (GroupStoreError, asyncio.TimeoutError) as exc:
-            log.warning("group %s: committing offsets failed: %s", printable(group.group_id), describe_error(exc))
+            log.warning("group %s: %s failed: %s", printable(group.group_id), what, describe_error(exc))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    # -- transactional offsets -------------------------------------------------------------------
+
+    def offsets_partition(self, group_id: str) -> int:
+        """The group's ``__consumer_offsets`` partition: its transactional commits complete with that one's marker."""
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                                 member_id: str, group_instance_id: str | None,
+                                 offsets: dict[TopicPartition, tuple[int, str]]) -> dict[TopicPartition, int]:
+        """Store offsets committed in a producer's transaction as pending (Kafka's handleTxnCommitOffsets); the
+        error code of each partition. A group with members checks the member and generation when given (v3); a
+        group this broker does not run members for takes generation -1."""
+        def every(code: int) -> dict[TopicPartition, int]:
+            return {tp: code for tp in offsets}
+        if not group_id:
+            return every(ErrorCode.INVALID_GROUP_ID)
+        try:
+            group = await self._group(group_id, create=True)
+        except _NotHere as exc:
+            return every(exc.code)
+        assert group is not None
+        if group.is_in(GroupState.DEAD):
+            return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if self._fenced(group, member_id, group_instance_id):
+            return every(ErrorCode.FENCED_INSTANCE_ID)
+        if member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
+            return every(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return every(ErrorCode.ILLEGAL_GENERATION)
+        now = self._now()
+        results = every(ErrorCode.NONE)
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        for tp, (offset, metadata) in offsets.items():
+            if metadata is not None and len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = CommittedOffset(offset, metadata or "", now)
+        if not accepted:
+            return results
+        partition_index = self.offsets_partition(group_id)
+        try:
+            code = await self._write_offsets(group, lambda version: self.store.add_pending(
+                group_id, producer_id, producer_epoch, partition_index, accepted, version),
+                "storing transactional offsets")
+        except StaleProducerEpoch as exc:
+            log.info("group %s: %s", printable(group_id), exc)
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        results.update({tp: code for tp in accepted})
+        return results
+
+    async def complete_txn_offsets(self, producer_id: int, producer_epoch: int, committed: bool,
+                                   partition_index: int) -> int:
+        """A transaction marker for ``__consumer_offsets`` partition ``partition_index``: commit or drop the
+        producer's pending offsets in every group of that partition (Kafka's handleTxnCompletion); an error code.
+        A retried marker finds nothing pending and answers NONE. NOT_LEADER_OR_FOLLOWER (a group with pending
+        offsets of the producer is coordinated elsewhere, or this broker stopped coordinating) and REQUEST_TIMED_OUT
+        (the store failed) ask the transaction coordinator to retry, as Kafka's marker channel does for those."""
+        if not self.active:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        try:
+            stored = await self.store.group_ids()
+            candidates = [g for g in stored if self.offsets_partition(g) == partition_index]
+            groups = await self.store.pending_groups(producer_id, candidates)
+        except GroupStoreError as exc:
+            log.warning("transaction marker of producer %d: finding its groups failed: %s", producer_id, exc)
+            return ErrorCode.REQUEST_TIMED_OUT
+        answer = ErrorCode.NONE
+        for group_id in groups:
+            code = await self._complete_group_txn(group_id, producer_id, committed)
+            if code != ErrorCode.NONE:
+                answer = code
+        return answer
+
+    async def _complete_group_txn(self, group_id: str, producer_id: int, committed: bool) -> int:
+        try:
+            group = await self._group(group_id, create=False)
+        except _NotHere as exc:
+            return ErrorCode.REQUEST_TIMED_OUT if exc.code == ErrorCode.COORDINATOR_NOT_AVAILABLE and self.active \
+                else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.NONE
+        written: dict[TopicPartition, CommittedOffset] = {}
+
+        async def complete(version: int) -> None:
+            written.update(await self.store.complete_pending(group_id, producer_id, committed, version) or {})
+        code = await self._write_offsets(group, complete, "completing transactional offsets")
+        if code == ErrorCode.NONE:
+            if committed:
+                self.metrics.offset_commits += len(written)
+            log.debug("group %s: producer %d's transactional offsets %s", printable(group_id), producer_id,
+                      f"committed ({len(written)})" if committed else "dropped")
+            return code
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.NOT_COORDINATOR else ErrorCode.REQUEST_TIMED_OUT
+
+    async def unstable_offsets(self, group_id: str) -> tuple[int, set[TopicPartition]]:
+        """The group's error and the partitions with a pending transactional commit in it (OffsetFetch's
+        RequireStable answers UNSTABLE_OFFSET_COMMIT for those)."""
+        try:
+            self._check_owner(group_id)
+            pending = await self.store.pending_offsets(group_id)
+        except _NotHere as exc:
+            return exc.code, set()
+        except GroupStoreError as exc:
+            log.warning("group %s: reading transactional offsets failed: %s", printable(group_id), exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, set()
+        return ErrorCode.NONE, {tp for p in pending.values() for tp in p.offsets}
 
     async def fetch_offsets(self, group_id: str,
                             partitions: list[TopicPartition] | None) -> tuple[int, dict[TopicPartition, CommittedOffset]]:
@@ -764,7 +877,9 @@ class GroupCoordinator:
                 self._unload(group.group_id, ErrorCode.NOT_COORDINATOR)
                 return 0
             log.info("group %s: %d committed offset(s) expired", printable(group.group_id), len(gone))
-        if empty and len(gone) == len(offsets) and not group.pending_members:
+        if empty and len(gone) == len(offsets) and not group.pending_members \
+                and not await self.store.pending_offsets(group.group_id):
+            # Pending transactional offsets keep the group (Kafka's hasOffsets): their marker still comes.
             await self._remove_group(group)
         return len(gone)
 

@@ -9,6 +9,12 @@ write over the new coordinator (it gets GroupFenced and answers NOT_COORDINATOR)
 
 A standalone broker (FileGroupStore) keeps the same records in an append-only file of JSON lines in its
 log dir, replayed at start-up and rewritten compactly when mostly superseded.
+
+Transactional offset commits (TxnOffsetCommit) are stored as pending, per group and producer id
+(``/consumers/<group>/txn_offsets/<producer id>`` in ZooKeeper), before they are acknowledged; the transaction's
+marker makes them committed offsets or drops them, in one write. As in Kafka, where the later of the two commit
+records in ``__consumer_offsets`` wins, a pending offset replaces a committed one only if it was written after
+it: ZooKeeper's zxids order the writes in a cluster, a sequence number in the file does standalone.
 """
 
 from __future__ import annotations
@@ -46,8 +52,24 @@ class CommittedOffset:
     expire_timestamp: int | None = None
 
 
+@dataclass(frozen=True)
+class PendingTxnOffsets:
+    """One producer's transactional offset commits in one group, waiting for its transaction's marker (Kafka's
+    pendingTransactionalOffsetCommits): the producer epoch, the ``__consumer_offsets`` partition whose marker
+    completes them, the offsets, and each offset's place in the order of the store's writes."""
+
+    producer_epoch: int
+    partition_index: int
+    offsets: dict[TopicPartition, CommittedOffset]
+    order: dict[TopicPartition, int]
+
+
 class GroupStoreError(Exception):
     """The store did not answer or failed (retriable: clients get COORDINATOR_NOT_AVAILABLE)."""
+
+
+class StaleProducerEpoch(Exception):
+    """A transactional commit under an older producer epoch than the producer's pending commits hold (a zombie)."""
 
 
 class GroupFenced(GroupStoreError):
@@ -77,6 +99,21 @@ class GroupStore(Protocol):
 
     async def group_ids(self) -> list[str]:
         """Every group with a stored record."""
+
+    async def add_pending(self, group_id: str, producer_id: int, producer_epoch: int, partition_index: int,
+                          offsets: dict[TopicPartition, CommittedOffset], expected_version: int) -> None:
+        """Merge ``offsets`` into the producer's pending transactional commits of the group (later ones win)."""
+
+    async def pending_offsets(self, group_id: str) -> dict[int, PendingTxnOffsets]:
+        """The group's pending transactional commits by producer id."""
+
+    async def pending_groups(self, producer_id: int, group_ids: Iterable[str]) -> list[str]:
+        """The groups of ``group_ids`` holding pending transactional commits of ``producer_id``."""
+
+    async def complete_pending(self, group_id: str, producer_id: int, commit: bool,
+                               expected_version: int) -> dict[TopicPartition, CommittedOffset] | None:
+        """Commit (``commit``) or drop the producer's pending commits of the group in one write; the offsets that
+        became committed (those not superseded by a later commit), None when nothing was pending."""
 
 
 # -- ZooKeeper ---------------------------------------------------------------------------------------
@@ -291,6 +328,138 @@ class ZkGroupStore:
         return sorted(g for g, stat in zip(groups, found) if stat is not None and not isinstance(stat, Exception))
 
 
+    # -- transactional offsets ---------------------------------------------------------------------
+
+    async def add_pending(self, group_id: str, producer_id: int, producer_epoch: int, partition_index: int,
+                          offsets: dict[TopicPartition, CommittedOffset], expected_version: int) -> None:
+        path = layout.txn_offset_path(group_id, producer_id)
+        parent = layout.txn_offsets_path(group_id)
+        if parent not in self._existing:
+            await self._call("ensure_path", parent)
+            self._existing.add(parent)
+        for _ in range(3):
+            try:
+                data, stat = await self._call("get", path)
+                pending = _parse_pending(json.loads(data.decode()), stat.mzxid)
+            except NoNodeError:
+                stat, pending = None, None
+            _check_epoch(group_id, producer_id, producer_epoch, pending)
+            # The partitions written now take this write's zxid (None in the record: its node's mzxid).
+            order: dict[TopicPartition, int | None] = {} if pending is None else dict(pending.order)
+            merged = {} if pending is None else dict(pending.offsets)
+            merged.update(offsets)
+            order.update({tp: None for tp in offsets})
+            record = layout.encode(_pending_record(producer_epoch, partition_index, merged, order))
+            ops: list[tuple[str, tuple]] = [("check", (layout.group_metadata_path(group_id), expected_version))]
+            ops.append(("create", (path, record)) if stat is None else ("set_data", (path, record, stat.version)))
+            if await self._pending_write(group_id, ops, "storing"):
+                return
+        raise GroupStoreError(f"transactional offsets of group {printable(group_id)} kept changing")
+
+    async def pending_offsets(self, group_id: str) -> dict[int, PendingTxnOffsets]:
+        try:
+            producers = await self._call("get_children", layout.txn_offsets_path(group_id))
+        except NoNodeError:
+            return {}
+        producers = [p for p in producers if p.isascii() and p.isdigit()]
+        results = await self._gather([self._zk.client.get_async(layout.txn_offset_path(group_id, int(p)))
+                                      for p in producers])
+        found: dict[int, PendingTxnOffsets] = {}
+        for producer, result in zip(producers, results):
+            if isinstance(result, NoNodeError):
+                continue
+            if isinstance(result, Exception):
+                raise GroupStoreError(f"reading transactional offsets of group {printable(group_id)} failed: "
+                                      f"{result!r}")
+            found[int(producer)] = _parse_pending(json.loads(result[0].decode()), result[1].mzxid)
+        return found
+
+    async def pending_groups(self, producer_id: int, group_ids: Iterable[str]) -> list[str]:
+        groups = list(group_ids)
+        found = await self._gather([self._zk.client.exists_async(layout.txn_offset_path(g, producer_id))
+                                    for g in groups])
+        for result in found:
+            if isinstance(result, Exception):
+                raise GroupStoreError(f"looking for transactional offsets failed: {result!r}")
+        return [g for g, stat in zip(groups, found) if stat is not None]
+
+    async def complete_pending(self, group_id: str, producer_id: int, commit: bool,
+                               expected_version: int) -> dict[TopicPartition, CommittedOffset] | None:
+        path = layout.txn_offset_path(group_id, producer_id)
+        for _ in range(3):
+            try:
+                data, stat = await self._call("get", path)
+            except NoNodeError:
+                return None
+            pending = _parse_pending(json.loads(data.decode()), stat.mzxid)
+            ops: list[tuple[str, tuple]] = [("check", (layout.group_metadata_path(group_id), expected_version))]
+            written = await self._winning_offsets(group_id, pending, ops) if commit else {}
+            ops.append(("delete", (path, stat.version)))
+            if await self._pending_write(group_id, ops, "completing"):
+                self._existing.update(layout.offset_path(group_id, *tp) for tp in written)
+                return written
+        raise GroupStoreError(f"transactional offsets of group {printable(group_id)} kept changing")
+
+    async def _pending_write(self, group_id: str, ops: list[tuple[str, tuple]], doing: str) -> bool:
+        """Run a transaction on the pending offsets whose first operation checks the group's record: whether it
+        committed (False: a node changed under it, read and try again); GroupFenced when the record changed."""
+        failure = _transaction_failure(await self._commit(ops))
+        if failure is None:
+            return True
+        if failure[0] == 0:
+            raise GroupFenced(f"group {printable(group_id)}'s record changed under this coordinator")
+        if not isinstance(failure[1], (NodeExistsError, NoNodeError, BadVersionError)):
+            raise GroupStoreError(f"{doing} transactional offsets of group {printable(group_id)} failed: "
+                                  f"{failure[1]!r}")
+        return False
+
+    async def _winning_offsets(self, group_id: str, pending: PendingTxnOffsets,
+                               ops: list[tuple[str, tuple]]) -> dict[TopicPartition, CommittedOffset]:
+        """Add to ``ops`` the writes of the pending offsets no later commit superseded; those offsets."""
+        for topic in {t for t, _ in pending.offsets}:
+            parent = layout.offsets_path(group_id, topic)
+            if parent not in self._existing:
+                await self._call("ensure_path", parent)
+                self._existing.add(parent)
+        wanted = list(pending.offsets)
+        current = await self._gather([self._zk.client.exists_async(layout.offset_path(group_id, *tp)) for tp in wanted])
+        written = {}
+        for tp, stat in zip(wanted, current):
+            if isinstance(stat, Exception):
+                raise GroupStoreError(f"reading offsets of group {printable(group_id)} failed: {stat!r}")
+            if stat is not None and stat.mzxid > pending.order[tp]:
+                continue
+            committed = pending.offsets[tp]
+            value = layout.offset_value(layout.OffsetValue(committed.offset, committed.metadata, None))
+            path = layout.offset_path(group_id, *tp)
+            ops.append(("create", (path, value)) if stat is None else ("set_data", (path, value, stat.version)))
+            written[tp] = committed
+        return written
+
+
+def _check_epoch(group_id: str, producer_id: int, producer_epoch: int, pending: PendingTxnOffsets | None) -> None:
+    if pending is not None and pending.producer_epoch > producer_epoch:
+        raise StaleProducerEpoch(f"producer {producer_id} epoch {producer_epoch} commits offsets of group "
+                                 f"{printable(group_id)} pending under epoch {pending.producer_epoch}")
+
+
+def _pending_record(producer_epoch: int, partition_index: int, offsets: dict[TopicPartition, CommittedOffset],
+                    order: dict[TopicPartition, int | None]) -> dict[str, Any]:
+    return {"version": 1, "producer_epoch": producer_epoch, "partition_index": partition_index, "offsets": [
+        {"topic": t, "partition": p, "offset": c.offset, "metadata": c.metadata, "commit_timestamp": c.commit_timestamp,
+         "order": order.get((t, p))} for (t, p), c in offsets.items()]}
+
+
+def _parse_pending(record: dict[str, Any], default_order: int) -> PendingTxnOffsets:
+    """A pending record; offsets without an order take ``default_order`` (the write that stored the record)."""
+    offsets, order = {}, {}
+    for entry in record["offsets"]:
+        tp = (entry["topic"], int(entry["partition"]))
+        offsets[tp] = CommittedOffset(int(entry["offset"]), entry.get("metadata") or "", int(entry["commit_timestamp"]))
+        order[tp] = default_order if entry.get("order") is None else int(entry["order"])
+    return PendingTxnOffsets(int(record["producer_epoch"]), int(record["partition_index"]), offsets, order)
+
+
 def _transaction_failure(results: list[Any]) -> tuple[int, Exception] | None:
     """The operation that made a transaction fail (index, error), or None when it committed."""
     for index, result in enumerate(results):
@@ -319,8 +488,14 @@ class FileGroupStore:
         self.path = Path(log_dir) / self.FILE_NAME
         self._records: dict[str, tuple[dict[str, Any], int]] = {}
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        # The latest line of each live entry -- a group's record, or one of its offsets -- and their total size.
-        self._lines: dict[str | tuple[str, str, int], bytes] = {}
+        self._pending: dict[str, dict[int, PendingTxnOffsets]] = {}
+        # Each committed offset's place in the order of writes (``seq``: the last one given out), so a pending
+        # transactional offset replaces only a committed offset written before it.
+        self._offset_seq: dict[tuple[str, str, int], int] = {}
+        self._seq = 0
+        # The latest line of each live entry -- a group's record, one of its offsets, or one producer's pending
+        # transactional offsets (group, producer id) -- and their total size.
+        self._lines: dict[str | tuple, bytes] = {}
         self._live_bytes = 0
         self._replay()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -365,21 +540,40 @@ class FileGroupStore:
             key = (entry["topic"], int(entry["partition"]))
             if entry.get("offset") is None:
                 self._offsets.get(group, {}).pop(key, None)
+                self._offset_seq.pop((group, *key), None)
                 self._keep((group, *key), None)
             else:
                 self._offsets.setdefault(group, {})[key] = CommittedOffset(
                     int(entry["offset"]), entry.get("metadata", ""), int(entry["commit_timestamp"]),
                     entry.get("expire_timestamp"))
+                seq = int(entry.get("seq", 0))
+                self._offset_seq[(group, *key)] = seq
+                self._seq = max(self._seq, seq)
                 self._keep((group, *key), line)
+        elif kind == "txn_offsets":
+            pending = _parse_pending(entry, 0)
+            self._pending.setdefault(group, {})[int(entry["producer_id"])] = pending
+            self._seq = max(self._seq, *pending.order.values(), 0)
+            self._keep((group, int(entry["producer_id"])), line)
+        elif kind == "txn_end":
+            # The offsets the marker made committed, each kept as its own offset line.
+            for committed in entry["offsets"]:
+                offset_entry = {"type": "offset", "group": group, **committed}
+                self._apply(offset_entry, json.dumps(offset_entry, separators=(",", ":")).encode() + b"\n")
+            self._pending.get(group, {}).pop(int(entry["producer_id"]), None)
+            self._keep((group, int(entry["producer_id"])), None)
         elif kind == "delete":
             self._records.pop(group, None)
             self._keep(group, None)
             for topic, partition in self._offsets.pop(group, {}):
+                self._offset_seq.pop((group, topic, partition), None)
                 self._keep((group, topic, partition), None)
+            for producer_id in self._pending.pop(group, {}):
+                self._keep((group, producer_id), None)
         else:
             raise ValueError(f"unknown entry type {kind!r}")
 
-    def _keep(self, key: str | tuple[str, str, int], line: bytes | None) -> None:
+    def _keep(self, key: str | tuple, line: bytes | None) -> None:
         """Make ``line`` the live line of ``key`` (None: the key has none any more), keeping the live size."""
         old = self._lines.pop(key, None) if line is None else self._lines.get(key)
         if old is not None:
@@ -465,7 +659,39 @@ class FileGroupStore:
     async def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
                              expected_version: int) -> None:
         self._check(group_id, expected_version)
-        self._append([_offset_entry(group_id, tp, c) for tp, c in offsets.items()])
+        self._append([_offset_entry(group_id, tp, c, self._seq + 1) for tp, c in offsets.items()])
+
+    async def add_pending(self, group_id: str, producer_id: int, producer_epoch: int, partition_index: int,
+                          offsets: dict[TopicPartition, CommittedOffset], expected_version: int) -> None:
+        self._check(group_id, expected_version)
+        pending = self._pending.get(group_id, {}).get(producer_id)
+        _check_epoch(group_id, producer_id, producer_epoch, pending)
+        merged = {} if pending is None else dict(pending.offsets)
+        order: dict[TopicPartition, int | None] = {} if pending is None else dict(pending.order)
+        merged.update(offsets)
+        order.update({tp: self._seq + 1 for tp in offsets})
+        self._append([{"type": "txn_offsets", "group": group_id, "producer_id": producer_id,
+                       **_pending_record(producer_epoch, partition_index, merged, order)}])
+
+    async def pending_offsets(self, group_id: str) -> dict[int, PendingTxnOffsets]:
+        return dict(self._pending.get(group_id, {}))
+
+    async def pending_groups(self, producer_id: int, group_ids: Iterable[str]) -> list[str]:
+        return [g for g in group_ids if producer_id in self._pending.get(g, {})]
+
+    async def complete_pending(self, group_id: str, producer_id: int, commit: bool,
+                               expected_version: int) -> dict[TopicPartition, CommittedOffset] | None:
+        pending = self._pending.get(group_id, {}).get(producer_id)
+        if pending is None:
+            return None
+        self._check(group_id, expected_version)
+        written = {tp: c for tp, c in pending.offsets.items()
+                   if commit and self._offset_seq.get((group_id, *tp), -1) < pending.order[tp]}
+        seq = self._seq + 1
+        self._append([{"type": "txn_end", "group": group_id, "producer_id": producer_id, "commit": commit,
+                       "offsets": [{k: v for k, v in _offset_entry(group_id, tp, c, seq).items()
+                                    if k not in ("type", "group")} for tp, c in written.items()]}])
+        return written
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset]:
@@ -511,7 +737,7 @@ class FileGroupStore:
             os.close(self._fd)
 
 
-def _offset_entry(group_id: str, tp: TopicPartition, committed: CommittedOffset) -> dict[str, Any]:
+def _offset_entry(group_id: str, tp: TopicPartition, committed: CommittedOffset, seq: int) -> dict[str, Any]:
     return {"type": "offset", "group": group_id, "topic": tp[0], "partition": tp[1], "offset": committed.offset,
             "metadata": committed.metadata, "commit_timestamp": committed.commit_timestamp,
-            "expire_timestamp": committed.expire_timestamp}
+            "expire_timestamp": committed.expire_timestamp, "seq": seq}

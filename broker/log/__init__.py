@@ -4,11 +4,13 @@ from broker.log.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     KafkaStorageError,
     LogError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
 )
 from broker.log.fetch_slice import FetchSlice
@@ -20,14 +22,17 @@ from broker.log.log_segment import LogSegment
 from broker.log.offset_index import OffsetIndex
 from broker.log.producer_state import ProducerStateManager
 from broker.log.time_index import TimeIndex
+from broker.log.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
+    "AbortedTxn",
     "AppendInfo",
     "CorruptRecordError",
     "EpochEntry",
     "FetchSlice",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "LeaderEpochFileCache",
     "Log",
@@ -41,5 +46,7 @@ __all__ = [
     "ProducerStateManager",
     "RecordTooLargeError",
     "TimeIndex",
+    "TransactionCoordinatorFencedError",
+    "TransactionIndex",
     "UnexpectedAppendOffsetError",
 ]

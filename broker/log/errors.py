@@ -65,3 +65,17 @@ class KafkaStorageError(LogError):
     """The log is closed or its directory unusable (KAFKA_STORAGE_ERROR)."""
 
     error_code = 56
+
+
+class InvalidTxnStateError(LogError):
+    """A producer's batch that does not fit its transaction's state, e.g. a non-transactional batch
+    inside its open transaction (INVALID_TXN_STATE)."""
+
+    error_code = 48
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator epoch older than the last one the partition saw for that
+    producer (TRANSACTION_COORDINATOR_FENCED)."""
+
+    error_code = 52

@@ -28,10 +28,20 @@ from broker.log.log_segment import (
 )
 from broker.log.log_validator import validate_client_batch, validate_replicated_batches
 from broker.log.producer_state import ProducerStateManager
-from pipeline.records.batch import CONTROL_FLAG, BatchHeader, patch_base_offset, patch_leader_epoch
+from broker.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
+from pipeline.records import decode_batch
+from pipeline.records.batch import (
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    CorruptBatchError,
+    patch_base_offset,
+    patch_leader_epoch,
+)
+from pipeline.records.control import end_transaction_marker_batch, parse_end_transaction_marker
 
 DELETED_DIR_SUFFIX = "-delete"
-_SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex)")
+_SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
 _TOPIC_PARTITION = re.compile(r"(.+)-([0-9]+)")
 
 
@@ -185,7 +195,13 @@ class Log:
             self.recovery_point = self.log_end_offset
         else:
             self.recovery_point = max(self.log_start_offset, min(recovery_point, self.log_end_offset))
-        self._load_producer_state()
+        # The aborted-transaction indexes of recovered segments, and damaged ones, are rebuilt by the scan.
+        rebuild = {segment.base_offset for i, segment in enumerate(segments)
+                   if i >= recover_from or not segment.txn_index.is_consistent()}
+        for segment in segments:
+            if segment.base_offset in rebuild:
+                segment.txn_index.reset()
+        self._load_producer_state(rebuild)
         self._load_leader_epoch_cache()
 
     def _recover_interrupted_swaps(self) -> None:
@@ -211,7 +227,11 @@ class Log:
                 elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                     swap_logs.append(base)
                 elif f"{name[:20]}{LOG_SUFFIX}{SWAP_SUFFIX}" not in names:
-                    path.unlink(missing_ok=True)
+                    if name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX) and f"{name[:20]}{LOG_SUFFIX}" in names:
+                        # Its .log took the final name first; unlike the other indexes it cannot be rebuilt.
+                        os.rename(path, path.with_name(name[: -len(SWAP_SUFFIX)]))
+                    else:
+                        path.unlink(missing_ok=True)
         for base in sorted(swap_logs):
             swap = LogSegment(self.dir, base, self.config, self._time_ms(), suffix=SWAP_SUFFIX)
             swap.recover()
@@ -243,22 +263,51 @@ class Log:
         cache.truncate_from_start(self.log_start_offset)
         self.leader_epoch_cache = cache
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, rebuild_txn_indexes: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        """Load the newest snapshot and replay the batches after it; the aborted transactions found
+        in the segments whose base offsets are in ``rebuild_txn_indexes`` are written to their
+        (emptied) txn indexes, so the scan starts at the first of them at the latest."""
         state = self.producer_state
-        snapshot = state.load_latest_snapshot(self.log_end_offset)
+        first_rebuilt = min(rebuild_txn_indexes, default=None)
+        snapshot = state.load_latest_snapshot(self.log_end_offset, first_rebuilt)
         if snapshot is None or snapshot < self.log_start_offset:
             state.clear()
             snapshot = self.log_start_offset
         for segment in self._segments:
             if segment.next_offset <= snapshot:
                 continue
+            index = segment.txn_index if segment.base_offset in rebuild_txn_indexes else None
             position = segment.index.lookup(snapshot)[1]
-            for _, h in segment.iter_headers(position):
+            for batch_position, h in segment.iter_headers(position):
                 if h.base_offset + h.last_offset_delta < snapshot:
                     continue
-                if h.producer_id >= 0 and h.base_sequence >= 0 and not h.attributes & CONTROL_FLAG:
-                    state.replay(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset, h.last_offset)
+                if h.producer_id >= 0:
+                    self._replay_batch(h, lambda: os.pread(segment.fd, h.size, batch_position), index)
         state.truncate_head(self.log_start_offset)
+
+    def _replay_batch(self, h: BatchHeader, read: Callable[[], bytes | bytearray | memoryview],
+                      txn_index: TransactionIndex | None) -> None:
+        """Apply one batch of a producer (id >= 0) to the producer state: data extends its sequence and
+        transaction, a marker (whose record ``read`` returns the batch for) ends the transaction, an
+        aborted one indexed in ``txn_index`` (a TransactionIndex, None to leave the index alone)."""
+        state = self.producer_state
+        if not h.attributes & CONTROL_FLAG:
+            if h.base_sequence >= 0:
+                state.replay(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset,
+                             h.last_offset, bool(h.attributes & TRANSACTIONAL_FLAG))
+            return
+        try:
+            records = decode_batch(read(), check_crc=False)[1]
+            marker = parse_end_transaction_marker(records[0].key, records[0].value) if records else None
+        except (CorruptBatchError, ValueError) as exc:
+            raise CorruptRecordError(f"{self.dir.name}: control batch at offset {h.base_offset}: {exc}") from None
+        if marker is None:
+            return
+        txn = state.complete_txn(h.producer_id, h.producer_epoch, marker.coordinator_epoch, marker.committed,
+                                 h.base_offset)
+        if txn is not None and txn.is_aborted and txn_index is not None:
+            txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                        state.last_stable_offset_after(txn)))
 
     # ----------------------------------------------------------------------------------- append
 
@@ -287,7 +336,8 @@ class Log:
                     if staged is None:
                         staged = {}
                     last_seq = (seq + last_delta) & 0x7FFFFFFF
-                    duplicate = self.producer_state.check(pid, epoch, seq, last_seq, offset, next_offset - 1, staged)
+                    duplicate = self.producer_state.check(pid, epoch, seq, last_seq, offset, next_offset - 1, staged,
+                                                          bool(attributes & TRANSACTIONAL_FLAG))
                     if duplicate is not None:
                         return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset, True)
                 entries.append((pos, offset, next_offset, max_ts, size))
@@ -304,6 +354,36 @@ class Log:
             if staged:
                 self.producer_state.commit(staged)
             info = AppendInfo(first_offset, offset - 1, -1, self.log_start_offset, False)
+        if flush_after:
+            info = info._replace(sync=self.sync())
+        return info
+
+    def append_control_marker(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                              leader_epoch: int = -1) -> AppendInfo:
+        """Append the commit (or abort) marker of ``producer_id``'s transaction as leader (WriteTxnMarkers).
+
+        Raises InvalidProducerEpochError for an epoch older than the producer's and
+        TransactionCoordinatorFencedError for an older coordinator epoch. The transaction, if it had
+        data here, stops holding the last stable offset once the high watermark passes the marker; an
+        aborted one is written to the active segment's txn index."""
+        flush_after = False
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.dir.name} is closed")
+            state = self.producer_state
+            state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            offset = self.log_end_offset
+            now = self._time_ms()
+            buf = bytearray(end_transaction_marker_batch(producer_id, producer_epoch, committed, coordinator_epoch,
+                                                         now, base_offset=offset, partition_leader_epoch=leader_epoch))
+            flush_after = self._append_locked(buf, [(0, offset, offset + 1, now, len(buf))], now)
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, offset)
+            txn = state.complete_txn(producer_id, producer_epoch, coordinator_epoch, committed, offset)
+            if txn is not None and txn.is_aborted:
+                self._segments[-1].txn_index.append(AbortedTxn(producer_id, txn.first_offset, offset,
+                                                               state.last_stable_offset_after(txn)))
+            info = AppendInfo(offset, offset, -1, self.log_start_offset, False)
         if flush_after:
             info = info._replace(sync=self.sync())
         return info
@@ -357,19 +437,20 @@ class Log:
                 if h.max_timestamp > append_max_ts:
                     append_max_ts = h.max_timestamp
             flush_after = self._append_locked(buf, entries, append_max_ts)
-            self._replay_headers(h for _, _, h in batches)
+            self._replay_headers(buf, batches)
             info = AppendInfo(first_offset, offset - 1, -1, self.log_start_offset, False)
         if flush_after:
             info = info._replace(sync=self.sync())
         return info
 
-    def _replay_headers(self, headers: Iterable[BatchHeader]) -> None:
-        """Apply batches written by a leader to the producer state and the leader epoch cache."""
-        state = self.producer_state
+    def _replay_headers(self, buf: bytearray, batches: Iterable[tuple[int, int, BatchHeader]]) -> None:
+        """Apply batches a leader wrote (at ``(position, size)`` in ``buf``, just appended to the active
+        segment) to the producer state, the txn index and the leader epoch cache, as the leader did."""
         cache = self.leader_epoch_cache
-        for h in headers:
-            if h.producer_id >= 0 and h.base_sequence >= 0 and not h.attributes & CONTROL_FLAG:
-                state.replay(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset, h.last_offset)
+        txn_index = self._segments[-1].txn_index
+        for pos, size, h in batches:
+            if h.producer_id >= 0:
+                self._replay_batch(h, lambda: memoryview(buf)[pos : pos + size], txn_index)
             if h.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(h.partition_leader_epoch, h.base_offset)
 
@@ -463,10 +544,39 @@ class Log:
     # ------------------------------------------------------------------------------ replication
 
     def update_high_watermark(self, value: int) -> int:
-        """Set the high watermark, clamped to [log start offset, log end offset]; return it."""
+        """Set the high watermark, clamped to [log start offset, log end offset]; return it. Completed
+        transactions whose markers it passed stop holding the last stable offset."""
         with self._lock:
             self.high_watermark = min(max(value, self.log_start_offset), self.log_end_offset)
+            self.producer_state.on_high_watermark(self.high_watermark)
             return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the first offset of the earliest open (or completed, unreplicated) transaction,
+        bounded by the high watermark and at least the log start offset (Kafka's lastStableOffset)."""
+        state = self.producer_state
+        if not state.ongoing and not state.unreplicated:
+            return self.high_watermark  # no transaction: the cheap check the fetch path pays
+        with self._lock:
+            first = state.first_unstable_offset()
+            high_watermark = self.high_watermark
+            if first is None or first >= high_watermark:
+                return high_watermark
+            return max(first, self.log_start_offset)
+
+    def collect_aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [start, upper), from the
+        txn indexes of the segments from the one holding ``start`` on (Kafka's collectAbortedTransactions)."""
+        found: list[tuple[int, int]] = []
+        with self._lock:
+            segments = self._segments
+            for i in range(max(0, bisect_right(self._bases, start) - 1), len(segments)):
+                entries, complete = segments[i].txn_index.collect(start, upper)
+                found.extend((txn.producer_id, txn.first_offset) for txn in entries)
+                if complete:
+                    break
+        return found
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch at and above ``offset`` (a follower's divergent tail); False, doing
@@ -836,6 +946,7 @@ class Log:
                     new.close()
                     doomed_files += new.paths()
                     return False
+                self._carry_txn_indexes(new, old)
                 new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
                 fsync_dir(self.dir)
                 now = self._time_ms()
@@ -852,6 +963,19 @@ class Log:
         finally:
             for path in doomed_files:
                 path.unlink(missing_ok=True)
+
+    @staticmethod
+    def _carry_txn_indexes(new: LogSegment, old: list[LogSegment]) -> None:
+        """Give the cleaned segment the aborted transactions its sources indexed (unless the cleaner wrote
+        them), synced, so read_committed readers still skip aborted records the cleaner kept."""
+        if new.txn_index.entries():
+            return
+        for segment in old:
+            for txn in segment.txn_index.entries():
+                new.txn_index.append(txn)
+        fd = new.txn_index.open_for_sync()
+        if fd is not None:
+            fsync_and_close([fd])
 
     def size_in_bytes(self) -> int:
         """Total bytes of the .log files; callable from any thread (it sums a copy of the segment list)."""

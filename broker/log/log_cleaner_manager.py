@@ -50,12 +50,13 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[in
     """(first dirty offset, first uncleanable offset, whether max.compaction.lag.ms forces a pass).
 
     The dirty section starts at the checkpoint (the log start when it is missing or out of range) and
-    ends before the active segment, the high watermark, and the first segment holding a record newer
-    than min.compaction.lag.ms (Kafka's cleanableOffsets)."""
+    ends before the active segment, the last stable offset (the high watermark, or the first offset of
+    an open transaction below it), and the first segment holding a record newer than min.compaction.lag.ms
+    (Kafka's cleanableOffsets)."""
     config = log.config
     start = log.log_start_offset
     first_dirty = start if checkpoint is None or not start <= checkpoint <= log.log_end_offset else checkpoint
-    uncleanable = min(log.active_segment_base(), max(start, log.high_watermark))
+    uncleanable = min(log.active_segment_base(), max(start, log.last_stable_offset))
     segments = log.segments_below(uncleanable)
     if config.min_compaction_lag_ms > 0:
         for segment in segments:

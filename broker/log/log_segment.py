@@ -1,4 +1,5 @@
-"""One segment of a partition's log: a .log file of whole batches with its .index and .timeindex.
+"""One segment of a partition's log: a .log file of whole batches with its .index, .timeindex and
+(once a transaction aborted in it) .txnindex.
 
 The segment knows its base offset, its size and a few running values (largest timestamp, bytes
 since the last index entry, next offset); everything per batch stays in the files. The .log file stays
@@ -19,6 +20,7 @@ from broker.log.file_records import iter_file_batches
 from broker.log.log_config import LogConfig
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
+from broker.log.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 from pipeline.records.batch import ATTRIBUTES, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError, parse_header
 from pipeline.records import decode_batch
 
@@ -54,6 +56,7 @@ class LogSegment:
         "size",
         "index",
         "time_index",
+        "txn_index",
         "index_interval_bytes",
         "max_timestamp",
         "offset_of_max_timestamp",
@@ -79,6 +82,7 @@ class LogSegment:
         self.size = os.fstat(self.fd).st_size
         self.index = OffsetIndex(index_path, base_offset, config.max_index_size, hold_indexes)
         self.time_index = TimeIndex(time_index_path, base_offset, config.max_index_size, hold_indexes)
+        self.txn_index = TransactionIndex(dir / (stem + TXN_INDEX_SUFFIX + suffix))
         self.index_interval_bytes = config.index_interval_bytes
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -307,6 +311,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.index.truncate_to(first_cut_offset)
         self.time_index.truncate_to(first_cut_offset)
+        self.txn_index.truncate_to(first_cut_offset)
         if position == 0:
             self._first_batch_timestamp = None
         if not self.load_tail():
@@ -321,12 +326,15 @@ class LogSegment:
         return self.last_modified_ms
 
     def open_for_sync(self) -> list[int]:
-        """New descriptors of the .log, .index and .timeindex files, for an fsync outside the log's
-        lock; the caller closes them."""
+        """New descriptors of the .log, .index, .timeindex (and .txnindex) files, for an fsync outside
+        the log's lock; the caller closes them."""
         fds = [os.dup(self.fd)]
         try:
             fds.append(self.index.open_for_sync())
             fds.append(self.time_index.open_for_sync())
+            txn_fd = self.txn_index.open_for_sync()
+            if txn_fd is not None:
+                fds.append(txn_fd)
         except BaseException:
             for fd in fds:
                 os.close(fd)
@@ -339,26 +347,28 @@ class LogSegment:
             self.fd = -1
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.index.path, self.time_index.path]
+        """The segment's files (the .txnindex whether or not it exists: removers ignore a missing file)."""
+        return [self.log_path, self.index.path, self.time_index.path, self.txn_index.path]
 
     def rename_for_deletion(self) -> list[Path]:
-        """Rename the three files with the .deleted suffix; return the new paths."""
+        """Rename the files with the .deleted suffix; return the new paths."""
         return self.change_suffix("", DELETED_SUFFIX)
 
     def change_suffix(self, old: str, new: str) -> list[Path]:
-        """Rename the three files from suffix ``old`` to ``new`` (the .log first; Kafka's
-        changeFileSuffixes); return the new paths."""
+        """Rename the files from suffix ``old`` to ``new`` (the .log first; Kafka's changeFileSuffixes);
+        return the new paths of those that exist (the .txnindex may not)."""
         renamed = []
         for path, rename in ((self.log_path, self._rename_log), (self.index.path, self.index.rename),
-                             (self.time_index.path, self.time_index.rename)):
+                             (self.time_index.path, self.time_index.rename), (self.txn_index.path, self.txn_index.rename)):
             name = path.name[: len(path.name) - len(old)] if old else path.name
             if old and not path.name.endswith(old):
                 raise ValueError(f"{path} does not end with {old!r}")
             new_path = path.with_name(name + new)
-            rename(new_path)
-            renamed.append(new_path)
+            if rename(new_path) is not False:
+                renamed.append(new_path)
         return renamed
 
     def _rename_log(self, new_path: Path) -> None:

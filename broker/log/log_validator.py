@@ -27,6 +27,7 @@ from pipeline.records.batch import (
     CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
     CorruptBatchError,
     parse_header,
@@ -45,7 +46,7 @@ def validate_client_batch(buf: bytearray, max_batch: int,
     it has a producer id, a record count matching lastOffsetDelta, records that parse, and (for a
     compacted log, ``require_keys``) a key on every record.
     Returns (position, size, lastOffsetDelta, max timestamp, producer id, epoch, base sequence,
-    attributes). Transactional batches are refused by the request layer, before any append."""
+    attributes). Whether a transactional batch's producer may write is the request layer's check."""
     n = len(buf)
     if n == 0:
         raise InvalidRecordError("the request holds no record batch")
@@ -72,6 +73,8 @@ def validate_client_batch(buf: bytearray, max_batch: int,
         raise InvalidRecordError(f"the batch holds {count} records but lastOffsetDelta {last_delta}")
     if attributes & CONTROL_FLAG:
         raise InvalidRecordError("clients may not write control batches")
+    if attributes & TRANSACTIONAL_FLAG and pid < 0:
+        raise InvalidRecordError("a transactional batch must carry a producer id")
     if pid >= 0 and seq < 0:
         raise InvalidRecordError(f"producer id {pid} with an invalid sequence number {seq}")
     try:

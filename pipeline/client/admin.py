@@ -170,11 +170,12 @@ class AdminClient(GroupCalls, ScramCredentialCalls):
     # -- offsets ---------------------------------------------------------------------------------
 
     def list_offsets(self, topic: str, partitions: Iterable[int] | None = None,
-                     timestamp: int = LATEST_TIMESTAMP) -> dict[int, int | None]:
+                     timestamp: int = LATEST_TIMESTAMP, isolation_level: int = 0) -> dict[int, int | None]:
         """For each partition, the offset for ``timestamp`` (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP or ms).
 
         For a time in ms: the earliest offset whose timestamp is at or after it, None when no message is
-        that recent. Each partition is asked of its leader, one request per leader.
+        that recent. Each partition is asked of its leader, one request per leader. ``isolation_level`` 1
+        (read_committed): LATEST is the last stable offset, where a read_committed reader ends.
         """
         known = self.cluster.partitions_for(topic)
         wanted = known if partitions is None else list(partitions)
@@ -188,7 +189,7 @@ class AdminClient(GroupCalls, ScramCredentialCalls):
         offsets: dict[int, int | None] = {}
         for partitions_of_leader in by_leader.values():
             connection = self.cluster.leader_connection(topic, partitions_of_leader[0])
-            body = {"replica_id": -1, "isolation_level": 0,
+            body = {"replica_id": -1, "isolation_level": isolation_level,
                     "topics": [{"name": topic, "partitions": [
                         {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp,
                          "max_num_offsets": 1} for p in partitions_of_leader]}],

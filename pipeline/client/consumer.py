@@ -119,7 +119,8 @@ class Consumer:
         self._machine = FetchStateMachine.from_config(self.config)
         self._fetcher: PartitionFetcher[FetchPosition] = PartitionFetcher(
             self._cluster, self._machine, min_bytes=self.config["fetch.min.bytes"],
-            max_bytes=self.config["fetch.max.bytes"], deliver=self._deliver, fail=self._fail)
+            max_bytes=self.config["fetch.max.bytes"], deliver=self._deliver, fail=self._fail,
+            isolation_level=self.config["isolation.level"])
         # Each partition's fetch state; its next offset to hand out is that of its chunk in _ready, if any.
         self._fetch: dict[TopicPartition, FetchPosition] = {}
         self._ready: collections.deque[_Chunk] = collections.deque()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from pipeline.client.isolation import parse_isolation_level
 from pipeline.config import Config, ConfigError, Property, parse_bool, parse_str
 from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES, ZooKeeperSecurity
@@ -44,6 +45,9 @@ CONSUMER_CONFIG = (
              "Wait before retrying after a leader move or connection error.", aliases=("retry.backoff.ms",)),
     Property("topic.metadata.refresh.interval.ms", int, 600_000, "Refresh the cluster metadata at least this often.",
              aliases=("metadata.max.age.ms",)),
+    Property("isolation.level", parse_isolation_level, 0,
+             "read_uncommitted (0): every record up to the high watermark; read_committed (1): only committed "
+             "transactions' records, up to the last stable offset.", at_least=0, at_most=1),
     *SECURITY_PROPERTIES,
 )
 

@@ -43,7 +43,8 @@ class ConsumerFetcher:
         self._machine = FetchStateMachine.from_config(config)
         self._fetcher: PartitionFetcher[PartitionTopicInfo] = PartitionFetcher(
             cluster, self._machine, min_bytes=config["fetch.min.bytes"], max_bytes=config["fetch.max.bytes"],
-            deliver=self._deliver, fail=self._fail, started=self._started)
+            deliver=self._deliver, fail=self._fail, started=self._started,
+            isolation_level=config["isolation.level"])
         self._infos: list[PartitionTopicInfo] = []
         self._wake = threading.Event()
         self._stop = threading.Event()

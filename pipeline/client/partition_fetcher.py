@@ -17,6 +17,7 @@ from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaConnectionError
 from pipeline.client.fetch_state import FetchOutcome, FetchPosition, FetchStateMachine
 from pipeline.client.simple_consumer import (
+    READ_UNCOMMITTED,
     FetchRequest,
     MessageSet,
     fetch_request_body,
@@ -46,8 +47,9 @@ class PartitionFetcher(Generic[P]):
 
     def __init__(self, cluster: Cluster, machine: FetchStateMachine, *, min_bytes: int, max_bytes: int,
                  deliver: Callable[[P, MessageSet], None], fail: Callable[[P, BaseException], None],
-                 started: Callable[[P], None] | None = None) -> None:
+                 started: Callable[[P], None] | None = None, isolation_level: int = READ_UNCOMMITTED) -> None:
         self.cluster = cluster
+        self.isolation_level = isolation_level
         self.machine = machine
         self._min_bytes = min_bytes
         self._max_bytes = max_bytes
@@ -60,7 +62,7 @@ class PartitionFetcher(Generic[P]):
         when = position.start_time
         assert when is not None, "a position without a start time cannot be looked up"
         connection = self.cluster.leader_connection(position.topic, position.partition)
-        offsets = list_offsets(connection, position.topic, position.partition, when, 1)
+        offsets = list_offsets(connection, position.topic, position.partition, when, 1, self.isolation_level)
         if not offsets:
             raise KafkaConnectionError(f"no offset for {position.topic}-{position.partition} at time {when}")
         position.fetch_offset = offsets[0]
@@ -97,7 +99,7 @@ class PartitionFetcher(Generic[P]):
             requests = [FetchRequest(p.topic, p.partition, p.fetch_offset, p.fetch_size)  # type: ignore[arg-type]
                         for p in group]
             body = fetch_request_body(requests, max_wait_ms=max_wait_ms, min_bytes=self._min_bytes,
-                                      max_bytes=self._max_bytes)
+                                      max_bytes=self._max_bytes, isolation_level=self.isolation_level)
             try:
                 connection = cluster.connection(leader)
                 connection.send(ApiKey.FETCH, body)
@@ -114,7 +116,7 @@ class PartitionFetcher(Generic[P]):
                     continue
                 for position, request in zip(group, requests):
                     result = read_message_set(request.topic, request.partition, request.offset,
-                                              parts.get((request.topic, request.partition)))
+                                              parts.get((request.topic, request.partition)), self.isolation_level)
                     outcome, error = machine.take(position, result)
                     if outcome is _DELIVER:
                         self._deliver(position, result)

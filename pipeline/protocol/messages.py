@@ -465,7 +465,7 @@ OFFSET_COMMIT = Api(
 )
 
 OFFSET_FETCH = Api(
-    ApiKey.OFFSET_FETCH, "OffsetFetch", versions="0-6", flexible="6+",
+    ApiKey.OFFSET_FETCH, "OffsetFetch", versions="0-7", flexible="6+",
     request=(
         F("GroupId", "string", "0+"),
         F("Topics", "[]OffsetFetchRequestTopic", "0+", nullable="2+", fields=(

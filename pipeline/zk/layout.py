@@ -319,6 +319,16 @@ def group_metadata_path(group: str) -> str:
     return f"{CONSUMERS}/{group}/metadata"
 
 
+def txn_offsets_path(group: str) -> str:
+    """The parent of a group's pending transactional offset commits, one child per producer id."""
+    return f"{CONSUMERS}/{group}/txn_offsets"
+
+
+def txn_offset_path(group: str, producer_id: int) -> str:
+    """One producer's offsets committed in its open transaction (TxnOffsetCommit), visible at its commit marker."""
+    return f"{CONSUMERS}/{group}/txn_offsets/{producer_id}"
+
+
 @dataclass(frozen=True)
 class OffsetValue:
     """A committed offset: the next offset to consume, the committer's metadata string and, when the

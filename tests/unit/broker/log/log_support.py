@@ -22,12 +22,13 @@ def make_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     compression: int = 0,
+    transactional: bool = False,
 ) -> bytes:
     """One batch of ``count`` records with timestamps ``timestamp`` .. ``timestamp + count - 1``."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
-        is_transactional=False,
+        is_transactional=transactional,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
