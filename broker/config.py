@@ -252,6 +252,18 @@ PROPERTIES: tuple[Property, ...] = (
              "commits in (Kafka's partitionFor: a group's offsets partition names its transaction marker); "
              "the same on every broker, and never changed once transactions have run.",
              at_least=1, at_most=INT32_MAX),
+    Property("transaction.max.timeout.ms", int, 900000,
+             "Longest transaction.timeout.ms a transactional producer may ask for (InitProducerId answers "
+             "INVALID_TRANSACTION_TIMEOUT above it).", at_least=1, at_most=INT32_MAX),
+    Property("transactional.id.expiration.ms", int, 604800000,
+             "How long a transactional id with no open transaction is kept after its last transaction (then its "
+             "producer id and epoch are forgotten).", at_least=1, at_most=INT32_MAX),
+    Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000,
+             "How often the transaction coordinator aborts transactions open longer than their timeout.",
+             at_least=1, at_most=INT32_MAX),
+    Property("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
+             "How often the transaction coordinator removes transactional ids past transactional.id.expiration.ms.",
+             at_least=1, at_most=INT32_MAX),
     Property("authorizer.class.name", lambda text: _authorizer_class(text), "",
              "The authorizer checking every request against the ACLs (kafka.security.authorizer.AclAuthorizer, "
              "kafka.security.auth.SimpleAclAuthorizer or broker.security.authorizer.AclAuthorizer: all the same "

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from broker.admin_manager import TopicAdmin, TopicError, describe_topic_configs
 from broker.coordinator.coordinator_placement import GROUP_METADATA_TOPIC
 from broker.coordinator.group_apis import GroupApis
+from broker.coordinator.transaction_apis import TransactionApis
 from broker.metadata import MetadataView, ProducerIdManager, ProducerIdUnavailable, metadata_response
 from broker.replica_manager import STORAGE_ERRORS, FetchResult, PendingSync, ReplicaManager
 from broker.security.credential_store import CredentialStore
@@ -69,7 +70,7 @@ class KafkaApis:
 
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, admin: TopicAdmin, metadata: MetadataView,
                  producer_ids: ProducerIdManager, auto_create_topics: bool, fetch_max_wait_cap_ms: int,
-                 groups: GroupApis) -> None:
+                 groups: GroupApis, transactions: TransactionApis | None = None) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.admin = admin
@@ -115,6 +116,10 @@ class KafkaApis:
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             **groups.handlers(),
         }
+        if transactions is not None:
+            transactions.request_check = self.request_check
+            transactions.listener_name = self._listener_name
+            self._handlers.update(transactions.handlers(self._handlers))
         self._api_stats = {key: self.metrics.api_stats(key, walk_responses=key not in _COUNT_OWN_ERRORS)
                            for key in self._handlers}
         self._produce_stats = self._api_stats[ApiKey.PRODUCE]
@@ -174,6 +179,10 @@ class KafkaApis:
                             parked=header.api_key in _PURGATORY_APIS)
         self._api_stats[header.api_key].completed(header.api_version, perf_counter() - started, result)
         return response
+
+    def _listener_name(self) -> str | None:
+        session = self.session
+        return None if session is None else session.listener_name
 
     def _answer(self, header: RequestHeader, version: int, body: dict, started: float) -> list:
         """The encoded response, counted in the request metrics."""

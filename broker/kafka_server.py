@@ -18,7 +18,7 @@ from broker.admin_manager import AdminManager
 from broker.authentication_metrics import AuthenticationMetrics
 from broker.cluster.membership import ClusterMembership
 from broker.config import KafkaConfig
-from broker.coordinator.coordination import GroupCoordination
+from broker.coordinator.coordination import GroupCoordination, TransactionCoordination
 from broker.kafka_apis import KafkaApis
 from broker.kafka_scheduler import KafkaScheduler
 from broker.log.cleaner_metrics import LogCleanerMetrics
@@ -54,6 +54,7 @@ class KafkaServer:
         self.cluster: ClusterMembership | None = None
         self.scheduler: KafkaScheduler | None = None
         self.groups: GroupCoordination | None = None
+        self.transactions: TransactionCoordination | None = None
         self.authorizer: AclAuthorizer | None = None
         self.apis: KafkaApis | None = None  # the request handlers, once the broker serves
         self.metrics = BrokerMetrics()
@@ -160,6 +161,7 @@ class KafkaServer:
             mode, cluster_id = f"in cluster {config['zookeeper.connect']}", self.cluster.cluster_id
             credentials: CredentialStore = self.cluster.credentials
             self.groups = self.cluster.groups
+            self.transactions = self.cluster.transactions
         else:
             inter_broker = next(e for e in advertised if e.listener_name == config.inter_broker_listener_name)
             endpoint = BrokerEndpoint(config.broker_id, inter_broker.host, inter_broker.port,
@@ -169,8 +171,11 @@ class KafkaServer:
             admin = AdminManager(metadata, replica_manager, log_config, config["num.partitions"])
             admin.host_existing_topics()
             self.groups = GroupCoordination.standalone(config, endpoint, self.metrics.registry)
+            self.transactions = TransactionCoordination.standalone(config, endpoint, metadata, metadata,
+                                                                   self.metrics.registry)
             apis = KafkaApis(config.broker_id, replica_manager, admin, metadata, metadata,
-                             config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis)
+                             config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis,
+                             self.transactions.apis)
             try:
                 await self._start_authorizer(apis, lambda: FileAclStore(log_dirs[0]))
             except BaseException:
@@ -189,9 +194,11 @@ class KafkaServer:
                  config["log.flush.offset.checkpoint.interval.ms"])
         schedule("highwatermark-checkpoint", self.log_manager.checkpoint_high_watermarks,
                  config["replica.high.watermark.checkpoint.interval.ms"])
-        assert self.groups is not None
+        assert self.groups is not None and self.transactions is not None
         self.groups.schedule(self.scheduler, asyncio.get_running_loop())
         self.apis = apis = apis_holder[0]
+        self.transactions.start(getattr(apis, "write_txn_markers", None))
+        self.transactions.schedule(self.scheduler, asyncio.get_running_loop())
         apis.client_warnings = apis.replica_manager.client_warnings = self.socket_server.warnings
         cluster = self.cluster
         self.metrics.registry.register(BrokerStateCollector(
@@ -237,6 +244,10 @@ class KafkaServer:
         if self.groups is not None:
             self.groups.close()
             self.groups = None
+        if self.transactions is not None:
+            await self.transactions.shutdown()
+            self.transactions.close()
+            self.transactions = None
         if self.cluster is not None:
             await self.cluster.close()
             self.cluster = None
@@ -263,6 +274,8 @@ class KafkaServer:
         await asyncio.get_running_loop().run_in_executor(None, self._stop_metrics)
         if self.groups is not None:
             self.groups.shutdown()
+        if self.transactions is not None:
+            await self.transactions.shutdown()
         if self.socket_server is not None:
             await self.socket_server.stop_accepting()
             await self.socket_server.close_all()
@@ -272,6 +285,8 @@ class KafkaServer:
         await self._stop_storage()
         if self.groups is not None:
             self.groups.close()
+        if self.transactions is not None:
+            self.transactions.close()
         # Deregister only after flushing: once /brokers/ids/<id> vanishes, the partitions go offline.
         if self.cluster is not None:
             await self.cluster.close()

@@ -26,10 +26,12 @@ from broker.cluster.registry import BrokerIdInUse, BrokerRegistry, ZkProducerIdM
 from pipeline.error_text import describe_error
 from pipeline.zk.client import BoundedZk, ZooKeeperTimeout
 from broker.config import ConfigError, KafkaConfig
-from broker.coordinator.coordination import GroupCoordination
+from broker.coordinator.coordination import GroupCoordination, TransactionCoordination
 from broker.coordinator.group_store import ZkGroupStore
+from broker.coordinator.transaction_store import ZkTransactionStore
 from broker.kafka_apis import KafkaApis
 from broker.log.log_manager import LogManager
+from broker.metadata import BrokerEndpoint
 from broker.log.meta_properties import InconsistentLogDirError, check_and_claim
 from broker.metrics import BrokerMetrics
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -63,6 +65,7 @@ class ClusterMembership:
         self.isr_writer: IsrChangeWriter | None = None
         self._isr_task: asyncio.Task | None = None
         self.groups: GroupCoordination | None = None
+        self.transactions: TransactionCoordination | None = None
         self.cluster_id = ""
         self.credentials: CredentialStore = CredentialStore()
 
@@ -99,11 +102,13 @@ class ClusterMembership:
 
         leadership: list[PartitionLeadership] = []
         groups: list[GroupCoordination] = []
+        transactions: list[TransactionCoordination] = []
 
         def on_change(changes: CacheChanges) -> None:
             leadership[0].reconcile(changes)
-            if groups and (changes.brokers or changes.shutting_down):
-                groups[0].brokers_changed()
+            if changes.brokers or changes.shutting_down:
+                for coordination in groups + transactions:
+                    coordination.brokers_changed()
         self.cache = cache = ZkMetadataCache(zk, loop, on_change=on_change,
                                              inter_broker_listener=config.inter_broker_listener_name)
         cache.cluster_id = self.cluster_id
@@ -131,13 +136,23 @@ class ClusterMembership:
             config, ZkGroupStore(zk, config["offsets.commit.timeout.ms"] / 1000), self._owns_group,
             lambda group: cache.group_coordinator(group) if cache.connected else None, metrics.registry)
         groups.append(self.groups)
+        producer_ids = ZkProducerIdManager(registry)
+
+        def find_coordinator(key: str) -> BrokerEndpoint | None:
+            return cache.group_coordinator(key) if cache.connected else None
+        self.transactions = TransactionCoordination(
+            config, ZkTransactionStore(zk, session_timeout_s), self._owns_group, find_coordinator, find_coordinator,
+            cache, producer_ids, metrics.registry)
+        transactions.append(self.transactions)
         self.credentials = credentials = ZkCredentialStore(zk, loop)
         await credentials.start()
-        return KafkaApis(broker_id, replica_manager, admin, cache, ZkProducerIdManager(registry),
-                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis)
+        return KafkaApis(broker_id, replica_manager, admin, cache, producer_ids,
+                         config["auto.create.topics.enable"], config["fetch.max.wait.cap.ms"], self.groups.apis,
+                         self.transactions.apis)
 
     def _owns_group(self, group_id: str) -> bool:
-        """Whether this broker coordinates ``group_id`` in its current view of the cluster."""
+        """Whether this broker coordinates ``group_id`` (a group or a transactional id: both are placed alike) in
+        its current view of the cluster."""
         cache = self.cache
         coordinator = cache.group_coordinator(group_id) if cache is not None else None
         return coordinator is not None and coordinator.broker_id == self.config.broker_id

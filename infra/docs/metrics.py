@@ -16,6 +16,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from audit.metrics import AuditMetrics
 from broker.coordinator.coordinator_metrics import GroupCoordinatorMetrics
+from broker.coordinator.transaction_metrics import TransactionCoordinatorMetrics
 from broker.log.cleaner_metrics import LogCleanerMetrics
 from broker.metrics import BrokerMetrics
 from broker.state_metrics import BrokerStateCollector
@@ -56,6 +57,7 @@ def _broker_registry() -> CollectorRegistry:
     connections = SimpleNamespace(connection_count=0, connections_created=0, connections_closed=0, client_errors={})
     metrics.registry.register(BrokerStateCollector(0, nothing, nothing, nothing, connections, lambda: False))
     metrics.registry.register(GroupCoordinatorMetrics())
+    metrics.registry.register(TransactionCoordinatorMetrics())
     metrics.registry.register(LogCleanerMetrics(_IdleCleaner()))  # type: ignore[arg-type]
     return metrics.registry
 
@@ -63,7 +65,7 @@ def _broker_registry() -> CollectorRegistry:
 # (service, where its metrics are declared, how to build its registry), in the order of the pipeline
 SERVICES: tuple[tuple[str, str, Callable[[], CollectorRegistry]], ...] = (
     ("Broker", "broker/metrics.py, broker/state_metrics.py, broker/coordinator/coordinator_metrics.py, "
-               "broker/log/cleaner_metrics.py", _broker_registry),
+               "broker/coordinator/transaction_metrics.py, broker/log/cleaner_metrics.py", _broker_registry),
     ("Schema registry", "schemas/registry/service.py", lambda: RegistryMetrics().registry),
     ("Frontend emulators", "producers/metrics.py", lambda: EmulatorMetrics().registry),
     ("Mirror", "mirror/metrics.py", lambda: MirrorMetrics().registry),

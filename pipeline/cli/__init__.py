@@ -1,5 +1,5 @@
-"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster, consumer groups, users and
-ACLs.
+"""The command line `python -m pipeline`: topics, produce, consume, offsets, cluster, consumer groups, users, ACLs
+and transactions.
 
 Each subcommand group lives in its own module and registers its parser here; common.py holds the
 shared options (--bootstrap-server, --zookeeper), exit codes and error reporting. Packages above pipeline add
@@ -14,7 +14,8 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Sequence
 
-from pipeline.cli import acls, cluster, consume, consumer_groups, offsets, produce, replication, topics, users
+from pipeline.cli import (acls, cluster, consume, consumer_groups, offsets, produce, replication, topics, transactions,
+                          users)
 from pipeline.cli.common import EXIT_CODES_HELP, add_connection_options, common_options, run_guarded
 
 PROG = "python -m pipeline"
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_options(parser, with_defaults=True)
     subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options()
-    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, users, acls):
+    for module in (topics, produce, consume, offsets, cluster, consumer_groups, replication, users, acls, transactions):
         module.add_parser(subparsers, common)
     # A module may register several subcommands (one entry each): its parsers are added once.
     for module in dict.fromkeys(entry.load() for entry in registered_commands().values()):

@@ -214,6 +214,14 @@ def require_partitions(cluster: Cluster, topic: str, partition: int | None) -> l
     return [partition]
 
 
+def print_table(header: list[str], rows: list[list[object]]) -> None:
+    """Columns left-aligned and as wide as their widest cell, two spaces apart."""
+    cells = [header] + [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
 def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str) -> int:
     """Run a subcommand, turning the errors we expect into one line on stderr and an exit code."""
     try:

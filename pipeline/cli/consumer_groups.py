@@ -16,7 +16,7 @@ from typing import Iterator
 
 from kazoo.client import KazooClient
 
-from pipeline.cli.common import CliError, EXIT_USAGE, int_arg, open_admin, open_zookeeper
+from pipeline.cli.common import CliError, EXIT_USAGE, int_arg, open_admin, open_zookeeper, print_table
 from pipeline.cli.group_reset import (
     DATETIME,
     ResetTarget,
@@ -151,7 +151,7 @@ def _describe_paper_group(args: argparse.Namespace, zk: KazooClient, group: str)
         partitions |= {(topic, p) for p in registry.assignment(topic)}
     with open_admin(args) as admin:
         ends = _log_end_offsets(admin, sorted({topic for topic, _ in partitions}))
-    _print_table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "OWNER"], [
+    print_table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "OWNER"], [
         [topic, partition, *_offset_columns(committed.get((topic, partition)), ends.get((topic, partition))),
          owners.get((topic, partition), "-")] for topic, partition in sorted(partitions)])
     print(f"\nMembers ({len(members)}):")
@@ -182,7 +182,7 @@ def _describe_broker_group(args: argparse.Namespace, group: str) -> int:
         member = owner.get(tp)
         who = [member.member_id, member.host, member.client_id] if member else ["-", "-", "-"]
         rows.append([tp[0], tp[1], *_offset_columns(committed.get(tp), ends.get(tp)), *who])
-    _print_table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
+    print_table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
                  rows)
     _print_members(described)
     return 0
@@ -193,7 +193,7 @@ def _print_members(described: GroupDescription) -> None:
         print(f"\nConsumer group {described.group_id!r} has no active members.")
         return
     print(f"\nMembers ({len(described.members)}):")
-    _print_table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], [
+    print_table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], [
         [m.member_id, m.group_instance_id or "-", m.client_id, m.host,
          ",".join(f"{topic}-{p}" for topic, p in m.assignment) or "-"] for m in described.members])
 
@@ -245,7 +245,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
                 paper_groups.write_offsets(zk, group, plan, _timeout_s(args))
             else:
                 admin.commit_offsets(group, plan)
-    _print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+    print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
                  [[group, topic, partition, offset] for (topic, partition), offset in plan.items()])
     if not args.execute:
         print("(dry run: nothing changed; add --execute to commit these offsets)", file=sys.stderr)
@@ -337,14 +337,6 @@ def _one_group(args: argparse.Namespace, action: str) -> str:
 
 def _timeout_s(args: argparse.Namespace) -> float:
     return args.command_timeout_ms / 1000
-
-
-def _print_table(header: list[str], rows: list[list[object]]) -> None:
-    """Columns left-aligned and as wide as their widest cell, two spaces apart."""
-    cells = [header] + [[str(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 def _or_dash(value: int | None) -> str:

@@ -1,7 +1,7 @@
 """AdminClient: create, grow, delete, list and describe topics, describe and alter their configs, look up offsets,
 list, add and remove ACLs, and (through pipeline.client.group_admin) list, describe, delete and commit offsets for
-broker-coordinated groups, and (through pipeline.client.scram_admin) describe and alter users' SCRAM credentials, on
-top of a Cluster.
+broker-coordinated groups, (through pipeline.client.scram_admin) describe and alter users' SCRAM credentials, and
+(through pipeline.client.transaction_admin) list and describe transactions, on top of a Cluster.
 
 Requests go to any broker for now (a standalone broker is its own controller); once brokers form a
 cluster, CreateTopics, CreatePartitions and DeleteTopics go to the controller named in the Metadata response. A broker's
@@ -20,6 +20,7 @@ from pipeline.client.connection import BrokerConnection
 from pipeline.client.errors import KafkaConnectionError, UnknownTopicError
 from pipeline.client.group_admin import GroupCalls
 from pipeline.client.scram_admin import ScramCredentialCalls
+from pipeline.client.transaction_admin import TransactionCalls
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 from pipeline.security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
@@ -45,7 +46,7 @@ class TopicDescription:
         return max((len(p.replicas) for p in self.partitions), default=0)
 
 
-class AdminClient(GroupCalls, ScramCredentialCalls):
+class AdminClient(GroupCalls, ScramCredentialCalls, TransactionCalls):
     """Topic and group administration and offset look-ups for one cluster (Kafka's AdminClient, the calls we need).
 
     Give it a Cluster to share one with other clients, or a bootstrap string (``host:port,...``) to have

@@ -100,26 +100,28 @@ class GroupCalls:
         """The id of the broker coordinating ``group``, retrying while none is available."""
         return self._with_coordinator(group, lambda node_id, connection: node_id)
 
-    def _ask_coordinator(self, group: str) -> int:
-        body = {"key": group, "key_type": COORDINATOR_KEY_TYPE_GROUP}
+    def _ask_coordinator(self, group: str, key_type: int = COORDINATOR_KEY_TYPE_GROUP) -> int:
+        body = {"key": group, "key_type": key_type}
         response = self._request(self.cluster.any_connection(), ApiKey.FIND_COORDINATOR, body)
         if response["error_code"]:
             raise KafkaProtocolError(response["error_code"],
-                                     response.get("error_message") or f"no coordinator for group {group!r}")
+                                     response.get("error_message") or f"no coordinator for {group!r}")
         node_id = response["node_id"]
         if self.cluster.brokers().get(node_id) is None:
             self.cluster.refresh([])
         return node_id
 
-    def _with_coordinator(self, group: str, call: Callable[[int, BrokerConnection], T]) -> T:
+    def _with_coordinator(self, group: str, call: Callable[[int, BrokerConnection], T],
+                          key_type: int = COORDINATOR_KEY_TYPE_GROUP) -> T:
         """``call(coordinator id, connection)``, again with a fresh FindCoordinator after a coordinator error
-        (raised by ``call`` as KafkaProtocolError) or a broken connection, until the timeout."""
+        (raised by ``call`` as KafkaProtocolError) or a broken connection, until the timeout. ``key_type`` 1:
+        ``group`` is a transactional id, and its transaction coordinator is asked."""
         deadline = time.monotonic() + self.timeout_s
         attempt = 0
         while True:
             node_id = -1
             try:
-                node_id = self._ask_coordinator(group)
+                node_id = self._ask_coordinator(group, key_type)
                 return call(node_id, self.cluster.connection(node_id))
             except KafkaProtocolError as exc:
                 if exc.code not in COORDINATOR_RETRY_ERRORS or time.monotonic() >= deadline:

@@ -316,7 +316,7 @@ CREATE_PARTITIONS = Api(
 )
 
 INIT_PRODUCER_ID = Api(
-    ApiKey.INIT_PRODUCER_ID, "InitProducerId", versions="0-1", flexible="2+",
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", versions="0-4", flexible="2+",
     request=(
         F("TransactionalId", "string", "0+", nullable="0+"),
         F("TransactionTimeoutMs", "int32", "0+"),
