@@ -318,8 +318,9 @@ class MirrorService(CallbackHandler):
                 source.producer = self._producer
             return
         self._quarantined = self._load_quarantined()
-        admin = AdminClient(self._target_cluster)
         for source in self._sources:
+            # Read on the source's rebalancing thread: a client of its own.
+            admin = AdminClient(self._open_target_cluster(f"mirror-offsets-{source.name}"), close_cluster=True)
             source.txn = SourceTransactions(source.name, self.config, self, _PendingValues(), admin)
             source.producer = source.txn.producer
             source.txn.start()
@@ -340,14 +341,16 @@ class MirrorService(CallbackHandler):
             return [self._producer]
         return [s.producer for s in self._sources if s.producer is not None]
 
-    def _open_target_cluster(self) -> Cluster:
+    def _open_target_cluster(self, client_id: str = "mirror-admin") -> Cluster:
+        """A client of the target; its connections are its own (a Cluster's are not shared between threads)."""
         config = self.config
         if config["target.zookeeper.connect"]:
-            discovery: Any = ZooKeeperBrokerDiscovery(config["target.zookeeper.connect"])
-            self._target_discovery = discovery
+            if self._target_discovery is None:
+                self._target_discovery = ZooKeeperBrokerDiscovery(config["target.zookeeper.connect"])
+            discovery: Any = self._target_discovery
         else:
             discovery = StaticBrokerList(config["target.bootstrap.servers"])
-        return Cluster(discovery, client_id="mirror-admin", security=config.producer_config().security)
+        return Cluster(discovery, client_id=client_id, security=config.producer_config().security)
 
     def fail(self, error: MirrorError) -> None:
         """Stop the mirror with ``error`` (the first one wins)."""
@@ -746,6 +749,8 @@ class MirrorService(CallbackHandler):
                             "again): %r", source.name, exc)
             source.connector.shutdown()
             source.admin.close()
+            if source.txn is not None:
+                source.txn.close_admin()
         for each in ([producer] if producer is not None else [s.producer for s in self._sources if s.producer]):
             try:
                 each.close(max(5.0, deadline - time.monotonic()))

@@ -199,6 +199,7 @@ class SourceTransactions:
             log.warning("source %s: could not abort the open transaction (the next start aborts it): %s",
                         self.source, exc)
 
-    def close(self, timeout_s: float) -> None:
-        self.producer.close(timeout_s)
+    def close_admin(self) -> None:
+        """Close the client that reads the target's offsets (the producer is closed with the others)."""
+        self._admin.close()
 

@@ -157,6 +157,25 @@ def read_all(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, l
     return result
 
 
+def read_committed(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, list[ConsumerRecord]]:
+    """Every record of every partition of ``topic`` a read_committed reader sees, up to the last stable offset, in
+    offset order (aborted transactions and markers left out)."""
+    broker = next(iter(cluster.brokers.values()))
+    result: dict[int, list[ConsumerRecord]] = {}
+    with SimpleConsumer(broker.host, broker.port, isolation_level="read_committed") as consumer:
+        for partition in range(partitions):
+            records: list[ConsumerRecord] = []
+            offset = consumer.get_offsets_before(topic, partition, -2, 1)[0]
+            end = consumer.get_offsets_before(topic, partition, -1, 1)[0]
+            while offset < end:
+                messages = consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20))
+                records.extend(ConsumerRecord(topic, partition, *r) for r in messages if r.offset >= offset)
+                assert messages.next_offset > offset, f"{topic}-{partition}: read_committed stuck at {offset} < {end}"
+                offset = messages.next_offset
+            result[partition] = records
+    return result
+
+
 def end_offsets(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, int]:
     broker = next(iter(cluster.brokers.values()))
     with SimpleConsumer(broker.host, broker.port) as consumer:
