@@ -142,7 +142,7 @@ class ClusterMembership:
             return cache.group_coordinator(key) if cache.connected else None
         self.transactions = TransactionCoordination(
             config, ZkTransactionStore(zk, session_timeout_s), self._owns_group, find_coordinator, find_coordinator,
-            cache, producer_ids, metrics.registry)
+            cache, producer_ids, metrics.registry, config.inter_broker_security())
         transactions.append(self.transactions)
         self.credentials = credentials = ZkCredentialStore(zk, loop)
         await credentials.start()

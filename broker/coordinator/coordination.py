@@ -19,6 +19,7 @@ from broker.coordinator.transaction_metrics import TransactionCoordinatorMetrics
 from broker.coordinator.transaction_store import FileTransactionStore, TransactionStore
 from broker.kafka_scheduler import KafkaScheduler
 from broker.metadata import BrokerEndpoint, MetadataView, ProducerIdManager
+from pipeline.security.client_settings import PLAINTEXT_SECURITY, ClientSecurity
 from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,10 @@ class TransactionCoordination:
 
     def __init__(self, config: KafkaConfig, store: TransactionStore, owns: Callable[[str], bool],
                  find: Callable[[str], BrokerEndpoint | None], find_group: Callable[[str], BrokerEndpoint | None],
-                 view: MetadataView, producer_ids: ProducerIdManager, registry: CollectorRegistry) -> None:
+                 view: MetadataView, producer_ids: ProducerIdManager, registry: CollectorRegistry,
+                 security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
+        """``security``: how to reach the other brokers' inter-broker listeners (KafkaConfig.inter_broker_security()
+        in a cluster; a standalone broker writes every marker in process)."""
         self.store = store
         self._config = config
         metrics = TransactionCoordinatorMetrics()
@@ -90,7 +94,7 @@ class TransactionCoordination:
         def endpoint(broker_id: int) -> BrokerEndpoint | None:
             return next((b for b in view.live_brokers() if b.broker_id == broker_id), None)
         self.markers = TransactionMarkerChannelManager(
-            config.broker_id, route, endpoint, config.inter_broker_security(),
+            config.broker_id, route, endpoint, security,
             config["replica.socket.timeout.ms"])
         self.coordinator = TransactionCoordinator(store, TransactionConfig.from_config(config), owns, producer_ids,
                                                   self.markers, metrics)

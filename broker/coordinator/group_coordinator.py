@@ -5,9 +5,10 @@ rebalance timeout passed, the leader's assignment is relayed to every member (Sy
 are alive (Heartbeat) and leave (LeaveGroup or their session timeout). Offsets are committed and fetched
 through a GroupStore (ZooKeeper in a cluster, the log dir standalone); offsets committed inside a transaction
 (TxnOffsetCommit) are stored pending and become committed, or are dropped, when the transaction's marker for
-the group's ``__consumer_offsets`` partition arrives (Kafka's handleTxnCommitOffsets and handleTxnCompletion). Timers are event-loop callbacks:
-each member's session expiry and each group's join deadline (the rebalance timeout, or the initial delay of
-an empty group's first rebalance, extended while members keep arriving, as Kafka's InitialDelayedJoin).
+the group's ``__consumer_offsets`` partition arrives (Kafka's handleTxnCommitOffsets and handleTxnCompletion).
+Timers are event-loop callbacks: each member's session expiry and each group's join deadline (the rebalance
+timeout, or the initial delay of an empty group's first rebalance, extended while members keep arriving, as
+Kafka's InitialDelayedJoin).
 
 The handlers take the request's fields and return response bodies in the protocol codec's dicts, so
 KafkaApis only adapts versions. ``owns(group_id)`` says whether this broker coordinates a group; a group
@@ -540,17 +541,9 @@ class GroupCoordinator:
         """Commit (offset, metadata) per partition; the error code of each partition."""
         def every(code: int) -> dict[TopicPartition, int]:
             return {tp: code for tp in offsets}
-        if not group_id:
-            return every(ErrorCode.INVALID_GROUP_ID)
-        try:
-            group = await self._group(group_id, create=True)
-        except _NotHere as exc:
-            return every(exc.code)
-        assert group is not None
-        if group.is_in(GroupState.DEAD):
-            return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if self._fenced(group, member_id, group_instance_id):
-            return every(ErrorCode.FENCED_INSTANCE_ID)
+        group = await self._committing_group(group_id, member_id, group_instance_id)
+        if isinstance(group, int):
+            return every(group)
         if not (generation_id < 0 and group.is_in(GroupState.EMPTY)):
             if group.is_in(GroupState.COMPLETING_REBALANCE):
                 return every(ErrorCode.REBALANCE_IN_PROGRESS)
@@ -578,6 +571,22 @@ class GroupCoordinator:
             else:
                 self.metrics.offset_commits += len(accepted)
         return results
+
+    async def _committing_group(self, group_id: str, member_id: str,
+                                group_instance_id: str | None) -> GroupMetadata | int:
+        """The group an offset commit goes to (created when unknown), or the error code refusing the commit."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        try:
+            group = await self._group(group_id, create=True)
+        except _NotHere as exc:
+            return exc.code
+        assert group is not None
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self._fenced(group, member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        return group
 
     async def _write_offsets(self, group: GroupMetadata, write: Callable[[int], Awaitable[Any]], what: str) -> int:
         """Run ``write(version of the group's record)`` (stored first if it never was); an error code."""
@@ -617,17 +626,9 @@ class GroupCoordinator:
         group this broker does not run members for takes generation -1."""
         def every(code: int) -> dict[TopicPartition, int]:
             return {tp: code for tp in offsets}
-        if not group_id:
-            return every(ErrorCode.INVALID_GROUP_ID)
-        try:
-            group = await self._group(group_id, create=True)
-        except _NotHere as exc:
-            return every(exc.code)
-        assert group is not None
-        if group.is_in(GroupState.DEAD):
-            return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if self._fenced(group, member_id, group_instance_id):
-            return every(ErrorCode.FENCED_INSTANCE_ID)
+        group = await self._committing_group(group_id, member_id, group_instance_id)
+        if isinstance(group, int):
+            return every(group)
         if member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
             return every(ErrorCode.UNKNOWN_MEMBER_ID)
         if generation_id >= 0 and generation_id != group.generation_id:
@@ -663,9 +664,8 @@ class GroupCoordinator:
         if not self.active:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
-            stored = await self.store.group_ids()
-            candidates = [g for g in stored if self.offsets_partition(g) == partition_index]
-            groups = await self.store.pending_groups(producer_id, candidates)
+            groups = await self.store.pending_groups(
+                producer_id, lambda group_id: self.offsets_partition(group_id) == partition_index)
         except GroupStoreError as exc:
             log.warning("transaction marker of producer %d: finding its groups failed: %s", producer_id, exc)
             return ErrorCode.REQUEST_TIMED_OUT

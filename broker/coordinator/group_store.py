@@ -26,7 +26,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -107,8 +107,9 @@ class GroupStore(Protocol):
     async def pending_offsets(self, group_id: str) -> dict[int, PendingTxnOffsets]:
         """The group's pending transactional commits by producer id."""
 
-    async def pending_groups(self, producer_id: int, group_ids: Iterable[str]) -> list[str]:
-        """The groups of ``group_ids`` holding pending transactional commits of ``producer_id``."""
+    async def pending_groups(self, producer_id: int, wanted: Callable[[str], bool]) -> list[str]:
+        """The groups holding pending transactional commits of ``producer_id``, among those ``wanted`` accepts
+        (a cheap test on the group id, made before the store is asked about the group)."""
 
     async def complete_pending(self, group_id: str, producer_id: int, commit: bool,
                                expected_version: int) -> dict[TopicPartition, CommittedOffset] | None:
@@ -374,8 +375,11 @@ class ZkGroupStore:
             found[int(producer)] = _parse_pending(json.loads(result[0].decode()), result[1].mzxid)
         return found
 
-    async def pending_groups(self, producer_id: int, group_ids: Iterable[str]) -> list[str]:
-        groups = list(group_ids)
+    async def pending_groups(self, producer_id: int, wanted: Callable[[str], bool]) -> list[str]:
+        try:
+            groups = [g for g in await self._call("get_children", layout.CONSUMERS) if wanted(g)]
+        except NoNodeError:
+            return []
         found = await self._gather([self._zk.client.exists_async(layout.txn_offset_path(g, producer_id))
                                     for g in groups])
         for result in found:
@@ -676,8 +680,8 @@ class FileGroupStore:
     async def pending_offsets(self, group_id: str) -> dict[int, PendingTxnOffsets]:
         return dict(self._pending.get(group_id, {}))
 
-    async def pending_groups(self, producer_id: int, group_ids: Iterable[str]) -> list[str]:
-        return [g for g in group_ids if producer_id in self._pending.get(g, {})]
+    async def pending_groups(self, producer_id: int, wanted: Callable[[str], bool]) -> list[str]:
+        return [g for g, producers in self._pending.items() if producer_id in producers and wanted(g)]
 
     async def complete_pending(self, group_id: str, producer_id: int, commit: bool,
                                expected_version: int) -> dict[TopicPartition, CommittedOffset] | None:

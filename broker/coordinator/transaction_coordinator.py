@@ -97,6 +97,8 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task] = set()
         self._active = True
         self._load_wanted = True
+        # Whether load_owned is reading the store (ListTransactions answers COORDINATOR_LOAD_IN_PROGRESS).
+        self._loading_all = False
 
     # -- loading -----------------------------------------------------------------------------------
 
@@ -152,6 +154,13 @@ class TransactionCoordinator:
         self._load_wanted = False
         for transactional_id in [t for t in self._entries if not self._owns(t)]:
             self._unload(transactional_id)
+        self._loading_all = True
+        try:
+            await self._load_stored()
+        finally:
+            self._loading_all = False
+
+    async def _load_stored(self) -> None:
         try:
             stored = await self.store.load_all()
         except TransactionStoreError as exc:
@@ -230,8 +239,8 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if metadata.state == S.ONGOING:
             # Abort it first with a bumped epoch; the client retries and gets an epoch bumped once more.
-            await self._fence_and_abort(transactional_id, entry, "fenced")
-            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+            code = await self._fence_and_abort(transactional_id, entry, "fenced")
+            return code if code != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         now = self._now()
         entry.pending = S.EMPTY
         try:
@@ -460,7 +469,7 @@ class TransactionCoordinator:
     def list(self) -> tuple[int, list[TransactionMetadata]]:
         if not self._active:
             return ErrorCode.NOT_COORDINATOR, []
-        if self._loading:
+        if self._loading_all:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         return ErrorCode.NONE, [self._entries[t].metadata for t in sorted(self._entries)]
 

@@ -14,6 +14,7 @@ is dropped), and rewrites it from the live records once it is four times their s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -85,13 +86,10 @@ class ZkTransactionStore:
             children = await self._call("get_children", TRANSACTIONS_PATH)
         except NoNodeError:
             return {}
-        found: dict[str, Stored] = {}
-        for child in children:
-            transactional_id = unquote(child)
-            record, version = await self.load(transactional_id)
-            if record is not None:
-                found[transactional_id] = (record, version)
-        return found
+        ids = [unquote(child) for child in children]
+        loaded = await asyncio.gather(*(self.load(transactional_id) for transactional_id in ids))
+        return {transactional_id: (record, version) for transactional_id, (record, version) in zip(ids, loaded)
+                if record is not None}
 
     async def load(self, transactional_id: str) -> tuple[dict[str, Any] | None, int]:
         path = transaction_path(transactional_id)

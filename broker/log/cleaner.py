@@ -14,7 +14,12 @@ Batches keep their base offset, last offset delta, leader epoch, producer id, ep
 (so offsets keep gaps, never move); a compressed batch is recompressed with its codec; a batch whose
 records are all gone is dropped, except the last batch of a live idempotent producer, kept empty so
 that its sequence state survives (Kafka's rule). The active segment and records newer than
-min.compaction.lag.ms or above the high watermark are never cleaned.
+min.compaction.lag.ms or at or above the last stable offset are never cleaned.
+
+Transactions (see cleaned_transactions): the records of aborted transactions are dropped and never
+enter the offset map; a commit or abort marker stays while data of its transaction remains, the
+cleaned segment's .txnindex keeping the aborted ones; a marker without data left goes like a tombstone,
+once its segment's clock is delete.retention.ms old (dropping aborted data restarts that clock).
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ from broker.log.log_cleaner_manager import (
     TopicPartition,
 )
 from broker.log.log_segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
+from broker.log.cleaned_transactions import CleanedTransactionMetadata
 from broker.log.offset_map import SkimpyOffsetMap
+from broker.log.transaction_index import AbortedTxn
 from pipeline.durable_file import fsync_and_close
 from pipeline.protocol import compression
 from pipeline.records.batch import (
@@ -47,6 +54,7 @@ from pipeline.records.batch import (
     build_batch,
     parse_header,
 )
+from pipeline.records.control import parse_control_key
 from pipeline.records.decode import record_spans
 from pipeline.testing_faults import Faults
 
@@ -170,7 +178,8 @@ class SegmentInfo:
 class CleaningJob:
     """One pass over one log, as plain values (it crosses to a cleaner worker process): the log's
     directory and config, its dirty section, its inactive segments below the first uncleanable
-    offset, and the last offset of every live producer (whose last batch is never dropped)."""
+    offset, the last data offset of every live producer (whose last batch is never dropped), and the
+    aborted transactions below the first uncleanable offset."""
 
     topic_partition: TopicPartition
     dir: Path
@@ -179,6 +188,7 @@ class CleaningJob:
     first_uncleanable_offset: int
     segments: tuple[SegmentInfo, ...]
     producers: dict[int, int]
+    aborted: tuple[AbortedTxn, ...] = ()
 
     @classmethod
     def of(cls, to_clean: LogToClean, segments: list[LogSegment] | None = None) -> "CleaningJob":
@@ -189,7 +199,8 @@ class CleaningJob:
             segments = log_.segments_below(to_clean.first_uncleanable_offset)
         return cls(to_clean.topic_partition, log_.dir, log_.config, to_clean.first_dirty_offset,
                    to_clean.first_uncleanable_offset, tuple(SegmentInfo.of(s) for s in segments),
-                   {pid: entry.last_offset for pid, entry in list(log_.producer_state.producers.items())})
+                   {pid: entry.last_data_offset for pid, entry in list(log_.producer_state.producers.items())},
+                   tuple(log_.aborted_transactions(log_.log_start_offset, to_clean.first_uncleanable_offset)))
 
 
 class CleaningTarget(Protocol):
@@ -257,9 +268,10 @@ class Cleaner:
         delete_horizon_ms = self._time_ms() - job.log_config.delete_retention_ms
         bounds = _PassBounds(job.first_dirty_offset, end, delete_horizon_ms)
         below_end = [s for s in job.segments if s.base_offset < end]
+        transactions = CleanedTransactionMetadata(job.aborted)
         for group in self.group_segments_by_size(below_end, job.log_config.segment_bytes,
                                                  job.log_config.max_index_size):
-            self.clean_segments(job, target, group, bounds, stats)
+            self.clean_segments(job, target, group, bounds, stats, transactions)
         stats.ended = time.monotonic()
         return end, stats
 
@@ -274,6 +286,7 @@ class Cleaner:
         max_entries = int(offset_map.slots * self.config.load_factor)
         put = offset_map.put
         check_aborted = target.check_aborted
+        transactions = CleanedTransactionMetadata(job.aborted)
         reached = start
         for segment in job.segments:
             if segment.next_offset <= start:
@@ -288,7 +301,8 @@ class Cleaner:
                     if header.base_offset >= end:
                         return end
                     check_aborted()
-                    if not header.attributes & CONTROL_FLAG:
+                    if not header.attributes & CONTROL_FLAG and not (
+                            header.producer_id >= 0 and transactions.on_batch_read(header)):
                         if offset_map.size + header.record_count > max_entries:
                             if offset_map.size == 0:
                                 raise ValueError(f"a batch of {header.record_count} records does not fit the "
@@ -336,10 +350,16 @@ class Cleaner:
         return groups
 
     def clean_segments(self, job: CleaningJob, target: CleaningTarget, group: list[SegmentInfo],
-                       bounds: _PassBounds, stats: CleanerStats) -> None:
-        """Write the records of ``group`` to keep into one .cleaned segment and swap it in."""
+                       bounds: _PassBounds, stats: CleanerStats,
+                       transactions: CleanedTransactionMetadata | None = None) -> None:
+        """Write the records of ``group`` to keep into one .cleaned segment and swap it in; ``transactions``
+        follows the pass's transactions from the log start (a fresh one reads the group alone)."""
         base = group[0].base_offset
         cleaned = LogSegment(job.dir, base, job.log_config, self._time_ms(), suffix=CLEANED_SUFFIX)
+        if transactions is None:
+            transactions = CleanedTransactionMetadata(job.aborted)
+        transactions.txn_index = cleaned.txn_index
+        cleaned.txn_index.reset()  # left by an earlier pass that failed, or none
         swapped = False
         try:
             if cleaned.size:  # left by an earlier pass that failed
@@ -358,7 +378,8 @@ class Cleaner:
                     retain_deletes = modified > bounds.delete_horizon_ms
                     for _, header, buf, off in iter_file_batches(fd, 0, segment.size, self.config.io_buffer_size, whole=True):
                         target.check_aborted()
-                        kept = self.filter_batch(buf, off, header, bounds, retain_deletes, job.producers, stats)
+                        kept = self.filter_batch(buf, off, header, bounds, retain_deletes, job.producers, stats,
+                                                 transactions)
                         stats.bytes_read += header.size
                         self.throttler.maybe_throttle(header.size)
                         if kept is None:
@@ -399,17 +420,32 @@ class Cleaner:
             self.config.faults.pause("writing-cleaned")
 
     def filter_batch(self, buf: bytes, off: int, header: BatchHeader, bounds: _PassBounds, retain_deletes: bool,
-                     producers: dict[int, int], stats: CleanerStats) -> bytes | None:
+                     producers: dict[int, int], stats: CleanerStats,
+                     transactions: CleanedTransactionMetadata | None = None) -> bytes | None:
         """The batch with only the records to keep (itself when all are kept), an empty batch for a
         live idempotent producer's last batch, or None (Kafka's MemoryRecords.filterTo).
 
-        A record is kept when it is its key's latest, and for a tombstone, when it is cleaned for the
-        first time (in the dirty section) or ``retain_deletes``. Records from ``bounds.end`` on, where
-        the offset map stops, are all kept."""
+        A record is kept when it is its key's latest and not in an aborted transaction, and for a
+        tombstone, when it is cleaned for the first time (in the dirty section) or ``retain_deletes``.
+        A transaction marker is kept while its transaction has data, then as a tombstone is. Records
+        from ``bounds.end`` on, where the offset map stops, are all kept."""
         stats.messages_read += header.record_count
         if header.attributes & CONTROL_FLAG:
+            if transactions is not None and header.producer_id >= 0:
+                _, records = record_spans(buf, off, header)
+                key = records[0][4] if records else None
+                kind = parse_control_key(key) if key is not None and len(key) >= 4 else -1
+                if transactions.on_control_batch_read(header, kind) and not retain_deletes:
+                    return None
             stats.messages_written += header.record_count
             return buf[off : off + header.size]
+        if transactions is not None and header.producer_id >= 0 and transactions.on_batch_read(header):
+            # An aborted transaction's records: gone, and the segment's tombstone clock restarts for its marker.
+            if header.record_count:
+                stats.first_cleaned_tombstones += 1
+            if producers.get(header.producer_id) == header.last_offset:
+                return encode_header(header, header.attributes & ~COMPRESSION_MASK, header.max_timestamp, 0, b"")
+            return None
         get = self.offset_map.get
         data, records = record_spans(buf, off, header)
         end = bounds.end

@@ -568,12 +568,16 @@ class Log:
     def collect_aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping [start, upper), from the
         txn indexes of the segments from the one holding ``start`` on (Kafka's collectAbortedTransactions)."""
-        found: list[tuple[int, int]] = []
+        return [(txn.producer_id, txn.first_offset) for txn in self.aborted_transactions(start, upper)]
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The txn index entries of the aborted transactions overlapping [start, upper)."""
+        found: list[AbortedTxn] = []
         with self._lock:
             segments = self._segments
             for i in range(max(0, bisect_right(self._bases, start) - 1), len(segments)):
                 entries, complete = segments[i].txn_index.collect(start, upper)
-                found.extend((txn.producer_id, txn.first_offset) for txn in entries)
+                found += entries
                 if complete:
                     break
         return found
@@ -946,7 +950,6 @@ class Log:
                     new.close()
                     doomed_files += new.paths()
                     return False
-                self._carry_txn_indexes(new, old)
                 new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
                 fsync_dir(self.dir)
                 now = self._time_ms()
@@ -963,19 +966,6 @@ class Log:
         finally:
             for path in doomed_files:
                 path.unlink(missing_ok=True)
-
-    @staticmethod
-    def _carry_txn_indexes(new: LogSegment, old: list[LogSegment]) -> None:
-        """Give the cleaned segment the aborted transactions its sources indexed (unless the cleaner wrote
-        them), synced, so read_committed readers still skip aborted records the cleaner kept."""
-        if new.txn_index.entries():
-            return
-        for segment in old:
-            for txn in segment.txn_index.entries():
-                new.txn_index.append(txn)
-        fd = new.txn_index.open_for_sync()
-        if fd is not None:
-            fsync_and_close([fd])
 
     def size_in_bytes(self) -> int:
         """Total bytes of the .log files; callable from any thread (it sums a copy of the segment list)."""

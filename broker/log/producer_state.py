@@ -76,6 +76,11 @@ class ProducerStateEntry:
         return self.batches[-1].last_seq if self.batches else -1
 
     @property
+    def last_data_offset(self) -> int:
+        """The last offset of the producer's last data batch (-1: none known)."""
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
     def last_offset(self) -> int:
         """The producer's last offset in the log: its last batch or its last marker."""
         return max(self.batches[-1].last_offset if self.batches else -1, self.marker_offset)

@@ -203,15 +203,22 @@ class GroupCalls:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def fetch_offsets(self, group: str,
-                      partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+    def fetch_offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None, *,
+                      require_stable: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
         """The offsets ``group`` committed, for ``partitions`` (None: every partition it committed);
-        partitions without a committed offset are left out."""
+        partitions without a committed offset are left out. ``require_stable`` (OffsetFetch v7): while a
+        transaction that sent offsets for a partition is still being completed, ask again (until the timeout)
+        rather than read the offset it may be about to replace, as Kafka's read_committed consumers do."""
         wanted = None if partitions is None else [
             {"name": e["topic"], "partition_indexes": e["partitions"]} for e in by_topic(partitions)]
-        _, response = self._coordinator_request(group, ApiKey.OFFSET_FETCH, {"group_id": group, "topics": wanted},
-                                                _offset_fetch_error)
-        code = _offset_fetch_error(response)
+        body = {"group_id": group, "topics": wanted, "require_stable": require_stable}
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            _, response = self._coordinator_request(group, ApiKey.OFFSET_FETCH, body, _offset_fetch_error)
+            code = _offset_fetch_error(response)
+            if code != ErrorCode.UNSTABLE_OFFSET_COMMIT or time.monotonic() >= deadline:
+                break
+            time.sleep(_RETRY_BACKOFF_S[1])
         if code:
             raise KafkaProtocolError(code, f"cannot fetch the offsets of group {group!r}")
         return {(topic["name"], p["partition_index"]): OffsetAndMetadata(p["committed_offset"], p["metadata"])

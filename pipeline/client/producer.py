@@ -276,35 +276,42 @@ class Producer:
             raise KafkaClientError("the producer is closed")
         if self._transactions is not None:
             self._transactions.check_can_send()
-        if self._accumulator is not None:
-            if type(data) is ProducerData:
-                self._enqueue(data)
-            else:
-                for item in data:
-                    self._enqueue(item)
-            return
-        taken = time.monotonic()  # the start of the messages' delivery timeout
-        if type(data) is ProducerData and self._idempotence is None:
-            batches = self._batches(data)
-            if len(batches) == 1:
-                batches[0].created = taken
-                try:
-                    self._sender.send_one(batches[0])
-                except (KafkaClientError, KafkaProtocolError) as exc:
-                    self.failed_messages += batches[0].count
-                    raise ProduceError([(batches[0], exc)]) from exc
-                self.sent_messages += batches[0].count
+        try:
+            if self._accumulator is not None:
+                if type(data) is ProducerData:
+                    self._enqueue(data)
+                else:
+                    for item in data:
+                        self._enqueue(item)
                 return
-        else:
-            batches = [b for item in ([data] if type(data) is ProducerData else data) for b in self._batches(item)]
-        for batch in batches:
-            batch.created = taken
-        failures, _ = self._sender.send(batches)
-        failed = sum(b.count for b, _ in failures)
-        self.failed_messages += failed
-        self.sent_messages += sum(b.count for b in batches) - failed
-        if failures:
-            raise ProduceError(failures)
+            taken = time.monotonic()  # the start of the messages' delivery timeout
+            if type(data) is ProducerData and self._idempotence is None:
+                batches = self._batches(data)
+                if len(batches) == 1:
+                    batches[0].created = taken
+                    try:
+                        self._sender.send_one(batches[0])
+                    except (KafkaClientError, KafkaProtocolError) as exc:
+                        self.failed_messages += batches[0].count
+                        raise ProduceError([(batches[0], exc)]) from exc
+                    self.sent_messages += batches[0].count
+                    return
+            else:
+                batches = [b for item in ([data] if type(data) is ProducerData else data) for b in self._batches(item)]
+            for batch in batches:
+                batch.created = taken
+            failures, _ = self._sender.send(batches)
+            failed = sum(b.count for b, _ in failures)
+            self.failed_messages += failed
+            self.sent_messages += sum(b.count for b in batches) - failed
+            if failures:
+                raise ProduceError(failures)
+        except (KafkaClientError, KafkaProtocolError) as exc:
+            # Inside a transaction any failed send (a record too large included, as Kafka's doSend) makes it
+            # abortable; the sender already said so for what it sent.
+            if self._transactions is not None:
+                self._transactions.on_send_failures([(data, exc)], unknown_outcome=False)
+            raise
 
     # -- transactions (Kafka's KIP-98 producer API) -----------------------------------------------------
 

@@ -17,9 +17,9 @@ Records = list[tuple[bytes | None, bytes | None]]
 
 
 def keyed_batch(records: Records, timestamp: int = 1_000_000, producer_id: int = -1, producer_epoch: int = -1,
-                base_sequence: int = -1, compression: int = 0) -> bytes:
+                base_sequence: int = -1, compression: int = 0, transactional: bool = False) -> bytes:
     """One batch of (key, value) records, built by kafka-python (an implementation independent of ours)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False,
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=transactional,
                                         producer_id=producer_id, producer_epoch=producer_epoch,
                                         base_sequence=base_sequence, batch_size=1 << 30)
     for i, (key, value) in enumerate(records):

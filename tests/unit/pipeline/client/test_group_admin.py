@@ -162,6 +162,22 @@ def test_offsets_fetch_leaves_out_uncommitted_partitions_and_raises_group_errors
     assert caught.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
+def test_require_stable_offsets_fetch_waits_out_a_pending_transactional_commit() -> None:
+    unstable = {"error_code": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": -1, "metadata": "", "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT}]}]}
+    stable = {"error_code": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 9, "metadata": "", "error_code": 0}]}]}
+    admin = ScriptedAdmin({ApiKey.FIND_COORDINATOR: [coordinator(1)], ApiKey.OFFSET_FETCH: [unstable, unstable, stable]})
+    assert admin.fetch_offsets("g", [("t", 0)], require_stable=True) == {("t", 0): OffsetAndMetadata(9, "")}
+    fetches = [body for _, key, body in admin.sent if key == ApiKey.OFFSET_FETCH]
+    assert len(fetches) == 3 and all(body["require_stable"] for body in fetches)
+    admin = ScriptedAdmin({ApiKey.FIND_COORDINATOR: [coordinator(1)], ApiKey.OFFSET_FETCH: [unstable]},
+                          timeout_s=0.3)
+    with pytest.raises(KafkaProtocolError) as caught:
+        admin.fetch_offsets("g", require_stable=True)
+    assert caught.value.code == ErrorCode.UNSTABLE_OFFSET_COMMIT
+
+
 def test_delete_groups_tries_every_group_then_raises_the_first_refusal() -> None:
     codes = {"a": ErrorCode.NON_EMPTY_GROUP, "b": ErrorCode.NONE, "c": ErrorCode.GROUP_ID_NOT_FOUND}
 
