@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any, Callable, Iterable, Mapping
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.errors import (KafkaClientError, ProducerFencedError, TransactionAbortableError,
                                     TransactionFatalError)
 from pipeline.client.producer import CallbackHandler, Producer, ProducerData
-from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
+from pipeline.protocol.errors import KafkaProtocolError
 from mirror.config import MirrorConfig
 
 __all__ = ["COMMIT_ERRORS", "FENCED_ERRORS", "RELEASED", "AuditValue", "SourceTransactions", "offset_metadata",
@@ -47,9 +46,6 @@ RELEASED = "released:"
 FENCED_ERRORS = (ProducerFencedError,)
 #: What else a commit may raise: the transaction is aborted and the mirror restarts.
 COMMIT_ERRORS = (TransactionAbortableError, TransactionFatalError, KafkaClientError, KafkaProtocolError, TimeoutError)
-
-# Longest wait for the target's committed offsets to be stable (a transaction of another process completing).
-_STABLE_TIMEOUT_S = 60.0
 
 
 def offset_metadata(transactional_id: str, released: bool) -> str:
@@ -147,15 +143,8 @@ class SourceTransactions:
             fencer.close(self.timeout_s)
 
     def _fetch(self, partitions: list[TopicPartition]) -> dict[TopicPartition, Any]:
-        """The offsets committed in the target, once no transaction holds any of them pending."""
-        deadline = time.monotonic() + _STABLE_TIMEOUT_S
-        while True:
-            try:
-                return self._admin.fetch_offsets(self.group, partitions)
-            except KafkaProtocolError as exc:
-                if exc.code != ErrorCode.UNSTABLE_OFFSET_COMMIT or time.monotonic() >= deadline:
-                    raise
-            time.sleep(0.2)
+        """The offsets committed in the target, once no transaction holds any of them pending (RequireStable)."""
+        return self._admin.fetch_offsets(self.group, partitions, require_stable=True)
 
     # -- committing ----------------------------------------------------------------------------------------
 

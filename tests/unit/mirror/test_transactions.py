@@ -11,7 +11,6 @@ from mirror.config import MirrorConfig
 from mirror.transactions import SourceTransactions, offset_metadata, writer_of
 from pipeline.client.group_admin import OffsetAndMetadata
 from pipeline.config import ConfigError
-from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
 
 BASE = {"source.clusters": "dc1=zk1:2181/dc1", "target.zookeeper.connect": "zk:2181/offline", "whitelist": "ev.*",
         "exactly.once": "true", "process.id": "m1"}
@@ -48,19 +47,15 @@ class FakeProducer:
 
 
 class FakeAdmin:
-    """The target's committed offsets of one group; ``unstable`` answers UNSTABLE_OFFSET_COMMIT that many times."""
+    """The target's committed offsets of one group."""
 
-    def __init__(self, committed: dict[tuple[str, int], OffsetAndMetadata], unstable: int = 0) -> None:
+    def __init__(self, committed: dict[tuple[str, int], OffsetAndMetadata]) -> None:
         self.committed = committed
-        self.unstable = unstable
         self.fetches = 0
 
-    def fetch_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict:
+    def fetch_offsets(self, group: str, partitions: list[tuple[str, int]], *, require_stable: bool) -> dict:
         self.fetches += 1
-        if self.unstable:
-            self.unstable -= 1
-            raise KafkaProtocolError(ErrorCode.UNSTABLE_OFFSET_COMMIT, "pending")
-        assert group == "mirror.dc1"
+        assert group == "mirror.dc1" and require_stable
         return {tp: o for tp, o in self.committed.items() if tp in partitions}
 
 
@@ -91,13 +86,13 @@ def test_offset_metadata_names_the_writer_and_whether_it_let_the_partition_go() 
 
 def test_a_partition_starts_at_its_target_offset_and_at_its_source_offset_only_without_one() -> None:
     calls: list = []
-    admin = FakeAdmin({("ev", 0): OffsetAndMetadata(40, "released:mirror.dc1.m2")}, unstable=2)
+    admin = FakeAdmin({("ev", 0): OffsetAndMetadata(40, "released:mirror.dc1.m2")})
     txn = transactions(admin, calls)
     starts = txn.start_offsets({("ev", 0): 10, ("ev", 1): 7, ("ev", 2): None})
     assert starts == {("ev", 0): 40, ("ev", 1): 7, ("ev", 2): None}
     assert txn.owned == {("ev", 0), ("ev", 1), ("ev", 2)}
-    # A released partition's writer is not fenced; an unstable answer is asked again.
-    assert admin.fetches == 3 and [c for c in calls if c[0] == "init"] == []
+    # A released partition's writer is not fenced.
+    assert admin.fetches == 1 and [c for c in calls if c[0] == "init"] == []
 
 
 def test_an_unreleased_writer_of_another_process_is_fenced_before_the_offset_is_read_again() -> None:
