@@ -466,6 +466,11 @@ class MirrorService(CallbackHandler):
         except MessageSizeTooLargeError as exc:
             # Larger than any request the target topic takes: refused before it was sent.
             self._quarantine([pending], exc)
+            if source.txn is not None and self.quarantine is not None:
+                # A refused send makes the transaction abortable: restart from the target's offsets, skipping it.
+                raise MirrorError(f"source {source.name}: {record.topic}-{record.partition}@{record.offset} is larger "
+                                  f"than the target takes (quarantined); its transaction is aborted and the mirror "
+                                  f"restarts from the offsets committed in the target") from None
 
     def _dropped(self, where: SourcePartition, record: ConsumerRecord) -> bool:
         """Fault injection (testing.drop.event.ids): lose the record if its event is one to drop."""

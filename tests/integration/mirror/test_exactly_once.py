@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from mirror.quarantine import read_quarantine
 from pipeline.client.admin import AdminClient
 from schemas.events import AUDIT_TOPIC
 from tests.support.cluster import BrokerCluster
@@ -21,6 +22,7 @@ from tests.support.mirror import (
     end_offsets,
     lineages,
     mirror_args,
+    mirror_error,
     mirror_until_committed,
     produce,
     read_all,
@@ -162,3 +164,29 @@ def test_switching_from_at_least_once_starts_at_the_source_offsets_then_the_targ
     with AdminClient(offline.bootstrap) as admin:
         metadata = {o.metadata for o in admin.fetch_offsets("mirror.dc1").values()}
     assert metadata == {"released:mirror.dc1.three"}
+
+
+def test_a_record_the_target_refuses_for_good_is_quarantined_its_transaction_aborted_and_skipped_after_the_restart(
+        clusters: dict[str, BrokerCluster], tmp_path: Path) -> None:
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    create_topic(dc1, "Strict", 1)
+    # The target keeps Strict compacted: a record without a key is invalid there (INVALID_RECORD), for good.
+    create_topic(offline, "Strict", 1, {"cleanup.policy": "compact"})
+    produce(dc1, "Strict", [(b"k1", b"one", BASE_MS, []), (None, b"no key", BASE_MS, []), (b"k2", b"two", BASE_MS, []),
+                            (b"k3", b"three", BASE_MS, [])])
+    state = tmp_path / "state"
+    args = mirror_args({"dc1": dc1}, offline, "Strict", "--state-dir", str(state), "--set", "exactly.once=true",
+                       "--set", "process.id=q")
+    _, error = mirror_error(tmp_path / "first.log", args)
+    assert "for good (quarantined)" in error and "restarts from the offsets committed in the target" in error
+    mirror = MirrorProcess(tmp_path / "second.log", args).start()
+    try:
+        wait_until(lambda: mirror.alive() and target_offsets(offline, "mirror.dc1").get(("Strict", 0)) == 4, 60,
+                   interval=0.2, message=lambda: f"Strict committed in the target: {mirror.log_tail(5)}")
+        assert mirror.stop() == 0, mirror.log_tail()
+    finally:
+        mirror.kill()
+    strict = read_committed(offline, "Strict", 1)[0]
+    assert [(r.key, r.value) for r in strict] == [(b"k1", b"one"), (b"k2", b"two"), (b"k3", b"three")]
+    [entry] = list(read_quarantine(state / "mirror" / "quarantine" / "dc1.jsonl"))
+    assert (entry["topic"], entry["offset"], entry["reason"]) == ("Strict", 1, "invalid for the target")
