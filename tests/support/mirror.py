@@ -160,10 +160,10 @@ def read_all(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, l
 def read_committed(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, list[ConsumerRecord]]:
     """Every record of every partition of ``topic`` a read_committed reader sees, up to the last stable offset, in
     offset order (aborted transactions and markers left out)."""
-    broker = next(iter(cluster.brokers.values()))
     result: dict[int, list[ConsumerRecord]] = {}
-    with SimpleConsumer(broker.host, broker.port, isolation_level="read_committed") as consumer:
-        for partition in range(partitions):
+    for partition in range(partitions):
+        broker = cluster.brokers[cluster.partition_state(topic, partition)["leader"]]
+        with SimpleConsumer(broker.host, broker.port, isolation_level="read_committed") as consumer:
             records: list[ConsumerRecord] = []
             offset = consumer.get_offsets_before(topic, partition, -2, 1)[0]
             end = consumer.get_offsets_before(topic, partition, -1, 1)[0]

@@ -50,3 +50,5 @@ def test_the_exactly_once_mirror_may_write_its_transactional_ids_and_read_its_of
     assert topology.mirror.exactly_once
     assert not any(rule.kind == "TransactionalId" or rule.prefixed for rule in datacenter)
     assert not any(rule.kind == "TransactionalId" and rule.principal != "User:mirror" for rule in warehouse)
+    # TxnOffsetCommit wants READ on the topics whose offsets it commits (the source topics' names, in the target).
+    assert {("Topic", topic, "Read") for topic in EVENT_TOPICS} <= allowed(warehouse, "mirror")
