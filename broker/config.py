@@ -48,6 +48,10 @@ from broker.security.authorizer import AUTHORIZER_CLASS_NAMES
 from pipeline.testing_faults import fault_properties
 from pipeline.zk.security import ZOOKEEPER_SECURITY_PROPERTIES
 
+# Where testing.pause.at stops the transaction coordinator: PrepareCommit or PrepareAbort is stored, the client not
+# yet answered and no marker written (a test kills the coordinator there; its successor completes the transaction).
+TRANSACTION_PAUSE_POINTS = ("transaction-prepared",)
+
 __all__ = ["ConfigError", "KafkaConfig", "PROPERTIES", "help_text", "parse_overrides", "read_properties_file"]
 
 MiB = 1024 * 1024
@@ -227,7 +231,7 @@ PROPERTIES: tuple[Property, ...] = (
              "How long a tombstone stays after the segment holding it was cleaned.", at_least=0, at_most=INT64_MAX),
     Property("log.cleaner.backoff.ms", int, 15000, "The cleaner's sleep when no log needs cleaning.",
              at_least=0, at_most=INT64_MAX),
-    *fault_properties(CLEANER_PAUSE_POINTS),
+    *fault_properties(CLEANER_PAUSE_POINTS + TRANSACTION_PAUSE_POINTS),
     Property("group.min.session.timeout.ms", int, 6000, "Shortest session timeout a group member may ask for.",
              at_least=1, at_most=INT32_MAX),
     Property("group.max.session.timeout.ms", int, 1800000, "Longest session timeout a group member may ask for.",

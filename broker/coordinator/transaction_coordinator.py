@@ -40,6 +40,7 @@ from broker.coordinator.transaction_store import NO_VERSION, TransactionFenced, 
 from broker.metadata import ProducerIdManager, ProducerIdUnavailable
 from pipeline.printable import printable
 from pipeline.protocol.errors import ErrorCode
+from pipeline.testing_faults import Faults
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,17 @@ class TransactionConfig:
     id_expiration_ms: int = 604800000
     offsets_partitions: int = 50
     store_retry_backoff_ms: int = 100
+    # How long a request finding the previous transaction's markers in flight waits for its completion before it
+    # answers CONCURRENT_TRANSACTIONS (the client would retry after 20 ms or more; this saves it the round).
+    completion_wait_ms: int = 100
+
+    # testing.pause.at (tests only: see TRANSACTION_PAUSE_POINTS)
+    faults: Faults = Faults()
 
     @classmethod
     def from_config(cls, config: KafkaConfig) -> TransactionConfig:
         return cls(config["transaction.max.timeout.ms"], config["transactional.id.expiration.ms"],
-                   config["offsets.topic.num.partitions"])
+                   config["offsets.topic.num.partitions"], faults=Faults.of(config))
 
 
 class _Entry:
@@ -99,6 +106,8 @@ class TransactionCoordinator:
         self._load_wanted = True
         # Whether load_owned is reading the store (ListTransactions answers COORDINATOR_LOAD_IN_PROGRESS).
         self._loading_all = False
+        self._load_task: asyncio.Task | None = None
+        self._load_again = False
 
     # -- loading -----------------------------------------------------------------------------------
 
@@ -230,6 +239,8 @@ class TransactionCoordinator:
             return found, -1, -1
         if found is None:
             return await self._create(transactional_id, timeout_ms)
+        if await self._completed_meanwhile(found):
+            return await self.init_producer_id(transactional_id, timeout_ms, expected)
         entry, metadata = found, found.metadata
         if entry.pending is not None:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
@@ -330,9 +341,20 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if found.metadata.producer_epoch != producer_epoch:
             return ErrorCode.PRODUCER_FENCED
+        if await self._completed_meanwhile(found):
+            return await self._checked(transactional_id, producer_id, producer_epoch)
         if found.pending is not None:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return found
+
+    async def _completed_meanwhile(self, entry: _Entry) -> bool:
+        """Whether the entry's prepared transaction, its markers in flight, completed within completion_wait_ms
+        (the request then starts over on the completed state)."""
+        task = entry.markers
+        if task is None or task.done() or entry.metadata.state not in PREPARE_STATES:
+            return False
+        done, _ = await asyncio.wait({task}, timeout=self.config.completion_wait_ms / 1000)
+        return bool(done)
 
     # -- EndTxn --------------------------------------------------------------------------------------
 
@@ -350,6 +372,7 @@ class TransactionCoordinator:
             code = await self._write(transactional_id, entry,
                                      metadata.transition_to(target, last_update_time_ms=self._now()))
             if code == ErrorCode.NONE:
+                self.config.faults.pause("transaction-prepared")
                 if committed:
                     self.metrics.committed += 1
                 else:
@@ -476,11 +499,20 @@ class TransactionCoordinator:
     # -- membership ----------------------------------------------------------------------------------
 
     def brokers_changed(self) -> None:
-        """Drop the ids another broker coordinates now and load those this broker took over."""
-        if self._active:
-            task = asyncio.get_running_loop().create_task(self.load_owned())
+        """Drop the ids another broker coordinates now and load those this broker took over (once more after the
+        load in progress, if any, rather than beside it)."""
+        if not self._active:
+            return
+        self._load_again = True
+        if self._load_task is None or self._load_task.done():
+            self._load_task = task = asyncio.get_running_loop().create_task(self._load_while_changed())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    async def _load_while_changed(self) -> None:
+        while self._load_again and self._active:
+            self._load_again = False
+            await self.load_owned()
 
     async def shutdown(self) -> None:
         """Stop answering (NOT_COORDINATOR) and stop marker work: the next coordinator of each id resumes the

@@ -71,6 +71,9 @@ class TransactionMarkerChannelManager:
         # This broker's WriteTxnMarkers handler (set once KafkaApis exists).
         self.local: LocalWriter | None = None
         self._connections: dict[int, tuple[BrokerConnection, threading.Lock]] = {}
+        # Per other broker: the markers waiting for the request in flight, and the task sending them.
+        self._queues: dict[int, list[tuple[dict, asyncio.Future]]] = {}
+        self._senders: dict[int, asyncio.Task] = {}
         self._closed = False
         self.retries = 0
 
@@ -115,20 +118,56 @@ class TransactionMarkerChannelManager:
         topics: dict[str, set[int]] = {}
         for topic, partition, _ in units:
             topics.setdefault(topic, set()).add(partition)
-        body = {"markers": [{"producer_id": marker.producer_id, "producer_epoch": marker.producer_epoch,
-                             "transaction_result": marker.committed, "coordinator_epoch": marker.coordinator_epoch,
-                             "topics": [{"name": t, "partition_indexes": sorted(p)} for t, p in sorted(topics.items())]}]}
+        entry = {"producer_id": marker.producer_id, "producer_epoch": marker.producer_epoch,
+                 "transaction_result": marker.committed, "coordinator_epoch": marker.coordinator_epoch,
+                 "topics": [{"name": t, "partition_indexes": sorted(p)} for t, p in sorted(topics.items())]}
         try:
             if broker_id == self.broker_id and self.local is not None:
-                response = {"markers": await self.local(body["markers"])}
+                [result] = await self.local([entry])
             else:
-                response = await asyncio.get_running_loop().run_in_executor(None, self._request, broker_id, body)
+                result = await self._queued(broker_id, entry)
         except Exception as exc:  # any failure to ask is retried, the next time through the metadata again
             log.warning("transaction markers to broker %d failed (%s: %s); retrying", broker_id,
                         type(exc).__name__, exc)
             return None
-        return {(t["name"], p["partition_index"]): p["error_code"]
-                for m in response["markers"] for t in m["topics"] for p in t["partitions"]}
+        return {(t["name"], p["partition_index"]): p["error_code"] for t in result["topics"] for p in t["partitions"]}
+
+    async def _queued(self, broker_id: int, entry: dict) -> dict:
+        """The answer to ``entry`` from another broker: the markers queued for it while a request is in flight go
+        together in its next WriteTxnMarkers request (as Kafka's channel drains its per-broker queue)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queues.setdefault(broker_id, []).append((entry, future))
+        if broker_id not in self._senders:
+            self._senders[broker_id] = loop.create_task(self._drain(broker_id))
+        return await future
+
+    async def _drain(self, broker_id: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._queues.get(broker_id):
+                batch = self._queues.pop(broker_id)
+                try:
+                    response = await loop.run_in_executor(None, self._request, broker_id,
+                                                          {"markers": [entry for entry, _ in batch]})
+                    results: list = response["markers"]
+                    if len(results) != len(batch):
+                        raise ValueError(f"{len(results)} results for {len(batch)} markers")
+                except asyncio.CancelledError:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(MarkerChannelClosed("the marker channel is shut down"))
+                    raise
+                except Exception as exc:  # every marker of the request is retried by its writer
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, future), result in zip(batch, results):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            self._senders.pop(broker_id, None)
 
     def _request(self, broker_id: int, body: dict) -> dict:
         """(On a thread.) One WriteTxnMarkers round trip over the cached connection to ``broker_id``."""
@@ -156,6 +195,13 @@ class TransactionMarkerChannelManager:
     def close(self) -> None:
         """Stop every write in progress at its next round and close the inter-broker connections."""
         self._closed = True
+        for sender in list(self._senders.values()):
+            sender.cancel()
+        for queued in self._queues.values():
+            for _, future in queued:
+                if not future.done():
+                    future.set_exception(MarkerChannelClosed("the marker channel is shut down"))
+        self._queues.clear()
         for connection, lock in list(self._connections.values()):
             with lock:
                 connection.close()

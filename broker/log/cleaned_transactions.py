@@ -30,16 +30,20 @@ class CleanedTransactionMetadata:
         self._ongoing_aborted: dict[int, list] = {}
         self.txn_index = txn_index
 
-    def _start_aborted_up_to(self, offset: int) -> None:
+    def _start_aborted_up_to(self, header: BatchHeader) -> None:
+        """Start the aborted transactions begun by the end of the batch; one whose marker lies before the
+        batch ended before the section read (a pass building its map from the dirty offset on)."""
         aborted = self._aborted
-        while self._next < len(aborted) and aborted[self._next].first_offset <= offset:
+        last = header.base_offset + header.last_offset_delta
+        while self._next < len(aborted) and aborted[self._next].first_offset <= last:
             txn = aborted[self._next]
-            self._ongoing_aborted[txn.producer_id] = [txn, False]
+            if txn.last_offset >= header.base_offset:
+                self._ongoing_aborted[txn.producer_id] = [txn, False]
             self._next += 1
 
     def on_batch_read(self, header: BatchHeader) -> bool:
         """A data batch: whether it belongs to an aborted transaction (its records are dropped)."""
-        self._start_aborted_up_to(header.base_offset + header.last_offset_delta)
+        self._start_aborted_up_to(header)
         if not header.attributes & TRANSACTIONAL_FLAG:
             return False
         ongoing = self._ongoing_aborted.get(header.producer_id)
@@ -53,7 +57,7 @@ class CleanedTransactionMetadata:
     def on_control_batch_read(self, header: BatchHeader, kind: ControlRecordType | int) -> bool:
         """A control batch whose record has type ``kind``: whether it is a marker whose transaction has no
         data left in the log (removable after delete.retention.ms)."""
-        self._start_aborted_up_to(header.base_offset + header.last_offset_delta)
+        self._start_aborted_up_to(header)
         producer_id = header.producer_id
         if kind == ControlRecordType.ABORT:
             ongoing = self._ongoing_aborted.pop(producer_id, None)

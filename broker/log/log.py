@@ -284,6 +284,7 @@ class Log:
                 if h.producer_id >= 0:
                     self._replay_batch(h, lambda: os.pread(segment.fd, h.size, batch_position), index)
         state.truncate_head(self.log_start_offset)
+        state.on_high_watermark(self.high_watermark)
 
     def _replay_batch(self, h: BatchHeader, read: Callable[[], bytes | bytearray | memoryview],
                       txn_index: TransactionIndex | None) -> None:
@@ -566,9 +567,14 @@ class Log:
             return max(first, self.log_start_offset)
 
     def collect_aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of the aborted transactions overlapping [start, upper), from the
-        txn indexes of the segments from the one holding ``start`` on (Kafka's collectAbortedTransactions)."""
-        return [(txn.producer_id, txn.first_offset) for txn in self.aborted_transactions(start, upper)]
+        """(producer id, first offset) of the aborted transactions overlapping what a fetch from ``start``
+        reads below ``upper`` (the LSO): a read never crosses the end of ``start``'s segment, so neither does
+        the range asked of the txn indexes (Kafka's collectAbortedTransactions for a fetch)."""
+        with self._lock:
+            following = bisect_right(self._bases, start)
+            if following < len(self._bases):
+                upper = min(upper, self._bases[following])
+            return [(txn.producer_id, txn.first_offset) for txn in self.aborted_transactions(start, upper)]
 
     def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
         """The txn index entries of the aborted transactions overlapping [start, upper)."""

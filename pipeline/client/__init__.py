@@ -3,6 +3,10 @@
     from pipeline.client import Producer, ProducerData, SimpleConsumer, FetchRequest, Consumer
     from pipeline.client import ConsumerConnector, Whitelist, Blacklist
 
+The Producer writes in transactions with a ``transactional.id`` (init_transactions, begin_transaction,
+send_offsets_to_transaction, commit_transaction, abort_transaction); consumers read only committed transactions
+with ``isolation.level=read_committed``.
+
 Configuration uses the property names of Kafka's clients of the paper's era (metadata.broker.list,
 producer.type, batch.size, queue.time, request.required.acks, compression.codec, ...), with today's
 names accepted as aliases.
@@ -22,11 +26,14 @@ _EXPORTS = {
     "consumer_connector": "ConsumerConnector ConsumerTimeout KafkaStream",
     "encoder": "DefaultEncoder Encoder StringEncoder",
     "errors": "KafkaClientError KafkaConnectionError KafkaProtocolError NoBrokersAvailable OffsetOutOfRange "
+              "ProducerFencedError TransactionAbortableError TransactionFatalError TransactionStateError "
               "UnknownTopicError",
+    "isolation": "READ_COMMITTED READ_UNCOMMITTED",
     "partitioner": "DefaultPartitioner Partitioner RoundRobinPartitioner",
     "producer": "CallbackHandler MessageSizeTooLargeError ProduceError ProduceResult Producer ProducerData",
     "producer_config": "ProducerConfig",
     "simple_consumer": "FetchRequest MessageSet MessageSizeTooLarge SimpleConsumer",
+    "transaction_admin": "TransactionDescription TransactionListing",
     "topic_filter": "Blacklist TopicFilter Whitelist",
     "zk_discovery": "ZooKeeperBrokerDiscovery",
 }

@@ -72,20 +72,21 @@ class TransactionState(enum.Enum):
     FATAL_ERROR = "FATAL_ERROR"
 
 
-S = TransactionState
+_S = TransactionState
 # target -> the states it may be entered from (Kafka's TransactionManager.State.isTransitionValid).
 _VALID_FROM: dict[TransactionState, frozenset[TransactionState]] = {
-    S.UNINITIALIZED: frozenset({S.UNINITIALIZED}),
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.INITIALIZING, S.ABORTING_TRANSACTION}),
-    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.IN_TRANSACTION: frozenset({S.READY}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING}),
-    S.FATAL_ERROR: frozenset(TransactionState),
+    _S.UNINITIALIZED: frozenset({_S.UNINITIALIZED}),
+    _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.INITIALIZING, _S.ABORTING_TRANSACTION}),
+    _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION}),
+    _S.IN_TRANSACTION: frozenset({_S.READY}),
+    _S.COMMITTING_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
+    _S.ABORTING_TRANSACTION: frozenset({_S.IN_TRANSACTION, _S.ABORTABLE_ERROR}),
+    _S.ABORTABLE_ERROR: frozenset({_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTABLE_ERROR, _S.INITIALIZING}),
+    _S.FATAL_ERROR: frozenset(TransactionState),
 }
 
 _BACKOFF_CAP_S = 1.0
+_CONCURRENT_TRANSACTIONS_BACKOFF_S = 0.02
 
 Partition = tuple[str, int]
 
@@ -271,11 +272,16 @@ class TransactionManager(IdempotenceState):
 
     def on_send_failures(self, failures: list[tuple[object, BaseException]], unknown_outcome: bool) -> None:
         """Batches of the transaction failed for good: it can only abort now; after a failure whose outcome is
-        unknown (``unknown_outcome``) the epoch is bumped once it has. Fenced is fatal."""
+        unknown (``unknown_outcome``) the epoch is bumped once it has. Fenced, or not authorized for the
+        transactional id, is fatal."""
         for _, exc in failures:
-            if getattr(exc, "code", None) in _FENCED:
+            code = getattr(exc, "code", None)
+            if code in _FENCED:
                 self._fail(ProducerFencedError(f"transactional id {self.transactional_id!r} was fenced "
                                                f"while producing: {exc}", exc))
+                return
+            if code in _FATAL:
+                self._fail(TransactionFatalError(f"producing failed for good: {exc}", exc))
                 return
         with self._lock:
             if unknown_outcome:
@@ -452,7 +458,12 @@ class TransactionManager(IdempotenceState):
                 if group is None:
                     self._coordinator = None
                 last = exc
-            backoff = min(self.retry_backoff_s * (2 ** min(attempt, 6)), _BACKOFF_CAP_S)
+            if getattr(last, "code", None) == ErrorCode.CONCURRENT_TRANSACTIONS:
+                # The previous transaction's markers are being written: done soon (Kafka's producer retries
+                # AddPartitionsToTxn after 20 ms here rather than retry.backoff.ms).
+                backoff = min(self.retry_backoff_s, _CONCURRENT_TRANSACTIONS_BACKOFF_S)
+            else:
+                backoff = min(self.retry_backoff_s * (2 ** min(attempt, 6)), _BACKOFF_CAP_S)
             if deadline is not None and self._clock() + backoff >= deadline:
                 raise TimeoutError(f"{ApiKey(api_key).name} for transactional id {self.transactional_id!r} did not "
                                    f"succeed in time: {last}") from last

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.protocol.errors import ErrorCode
 from pipeline.records import encode_batch
+from pipeline.records.control import end_transaction_marker_batch
 from tests.support import transactions as txn
 from tests.support.clients import confluent_consume, kafka_python_consume
 from tests.support.codec_client import Client, create_topic
@@ -143,3 +144,9 @@ def test_a_transactional_batch_needs_a_transactional_id(client):
     assert refused["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert latest(client, 0) == 0
     assert produce(client, txn_batch(A, 0, b"a0"), "ta")["error_code"] == ErrorCode.NONE
+
+
+def test_clients_may_not_write_markers(client):
+    forged = end_transaction_marker_batch(A, 0, True, 0, int(time.time() * 1000))
+    assert produce(client, forged, "ta")["error_code"] == ErrorCode.INVALID_RECORD
+    assert latest(client, 0) == 0

@@ -1,7 +1,8 @@
 """confluent-kafka's consume-transform-produce with send_offsets_to_transaction from a consumer that subscribed
 (so TxnOffsetCommit v3 carries its member id and generation), on a standalone broker and a 3-broker cluster: a
 new consumer of the group starts where the committed transaction left the offsets, not where the aborted one
-would have, and the group's read_committed consumers (OffsetFetch with RequireStable) get there."""
+would have; a read_committed consumer (OffsetFetch v7 with RequireStable) waits for an open transaction's
+offsets instead of starting before them."""
 
 from __future__ import annotations
 
@@ -96,3 +97,42 @@ def test_a_new_consumer_resumes_from_the_committed_transactions_offsets(broker):
 def test_the_same_on_a_three_broker_cluster(cluster):
     transform_in_two_transactions(cluster.bootstrap, "eo-cluster-group", "eo-cluster-in", "eo-cluster-out")
     check_the_group_resumes_after_the_committed_transaction(cluster.bootstrap, "eo-cluster-group", "eo-cluster-in")
+
+
+def test_a_read_committed_consumer_waits_for_the_open_transactions_offsets(broker):
+    """librdkafka's read_committed consumer fetches offsets with RequireStable: while the transaction that committed
+    the group's offsets is open it gets UNSTABLE_OFFSET_COMMIT and asks again, so it starts at the transaction's
+    offsets once committed, not at the offsets before it."""
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "wait-in", 1)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(PER_PARTITION):
+        plain.produce("wait-in", value=f"in-{i}".encode(), partition=0)
+    assert plain.flush(30) == 0
+    first = group_consumer(bootstrap, "wait-group", "wait-in")
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "wait-tx"})
+    producer.init_transactions(30)
+    try:
+        consume(first, PER_PARTITION)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition("wait-in", 0, 15)], first.consumer_group_metadata(), 30)
+    finally:
+        first.close()
+    successor = group_consumer(bootstrap, "wait-group", "wait-in")
+    try:
+        # Not a record while the transaction is open, from the assignment on: the consumer's offset fetch is
+        # answered unstable (without RequireStable it would start at the earliest offset).
+        early: list = []
+        deadline = time.monotonic() + 30
+        while not successor.assignment() and time.monotonic() < deadline:
+            early += [m for m in successor.consume(100, timeout=0.5) if m.error() is None]
+        assert successor.assignment(), "the successor was not assigned the partition"
+        quiet_until = time.monotonic() + 3
+        while time.monotonic() < quiet_until:
+            early += [m for m in successor.consume(100, timeout=0.5) if m.error() is None]
+        assert early == []
+        producer.commit_transaction(30)
+        resumed = consume(successor, PER_PARTITION - 15)
+    finally:
+        successor.close()
+    assert [m.offset() for m in resumed] == list(range(15, PER_PARTITION))

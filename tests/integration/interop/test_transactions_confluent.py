@@ -5,21 +5,24 @@ coordinator failover mid-transaction."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from broker.coordinator.coordinator_placement import coordinator_for
 from pipeline.client.admin import AdminClient
 from pipeline.client.connection import BrokerConnection
 from pipeline.protocol.api_keys import ApiKey
 from tests.integration.broker.test_replication import SETTINGS as REPLICATION_SETTINGS
+from tests.support.broker_metrics import scrape, value
 from tests.support.clients import create_topic
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
-FAST_ABORTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 300}
+FAST_ABORTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 300, "metrics.port": 0}
 
 
 def transactional_producer(bootstrap: str, transactional_id: str, **config: object) -> Producer:
@@ -191,6 +194,12 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_broker(broker_factory)
     produce(after, "to", 2, [f"after-{i}" for i in range(6)])
     after.commit_transaction(30)
     assert read(broker.bootstrap, {"to": 2}, "read_committed") == {f"after-{i}" for i in range(6)}
+    samples = scrape(broker)
+    assert value(samples, "kafka_coordinator_transaction_aborted_total", reason="timeout") == 1
+    assert value(samples, "kafka_coordinator_transaction_aborted_total", reason="client") == 0
+    assert value(samples, "kafka_coordinator_transaction_committed_total") == 1
+    assert value(samples, "kafka_coordinator_transaction_producers_fenced_total") == 2
+    assert value(samples, "kafka_coordinator_transaction_open_transactions") == 0
 
 
 # -- a 3-broker cluster ----------------------------------------------------------------------------------
@@ -246,3 +255,38 @@ def test_a_killed_coordinators_transaction_is_aborted_by_its_successor(tx_cluste
     assert state["producer_epoch"] == 2
     expected = {f"committed-{i}" for i in range(12)} | {f"after-{i}" for i in range(12)}
     assert read(bootstrap, topics, "read_committed") == expected
+
+
+@pytest.mark.timeout(180)
+def test_a_commit_prepared_by_a_killed_coordinator_is_completed_by_its_successor(broker_cluster_factory, zk_connect,
+                                                                                 tmp_path):
+    cluster = broker_cluster_factory(zk_connect, size=3, overrides=REPLICATION_SETTINGS, start=False)
+    coordinator = coordinator_for("pp-tx", cluster.brokers)
+    pause_file = tmp_path / "paused"
+    cluster.brokers[coordinator].overrides.update({"testing.pause.at": "transaction-prepared",
+                                                   "testing.pause.file": str(pause_file)})
+    cluster.start()
+    topics = {"pp": 6}
+    replicated_topics(cluster, topics)
+    producer = transactional_producer(cluster.bootstrap, "pp-tx")
+    producer.begin_transaction()
+    produce(producer, "pp", 6, [f"prepared-{i}" for i in range(12)])
+
+    def kill_when_paused() -> None:
+        wait_until(pause_file.exists, 60, message="the coordinator pausing after PrepareCommit")
+        cluster.brokers[coordinator].kill()
+    killer = threading.Thread(target=kill_when_paused)
+    killer.start()
+    try:
+        # The client's EndTxn goes unanswered; it finds the successor, which completes the stored PrepareCommit.
+        producer.commit_transaction(90)
+    finally:
+        killer.join()
+    live = cluster.live()
+    successor = find_coordinator(live[0].host, live[0].port, "pp-tx")
+    assert successor != coordinator
+    address = cluster.brokers[successor]
+    wait_until(lambda: describe(address.host, address.port, "pp-tx")["transaction_state"] == "CompleteCommit", 30,
+               interval=0.2, message="the successor completing the commit")
+    bootstrap = ",".join(b.bootstrap for b in live)
+    assert read(bootstrap, topics, "read_committed") == {f"prepared-{i}" for i in range(12)}

@@ -1,7 +1,7 @@
 """Our transactional producer and read_committed consumers against a real broker.
 
 Commits and aborts across partitions and topics, in sync and async mode: read_committed readers (SimpleConsumer,
-Consumer) see exactly the committed records, read_uncommitted ones every record; a zombie is fenced by a new
+Consumer, StaticConsumerConnector) see exactly the committed records, read_uncommitted ones every record; a zombie is fenced by a new
 instance with the same transactional id; offsets sent with a transaction become the group's only when it commits.
 """
 
@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.cli import main as cli_main
 from pipeline.client.admin import AdminClient
 from pipeline.client.consumer import Consumer
+from pipeline.client.consumer_stream import ConsumerTimeout
 from pipeline.client.errors import ProducerFencedError, TransactionAbortableError, TransactionStateError
-from pipeline.client.group_admin import OffsetAndMetadata
 from pipeline.client.producer import ProduceError, Producer, ProducerData
+from pipeline.client.offset_store import FileOffsetStore
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
+from pipeline.client.static_connector import StaticConsumerConnector
+from pipeline.client.topic_filter import Whitelist
+from tests.integration.pipeline.test_producer_headers_idempotence import proxied_broker  # noqa: F401 (a fixture)
 from tests.support.clients import create_topic
 from tests.support.polling import wait_until
 
@@ -147,7 +152,7 @@ def test_a_zombie_is_fenced_by_a_new_instance_with_the_same_id(broker, mode: str
     assert read_all(broker, topic, 0, "read_committed") == [b"successor"]
 
 
-def test_offsets_sent_with_a_transaction_reach_the_group_only_on_commit(broker) -> None:
+def test_offsets_sent_with_a_transaction_reach_the_group_only_on_commit(broker, capsys) -> None:
     topic = "tx-offsets"
     create_topic(broker.bootstrap, topic, 1)
     create_topic(broker.bootstrap, "input", 1)
@@ -172,6 +177,16 @@ def test_offsets_sent_with_a_transaction_reach_the_group_only_on_commit(broker) 
         assert "tx-offsets" in {t.transactional_id for t in admin.list_transactions()}
     finally:
         admin.close()
+    capsys.readouterr()
+    assert cli_main(["--bootstrap-server", broker.bootstrap, "transactions", "list"]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert ["tx-offsets", str(described.coordinator_id), str(described.producer_id), "CompleteCommit"] in listed
+    assert cli_main(["transactions", "describe", "--transactional-id", "tx-offsets",
+                     "--bootstrap-server", broker.bootstrap]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:5] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState"]
+    assert row.split()[1] == "tx-offsets" and row.split()[4] == "CompleteCommit"
     settled(broker, topic, 0)
     assert read_all(broker, topic, 0, "read_committed") == [b"y"]
 
@@ -195,3 +210,67 @@ def test_send_outside_a_transaction_and_a_failed_send_inside_one(broker) -> None
         p.commit_transaction(TIMEOUT)
     settled(broker, topic, 0)
     assert read_all(broker, topic, 0, "read_committed") == [b"after-abort"]
+
+
+def test_static_connector_reads_committed_only(broker, tmp_path) -> None:
+    topic = "tx-static"
+    create_topic(broker.bootstrap, topic, 2)
+    with producer(broker, "tx-static") as p:
+        p.init_transactions(TIMEOUT)
+        for round_, commit in enumerate([False, True, False, True]):
+            p.begin_transaction()
+            for partition in (0, 1):
+                send_values(p, topic, partition, [b"r%d-p%d-%d" % (round_, partition, i) for i in range(4)])
+            p.commit_transaction(TIMEOUT) if commit else p.abort_transaction(TIMEOUT)
+    for partition in (0, 1):
+        settled(broker, topic, partition)
+    expected = sorted(b"r%d-p%d-%d" % (r, p, i) for r in (1, 3) for p in (0, 1) for i in range(4))
+    connector = StaticConsumerConnector({"metadata.broker.list": broker.bootstrap, "auto.offset.reset": "smallest",
+                                         "isolation.level": "read_committed", "consumer.timeout.ms": 1500},
+                                        FileOffsetStore(tmp_path / "offsets"))
+    try:
+        (stream,) = connector.create_message_streams_by_filter(Whitelist(topic), 1)
+        seen = []
+        with pytest.raises(ConsumerTimeout):
+            for record in stream:
+                seen.append(record.value)
+        seen.sort()
+    finally:
+        connector.shutdown()
+    assert seen == expected
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_send_with_an_unknown_outcome_aborts_and_the_next_transaction_starts_on_a_new_epoch(proxied_broker,
+                                                                                           mode: str) -> None:
+    """Every answer to a batch is lost, through its retries: the broker stored it, the producer cannot know. The
+    transaction can only abort; a new epoch then numbers the partition from 0 again and the next one commits."""
+    broker, proxy = proxied_broker
+    topic = f"tx-unknown-{mode}"
+    create_topic(proxy.address, topic, 1)
+    config = {"metadata.broker.list": proxy.address, "transactional.id": f"tx-unknown-{mode}", "producer.type": mode,
+              "message.send.max.retries": 2, "retry.backoff.ms": 50, "queue.time": 5}
+    with Producer(config) as p:
+        p.init_transactions(TIMEOUT)
+        with AdminClient(proxy.address) as admin:
+            (before,) = admin.describe_transactions([config["transactional.id"]])
+        p.begin_transaction()
+        proxy.lose_produce_responses(3)
+        try:
+            send_values(p, topic, 0, [b"lost-answer"])
+            p.flush(TIMEOUT)
+        except ProduceError:
+            assert mode == "sync"
+        with pytest.raises(TransactionAbortableError):
+            p.commit_transaction(TIMEOUT)
+        p.abort_transaction(TIMEOUT)
+        with AdminClient(proxy.address) as admin:
+            (after,) = admin.describe_transactions([config["transactional.id"]])
+        assert (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch + 1)
+        p.begin_transaction()
+        send_values(p, topic, 0, [b"next"])
+        p.commit_transaction(TIMEOUT)
+    settled(broker, topic, 0)
+    # The broker stored the batch once (retries are duplicates of it); the abort hides it.
+    assert read_all(broker, topic, 0, "read_uncommitted") == [b"lost-answer", b"next"]
+    assert read_all(broker, topic, 0, "read_committed") == [b"next"]

@@ -3,7 +3,8 @@
 Writers (``ConfluentWriter``: confluent-kafka; ``PipelineWriter``: the project's async Producer) send unique
 values with acks=all and idempotence to an explicit partition and record sends, acknowledgements (with the
 offset) and failures. ``Reader`` follows every partition from its start with the project's Consumer on a
-thread and records each message it reads with its offset. ``read_final`` reads whole partitions after a run.
+thread (with the consumer properties it is given: read_committed, say) and records each message it reads with
+its offset. ``read_final`` reads whole partitions after a run.
 """
 
 from __future__ import annotations
@@ -149,8 +150,10 @@ class Reader:
 
     IDLE_MS = 200
 
-    def __init__(self, history: History, bootstrap: str, topic: str, partitions: int, name: str = "reader") -> None:
+    def __init__(self, history: History, bootstrap: str, topic: str, partitions: int, name: str = "reader",
+                 config: dict[str, object] | None = None) -> None:
         self.history = history
+        self.config = config or {}
         self.bootstrap = bootstrap
         self.topic = topic
         self.name = name
@@ -165,7 +168,8 @@ class Reader:
 
     def _run(self) -> None:
         while not self._stopped.is_set():
-            consumer = Consumer(consumer_config(self.bootstrap, self.name, **{"consumer.timeout.ms": self.IDLE_MS}),
+            consumer = Consumer(consumer_config(self.bootstrap, self.name, **{"consumer.timeout.ms": self.IDLE_MS},
+                                                **self.config),
                                 partitions={(self.topic, p): start for p, start in self.positions.items()})
             try:
                 for record in consumer:

@@ -287,3 +287,51 @@ def test_ids_this_broker_no_longer_coordinates_are_dropped(tmp_path) -> None:
         coordinator.store.close()
 
     asyncio.run(scenario())
+
+
+def test_brokers_changing_again_during_a_load_loads_once_more_afterwards_not_beside_it(tmp_path) -> None:
+    async def scenario():
+        coordinator, _ = make(tmp_path)
+        loads = []
+        real = coordinator.load_owned
+
+        async def counted() -> None:
+            loads.append(len(coordinator._tasks))
+            await asyncio.sleep(0.01)
+            await real()
+        coordinator.load_owned = counted
+        for _ in range(5):
+            coordinator.brokers_changed()
+        await asyncio.sleep(0)
+        coordinator.brokers_changed()
+        while coordinator._tasks:
+            await asyncio.sleep(0.005)
+        coordinator.store.close()
+        return loads
+
+    assert asyncio.run(scenario()) == [1, 1]
+
+
+def test_a_request_waits_briefly_for_the_previous_transaction_to_complete(tmp_path) -> None:
+    async def scenario():
+        coordinator, markers = make(tmp_path)
+        await coordinator.init_producer_id("t", 30000)
+        await coordinator.add_partitions("t", 1000, 0, {("a", 0)})
+        markers.hold = asyncio.Event()
+        assert await coordinator.end_transaction("t", 1000, 0, True) == E.NONE
+        # Markers done within completion_wait_ms: the next transaction starts at once, no CONCURRENT_TRANSACTIONS.
+        asyncio.get_running_loop().call_later(0.02, markers.hold.set)
+        assert await coordinator.add_partitions("t", 1000, 0, {("b", 0)}) == E.NONE
+        assert (await state(coordinator)).partitions == {("b", 0)}
+        # Markers stuck longer: the client is told to retry.
+        markers.hold = asyncio.Event()
+        assert await coordinator.end_transaction("t", 1000, 0, False) == E.NONE
+        started = asyncio.get_running_loop().time()
+        assert await coordinator.add_partitions("t", 1000, 0, {("c", 0)}) == E.CONCURRENT_TRANSACTIONS
+        assert asyncio.get_running_loop().time() - started >= 0.09
+        asyncio.get_running_loop().call_later(0.01, markers.hold.set)
+        assert await coordinator.end_transaction("t", 1000, 0, False) == E.NONE
+        assert (await state(coordinator)).state == S.COMPLETE_ABORT
+        coordinator.store.close()
+
+    asyncio.run(scenario())

@@ -106,3 +106,24 @@ def test_each_groups_offsets_partition_is_a_unit_of_its_own() -> None:
     units = marker_units(frozenset({("a", 0), ("__consumer_offsets", 9)}), frozenset({"g1", "g2"}),
                          "__consumer_offsets", {"g1": 9, "g2": 9}.__getitem__)
     assert units == {("a", 0, None), ("__consumer_offsets", 9, "g1"), ("__consumer_offsets", 9, "g2")}
+
+
+def test_markers_for_another_broker_written_meanwhile_share_one_request() -> None:
+    requests: list[dict] = []
+
+    def other_broker(broker_id: int, body: dict) -> dict:
+        requests.append(body)
+        return {"markers": [{"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p, "error_code": E.NONE}
+                                               for p in t["partition_indexes"]]} for t in m["topics"]]}
+            for m in body["markers"]]}
+
+    manager = channel(lambda *unit: 2, Partitions())
+    manager._request = other_broker
+
+    async def scenario() -> list[bool]:
+        return await asyncio.gather(*(manager.write(TransactionMarker(pid, 0, True, 0, frozenset({("a", pid, None)})))
+                                      for pid in (1, 2, 3)))
+
+    assert asyncio.run(scenario()) == [True, True, True]
+    assert [[m["producer_id"] for m in body["markers"]] for body in requests] == [[1, 2, 3]]

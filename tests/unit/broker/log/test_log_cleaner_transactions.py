@@ -4,6 +4,7 @@ go after delete.retention.ms once it has none, and nothing at or above the last 
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -100,3 +101,42 @@ def test_an_open_transaction_bounds_what_is_cleaned(log):
     cleaner_for(log).clean_once()
     data, _ = view(log)
     assert (first_open, b"k", b"open") in data
+
+
+def _aborted_then_clean_in_one_group(tmp_path) -> Log:
+    log = Log(tmp_path / "logs" / "compacted-0", compact_config(segment_bytes=600, delete_retention_ms=60_000))
+    put(log, [(b"k1", b"committed")])
+    put(log, [(b"k1", b"aborted")], A, 0, transactional=True)
+    log.append_control_marker(A, 0, committed=False, coordinator_epoch=0)
+    for i in range(8):
+        put(log, [(b"k2", b"update-%d" % i)])
+    ready_to_clean(log)
+    assert len(log.segment_base_offsets()) > 2
+    log.config.segment_bytes = 1 << 20  # one group for the pass
+    return log
+
+
+@pytest.mark.parametrize("log_renamed", [False, True], ids=["swap", "log-renamed"])
+def test_a_crash_during_the_swap_keeps_the_cleaned_txn_index(tmp_path, monkeypatch, log_renamed):
+    from tests.unit.broker.log.test_log_cleaner_recovery import crash_copy_at
+
+    log = _aborted_then_clean_in_one_group(tmp_path)
+    try:
+        copy = crash_copy_at("during-swap", log, monkeypatch, tmp_path)
+        assert txn_entries(log) == [AbortedTxn(A, 1, 2, 3)]
+        assert (copy / "00000000000000000000.txnindex.swap").exists()
+        if log_renamed:  # the .log took its final name, the .txnindex.swap not yet
+            for name in os.listdir(copy):
+                if not name.endswith((".swap", ".deleted")) and name[:20].isdigit() and \
+                        int(name[:20]) < log.segment_base_offsets()[-1]:
+                    os.rename(copy / name, copy / (name + ".deleted"))
+            os.rename(copy / "00000000000000000000.log.swap", copy / "00000000000000000000.log")
+        recovered = Log(copy, compact_config(), last_shutdown_clean=True)
+        try:
+            assert txn_entries(recovered) == [AbortedTxn(A, 1, 2, 3)]
+            assert recovered.collect_aborted_transactions(0, recovered.log_end_offset) == [(A, 1)]
+            assert not any(name.endswith(".swap") for name in os.listdir(copy))
+        finally:
+            recovered.close()
+    finally:
+        log.close()

@@ -13,6 +13,7 @@ from tests.unit.broker.log.log_support import batches_in, make_batch, open_log
 from broker.log import (
     AbortedTxn,
     InvalidProducerEpochError,
+    InvalidRecordError,
     InvalidTxnStateError,
     LogConfig,
     TransactionCoordinatorFencedError,
@@ -238,3 +239,21 @@ def test_retention_keeps_an_open_transaction_and_bounds_the_lso_by_the_log_start
         assert log.last_stable_offset == log.high_watermark == 6
     finally:
         log.close()
+
+
+def test_a_fetch_learns_only_the_aborted_transactions_of_the_segment_it_reads(log):
+    log.append_as_leader(txn(A, 0))                                          # 0-1
+    log.append_control_marker(A, 0, committed=False, coordinator_epoch=0)   # 2
+    log.roll()
+    log.append_as_leader(txn(B, 0))                                          # 3-4
+    log.append_control_marker(B, 0, committed=False, coordinator_epoch=0)   # 5
+    replicate(log)
+    assert log.collect_aborted_transactions(0, 6) == [(A, 0)]
+    assert log.collect_aborted_transactions(3, 6) == [(B, 3)]
+    assert log.aborted_transactions(0, 6) == [AbortedTxn(A, 0, 2, 3), AbortedTxn(B, 3, 5, 6)]
+
+
+def test_a_transactional_batch_without_a_producer_id_is_an_invalid_record(log):
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(make_batch(1, timestamp=NOW, transactional=True))
+    assert log.log_end_offset == 0

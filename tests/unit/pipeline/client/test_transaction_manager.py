@@ -331,3 +331,12 @@ def test_unknown_end_txn_refusal_is_fatal(brokers, clock) -> None:
     with pytest.raises(TransactionFatalError):
         m.commit(deadline=60)
     assert m.state is S.FATAL_ERROR
+
+
+def test_producing_not_authorized_for_the_transactional_id_is_fatal(brokers, clock) -> None:
+    m = ready(brokers, clock)
+    m.begin_transaction()
+    m.on_send_failures([(object(), KafkaProtocolError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))], True)
+    assert m.state is S.FATAL_ERROR
+    with pytest.raises(TransactionFatalError):
+        m.check_can_send()
