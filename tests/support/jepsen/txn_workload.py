@@ -4,7 +4,10 @@ writes the input, a read_committed reader follows the output, and faults hit the
 
 - ``leader``: the nemesis bounces the leader of an output partition (SIGKILL or SIGTERM, in turn);
 - ``coordinator``: the broker coordinating a worker's transactional id is SIGKILLed, then restarted;
-- ``worker``: a worker is SIGKILLed mid-run and restarted with the same transactional id.
+- ``worker``: a worker is SIGKILLed mid-run and restarted with the same transactional id;
+- ``zombie``: a worker is paused (SIGSTOP), a new incarnation with its transactional id takes over, then the old
+  one is let go on (SIGCONT): a zombie, which must be fenced (it ends with txn_worker's EXIT_FATAL) and write
+  nothing that read_committed readers see.
 
 Between faults the run waits until the group's committed offsets moved on. At the end the feeder stops, the
 workers drain the input, and the checker (txn_checker) compares the input logs, the final read_committed output,
@@ -14,6 +17,7 @@ the live reads, the aborted transactions the workers logged and the committed of
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -33,7 +37,7 @@ from .nemesis import Nemesis
 from .txn_checker import TxnCheckResult, check_exactly_once
 from .txn_worker import transactional_id
 
-FAULTS = ("leader", "coordinator", "worker")
+FAULTS = ("leader", "coordinator", "worker", "zombie")
 
 
 @dataclass
@@ -47,6 +51,8 @@ class TxnRunResult:
     committed_transactions: int = 0
     #: Output records a read_uncommitted reader sees (those of aborted transactions included).
     uncommitted_outputs: int = 0
+    #: The exit code of each zombie worker once let go on (txn_worker.EXIT_FATAL when it was fenced).
+    zombie_exits: list[int | None] = field(default_factory=list)
     elapsed_s: float = 0.0
 
 
@@ -59,6 +65,7 @@ class _Workers:
         self.log_paths = [base_dir / f"worker-{p}.outcomes" for p in range(partitions)]
         self.starts = 0
         self.children: list[ChildProcess] = []
+        self.zombies: list[ChildProcess] = []
         for partition in range(partitions):
             child = ChildProcess(f"worker {partition}", [sys.executable, "-m", "tests.support.jepsen.txn_worker",
                                                          bootstrap, input_topic, output_topic, group, str(partition),
@@ -77,12 +84,22 @@ class _Workers:
             if not child.running:
                 self.start(partition)
 
+    def replace_paused(self, partition: int) -> ChildProcess:
+        """SIGSTOP the partition's worker and start a new incarnation in its place; the paused one is returned
+        (to be continued: a zombie)."""
+        old = self.children[partition]
+        old.send_signal(signal.SIGSTOP)
+        self.children[partition] = ChildProcess(f"worker {partition}", list(old.command), old.log_path, announce=True)
+        self.zombies.append(old)
+        self.start(partition)
+        return old
+
     def kill(self, partition: int) -> None:
         self.children[partition].send_signal(signal.SIGKILL)
         self.children[partition].wait(10)
 
     def stop(self) -> None:
-        for child in self.children:
+        for child in self.children + self.zombies:
             if child.running:
                 child.send_signal(signal.SIGKILL)
                 child.wait(10)
@@ -145,6 +162,7 @@ def run_transactional(cluster: BrokerCluster, base_dir: Path, *, input_topic: st
 
     feeding = threading.Thread(target=feed, name="jepsen-feeder", daemon=True)
     done: list[str] = []
+    zombie_exits: list[int | None] = []
     reader = None
     try:
         for partition in range(partitions):
@@ -162,9 +180,12 @@ def run_transactional(cluster: BrokerCluster, base_dir: Path, *, input_topic: st
             wait_until(lambda: progressed(mark), timeout=120, interval=0.5,
                        message=f"the workers' progress before fault {number} ({fault})")
             mark = sum(_committed(admin, group, input_topic, partitions).values())
-            target = number % partitions
+            # Each round of faults starts on the next partition, so every partition meets every fault; leader
+            # bounces alternate between SIGKILL and SIGTERM from one round to the next.
+            cycle = number // len(FAULTS)
+            target = (number + cycle) % partitions
             if fault == "leader":
-                bounce = nemesis.bounce(target, hard=number % 2 == 0)
+                bounce = nemesis.bounce(target, hard=cycle % 2 == 0)
                 done.append(f"leader of {output_topic}-{target} (broker {bounce.broker}, "
                             f"{'SIGKILL' if bounce.hard else 'SIGTERM'}, failover {bounce.failover_s * 1000:.0f} ms)")
             elif fault == "coordinator":
@@ -178,6 +199,18 @@ def run_transactional(cluster: BrokerCluster, base_dir: Path, *, input_topic: st
                     Nemesis(cluster, input_topic, probe).wait_in_sync(p)
                     nemesis.wait_in_sync(p)
                 done.append(f"coordinator of {transactional_id(group, target)} (broker {victim}, SIGKILL)")
+            elif fault == "zombie":
+                zombie = workers.replace_paused(target)
+                mark = sum(_committed(admin, group, input_topic, partitions).values())
+                wait_until(lambda: progressed(mark), timeout=120, interval=0.5,
+                           message=f"the new incarnation of worker {target} committing")
+                zombie.send_signal(signal.SIGCONT)
+                try:
+                    code = zombie.wait(60)
+                except subprocess.TimeoutExpired:
+                    code = None
+                done.append(f"zombie worker {target} (SIGSTOP, replaced, SIGCONT: exit code {code})")
+                zombie_exits.append(code)
             elif fault == "worker":
                 workers.kill(target)
                 workers.start(target)
@@ -220,7 +253,7 @@ def run_transactional(cluster: BrokerCluster, base_dir: Path, *, input_topic: st
     live = [(read.partition, read.value) for read in reader.history.reads] if reader is not None else []
     result = check_exactly_once(input_offsets, outputs, live, aborted, committed)
     return TxnRunResult(result, done, workers.starts, len(aborted), committed_transactions, uncommitted,
-                        time.monotonic() - started)
+                        zombie_exits, time.monotonic() - started)
 
 
 def _stable(bootstrap: str, topic: str, partition: int) -> bool:
