@@ -190,3 +190,35 @@ def test_a_record_the_target_refuses_for_good_is_quarantined_its_transaction_abo
     assert [(r.key, r.value) for r in strict] == [(b"k1", b"one"), (b"k2", b"two"), (b"k3", b"three")]
     [entry] = list(read_quarantine(state / "mirror" / "quarantine" / "dc1.jsonl"))
     assert (entry["topic"], entry["offset"], entry["reason"]) == ("Strict", 1, "invalid for the target")
+
+
+def test_a_second_process_under_the_same_transactional_ids_fences_the_first_which_stops_with_one_error_line(
+        clusters: dict[str, BrokerCluster], tmp_path: Path) -> None:
+    dc1, offline = clusters["dc1"], clusters["offline"]
+    create_topic(dc1, "events", PARTITIONS)
+    produce(dc1, "events", [(b"k%d" % i, b"v-%d" % i, BASE_MS + i, []) for i in range(3000)])
+    args = mirror_args({"dc1": dc1}, offline, "events", "--set", "exactly.once=true", "--set", "process.id=same")
+    first = MirrorProcess(tmp_path / "first.log", args).start()
+    second = None
+    try:
+        wait_until(lambda: first.alive() and target_offsets(offline, "mirror.dc1"), 60, interval=0.2,
+                   message=lambda: f"a first commit: {first.log_tail(5)}")
+        # A restarted process whose predecessor is still running (a zombie): its init_transactions fences it.
+        second = MirrorProcess(tmp_path / "second.log", args).start()
+        assert first.wait(60) == 1, first.log_tail()
+        errors = [line for line in first.log_text().splitlines() if line.startswith("python -m mirror: error:")]
+        assert len(errors) == 1 and "mirror.dc1.same was fenced" in errors[0], first.log_tail()
+        produce(dc1, "events", [(b"k%d" % i, b"w-%d" % i, BASE_MS + i, []) for i in range(1000)])
+        ends = end_offsets(dc1, "events", PARTITIONS)
+        wait_until(lambda: second.alive() and all(target_offsets(offline, "mirror.dc1").get(("events", p)) == e
+                                                  for p, e in ends.items()),
+                   90, interval=0.2, message=lambda: f"the second committed everything: {second.log_tail(5)}")
+        assert second.stop() == 0, second.log_tail()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+    found = Counter((lineage.cluster, lineage.partition, lineage.offset)
+                    for _, _, lineage in lineages(read_committed(offline, "events", PARTITIONS)))
+    assert sorted(found) == sorted(("dc1", p, o) for p, e in ends.items() for o in range(e))
+    assert set(found.values()) == {1}
