@@ -644,6 +644,7 @@ class MirrorService(CallbackHandler):
                        if (w.topic, w.partition) in owned}
             audit = self._audit.take_encoded(source.name) if self._audit is not None else []
             gone = [(w.topic, w.partition) for w in released] if released is not None else []
+            commits = txn.commits
             try:
                 written = txn.commit(offsets, audit, self.config["audit.topic"], gone)
             except FENCED_ERRORS as exc:
@@ -652,9 +653,12 @@ class MirrorService(CallbackHandler):
                 return
             except COMMIT_ERRORS as exc:
                 txn.abort()
+                self.metrics.transactions.labels(source.name, "aborted").inc()
                 self.fail(MirrorError(f"source {source.name}: transaction aborted ({exc}); the mirror restarts from "
                                       f"the offsets committed in the target"))
                 return
+        if txn.commits != commits:
+            self.metrics.transactions.labels(source.name, "committed").inc()
         if written:
             self.metrics.commits.labels(source.name).inc(len(written))
             try:
