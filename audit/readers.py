@@ -4,7 +4,10 @@ records the other tiers publish, each counted into its own checkpoint (:mod:`aud
 A reader is a :class:`~pipeline.client.static_connector.StaticConsumerConnector` over a cluster (every
 partition of the topics it follows, new ones included), one thread counting what it hands out and committing
 every ``checkpoint_s`` -- the commit writes the offsets and the counts in one record, so a restart counts every
-record exactly once.
+record exactly once. Readers read committed (``isolation.level=read_committed``): the records of aborted transactions
+(an exactly-once mirror killed mid-transaction) and the transaction markers are never counted, and nothing is
+counted past an open transaction until it ends; a reader's position moves past the markers and aborted batches
+after its last record (``KafkaStream.take_passed``), so that a caught-up reader stands at the last stable offset.
 
 A reader never goes blind: a record that cannot be counted *now* (the schema registry unreachable when a new
 schema id is met) is read again after a backoff, its position kept; a record that can *never* be counted (not
@@ -106,6 +109,13 @@ class ClusterReader:
                     record = None
                 except StopIteration:
                     break
+                passed = stream.take_passed()
+                if passed:
+                    # Read committed: past the markers and aborted transactions after the records counted.
+                    positions = self._positions
+                    for key, offset in passed.items():
+                        if offset > positions.get(key, 0):
+                            positions[key] = offset
                 if record is not None:
                     try:
                         self._handle(record)

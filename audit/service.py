@@ -45,6 +45,7 @@ from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
 from pipeline.client.cluster import Cluster
 from pipeline.client.consumer_config import StaticConnectorConfig
 from pipeline.client.errors import KafkaClientError
+from pipeline.client.isolation import READ_COMMITTED
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import Whitelist
 from pipeline.durable_file import make_private_dir
@@ -192,6 +193,7 @@ class AuditService:
                 self._discoveries.append(reader_discovery)
                 connector = StaticConsumerConnector(StaticConnectorConfig({
                     "client.id": f"audit-{name}", "auto.offset.reset": "smallest", "consumer.timeout.ms": 200,
+                    "isolation.level": "read_committed",
                     "topic.metadata.refresh.interval.ms": 5000, **security_settings(config)}), counts,
                     discovery=reader_discovery)
                 reader = ClusterReader(f"{name}-{role}", connector, topics, counts, handle,
@@ -242,7 +244,8 @@ class AuditService:
         ends: dict[str, dict[int, int | None]] = {}
         sampled_at = _now_ms()
         for topic in sorted({*topics["events"], *topics["audit"]}):
-            ends[topic] = admin.list_offsets(topic) if topic in available else {}
+            ends[topic] = (admin.list_offsets(topic, isolation_level=READ_COMMITTED) if topic in available
+                           else {})
         committed = committed_offsets(self._discovery_of[name].zk)
         group = self.config["mirror.group"]
         positions = {"mirror": {(t, p): o for (g, t, p), o in committed.items() if g == group}}
@@ -529,8 +532,8 @@ class AuditService:
 
 
 def _latest(admin: AdminClient, topic: str, available: Iterable[str]) -> dict[int, int | None]:
-    """The latest offsets of ``topic`` (none for a topic the cluster does not have)."""
-    return admin.list_offsets(topic) if topic in available else {}
+    """The last stable offsets of ``topic`` (none for a topic the cluster does not have)."""
+    return admin.list_offsets(topic, isolation_level=READ_COMMITTED) if topic in available else {}
 
 
 def _describe(result: WindowResult) -> str:

@@ -16,6 +16,7 @@ from typing import Iterable, NamedTuple
 from pipeline.auditing.sketch import EventSketch, SketchError
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster
+from pipeline.client.isolation import READ_COMMITTED
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from schemas.serde import event_key
 
@@ -39,14 +40,15 @@ def scan_window(cluster: Cluster, topic: str, start_ms: int, end_ms: int, slack_
     admin = AdminClient(cluster)
     partitions = cluster.partitions_for(topic)
     starts = admin.list_offsets(topic, partitions, timestamp=max(0, start_ms - slack_ms))
-    ends = admin.list_offsets(topic, partitions)
+    ends = admin.list_offsets(topic, partitions, isolation_level=READ_COMMITTED)
     found = []
     for partition in partitions:
         offset, end = starts.get(partition), ends.get(partition)
         if offset is None or end is None or offset >= end:
             continue
         host, port = cluster.brokers()[cluster.leader(topic, partition)]
-        with SimpleConsumer(host, port, timeout=timeout_s, security=cluster.security) as consumer:
+        with SimpleConsumer(host, port, timeout=timeout_s, security=cluster.security,
+                            isolation_level=READ_COMMITTED) as consumer:
             while offset < end:
                 records = list(consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20)))
                 if not records:

@@ -24,6 +24,7 @@ from etl.plan import EtlError, PartitionBounds, loaded_ends
 from etl.store import Journal, Manifest, Warehouse
 from pipeline.client.admin import EARLIEST_TIMESTAMP, AdminClient
 from pipeline.client.cluster import Cluster
+from pipeline.client.isolation import READ_COMMITTED
 from pipeline.client.topic_filter import whitelist_except
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.zk import layout
@@ -57,12 +58,15 @@ class OfflineCluster:
         self.zk.stop()
         self.zk.close()
 
-    def bounds(self, topics_regex: str, exclude_regex: str) -> dict[tuple[str, int], PartitionBounds]:
+    def bounds(self, topics_regex: str, exclude_regex: str,
+               isolation_level: int = READ_COMMITTED) -> dict[tuple[str, int], PartitionBounds]:
+        """[earliest, end) of every partition of the wanted topics; the end is the last stable offset with
+        read_committed (no open transaction is loaded, nor anything after one), else the high watermark."""
         wanted = whitelist_except(topics_regex, exclude_regex).select(self.admin.list_topics())
         bounds = {}
         for topic in wanted:
             earliest = self.admin.list_offsets(topic, None, EARLIEST_TIMESTAMP)
-            latest = self.admin.list_offsets(topic)
+            latest = self.admin.list_offsets(topic, isolation_level=isolation_level)
             for partition, end in latest.items():
                 start = earliest.get(partition)
                 end = 0 if end is None else end

@@ -23,6 +23,7 @@ from pipeline.config import (
     parse_regex,
     parse_str,
 )
+from pipeline.client.isolation import READ_COMMITTED, parse_isolation_level
 from pipeline.security.client_settings import SECURITY_PROPERTIES, ClientSecurity
 from pipeline.service.settings import LOG_LEVEL
 from pipeline.testing_faults import fault_properties
@@ -64,6 +65,10 @@ ETL_PROPERTIES = (
     Property("concurrent.topics", parse_int, 4,
              "topics loaded at once, one Spark job each (their tasks share the executors)", at_least=1),
     Property("fetch.size", parse_int, 4 << 20, "bytes a task asks the broker for per fetch", at_least=1024),
+    Property("isolation.level", parse_isolation_level, READ_COMMITTED,
+             "read_committed: a run loads up to each partition's last stable offset and leaves out aborted "
+             "transactions (the exactly-once mirror's, whatever a killed mirror left open); read_uncommitted: up to "
+             "the high watermark, everything"),
     Property("out.of.range", parse_choice("fail", "earliest"), "fail",
              "when a partition's retention deleted offsets not yet loaded: fail names the partition and the number of "
              "lost offsets; earliest moves on to the log start and records the skipped count in the run's history"),

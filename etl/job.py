@@ -110,7 +110,7 @@ class _Run:
 
     def load_new_offsets(self, offline: OfflineCluster, committer: Committer) -> None:
         report = self.report
-        bounds = offline.bounds(self.config["topics"], self.config["exclude.topics"])
+        bounds = offline.bounds(self.config["topics"], self.config["exclude.topics"], self.config["isolation.level"])
         ranges, skipped = plan_ranges(bounds, self.warehouse.loaded(), self.config["max.range.records"],
                                       self.config["out.of.range"])
         readers = self.readers = self.reader_schemas(sorted({r.topic for r in ranges} | {s.topic for s in skipped}))
@@ -195,7 +195,7 @@ class _Run:
                                   self.config["fetch.size"], self.config["out.of.range"] == "earliest", run_id,
                                   str(self.warehouse.staged_quarantine(run_id, topic)) if quarantine else None,
                                   Faults.of(self.config), RegistryClientSettings.from_config(self.config),
-                                  self.config.security)
+                                  self.config.security, self.config["isolation.level"])
             spark.sparkContext.setJobGroup(f"{run_id}-{topic}", f"etl run {run_id}: {topic}")
             try:
                 load_topic(spark, context, ranges, first, self.warehouse.staged_table(run_id, topic),

@@ -55,6 +55,7 @@ from pipeline.auditing.latency import LatencyBuckets
 from pipeline.auditing.sketch import EventSketch
 from pipeline.client.cluster import Cluster, StaticBrokerList
 from pipeline.client.errors import KafkaClientError, KafkaConnectionError, OffsetOutOfRange
+from pipeline.client.isolation import READ_COMMITTED
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.lineage import lineage_of
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
@@ -115,6 +116,9 @@ class TaskContext:
     registry_settings: RegistryClientSettings = NO_REGISTRY_SECURITY
     #: How the tasks connect to the brokers (it travels to the executors with the context).
     security: ClientSecurity = PLAINTEXT_SECURITY
+    #: read_committed (1): aborted transactions and control batches are left out (the range ends at or before the
+    #: last stable offset, where the planner found it).
+    isolation_level: int = READ_COMMITTED
 
 
 RangeStats = dict[str, Any]
@@ -380,7 +384,7 @@ class _RangeLoader:
         return SimpleConsumer(address[0], address[1], client_id="etl-task",
                               buffer_size=self.context.fetch_size, max_buffer_size=max(self.context.fetch_size,
                                                                                       64 << 20),
-                              security=self.context.security)
+                              security=self.context.security, isolation_level=self.context.isolation_level)
 
     def _out_of_range(self, offset: int, error: OffsetOutOfRange) -> int:
         log_start = getattr(error, "log_start_offset", -1)

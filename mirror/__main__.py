@@ -44,8 +44,8 @@ def add_run_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run", help="mirror the source clusters into the target (the default command)",
         description="Mirror every whitelisted topic of one or more source clusters into a target cluster, at least "
-                    f"once, with the lineage of every record in its headers. `{PROG} lineage --help`: where a target "
-                    "record came from.")
+                    "once (or exactly once with --set exactly.once=true), with the lineage of every record in its "
+                    f"headers. `{PROG} lineage --help`: where a target record came from.")
     parser.add_argument("--source", action="append", default=[], metavar="NAME=HOST:PORT[/CHROOT]",
                         help="a source cluster by name and ZooKeeper (repeat for several)")
     parser.add_argument("--source-bootstrap-server", action="append", default=[], metavar="NAME=HOST:PORT[,...]",
@@ -162,8 +162,8 @@ def lineage(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return command_line(PROG, "Mirror topics of datacenter clusters into the offline cluster, at least once, with "
-                              "the lineage of every record (`run`, the default), and look a record's lineage up.",
+    return command_line(PROG, "Mirror topics of datacenter clusters into the offline cluster, at least once or "
+                              "exactly once, with the lineage of every record (`run`, the default), and look a record's lineage up.",
                         (add_run_parser, add_lineage_parser))
 
 

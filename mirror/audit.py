@@ -6,7 +6,10 @@ datacenter (so the counts line up with that datacenter's producer tier) and this
 host. A record's event time is its timestamp. A record mirrored twice (after a restart, from the last
 commit) is counted twice: duplicates show as a mirror count above the producer count of the window.
 Windows are published once their end has passed and nothing of them is in flight, and all of them at
-shutdown, by the retrying pipeline.auditing.publisher.AuditPublisher. A record the target refused for good and the
+shutdown, by the retrying pipeline.auditing.publisher.AuditPublisher. An exactly-once mirror publishes nothing
+itself (``transactional=True``): it takes each source's counts (``take_encoded``) and produces them in that source's
+transaction, with the records they count and their source offsets, so the counts committed are exactly those of
+the records committed (an aborted transaction's counts are aborted with its records). A record the target refused for good and the
 mirror quarantined is counted in a quarantine record (properties.quarantined = the reason), not as mirrored.
 """
 
@@ -30,17 +33,34 @@ class MirrorAudit:
     """Counts records sent and acknowledged per source; ``publish_closed`` / ``close`` publish the windows."""
 
     def __init__(self, sources: Iterable[str], *, window_ms: int, producer_config: dict[str, Any], registry_url: str,
-                 topic: str, metrics: Any, registry_settings: RegistryClientSettings = NO_REGISTRY_SECURITY) -> None:
+                 topic: str, metrics: Any, registry_settings: RegistryClientSettings = NO_REGISTRY_SECURITY,
+                 transactional: bool = False) -> None:
         self.host = f"mirror-{socket.gethostname()}"
+        self.topic = topic
         self.counters = {name: AuditCounter(window_ms=window_ms, datacenter=name, application="mirror",
                                             tier=MIRROR_TIER) for name in sources}
         self.registry = SchemaRegistryClient(registry_url, settings=registry_settings)
-        self.publisher = AuditPublisher(producer_config, audit_count_encoder(self.registry, topic), topic,
-                                        published=metrics.audit_published, failures=metrics.audit_failures)
+        self.encoder = audit_count_encoder(self.registry, topic)
+        self.metrics = metrics
+        self.publisher = None if transactional else AuditPublisher(
+            producer_config, self.encoder, topic, published=metrics.audit_published, failures=metrics.audit_failures)
 
     def start(self) -> "MirrorAudit":
-        self.publisher.start()
+        if self.publisher is None:
+            # Registers the schema now: an unreachable registry fails the start, not the first commit.
+            self.encoder.encode_for(self.topic, [])
+        else:
+            self.publisher.start()
         return self
+
+    def take_encoded(self, source: str) -> list[tuple[bytes, bytes]]:
+        """(key, value) of the AuditCount records of everything of ``source`` settled since the last take, encoded
+        for the audit topic (transactional: the caller produces them in the transaction of those records)."""
+        records = self.counters[source].take_counted()
+        if not records:
+            return []
+        values = self.encoder.encode_for(self.topic, records)
+        return [(record["topic"].encode(), value) for record, value in zip(records, values)]
 
     def sent(self, source: str, topic: str, event_time_ms: int) -> None:
         self.counters[source].sent(self.host, topic, event_time_ms)
@@ -66,16 +86,23 @@ class MirrorAudit:
     def publish_counted(self, timeout_s: float) -> bool:
         """Publish the counts of every record acknowledged so far (open windows too: their later records add up)
         and wait until they are stored: True once they are, False when ``timeout_s`` ran out."""
+        publisher = self.publisher
+        if publisher is None:
+            return True
         upto = 0
         for counter in self.counters.values():
-            upto = self.publisher.publish(counter.take_counted())
-        return self.publisher.wait_published(upto, timeout_s)
+            upto = publisher.publish(counter.take_counted())
+        return publisher.wait_published(upto, timeout_s)
 
     def close(self, timeout_s: float) -> int:
-        """Publish every window (records still in flight counted as ``unsettled``); the records left unpublished."""
-        for counter in self.counters.values():
-            self.publisher.publish(counter.close_windows(None))
+        """Publish every window (records still in flight counted as ``unsettled``); the records left unpublished.
+        Transactional: nothing is published (what was committed was counted in its transaction; what was not is
+        mirrored and counted again after a restart)."""
         try:
+            if self.publisher is None:
+                return 0
+            for counter in self.counters.values():
+                self.publisher.publish(counter.close_windows(None))
             return self.publisher.close(timeout_s)
         finally:
             self.registry.close()

@@ -11,6 +11,7 @@ mirror's guarantees rest on (acks=all, idempotence, no automatic acknowledgement
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -41,6 +42,12 @@ from schemas.registry_client_settings import REGISTRY_CLIENT_PROPERTIES
 
 __all__ = ["MIRROR_PROPERTIES", "MirrorConfig"]
 
+def _parse_exactly_once(text: str) -> bool:
+    """A boolean, or Kafka Connect's spelling of exactly.once.support (enabled / disabled)."""
+    spelled = {"enabled": True, "disabled": False}.get(str(text).strip().lower())
+    return parse_bool(text) if spelled is None else spelled
+
+
 def _parse_names(text: str) -> tuple[str, ...]:
     return tuple(sorted({n.strip() for n in text.split(",") if n.strip()}))
 
@@ -63,7 +70,19 @@ MIRROR_PROPERTIES = (
     Property("group.id", parse_str, "mirror", "consumer group shared by all mirror processes, in every source"),
     Property("num.streams", parse_int, 1, "consumer streams (threads) per source", at_least=1, at_most=64),
     Property("offset.commit.interval.ms", parse_int, 5000,
-             "how often the acknowledged source offsets are committed", at_least=1),
+             "how often the acknowledged source offsets are committed (with exactly.once, how often a transaction "
+             "commits)", at_least=1),
+    Property("exactly.once", _parse_exactly_once, False,
+             "true: copy each source inside transactions of one transactional producer and keep its offsets in the "
+             "target cluster (group GROUP.SOURCE), committed in the same transaction with the audit counts, so that "
+             "read_committed readers of the target see every record once whenever the mirror is killed; false: at "
+             "least once, offsets in the sources", aliases=("exactly.once.support",)),
+    Property("transactional.id.prefix", parse_str, None,
+             "with exactly.once, the transactional ids are PREFIX.SOURCE.PROCESS (default prefix: group.id)"),
+    Property("process.id", parse_str, None,
+             "with exactly.once, this process's name in its transactional ids; must survive a restart (a restart then "
+             "fences its predecessor) and differ between the mirror processes of one group (default: the host "
+             "name)"),
     Property("topic.config.exclude", _parse_names, ("min.insync.replicas",),
              "topic settings not copied to the target, comma-separated names (by default the target cluster's own "
              "min.insync.replicas applies, as MirrorMaker 2 leaves it: the clusters' sizes differ)"),
@@ -88,6 +107,8 @@ MIRROR_PROPERTIES = (
 
 # What the mirror's guarantees rest on: set by the mirror, refused from the user.
 _PRODUCER_FIXED = {"producer.type": "async", "request.required.acks": -1, "enable.idempotence": True}
+# Set per source by the mirror itself (exactly.once), refused from the user.
+_PRODUCER_OWN = ("transactional.id",)
 # Retries without end (as Kafka's MirrorMaker sets delivery.timeout.ms): a target down for hours is waited out, the
 # source offsets uncommitted meanwhile.
 _PRODUCER_DEFAULTS = {"batch.size": 500, "queue.time": 10, "queue.buffering.max.messages": 20_000,
@@ -151,12 +172,33 @@ class MirrorConfig(Config):
             for name in given:
                 if name in fixed:
                     raise ConfigError(f"{what}.{name} is set by the mirror (its delivery guarantee rests on it)")
+        for name in _PRODUCER_OWN:
+            if name in producer:
+                raise ConfigError(f"producer.{name} is set by the mirror (exactly.once: transactional.id.prefix and "
+                                  f"process.id name it)")
         self.producer_overrides = producer
         self.consumer_overrides = consumer
         # Validated now, so that a bad passed-through property is a start-up error.
         self.producer_config()
         for source in self.sources:
             self.consumer_config(source)
+
+    @property
+    def exactly_once(self) -> bool:
+        return bool(self["exactly.once"])
+
+    def transactional_id(self, source: str) -> str:
+        """The transactional id of this process's producer for ``source`` (exactly.once)."""
+        prefix = self["transactional.id.prefix"] or self["group.id"]
+        return f"{prefix}.{source}.{self['process.id'] or socket.gethostname()}"
+
+    def target_group(self, source: str) -> str:
+        """The group in the target cluster under which ``source``'s offsets are committed (exactly.once)."""
+        return f"{self['group.id']}.{source}"
+
+    def transactional_producer_config(self, source: str) -> ProducerConfig:
+        """The target producer of one source with exactly.once: the producer_config plus its transactional id."""
+        return ProducerConfig({**self.producer_config().as_dict(), "transactional.id": self.transactional_id(source)})
 
     @property
     def sources(self) -> dict[str, str]:

@@ -11,8 +11,8 @@ _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 
 class MirrorMetrics:
-    """Records and bytes mirrored, lag, record age, latency, errors, commits, lost offsets, quarantined records,
-    audit publishing."""
+    """Records and bytes mirrored, lag, record age, latency, errors, commits, transactions, lost offsets, quarantined
+    records, audit publishing."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -34,8 +34,12 @@ class MirrorMetrics:
                                  buckets=_SECONDS_BUCKETS, registry=r)
         self.in_flight = Gauge("mirror_records_in_flight", "Records sent and not yet acknowledged", registry=r)
         self.errors = Counter("mirror_errors_total", "Errors, by kind", ["kind"], registry=r)
-        self.commits = Counter("mirror_offset_commits_total", "Source offsets written to ZooKeeper", ["source"],
-                               registry=r)
+        self.commits = Counter("mirror_offset_commits_total",
+                               "Source offsets written: to ZooKeeper, or (exactly.once) in the target with a "
+                               "transaction", ["source"], registry=r)
+        self.transactions = Counter("mirror_transactions_total",
+                                    "exactly.once: transactions ended, by outcome (committed, aborted)",
+                                    ["source", "outcome"], registry=r)
         self.lost = Counter("mirror_lost_offsets_total",
                             "Source offsets deleted by retention before they were mirrored, skipped "
                             "(skip.lost.offsets=true)", ["source", "topic", "partition"], registry=r)

@@ -1,4 +1,5 @@
-"""The mirror service: every whitelisted topic of the source clusters copied into the target, at least once.
+"""The mirror service: every whitelisted topic of the source clusters copied into the target, at least once or
+(exactly.once) exactly once.
 
 Per source cluster one :class:`~pipeline.client.ConsumerConnector` joins the mirror group in that source's
 ZooKeeper (so several mirror processes share the partitions by the paper's Algorithm 1, and the survivors
@@ -27,6 +28,14 @@ unless skip.lost.offsets is set (then each gap is counted and reported).
 Before a rebalance releases a partition the mirror waits until every stream thread of that source has
 finished handing the record it took (no record of a released partition is tracked after it), waits for
 the producer to flush, and commits what was acknowledged.
+
+Exactly once (exactly.once=true, :mod:`mirror.transactions`): each source has its own transactional producer
+instead, and each commit -- at the same moments -- commits that source's transaction: the records acknowledged,
+their tier-mirror audit counts and the source offsets after them, kept in the target (group GROUP.SOURCE). The
+transaction's lock stands in for the barrier: a stream thread holds it while it hands one record over, a commit
+holds it throughout. A claimed partition starts at its offset in the target. A failed commit aborts and stops the
+mirror, whose restart reads on from the target's offsets; a record the target refuses for good is quarantined and
+its transaction aborted the same way, the record skipped unsent after the restart.
 """
 
 from __future__ import annotations
@@ -63,9 +72,10 @@ from schemas.serde import event_key
 from mirror.audit import MirrorAudit
 from mirror.config import MirrorConfig
 from mirror.metrics import MirrorMetrics
-from mirror.quarantine import MirrorQuarantine
+from mirror.quarantine import MirrorQuarantine, read_quarantine
 from mirror.topics import BrokerSourceTopics, MirrorTopicError, SourceTopics, TopicSync, ZooKeeperSourceTopics
 from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
+from mirror.transactions import COMMIT_ERRORS, FENCED_ERRORS, SourceTransactions
 
 __all__ = ["LostOffsetsError", "MirrorError", "MirrorService"]
 
@@ -121,7 +131,7 @@ class _Pending:
 
 
 class _PendingValues(Encoder):
-    """The producer's serializer: a _Pending's value, already bytes."""
+    """The producer's serializer: a _Pending's value, already bytes (or an encoded AuditCount's, exactly.once)."""
 
     def encode(self, message: _Pending) -> bytes | None:
         return message.value
@@ -154,6 +164,10 @@ class _Source(ConsumerRebalanceListener):
         self.service = service
         self.encoded_name = name.encode()
         self.threads: list[_StreamThread] = []
+        #: exactly.once: this source's transactions (mirror.transactions.SourceTransactions), else None.
+        self.txn: Any = None
+        #: The producer of this source's records: its transactional one, or the mirror's shared one.
+        self.producer: Producer | None = None
         self.connector: ConsumerConnector | StaticConsumerConnector
         self.topics: SourceTopics
         if name in config.zookeeper_sources:
@@ -175,9 +189,22 @@ class _Source(ConsumerRebalanceListener):
         else:
             self.topics = BrokerSourceTopics(self.admin)
 
-    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> None:
+    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]
+                                 ) -> dict[TopicPartition, int | None] | None:
+        """Track the claimed partitions from their committed offsets: in the source (at least once) or, exactly
+        once, in the target (returned: where the connector starts them)."""
+        starts = None
+        if self.txn is not None:
+            try:
+                partitions = starts = self.txn.start_offsets(partitions)
+            except Exception as exc:
+                # Never read a partition from anywhere but its offset in the target.
+                self.service.fail(MirrorError(f"source {self.name}: cannot read the offsets committed in the target "
+                                              f"(group {self.txn.group}): {exc}"))
+                raise
         for (topic, partition), committed in partitions.items():
             self.service.tracker.start(SourcePartition(self.name, topic, partition), committed)
+        return starts
 
     def before_releasing_partitions(self, partitions: list[TopicPartition]) -> None:
         self.service.release(self, [SourcePartition(self.name, t, p) for t, p in partitions])
@@ -208,6 +235,10 @@ class MirrorService(CallbackHandler):
         self._drop = Faults.of(config).drop_event_ids
         quarantine_dir = config.quarantine_dir()
         self.quarantine = MirrorQuarantine(quarantine_dir) if quarantine_dir is not None else None
+        self.exactly_once = config.exactly_once
+        #: exactly.once: (source, topic, partition, offset) of the records quarantined before, skipped unsent (their
+        #: transaction was aborted when the target refused them).
+        self._quarantined: dict[tuple[str, str, int, int], str] = {}
         #: Topics whose target batches the producer was fitted to (Producer.size_for_topic).
         self._sized_topics: set[str] = set()
 
@@ -252,10 +283,12 @@ class MirrorService(CallbackHandler):
     def _start(self) -> None:
         config = self.config
         self._target_cluster = self._open_target_cluster()
-        self._producer = Producer({**config.producer_config().as_dict(), "serializer.class": _PendingValues()},
-                                  self)
+        if not self.exactly_once:
+            self._producer = Producer({**config.producer_config().as_dict(), "serializer.class": _PendingValues()},
+                                      self)
         for name in sorted(config.sources):
             self._sources.append(_Source(name, self))
+        self._start_producers()
         self._topics = TopicSync({s.name: s.topics for s in self._sources},
                                  AdminClient(self._target_cluster), config["topic.config.exclude"],
                                  header_allowance=max(lineage_overhead(name) for name in config.sources))
@@ -276,14 +309,48 @@ class MirrorService(CallbackHandler):
                  ", ".join(f"{n}={c}" for n, c in sorted(config.sources.items())),
                  config["target.zookeeper.connect"] or config["target.bootstrap.servers"], config["group.id"])
 
-    def _open_target_cluster(self) -> Cluster:
+    def _start_producers(self) -> None:
+        """One shared producer (at least once), or one transactional producer per source (exactly once), each
+        fencing its predecessor before anything is read."""
+        assert self._target_cluster is not None
+        if not self.exactly_once:
+            for source in self._sources:
+                source.producer = self._producer
+            return
+        self._quarantined = self._load_quarantined()
+        for source in self._sources:
+            # Read on the source's rebalancing thread: a client of its own.
+            admin = AdminClient(self._open_target_cluster(f"mirror-offsets-{source.name}"), close_cluster=True)
+            source.txn = SourceTransactions(source.name, self.config, self, _PendingValues(), admin)
+            source.producer = source.txn.producer
+            source.txn.start()
+
+    def _load_quarantined(self) -> dict[tuple[str, str, int, int], str]:
+        if self.quarantine is None:
+            return {}
+        found = {}
+        for source in self.config.sources:
+            path = self.quarantine.path(source)
+            if path.exists():
+                found.update(((source, r["topic"], r["partition"], r["offset"]), r["reason"])
+                             for r in read_quarantine(path))
+        return found
+
+    def _producers(self) -> list[Producer]:
+        if self._producer is not None:
+            return [self._producer]
+        return [s.producer for s in self._sources if s.producer is not None]
+
+    def _open_target_cluster(self, client_id: str = "mirror-admin") -> Cluster:
+        """A client of the target; its connections are its own (a Cluster's are not shared between threads)."""
         config = self.config
         if config["target.zookeeper.connect"]:
-            discovery: Any = ZooKeeperBrokerDiscovery(config["target.zookeeper.connect"])
-            self._target_discovery = discovery
+            if self._target_discovery is None:
+                self._target_discovery = ZooKeeperBrokerDiscovery(config["target.zookeeper.connect"])
+            discovery: Any = self._target_discovery
         else:
             discovery = StaticBrokerList(config["target.bootstrap.servers"])
-        return Cluster(discovery, client_id="mirror-admin", security=config.producer_config().security)
+        return Cluster(discovery, client_id=client_id, security=config.producer_config().security)
 
     def fail(self, error: MirrorError) -> None:
         """Stop the mirror with ``error`` (the first one wins)."""
@@ -317,7 +384,10 @@ class MirrorService(CallbackHandler):
                 self.fail(MirrorError(f"source {source.name}: reading stopped: {exc}"))
                 return
             try:
-                self._mirror(source, state, record, audit_topic)
+                if source.txn is None:
+                    self._mirror(source, state, record, audit_topic)
+                else:
+                    self._mirror_in_transaction(source, state, record, audit_topic)
             except MirrorError as exc:
                 self.fail(exc)
                 return
@@ -332,6 +402,38 @@ class MirrorService(CallbackHandler):
                                           f"{record.offset}: {exc}"))
                 return
 
+    def _mirror_in_transaction(self, source: _Source, state: _StreamThread, record: ConsumerRecord,
+                               audit_topic: str) -> None:
+        """exactly.once: the record joins the open transaction of its source, unless its partition was released
+        meanwhile (its next owner copies it) or it was quarantined in a transaction aborted before."""
+        txn = source.txn
+        with txn.lock:
+            if (record.topic, record.partition) not in txn.owned or self._stopping.is_set():
+                state.tracked = True
+                return
+            reason = self._quarantined.get((source.name, record.topic, record.partition, record.offset)) \
+                if self._quarantined else None
+            if reason is not None:
+                self._skip_quarantined(source, state, record, audit_topic, reason)
+                return
+            self._mirror(source, state, record, audit_topic)
+            txn.sent += 1
+
+    def _skip_quarantined(self, source: _Source, state: _StreamThread, record: ConsumerRecord, audit_topic: str,
+                          reason: str) -> None:
+        """A record quarantined when an earlier (aborted) transaction sent it: counted as quarantined again, in
+        this transaction, and acknowledged unsent."""
+        where = SourcePartition(source.name, record.topic, record.partition)
+        self.tracker.track(where, record.offset, allow_gap=True)
+        state.tracked = True
+        if self._audit is not None and record.topic != audit_topic:
+            found = event_key(record.value) if record.value else None
+            size = (0 if record.key is None else len(record.key)) + (0 if record.value is None else len(record.value))
+            self._audit.sent(source.name, record.topic, record.timestamp)
+            self._audit.quarantined(source.name, record.topic, record.timestamp, size, reason,
+                                    None if found is None else found.event_id)
+        self.tracker.acknowledged(where, [record.offset])
+
     def _mirror(self, source: _Source, state: _StreamThread, record: ConsumerRecord, audit_topic: str) -> None:
         where = SourcePartition(source.name, record.topic, record.partition)
         outcome = self.tracker.track(where, record.offset, allow_gap=self.skip_lost)
@@ -344,7 +446,8 @@ class MirrorService(CallbackHandler):
             if not self.skip_lost:
                 raise LostOffsetsError(outcome)
             self._skipped(outcome)
-        assert self._producer is not None
+        producer = source.producer
+        assert producer is not None
         if self._drop and self._dropped(where, record):
             return
         self._ensure_topic(record.topic, record.partition)
@@ -356,13 +459,18 @@ class MirrorService(CallbackHandler):
         if self._audit is not None and record.topic != audit_topic:
             self._audit.sent(source.name, record.topic, timestamp)
         try:
-            self._producer.send(ProducerData(
+            producer.send(ProducerData(
                 record.topic, key, [pending], partition=record.partition,
                 timestamps=[timestamp] if timestamp >= 0 else None,
                 headers=[lineage_headers(record.headers, source.encoded_name, record.partition, record.offset)]))
         except MessageSizeTooLargeError as exc:
             # Larger than any request the target topic takes: refused before it was sent.
             self._quarantine([pending], exc)
+            if source.txn is not None and self.quarantine is not None:
+                # A refused send makes the transaction abortable: restart from the target's offsets, skipping it.
+                raise MirrorError(f"source {source.name}: {record.topic}-{record.partition}@{record.offset} is larger "
+                                  f"than the target takes (quarantined); its transaction is aborted and the mirror "
+                                  f"restarts from the offsets committed in the target") from None
 
     def _dropped(self, where: SourcePartition, record: ConsumerRecord) -> bool:
         """Fault injection (testing.drop.event.ids): lose the record if its event is one to drop."""
@@ -383,8 +491,9 @@ class MirrorService(CallbackHandler):
                 self._topics.ensure(topic, partition)
                 if topic not in self._sized_topics:
                     limit = self._topics.max_message_bytes(topic)
-                    if limit is not None and self._producer is not None:
-                        self._producer.size_for_topic(topic, limit)
+                    if limit is not None:
+                        for producer in self._producers():
+                            producer.size_for_topic(topic, limit)
                     self._sized_topics.add(topic)
                 return
             except (KafkaClientError, KafkaProtocolError) as exc:
@@ -411,10 +520,23 @@ class MirrorService(CallbackHandler):
         """Track the target's acknowledgement of a batch; records it refused for good are quarantined; any other
         failure stops the mirror (it is not retriable)."""
         messages: list[_Pending] = batch.messages
+        if self.exactly_once and batch.topic == self.config["audit.topic"]:
+            # The audit counts produced in a transaction are not records of a source.
+            messages = [m for m in messages if type(m) is _Pending]
+            if not messages:
+                if isinstance(result, BaseException) and not self._stopping.is_set():
+                    self.fail(MirrorError(f"the target refused the audit counts of a transaction: {result}"))
+                return
         if isinstance(result, BaseException):
             first = messages[0]
             if is_record_refusal(result) or isinstance(result, MessageSizeTooLargeError):
                 self._quarantine(messages, result)
+                if self.exactly_once:
+                    # The transaction that sent them cannot commit: abort it and start again from the target's
+                    # offsets, these records now skipped as quarantined (_load_quarantined).
+                    self.fail(MirrorError(
+                        f"the target refused {len(messages)} records for good (quarantined); the transaction is "
+                        f"aborted and the mirror restarts from the offsets committed in the target"))
                 return
             self._settle_audit(messages, False)
             if self._stopping.is_set() and isinstance(result, TimeoutError):
@@ -487,6 +609,11 @@ class MirrorService(CallbackHandler):
         """Commit, per source partition, the lowest offset the target has not acknowledged -- once the audit
         counts of every record acknowledged so far are published (a committed record is always counted)."""
         sources = sources if sources is not None else self._sources
+        if self.exactly_once:
+            for source in sources:
+                self._commit_transaction(source)
+            self.metrics.in_flight.set(self.tracker.outstanding())
+            return
         offsets = {source.name: self.tracker.committable(source.name) for source in sources}
         if self._counts_published():
             for source in sources:
@@ -495,6 +622,49 @@ class MirrorService(CallbackHandler):
                 if written:
                     self.metrics.commits.labels(source.name).inc(len(written))
         self.metrics.in_flight.set(self.tracker.outstanding())
+
+    def _commit_transaction(self, source: _Source, released: list[SourcePartition] | None = None) -> None:
+        """exactly.once: commit ``source``'s open transaction with the offsets after what the target acknowledged
+        and the audit counts of those records (``released``: its partitions about to be let go, or None); then copy
+        the offsets committed to the source's ZooKeeper (or file), where only a switch back to at-least-once
+        reads them. A commit that fails aborts the transaction and stops the mirror (its restart reads on from the
+        target's offsets)."""
+        txn = source.txn
+        with txn.lock:
+            if self._failure is not None:
+                return
+            if not txn.producer.flush(self.config["shutdown.timeout.s"]):
+                log.warning("source %s: records still unacknowledged; the transaction commits at the next interval",
+                            source.name)
+                return
+            if self._failure is not None:
+                return
+            owned = txn.owned
+            offsets = {(w.topic, w.partition): o for w, o in self.tracker.committable(source.name).items()
+                       if (w.topic, w.partition) in owned}
+            audit = self._audit.take_encoded(source.name) if self._audit is not None else []
+            gone = [(w.topic, w.partition) for w in released] if released is not None else []
+            commits = txn.commits
+            try:
+                written = txn.commit(offsets, audit, self.config["audit.topic"], gone)
+            except FENCED_ERRORS as exc:
+                self.fail(MirrorError(f"source {source.name}: transactional id {txn.transactional_id} was fenced "
+                                      f"by a newer mirror process: {exc}"))
+                return
+            except COMMIT_ERRORS as exc:
+                txn.abort()
+                self.metrics.transactions.labels(source.name, "aborted").inc()
+                self.fail(MirrorError(f"source {source.name}: transaction aborted ({exc}); the mirror restarts from "
+                                      f"the offsets committed in the target"))
+                return
+        if txn.commits != commits:
+            self.metrics.transactions.labels(source.name, "committed").inc()
+        if written:
+            self.metrics.commits.labels(source.name).inc(len(written))
+            try:
+                source.connector.commit_offsets(written)
+            except _COMMIT_ERRORS as exc:
+                log.debug("source %s: offsets not copied to the source now: %r", source.name, exc)
 
     def _counts_published(self) -> bool:
         """Publish the audit counts of what was acknowledged so far and wait for them; False (nothing may be
@@ -511,6 +681,12 @@ class MirrorService(CallbackHandler):
 
     def release(self, source: _Source, partitions: list[SourcePartition]) -> None:
         """Before a rebalance releases ``partitions``: let the threads finish their record, flush, commit."""
+        if source.txn is not None:
+            # The transaction's lock is the barrier: no stream thread is between taking a record and sending it.
+            self._commit_transaction(source, partitions)
+            source.txn.release([(w.topic, w.partition) for w in partitions])
+            self._forget(partitions)
+            return
         deadline = time.monotonic() + _BARRIER_TIMEOUT_S
         for state in source.threads:
             turns = state.turns
@@ -527,6 +703,9 @@ class MirrorService(CallbackHandler):
             written = source.connector.commit_offsets({(w.topic, w.partition): o for w, o in offsets.items()})
             if written:
                 self.metrics.commits.labels(source.name).inc(len(written))
+        self._forget(partitions)
+
+    def _forget(self, partitions: list[SourcePartition]) -> None:
         for where in partitions:
             self.tracker.forget(where)
             labels = (where.source, where.topic, str(where.partition))
@@ -570,15 +749,20 @@ class MirrorService(CallbackHandler):
                         self.tracker.outstanding(), timeout_s)
         for source in self._sources:
             try:
-                self.commit([source])
+                if source.txn is not None:
+                    self._final_transaction(source)
+                else:
+                    self.commit([source])
             except _COMMIT_ERRORS as exc:
                 log.warning("source %s: final commit failed (the records after the last commit are mirrored "
                             "again): %r", source.name, exc)
             source.connector.shutdown()
             source.admin.close()
-        if producer is not None:
+            if source.txn is not None:
+                source.txn.close_admin()
+        for each in ([producer] if producer is not None else [s.producer for s in self._sources if s.producer]):
             try:
-                producer.close(max(5.0, deadline - time.monotonic()))
+                each.close(max(5.0, deadline - time.monotonic()))
             except TimeoutError as exc:
                 log.warning("%s", exc)
         self._stop_audit(timeout_s)
@@ -588,6 +772,14 @@ class MirrorService(CallbackHandler):
             self._target_discovery.close()
         log.info("mirror stopped: %d records mirrored%s", self.mirrored,
                  f", {sum(g.lost for g in self.gaps)} lost offsets skipped" if self.gaps else "")
+
+    def _final_transaction(self, source: _Source) -> None:
+        """At shutdown (exactly.once): commit what was acknowledged, its partitions marked released, or abort."""
+        txn = source.txn
+        if self._failure is None:
+            self._commit_transaction(source, [SourcePartition(source.name, t, p) for t, p in sorted(txn.owned)])
+        if self._failure is not None:
+            txn.abort()
 
     # -- audit -------------------------------------------------------------------------------------------
 
@@ -602,7 +794,8 @@ class MirrorService(CallbackHandler):
                                                    **security_settings(producer)},
                                   registry_url=config["schema.registry.url"], topic=config["audit.topic"],
                                   metrics=self.metrics,
-                                  registry_settings=RegistryClientSettings.from_config(config)).start()
+                                  registry_settings=RegistryClientSettings.from_config(config),
+                                  transactional=self.exactly_once).start()
 
     def _settle_audit(self, messages: list[_Pending], acknowledged: bool) -> None:
         audit = self._audit

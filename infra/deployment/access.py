@@ -15,7 +15,10 @@ The ACLs (``broker`` and ``admin`` are super users and need none):
   (their producers are idempotent); ``mirror`` READ and DESCRIBE (DESCRIBE_CONFIGS: it copies their settings) on the
   event topics, READ on its group; ``audit`` READ and DESCRIBE on every topic, DESCRIBE on every group (lag).
 - offline: ``mirror`` CREATE, WRITE, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS on the event topics (it creates
-  and configures their copies), WRITE and DESCRIBE on AuditCount, IDEMPOTENT_WRITE on the cluster; ``etl`` READ and
+  and configures their copies), WRITE and DESCRIBE on AuditCount, IDEMPOTENT_WRITE on the cluster, and for its
+  exactly-once mode WRITE and DESCRIBE on the transactional ids prefixed ``mirror.`` (its own, and those of other
+  mirror processes it fences), READ on the groups prefixed ``mirror.`` (its source offsets, one group per source)
+  and READ on the event topics (TxnOffsetCommit wants it on the topics whose offsets it commits, as Kafka's does); ``etl`` READ and
   DESCRIBE on the event topics, WRITE and DESCRIBE on AuditCount, IDEMPOTENT_WRITE, READ on its group; ``audit`` as
   in a datacenter.
 """
@@ -74,11 +77,15 @@ def acls_for(topology: Topology, cluster: ClusterSpec, mirror_group: str = "mirr
         rules += _topic_rules("mirror", events, "Read", "Describe", "DescribeConfigs")
         rules.append(Acl("Group", mirror_group, "User:mirror", "Read"))
     else:
-        rules += _topic_rules("mirror", events, "Create", "Write", "Describe", "DescribeConfigs", "AlterConfigs")
+        rules += _topic_rules("mirror", events, "Create", "Write", "Describe", "DescribeConfigs", "AlterConfigs",
+                              "Read")
         rules += _topic_rules("mirror", [AUDIT_TOPIC], "Write", "Describe")
         rules += _topic_rules("etl", events, "Read", "Describe")
         rules += _topic_rules("etl", [AUDIT_TOPIC], "Write", "Describe")
         rules += [Acl("Cluster", CLUSTER_RESOURCE, f"User:{user}", "IdempotentWrite") for user in ("mirror", "etl")]
+        rules += [Acl("TransactionalId", f"{mirror_group}.", "User:mirror", operation, prefixed=True)
+                  for operation in ("Write", "Describe")]
+        rules.append(Acl("Group", f"{mirror_group}.", "User:mirror", "Read", prefixed=True))
         rules.append(Acl("Group", etl_group, "User:etl", "Read"))
     return sorted(rules)
 

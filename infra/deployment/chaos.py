@@ -302,12 +302,20 @@ def kill_audit(context: Context, args: argparse.Namespace) -> None:
 
 def kill_mirror(context: Context, args: argparse.Namespace) -> None:
     program = context.program("mirror")
-    context.say("kill-mirror: SIGKILL the mirror (its process group).\n"
-                "Expect: supervisord restarts it; it rejoins its consumer groups and re-reads every datacenter "
-                "from the offsets it last committed, so what it had copied since then reaches the offline cluster "
-                "twice. Nothing is lost: the audit names those events as duplicated at tier offline (and the "
-                "warehouse after the next ETL run), and the mirror tier may count fewer events than were copied "
-                "(its counts of the killed process were not published).")
+    if context.topology.mirror.exactly_once:
+        context.say("kill-mirror: SIGKILL the mirror (its process group).\n"
+                    "Expect: supervisord restarts it under the same transactional ids, which fences the killed "
+                    "process: the transactions it left open are aborted, and it reads every datacenter on from the "
+                    "offsets committed in the offline cluster with the records and their audit counts. Read "
+                    "committed, as the ETL and the audit read, every event is in the offline cluster once: nothing "
+                    "lost, nothing named duplicated at tier mirror, offline or warehouse.")
+    else:
+        context.say("kill-mirror: SIGKILL the mirror (its process group).\n"
+                    "Expect: supervisord restarts it; it rejoins its consumer groups and re-reads every datacenter "
+                    "from the offsets it last committed, so what it had copied since then reaches the offline "
+                    "cluster twice. Nothing is lost: the audit names those events as duplicated at tier offline "
+                    "(and the warehouse after the next ETL run), and the mirror tier may count fewer events than "
+                    "were copied (its counts of the killed process were not published).")
     kill_and_wait(context, program)
 
 

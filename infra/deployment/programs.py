@@ -279,7 +279,10 @@ def mirror_program(topology: Topology) -> Program:
     spec = topology.mirror
     # A topic's min.insync.replicas is its cluster's to choose (the offline brokers' default), as MirrorMaker 2
     # does not copy it either.
-    settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host, **spec.settings}
+    # exactly once: the transactional ids are mirror.SOURCE.mirror, the same after every restart by supervisord, so
+    # that each start fences its predecessor.
+    settings = {"audit.window.ms": str(topology.audit.window_ms), "metrics.host": topology.host,
+                "exactly.once": "true" if spec.exactly_once else "false", "process.id": "mirror", **spec.settings}
     command = _python("mirror",
                       *[f"--source={dc.name}={topology.cluster_zookeeper(dc)}" for dc in topology.datacenters],
                       "--target", topology.cluster_zookeeper(topology.offline),

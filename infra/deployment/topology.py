@@ -152,6 +152,8 @@ class MirrorSpec:
     metrics_port: int = 9311
     num_streams: int = 1
     settings: Mapping[str, str] = field(default_factory=dict)
+    #: Copy inside transactions, the source offsets kept in the offline cluster (the mirror's exactly.once).
+    exactly_once: bool = True
 
 
 @dataclass(frozen=True)
@@ -495,7 +497,7 @@ def _topology(path: Path, root: _Node) -> Topology:
     registry_node.done()
     mirror_node = root.child("mirror")
     mirror = MirrorSpec(mirror_node.get("metrics_port", _port, 9311), mirror_node.get("num_streams", _integer(1, 64), 1),
-                        mirror_node.get("settings", _settings, {}))
+                        mirror_node.get("settings", _settings, {}), mirror_node.get("exactly_once", _switch, True))
     mirror_node.done()
     etl_node = root.child("etl")
     etl = EtlSpec(etl_node.get("every", _duration, "5m"), etl_node.get("master", _text, "local[2]"),

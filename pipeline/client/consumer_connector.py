@@ -74,9 +74,23 @@ class ConsumerRebalanceListener:
     def before_releasing_partitions(self, partitions: list[TopicPartition]) -> None:
         """``partitions`` are no longer handed out and are about to be committed and released."""
 
-    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> None:
+    def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]) -> Mapping[TopicPartition, int] | None:
         """``partitions`` are now ours, each with its committed offset (None: none, auto.offset.reset applies);
-        nothing of them has been handed out yet."""
+        nothing of them has been handed out yet. What it returns, if anything, are the offsets to start those
+        partitions at instead (a listener that keeps its offsets elsewhere, as the exactly-once mirror does)."""
+        return None
+
+
+def start_offsets(listener: ConsumerRebalanceListener | None,
+                  infos: dict[TopicPartition, PartitionTopicInfo]) -> dict[TopicPartition, PartitionTopicInfo]:
+    """``infos`` once ``listener`` heard of them, each starting where the listener says if it says so."""
+    if listener is None:
+        return infos
+    starts = listener.before_starting_fetchers({tp: info.committed_offset for tp, info in infos.items()})
+    if not starts:
+        return infos
+    return {tp: PartitionTopicInfo(info.topic, info.partition, info.queue, starts[tp], info.fetch_size)
+            if starts.get(tp) is not None else info for tp, info in infos.items()}
 
 
 class ConsumerConnector:
@@ -360,8 +374,7 @@ class ConsumerConnector:
             infos[(topic, partition)] = PartitionTopicInfo(topic, partition, self._stream(topic, index).queue,
                                                            self._committed_offset(topic, partition),
                                                            self._fetcher.fetch_size)
-        if self._listener is not None:
-            self._listener.before_starting_fetchers({tp: info.committed_offset for tp, info in infos.items()})
+        infos = start_offsets(self._listener, infos)
         with self._lock:
             if epoch != self._connection_epoch:
                 # The connection dropped meanwhile: what we claimed may not be ours any more.

@@ -53,11 +53,14 @@ class PartitionTopicInfo(FetchPosition):
 class Chunk:
     """One fetch result of one partition, handed out record by record."""
 
-    __slots__ = ("info", "records")
+    __slots__ = ("info", "records", "end")
 
-    def __init__(self, info: PartitionTopicInfo, records: Iterator[Record]) -> None:
+    def __init__(self, info: PartitionTopicInfo, records: Iterator[Record], end: int | None = None) -> None:
         self.info = info
         self.records = records
+        #: The offset after the fetch: past its last record, and past the control batches and aborted
+        #: transactions a read_committed fetch left out after it.
+        self.end = end
 
 
 class KafkaStream:
@@ -81,6 +84,10 @@ class KafkaStream:
         # The partition and offset after the record handed out last, until the application is done with it.
         self._unacked: PartitionTopicInfo | None = None
         self._unacked_offset = 0
+        #: (topic, partition) -> the offset after a fetch whose records were all handed out, when it lies past the
+        #: last of them (control batches, aborted transactions): what a reader that keeps its own positions may
+        #: move to once it is done with those records (take_passed).
+        self.passed: dict[tuple[str, int], int] = {}
 
     def __iter__(self) -> "KafkaStream":
         return self
@@ -114,6 +121,8 @@ class KafkaStream:
                                 self._unacked = info
                                 self._unacked_offset = record.offset + 1
                             return ConsumerRecord(info.topic, info.partition, *record)
+                if chunk.end is not None:
+                    self._passed(chunk)
                 self._chunk = None
             if self._stopped:
                 raise StopIteration
@@ -131,6 +140,22 @@ class KafkaStream:
                 raise item
             assert isinstance(item, Chunk)
             self._chunk = item
+
+    def _passed(self, chunk: Chunk) -> None:
+        """Every record of ``chunk`` was handed out and (the caller asked for the next) is done with: its partition
+        is consumed up to the fetch's end, past what read_committed left out."""
+        info = chunk.info
+        with self._lock:
+            if not info.active:
+                return
+            self.passed[(info.topic, info.partition)] = chunk.end  # type: ignore[assignment]
+            if self._acknowledge_on_next and (info.consumed_offset is None or info.consumed_offset < chunk.end):
+                info.consumed_offset = chunk.end
+
+    def take_passed(self) -> dict[tuple[str, int], int]:
+        """The positions ``passed`` since the last call (and forget them)."""
+        passed, self.passed = self.passed, {}
+        return passed
 
     def clear(self) -> None:
         """Drop the queued chunks (a rebalance: their partitions may belong to someone else now)."""

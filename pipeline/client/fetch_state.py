@@ -124,7 +124,9 @@ class FetchStateMachine:
         if result.next_offset == result.offset:
             return FetchOutcome.NOTHING, None
         position.fetch_offset = result.next_offset
-        return (FetchOutcome.DELIVER if result.batches else FetchOutcome.NOTHING), None
+        # Delivered even without a batch to hand out (read_committed past control batches and aborted transactions
+        # only): the reader's position moves past them too.
+        return FetchOutcome.DELIVER, None
 
     def _out_of_range(self, position: FetchPosition, error: OffsetOutOfRange
                       ) -> tuple[FetchOutcome, BaseException | None]:

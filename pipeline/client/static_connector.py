@@ -18,7 +18,7 @@ from typing import Any, Mapping, Protocol
 
 from pipeline.client.cluster import BrokerDiscovery, Cluster, StaticBrokerList
 from pipeline.client.consumer_config import StaticConnectorConfig
-from pipeline.client.consumer_connector import ConsumerRebalanceListener
+from pipeline.client.consumer_connector import ConsumerRebalanceListener, start_offsets
 from pipeline.client.consumer_fetcher import ConsumerFetcher
 from pipeline.client.consumer_stream import KafkaStream, PartitionTopicInfo
 from pipeline.client.errors import KafkaClientError
@@ -164,8 +164,7 @@ class StaticConsumerConnector:
             infos[(topic, partition)] = PartitionTopicInfo(topic, partition, stream.queue,
                                                            self._stored.get((topic, partition)),
                                                            self._fetcher.fetch_size)
-        if self._listener is not None:
-            self._listener.before_starting_fetchers({tp: info.committed_offset for tp, info in infos.items()})
+        infos = start_offsets(self._listener, infos)
         with self._lock:
             self._infos.update(infos)
             self._fetcher.assign(self._infos.values())

@@ -9,6 +9,7 @@ cores; the mirror's logic does not depend on the number of brokers). ``MirrorPro
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -18,6 +19,9 @@ from pipeline.client.producer import Producer, ProducerData
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.zk import layout
 from pipeline.lineage import LINEAGE_HEADERS, Lineage, lineage_of
+from schemas.events import AUDIT_TOPIC
+from schemas.registry_client import SchemaRegistryClient
+from schemas.serde import AvroDecoder
 from tests.support.cluster import BrokerCluster
 from tests.support.polling import wait_until
 from tests.support.process import ChildProcess, python_env, python_module
@@ -153,6 +157,25 @@ def read_all(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, l
     return result
 
 
+def read_committed(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, list[ConsumerRecord]]:
+    """Every record of every partition of ``topic`` a read_committed reader sees, up to the last stable offset, in
+    offset order (aborted transactions and markers left out)."""
+    result: dict[int, list[ConsumerRecord]] = {}
+    for partition in range(partitions):
+        broker = cluster.brokers[cluster.partition_state(topic, partition)["leader"]]
+        with SimpleConsumer(broker.host, broker.port, isolation_level="read_committed") as consumer:
+            records: list[ConsumerRecord] = []
+            offset = consumer.get_offsets_before(topic, partition, -2, 1)[0]
+            end = consumer.get_offsets_before(topic, partition, -1, 1)[0]
+            while offset < end:
+                messages = consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20))
+                records.extend(ConsumerRecord(topic, partition, *r) for r in messages if r.offset >= offset)
+                assert messages.next_offset > offset, f"{topic}-{partition}: read_committed stuck at {offset} < {end}"
+                offset = messages.next_offset
+            result[partition] = records
+    return result
+
+
 def end_offsets(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, int]:
     broker = next(iter(cluster.brokers.values()))
     with SimpleConsumer(broker.host, broker.port) as consumer:
@@ -198,3 +221,18 @@ def wait_for_count(target: BrokerCluster, topic: str, partitions: int, at_least:
     return wait_until(enough, timeout, interval=0.2,
                       message=lambda: f"{at_least} records in the target (have "
                                       f"{target_count(target, topic, partitions)})")
+
+
+def audit_tier_counts(records: Iterable[ConsumerRecord], registry_url: str, tier: str) -> Counter:
+    """(datacenter, topic, window start ms) -> count over the AuditCount ``records`` of ``tier``."""
+    client = SchemaRegistryClient(registry_url)
+    try:
+        decoder = AvroDecoder(client)
+        counts = [decoder.decode(r.value, AUDIT_TOPIC) for r in records]
+    finally:
+        client.close()
+    found: Counter = Counter()
+    for c in counts:
+        if c["tier"] == tier and c["count"]:
+            found[(c["datacenter"], c["topic"], int(c["windowStart"].timestamp() * 1000))] += c["count"]
+    return found

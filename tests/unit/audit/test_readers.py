@@ -21,10 +21,13 @@ from tests.support.polling import wait_until
 class ScriptedConnector:
     """A connector handing out ``records`` once, then nothing (as a caught-up stream does)."""
 
-    def __init__(self, records: list[ConsumerRecord]) -> None:
+    def __init__(self, records: list[ConsumerRecord], passed: dict | None = None) -> None:
         self.records = records
         self.committed: list[dict] = []
         self.shut = False
+        #: Passed once the records ran out (read_committed: markers after the last of them).
+        self.passed = passed or {}
+        self.ran_out = False
 
     def create_message_streams_by_filter(self, topics, n):
         return [self]
@@ -37,7 +40,15 @@ class ScriptedConnector:
             raise StopIteration
         if self.records:
             return self.records.pop(0)
+        self.ran_out = True
         raise ConsumerTimeout("nothing new")
+
+    def take_passed(self) -> dict:
+        # As a KafkaStream: known once the next record was asked for after the last one.
+        if not self.ran_out:
+            return {}
+        passed, self.passed = self.passed, {}
+        return passed
 
     def commit_offsets(self, offsets):
         self.committed.append(dict(offsets))
@@ -127,3 +138,19 @@ def test_anything_else_stops_the_reader_and_the_service_with_the_failure_recorde
     one.join(10)
     assert isinstance(one.failure, RuntimeError) and one.state() == "stopped: a bug"
     assert one.positions() == {("AuditCount", 0): 1} and connector.shut
+
+
+def test_past_the_markers_after_its_last_record_a_caught_up_reader_stands_at_the_last_stable_offset(tmp_path):
+    handled: list[int] = []
+    stop = threading.Event()
+    connector = ScriptedConnector(records(3), passed={("AuditCount", 0): 5})
+    one = reader(tmp_path, connector, lambda record: handled.append(record.offset)).start(stop)
+    try:
+        wait_until(lambda: one.positions() == {("AuditCount", 0): 5}, 10, message="the position past the markers")
+        wait_until(lambda: connector.committed and connector.committed[-1] == {("AuditCount", 0): 5}, 10,
+                   message="checkpointed there")
+        assert handled == [0, 1, 2]
+    finally:
+        stop.set()
+        one.join(10)
+    assert one.failure is None

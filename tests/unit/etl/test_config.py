@@ -18,3 +18,12 @@ def test_security_settings_are_parsed_and_travel_with_the_task_context() -> None
     context = TaskContext("t", "h:1", "http://r", "{}", 1024, False, security=config.security)
     assert pickle.loads(pickle.dumps(context)).security == config.security
     assert "pw" not in repr(context)
+
+
+def test_runs_read_committed_unless_told_otherwise_and_the_level_travels_with_the_task_context() -> None:
+    base = {"zookeeper.connect": "zk:2181/offline", "warehouse.dir": "/w"}
+    assert EtlConfig(base)["isolation.level"] == 1
+    assert EtlConfig({**base, "isolation.level": "read_uncommitted"})["isolation.level"] == 0
+    assert TaskContext("t", "h:1", "http://r", "{}", 1024, False).isolation_level == 1
+    context = TaskContext("t", "h:1", "http://r", "{}", 1024, False, isolation_level=0)
+    assert pickle.loads(pickle.dumps(context)).isolation_level == 0

@@ -36,3 +36,19 @@ def test_a_resource_s_acls_are_kafka_s_json() -> None:
     document = json.loads(_acl_document([Acl("Topic", "t", "User:etl", "Read")]))
     assert document == {"version": 1, "acls": [{"principal": "User:etl", "permissionType": "Allow",
                                                 "operation": "Read", "host": "*"}]}
+
+
+def test_the_exactly_once_mirror_may_write_its_transactional_ids_and_read_its_offset_groups_in_the_offline_cluster_only(
+) -> None:
+    topology = load()
+    datacenter, warehouse = acls_for(topology, topology.cluster("dc1")), acls_for(topology, topology.offline)
+    prefixed = {(rule.kind, rule.name, rule.operation) for rule in warehouse
+                if rule.principal == "User:mirror" and rule.prefixed}
+    assert prefixed == {("TransactionalId", "mirror.", "Write"), ("TransactionalId", "mirror.", "Describe"),
+                        ("Group", "mirror.", "Read")}
+    # The transactional ids and target groups the deployment's mirror uses are under those prefixes.
+    assert topology.mirror.exactly_once
+    assert not any(rule.kind == "TransactionalId" or rule.prefixed for rule in datacenter)
+    assert not any(rule.kind == "TransactionalId" and rule.principal != "User:mirror" for rule in warehouse)
+    # TxnOffsetCommit wants READ on the topics whose offsets it commits (the source topics' names, in the target).
+    assert {("Topic", topic, "Read") for topic in EVENT_TOPICS} <= allowed(warehouse, "mirror")

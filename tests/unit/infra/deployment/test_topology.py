@@ -76,12 +76,20 @@ def test_every_program_s_command_line_names_its_cluster_and_ports() -> None:
     mirror = commands["mirror"]
     assert "--source=dc1=127.0.0.1:2181/dc1" in mirror and "--source=dc2=127.0.0.1:2181/dc2" in mirror
     assert mirror[mirror.index("--target") + 1] == "127.0.0.1:2181/offline"
+    # Exactly once by default, under a process id that a restart keeps (so that it fences its predecessor).
+    assert {"exactly.once=true", "process.id=mirror"} <= set(mirror)
     etl = commands["etl"]
     assert etl[etl.index("--every") + 1] == "5m" and f"--warehouse" in etl and "audit.window.ms=60000" in etl
     audit = commands["audit"]
     assert f"warehouse.dir={REPO_ROOT / 'var' / 'warehouse'}" in audit and "prometheus.url=http://127.0.0.1:9090" in audit
     emulators = commands["emulators-dc1"]
     assert emulators[emulators.index("--rate") + 1] == "200" and "--audit-window-ms" in emulators
+
+
+def test_the_mirror_may_be_switched_back_to_at_least_once(tmp_path: Path) -> None:
+    topology = load(write_topology(tmp_path, mirror={"exactly_once": "off"}))
+    assert not topology.mirror.exactly_once
+    assert "exactly.once=false" in next(p for p in programs(topology) if p.name == "mirror").command
 
 
 def test_supervisord_accepts_the_generated_configuration(tmp_path: Path) -> None:

@@ -37,6 +37,28 @@ def test_a_record_counts_as_consumed_once_the_next_one_is_asked_for() -> None:
     assert info.consumed_offset == 13, "asking again, even in vain, finishes the last record"
 
 
+def test_past_what_read_committed_left_out_the_position_moves_to_the_fetch_s_end_once_its_records_are_done() -> None:
+    stream, _ = make_stream()
+    info = PartitionTopicInfo("t", 3, stream.queue, 10, 1024)
+    # Records 10-11, then a control batch at 12 and an aborted transaction 13-14: the fetch ends at 15.
+    stream.queue.put(Chunk(info, iter(records(10, 2)), 15))
+    stream.queue.put(Chunk(info, iter([]), 20))  # a fetch of nothing but markers and aborted batches
+    assert [next(stream).offset, next(stream).offset] == [10, 11]
+    assert info.consumed_offset == 11 and stream.take_passed() == {}
+    with pytest.raises(ConsumerTimeout):
+        next(stream)
+    assert info.consumed_offset == 20 and stream.take_passed() == {("t", 3): 20}
+    assert stream.take_passed() == {}
+    # A stream whose application commits its own offsets is told, its consumed offsets left alone.
+    own = KafkaStream("t-1", threading.Lock(), 4, 50, acknowledge_on_next=False)
+    mine = PartitionTopicInfo("t", 1, own.queue, 0, 1024)
+    own.queue.put(Chunk(mine, iter(records(0, 1)), 3))
+    assert next(own).offset == 0
+    with pytest.raises(ConsumerTimeout):
+        next(own)
+    assert own.take_passed() == {("t", 1): 3} and mine.consumed_offset == 0
+
+
 def test_acknowledge_finishes_the_last_record_without_asking_for_another() -> None:
     stream, _ = make_stream()
     info = PartitionTopicInfo("t", 0, stream.queue, 5, 1024)

@@ -70,7 +70,8 @@ def test_only_skipped_batches_still_move_the_position() -> None:
     assert values(result) == [] and result.next_offset == 23
     machine = FetchStateMachine(fetch_size=100, max_fetch_size=1000, backoff_s=0.1, reset="smallest")
     position = FetchPosition("t", 0, 20, 100)
-    assert machine.take(position, result) == (FetchOutcome.NOTHING, None)
+    # Delivered (nothing to hand out), so that the reader's position moves past them too.
+    assert machine.take(position, result) == (FetchOutcome.DELIVER, None)
     assert position.fetch_offset == 23
 
 
