@@ -11,7 +11,6 @@ INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG, UNKNOWN_TOPIC_OR
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -65,7 +64,6 @@ class AdminClient(GroupCalls, ScramCredentialCalls, TransactionCalls):
             self.cluster = cluster
             self._owns_cluster = close_cluster
         self.timeout_s = timeout_s
-        self._request_lock = threading.Lock()
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -259,12 +257,11 @@ class AdminClient(GroupCalls, ScramCredentialCalls, TransactionCalls):
         return self._request(connection, api_key, body)
 
     def _request(self, connection: BrokerConnection, api_key: int, body: dict) -> dict:
-        with self._request_lock:
-            try:
-                return connection.request(api_key, body)
-            except KafkaConnectionError:
-                self.cluster.invalidate(connection.node_id)
-                raise
+        try:
+            return connection.request(api_key, body)
+        except KafkaConnectionError:
+            self.cluster.invalidate(connection.node_id)
+            raise
 
     @staticmethod
     def _raise_first_error(results: list[dict], action: str) -> None:

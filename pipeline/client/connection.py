@@ -15,6 +15,7 @@ import collections
 import socket
 import ssl
 import struct
+import threading
 import time
 from typing import Any
 
@@ -52,6 +53,9 @@ class BrokerConnection:
         self._correlation = 0
         # (correlation id, api key, version) of requests whose responses have not been read yet.
         self._in_flight: collections.deque[tuple[int, int, int]] = collections.deque()
+        # request() is a send and its answer; threads sharing a pooled connection take turns (pipelined
+        # send()/receive() is one thread's, as a producer's sender uses it).
+        self._request_lock = threading.Lock()
         self.versions: dict[int, int] = {}
         self.broker_versions: dict[int, tuple[int, int]] = {}
         # When to log in again (time.monotonic()), for a SASL session with a lifetime.
@@ -228,11 +232,14 @@ class BrokerConnection:
         return correlation_id, api_key, version, frame
 
     def request(self, api_key: int, body: dict, *, version: int | None = None) -> dict:
-        """Send one request and return its response body (earlier responses in flight must be read first)."""
-        if self._in_flight:
-            raise KafkaConnectionError("request() called while pipelined responses are still unread")
-        self.send(api_key, body, version=version)
-        return self.receive()[1]
+        """Send one request and return its response body (earlier responses in flight must be read first).
+
+        Safe to call from several threads: each gets its own answer."""
+        with self._request_lock:
+            if self._in_flight:
+                raise KafkaConnectionError("request() called while pipelined responses are still unread")
+            self.send(api_key, body, version=version)
+            return self.receive()[1]
 
     def _read_exactly(self, size: int) -> memoryview:
         assert self._sock is not None
