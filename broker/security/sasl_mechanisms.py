@@ -39,14 +39,20 @@ class SaslServerMechanism(Protocol):
     mechanism: str
     complete: bool
     username: str
+    # Whether evaluate() derives keys from a password (slow: the broker runs it off its event loop).
+    derives_keys: bool
 
     def evaluate(self, token: bytes) -> bytes: ...
 
 
 class PlainServer:
-    """PLAIN checked against the SCRAM credentials (see the module docstring)."""
+    """PLAIN checked against the SCRAM credentials (see the module docstring).
+
+    Checking a password derives its key (PBKDF2, thousands of iterations: milliseconds), so the broker runs
+    ``evaluate`` off its event loop (``derives_keys``)."""
 
     mechanism = PLAIN
+    derives_keys = True
 
     def __init__(self, store: CredentialStore) -> None:
         self._store = store
@@ -76,7 +82,9 @@ class PlainServer:
 
 
 class ScramSaslServer:
-    """SCRAM-SHA-256 or SCRAM-SHA-512 against the credential store."""
+    """SCRAM-SHA-256 or SCRAM-SHA-512 against the credential store (stored keys: no key derivation here)."""
+
+    derives_keys = False
 
     def __init__(self, mechanism: str, store: CredentialStore) -> None:
         self.mechanism = mechanism

@@ -18,10 +18,15 @@ Reauthentication (``connections.max.reauth.ms`` > 0): SaslAuthenticate v1+ answe
 authenticator stays on the session and passes requests to the handler until it ends; then a new SaslHandshake
 starts a reauthentication on the same connection (as the same principal) and any other request closes it.
 Without a lifetime the authenticator leaves the session after success, so the requests that follow cost nothing.
+
+A mechanism that derives keys from a password (PLAIN, checked against SCRAM credentials: PBKDF2) is evaluated on
+the default executor's threads, and its step is answered by an awaitable, so that logins never stall the event
+loop's other connections (hashlib releases the GIL while it derives).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import time
@@ -103,6 +108,11 @@ class SaslServerAuthenticator:
         self._session_expires: float | None = None
         self._reauthenticating = False
 
+    @property
+    def exchanging(self) -> bool:
+        """Whether the SASL exchange is under way (its answers may be awaitables; after it, the handler's are)."""
+        return self.state != _COMPLETE
+
     def timed_out(self, now: float) -> bool:
         """Whether an exchange still running has passed its deadline (the socket server then closes)."""
         return self.state != _COMPLETE and self._deadline is not None and now > self._deadline
@@ -157,31 +167,51 @@ class SaslServerAuthenticator:
         return encode_response(header.api_key, header.api_version, header.correlation_id,
                                {"error_code": ErrorCode.NONE, "mechanisms": list(enabled)})
 
-    def _evaluate(self, token: bytes) -> bytes:
+    def _evaluated(self, token: bytes) -> bytes | SaslAuthenticationFailed:
+        """The mechanism's answer to ``token``, or its refusal (returned, so that it can cross threads)."""
         assert self._mechanism is not None
-        return self._mechanism.evaluate(token)
-
-    def _token(self, token: bytes) -> list:
         try:
-            answer = self._evaluate(token)
+            return self._mechanism.evaluate(token)
         except SaslAuthenticationFailed as exc:
-            self._failed(exc.username, exc.reason)
-            raise CloseAfterResponse(None, self.config.failed_delay_s) from None
-        self._maybe_complete(version=0)
-        return [_LENGTH.pack(len(answer)) + answer]
+            return exc
 
-    def _authenticate(self, header: RequestHeader, frame: memoryview) -> list:
+    def _then(self, token: bytes, answer: Callable[[bytes | SaslAuthenticationFailed], list]) -> Any:
+        """``answer`` the evaluation of ``token``: now, or, for a mechanism that derives keys, from an awaitable
+        that evaluates it on the default executor."""
+        assert self._mechanism is not None
+        if not self._mechanism.derives_keys:
+            return answer(self._evaluated(token))
+
+        async def off_the_loop() -> list:
+            outcome = await asyncio.get_running_loop().run_in_executor(None, self._evaluated, token)
+            return answer(outcome)
+        return off_the_loop()
+
+    def _token(self, token: bytes) -> Any:
+        return self._then(token, self._token_answer)
+
+    def _token_answer(self, outcome: bytes | SaslAuthenticationFailed) -> list:
+        if isinstance(outcome, SaslAuthenticationFailed):
+            self._failed(outcome.username, outcome.reason)
+            raise CloseAfterResponse(None, self.config.failed_delay_s)
+        self._maybe_complete(version=0)
+        return [_LENGTH.pack(len(outcome)) + outcome]
+
+    def _authenticate(self, header: RequestHeader, frame: memoryview) -> Any:
         if not 0 <= header.api_version <= 2:
             raise Refused(f"unsupported SaslAuthenticate version {header.api_version}")
         request = self._decode(header, frame)
+        return self._then(bytes(request["auth_bytes"]), lambda outcome: self._authenticate_answer(header, outcome))
+
+    def _authenticate_answer(self, header: RequestHeader, outcome: bytes | SaslAuthenticationFailed) -> list:
         body: dict = {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
-        try:
-            body["auth_bytes"] = self._evaluate(bytes(request["auth_bytes"]))
-        except SaslAuthenticationFailed as exc:
+        if isinstance(outcome, SaslAuthenticationFailed):
+            exc = outcome
             self._failed(exc.username, exc.reason)
             body.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
             raise CloseAfterResponse(encode_response(header.api_key, header.api_version, header.correlation_id,
-                                                     body), self.config.failed_delay_s) from None
+                                                     body), self.config.failed_delay_s)
+        body["auth_bytes"] = outcome
         try:
             body["session_lifetime_ms"] = self._maybe_complete(header.api_version)
         except SaslAuthenticationFailed as exc:

@@ -531,6 +531,12 @@ class _Connection:
                 else:
                     try:
                         response = authenticator.handle(frame)
+                        if authenticator.exchanging and response is not None \
+                                and not isinstance(response, (list, tuple)):
+                            # A step of the exchange evaluated off the loop (PLAIN's key derivation).
+                            self._answered(answered)
+                            answered = 0
+                            response = await self._wait_for(response)
                     except Refused as exc:
                         raise CloseConnection(str(exc), "sasl_refused") from None
                     except CloseAfterResponse as exc:

@@ -108,11 +108,12 @@ def test_a_connection_that_does_not_finish_authenticating_is_closed(broker):
     assert time.monotonic() - started < 12
 
 
-def test_a_failed_client_does_not_disturb_a_logged_in_one(broker):
-    with connect(broker, "alice", "alice-secret") as good:
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_a_failed_client_does_not_disturb_a_logged_in_one(broker, mechanism):
+    with connect(broker, "alice", "alice-secret", mechanism) as good:
         for _ in range(5):
             with pytest.raises(AuthenticationError):
-                connect(broker, "alice", "guess")
+                connect(broker, "alice", "guess", mechanism)
             assert good.request(ApiKey.METADATA, METADATA)["brokers"]
 
 

@@ -5,7 +5,9 @@ and session expiry, the deadline and the token size cap."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import struct
+import threading
 import time
 
 import pytest
@@ -47,7 +49,17 @@ class Harness:
     def send(self, api_key: int, version: int, body: dict):
         self.correlation += 1
         frame = memoryview(encode_request(api_key, version, self.correlation, "test", body))[4:]
-        return self.session.authenticator.handle(frame)
+        return self.handle(frame)
+
+    def handle(self, frame: memoryview):
+        """What the authenticator answers, with a step it evaluates off the loop run to its end (as the socket
+        server awaits it while the exchange is under way)."""
+        authenticator = self.session.authenticator
+        exchanging = authenticator.exchanging
+        answer = authenticator.handle(frame)
+        if exchanging and inspect.isawaitable(answer):
+            return asyncio.run(answer)
+        return answer
 
     def request(self, api_key: int, version: int, body: dict) -> dict:
         response = b"".join(bytes(chunk) for chunk in self.send(api_key, version, body))
@@ -94,7 +106,7 @@ def test_scram_over_sasl_authenticate_sets_the_principal_and_lets_go(mechanism):
 def test_handshake_v0_is_followed_by_raw_tokens():
     harness = Harness()
     harness.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
-    assert harness.session.authenticator.handle(memoryview(b"\0alice\0alice-secret")) == [b"\0\0\0\0"]
+    assert harness.handle(memoryview(b"\0alice\0alice-secret")) == [b"\0\0\0\0"]
     assert harness.session.principal == KafkaPrincipal.user("alice")
 
 
@@ -102,7 +114,7 @@ def test_a_raw_token_failure_closes_without_an_answer():
     harness = Harness()
     harness.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
     with pytest.raises(CloseAfterResponse) as raised:
-        harness.session.authenticator.handle(memoryview(b"\0alice\0nope"))
+        harness.handle(memoryview(b"\0alice\0nope"))
     assert raised.value.response is None and raised.value.delay_s == 0.1
 
 
@@ -205,3 +217,33 @@ def test_the_socket_server_is_not_needed_for_a_coroutine_handler():
     awaitable = harness.send(ApiKey.FETCH, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1,
                                                "isolation_level": 0, "topics": []})
     assert asyncio.run(awaitable) == [b"later"]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_plain_derives_the_key_off_the_event_loop(version, monkeypatch):
+    # PBKDF2 takes milliseconds: the exchange answers an awaitable that checks the password on another thread.
+    import broker.security.sasl_mechanisms as mechanisms
+    checked_on: list[int] = []
+    real = mechanisms.password_matches
+
+    def recording(*args):
+        checked_on.append(threading.get_ident())
+        return real(*args)
+    monkeypatch.setattr(mechanisms, "password_matches", recording)
+    harness = Harness()
+    harness.request(ApiKey.SASL_HANDSHAKE, version, {"mechanism": "PLAIN"})
+    if version == 0:
+        answer = harness.session.authenticator.handle(memoryview(b"\0alice\0alice-secret"))
+    else:
+        harness.correlation += 1
+        answer = harness.session.authenticator.handle(memoryview(encode_request(
+            ApiKey.SASL_AUTHENTICATE, 1, harness.correlation, "test", {"auth_bytes": b"\0alice\0alice-secret"}))[4:])
+    assert inspect.isawaitable(answer) and checked_on == []
+
+    async def on_the_loop() -> list:
+        loop_thread = threading.get_ident()
+        result = await answer
+        assert checked_on and loop_thread not in checked_on
+        return result
+    assert asyncio.run(on_the_loop())
+    assert harness.session.principal == KafkaPrincipal.user("alice")
