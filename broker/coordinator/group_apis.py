@@ -19,7 +19,7 @@ from broker.metadata import BrokerEndpoint
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import RequestHeader
 from pipeline.protocol.errors import ErrorCode
-from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_GROUP
+from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_GROUP, COORDINATOR_KEY_TYPE_TRANSACTION
 from pipeline.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 Handler = Callable[[RequestHeader, dict], "dict | Awaitable[dict]"]
@@ -66,8 +66,13 @@ class GroupApis:
     # -- FindCoordinator -------------------------------------------------------------------------
 
     def handle_find_coordinator(self, header: RequestHeader, request: dict) -> dict:
-        if request.get("key_type", COORDINATOR_KEY_TYPE_GROUP) != COORDINATOR_KEY_TYPE_GROUP:
-            return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no transaction coordinator")
+        key_type = request.get("key_type", COORDINATOR_KEY_TYPE_GROUP)
+        if key_type != COORDINATOR_KEY_TYPE_GROUP:
+            # Key type 1 (transactions) reaches here only on a broker built without a transaction coordinator.
+            if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
+                return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no transaction "
+                                       "coordinator")
+            return _no_coordinator(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
         if not request["key"]:
             return _no_coordinator(ErrorCode.INVALID_REQUEST, "the group id is empty")
         if not self.request_check()(_DESCRIBE, _GROUP, request["key"]):

@@ -16,12 +16,12 @@ from broker.metadata import BrokerEndpoint
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import RequestHeader
 from pipeline.protocol.errors import ErrorCode
+from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_TRANSACTION
 from pipeline.security.acl import AclOperation, ResourceType
 
 Handler = Callable[[RequestHeader, dict], Any]
 Authorize = Callable[..., bool]
 #: FindCoordinator's KeyType of a transactional id.
-COORDINATOR_KEY_TYPE_TRANSACTION = 1
 _WRITE, _READ, _DESCRIBE = AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE
 _TXN, _TOPIC, _GROUP = ResourceType.TRANSACTIONAL_ID, ResourceType.TOPIC, ResourceType.GROUP
 _STATE_NAMES = frozenset(s.value for s in TransactionState)

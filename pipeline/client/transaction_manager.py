@@ -42,12 +42,11 @@ from pipeline.client.errors import (
 from pipeline.client.idempotence import NO_PRODUCER_ID, IdempotenceState
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.errors import ErrorCode, KafkaProtocolError
-from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_GROUP
+from pipeline.protocol.messages import COORDINATOR_KEY_TYPE_GROUP, COORDINATOR_KEY_TYPE_TRANSACTION
 
-__all__ = ["COORDINATOR_KEY_TYPE_TRANSACTION", "TransactionManager", "TransactionState"]
+__all__ = ["TransactionManager", "TransactionState"]
 
 #: FindCoordinator's KeyType of a transactional id.
-COORDINATOR_KEY_TYPE_TRANSACTION = 1
 
 _COORDINATOR_ERRORS = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})

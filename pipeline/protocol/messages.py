@@ -347,8 +347,9 @@ FIND_COORDINATOR = Api(
     ),
 )
 
-#: FindCoordinator's KeyType of a consumer group (1 is a transactional id).
+#: FindCoordinator's KeyType of a consumer group and of a transactional id.
 COORDINATOR_KEY_TYPE_GROUP = 0
+COORDINATOR_KEY_TYPE_TRANSACTION = 1
 
 JOIN_GROUP = Api(
     ApiKey.JOIN_GROUP, "JoinGroup", versions="0-6", flexible="6+",

@@ -230,13 +230,16 @@ def test_idempotent_retry_is_acknowledged_once(client):
     assert values(body["responses"][0]["partitions"][0]["records"]) == [b"first", b"second"]
 
 
-def test_find_coordinator_names_the_standalone_broker_for_groups_and_no_transaction_coordinator(client, broker):
+def test_find_coordinator_names_the_standalone_broker_for_groups_and_transactions(client, broker):
     for version in (0, 1, 2, 3):
         body = client.call(ApiKey.FIND_COORDINATOR, version, {"key": "some-group", "key_type": 0})
         assert (body["error_code"], body["node_id"], body["port"]) == (ErrorCode.NONE, 0, broker.port)
     for version in (1, 2, 3):
         body = client.call(ApiKey.FIND_COORDINATOR, version, {"key": "some-transaction", "key_type": 1})
-        assert (body["error_code"], body["node_id"]) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        assert (body["error_code"], body["node_id"], body["port"]) == (ErrorCode.NONE, 0, broker.port)
+    # Kafka's key types are 0 (group) and 1 (transaction); another is INVALID_REQUEST.
+    body = client.call(ApiKey.FIND_COORDINATOR, 3, {"key": "x", "key_type": 2})
+    assert body["error_code"] == ErrorCode.INVALID_REQUEST
 
 
 def test_list_offsets_v0_gives_segment_starts_newest_first(broker_factory):

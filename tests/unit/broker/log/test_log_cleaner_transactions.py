@@ -14,12 +14,15 @@ from broker.log import AbortedTxn, Log
 from broker.log.log_cleaner_manager import cleanable_offsets
 
 A, B, C = 9001, 9002, 9003
+# Record timestamps only; the cleaner's clock starts when the test does (markers become removable by their
+# segment file's modification time, so a clock fixed at import -- minutes before the test runs in a full suite --
+# would never pass delete.retention.ms after it).
 NOW = int(time.time() * 1000)
 
 
 class Clock:
     def __init__(self) -> None:
-        self.now = NOW
+        self.now = int(time.time() * 1000)
 
     def __call__(self) -> int:
         return self.now
