@@ -9,15 +9,7 @@ import pytest
 
 from broker.coordinator.group_store import NO_VERSION, CommittedOffset, GroupFenced, ZkGroupStore
 from pipeline.zk import layout
-from pipeline.zk.client import BoundedZk, connect
-
-
-@pytest.fixture
-def zk(zk_connect):
-    client = connect(zk_connect)
-    yield client
-    client.stop()
-    client.close()
+from pipeline.zk.client import BoundedZk
 
 
 def test_offsets_are_shared_with_the_papers_consumers_and_a_stale_coordinator_is_fenced(zk):

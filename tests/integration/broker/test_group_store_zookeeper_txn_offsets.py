@@ -11,7 +11,6 @@ import pytest
 from broker.coordinator.group_store import NO_VERSION, GroupFenced, GroupStore, ZkGroupStore
 from pipeline.zk import layout
 from pipeline.zk.client import BoundedZk
-from tests.integration.broker.test_group_store_zookeeper import zk  # noqa: F401 (the fixture)
 from tests.support.txn_offset_scenarios import RECORD, SCENARIOS, offset, visible
 
 

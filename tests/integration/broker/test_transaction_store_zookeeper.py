@@ -11,7 +11,6 @@ from broker.coordinator.transaction_coordinator import TransactionConfig, Transa
 from broker.coordinator.transaction_store import NO_VERSION, TransactionFenced, ZkTransactionStore
 from pipeline.protocol.errors import ErrorCode
 from pipeline.zk.client import BoundedZk
-from tests.integration.broker.test_group_store_zookeeper import zk  # noqa: F401 (the fixture)
 from tests.unit.broker.coordinator.test_transaction_coordinator import Counter, RecordingMarkers
 
 
