@@ -15,10 +15,7 @@ import pytest
 from pipeline.client.producer import CallbackHandler, ProduceError, Producer, ProducerData, UnknownPartitionError
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.records import Record
-from tests.support.broker import BrokerProcess
 from tests.support.clients import create_topic, kafka_python_consume, run_kcat
-from tests.support.fault_proxy import FaultProxy
-from tests.support.ports import free_port
 
 BASE_TS = 1_600_000_000_000
 
@@ -100,16 +97,6 @@ class _Outcomes(CallbackHandler):
     def after_send(self, batch, result) -> None:
         with self.lock:
             (self.failed if isinstance(result, BaseException) else self.stored).extend(batch.messages)
-
-
-@pytest.fixture
-def proxied_broker(broker_factory):
-    """A broker on 127.0.0.2 advertising 127.0.0.1, where a FaultProxy listens on the same port."""
-    port = free_port("127.0.0.2")
-    broker: BrokerProcess = broker_factory(overrides={"advertised.host.name": "127.0.0.1"}, port=port,
-                                           host="127.0.0.2")
-    with FaultProxy("127.0.0.1", "127.0.0.2", port) as proxy:
-        yield broker, proxy
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -21,7 +21,6 @@ from pipeline.client.offset_store import FileOffsetStore
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import Whitelist
-from tests.integration.pipeline.test_producer_headers_idempotence import proxied_broker  # noqa: F401 (a fixture)
 from tests.support.clients import create_topic
 from tests.support.polling import wait_until
 
