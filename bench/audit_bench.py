@@ -7,11 +7,19 @@ checkpointing counts and offsets every 5 s. Reported: wall time until every even
 window per event-time minute), and the audit process's CPU time (user + system, from /proc) per million events.
 
     .venv/bin/python -m bench.audit_bench [--events 1000000]
+
+With ``--counting``, no processes: the CPU the audit's counting spends per record (EventCounter into
+CheckpointedCounts, the sketch and the latency histogram, its checkpoint included), in process over --events
+emulator events encoded as the emulators do, one record per call and in fetched batches of --batch, best of
+--repeat (process_time).
+
+    .venv/bin/python -m bench.audit_bench --counting [--events 200000] [--batch 500] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import tempfile
@@ -20,8 +28,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from fastavro import parse_schema, schemaless_writer
+
+from audit.metrics import AuditMetrics
+from audit.readers import EventCounter
+from audit.state import CheckpointedCounts
 from bench.etl_bench import load_events
+from pipeline.client.consumer import ConsumerRecord
 from pipeline.zk.server import ZooKeeperServer
+from producers.workload import Workload
+from schemas.events import EVENT_TOPICS, load_schema
 from tests.support.cluster import BrokerCluster
 from tests.support.ports import free_port
 from tests.support.process import ChildProcess, python_module
@@ -45,10 +61,57 @@ def counted(port: int) -> int:
     return sum(w["counts"].get("datacenter", 0) for w in windows)
 
 
+def encoded_records(events: int) -> list[ConsumerRecord]:
+    """``events`` emulator events in the Confluent wire format (schema id 1), as a reader's records."""
+    workload = Workload("dc1", 20)
+    schemas = {topic: parse_schema(load_schema(name)) for topic, name in EVENT_TOPICS.items()}
+    records: list[ConsumerRecord] = []
+    now_ms = int(time.time() * 1000)
+    while len(records) < events:
+        for event in workload.next_events(now_ms, min(5000, events - len(records))):
+            out = io.BytesIO()
+            out.write(b"\x00\x00\x00\x00\x01")
+            schemaless_writer(out, schemas[event.topic], event.value)
+            records.append(ConsumerRecord(event.topic, 0, len(records), now_ms, event.key, out.getvalue(), ()))
+        now_ms += 1000
+    return records
+
+
+def counting_cost(records: list[ConsumerRecord], batch: int, repeat: int) -> float:
+    """CPU seconds per record of counting ``records`` in calls of ``batch`` (1: the record alone), a checkpoint
+    at the end; best of ``repeat``."""
+    best = float("inf")
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="audit-counting-") as tmp:
+            counts = CheckpointedCounts(Path(tmp) / "dc1-events", 10**12, lambda: 0)
+            counter = EventCounter("datacenter", counts, 60_000, AuditMetrics().observe_latencies)
+            started = time.process_time()
+            if batch == 1:
+                for record in records:
+                    counter(record)
+            else:
+                for i in range(0, len(records), batch):
+                    counter.count_all(records[i:i + batch])
+            counts.save({("PageViewEvent", 0): len(records)})
+            best = min(best, time.process_time() - started)
+            counts.close()
+    return best / len(records)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--events", type=int, default=None, help="default 1,000,000 (200,000 with --counting)")
+    parser.add_argument("--counting", action="store_true", help="the counting's CPU per record, in process")
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    if args.counting:
+        records = encoded_records(args.events or 200_000)
+        for batch in (1, args.batch):
+            cost = counting_cost(records, batch, args.repeat)
+            print(f"counting: {cost * 1e6:.2f} us CPU per record in calls of {batch} ({len(records):,} records)")
+        return
+    args.events = args.events or 1_000_000
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
         work = Path(tmp)
         with ZooKeeperServer(work / "zookeeper") as zookeeper, \
