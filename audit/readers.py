@@ -107,7 +107,7 @@ class ClusterReader:
             self._next_checkpoint = time.monotonic() + self._checkpoint_s
             while not stop.is_set():
                 try:
-                    batch = [next(stream)]
+                    batch = stream.next_batch()
                 except ConsumerTimeout:
                     batch = []
                 except StopIteration:
@@ -134,23 +134,29 @@ class ClusterReader:
 
     def _count(self, records: list[ConsumerRecord], stop: threading.Event) -> bool:
         """Count ``records`` in order (one that cannot be counted retried or skipped as ``_count_again`` says), each
-        partition's position moved past those done; False when the service stops meanwhile."""
+        partition's position moved past those done before anything else happens (a checkpoint while retrying
+        stands at the record retried); False when the service stops meanwhile."""
         start = 0
         while start < len(records):
             done, error = self._count_all(records[start:] if start else records)
             self.records += done
             end = start + done
-            stopped = error is not None and not self._count_again(records[end], error, stop)
-            if error is not None and not stopped:
-                end += 1
-            # (Plain stores: ``positions`` copies the dict whole, which no other thread interleaves with.)
-            positions = self._positions
-            for record in records[start:end]:
-                positions[(record.topic, record.partition)] = record.offset + 1
-            if stopped:
+            self._advance(records[start:end])
+            if error is None:
+                return True
+            if not isinstance(error, (RetriableError, UnreadableRecord)):
+                raise error
+            if not self._count_again(records[end], error, stop):
                 return False
-            start = end
+            self._advance(records[end:end + 1])
+            start = end + 1
         return True
+
+    def _advance(self, records: list[ConsumerRecord]) -> None:
+        # (Plain stores: ``positions`` copies the dict whole, which no other thread interleaves with.)
+        positions = self._positions
+        for record in records:
+            positions[(record.topic, record.partition)] = record.offset + 1
 
     def _count_again(self, record: ConsumerRecord, error: Exception, stop: threading.Event) -> bool:
         """After ``record`` could not be counted (``error``): retry it with backoff while that cannot be done now,
@@ -204,7 +210,7 @@ def _one_by_one(handle: Callable[[ConsumerRecord], None]) -> Callable[[list[Cons
         for n, record in enumerate(records):
             try:
                 handle(record)
-            except (RetriableError, UnreadableRecord) as exc:
+            except Exception as exc:  # noqa: BLE001 -- the reader raises what is not Retriable/Unreadable
                 return n, exc
         return len(records), None
     return count_all

@@ -11,8 +11,10 @@ from pipeline.client.consumer_stream import ConsumerTimeout
 class ScriptedConnector:
     """A connector handing out ``records`` once, then nothing (as a caught-up stream does)."""
 
-    def __init__(self, records: list[ConsumerRecord], passed: dict | None = None) -> None:
+    def __init__(self, records: list[ConsumerRecord], passed: dict | None = None, batch: int = 3) -> None:
         self.records = records
+        #: Records handed out by ``next_batch`` at most.
+        self.batch = batch
         self.committed: list[dict] = []
         self.shut = False
         #: Passed once the records ran out (read_committed: markers after the last of them).
@@ -32,6 +34,11 @@ class ScriptedConnector:
             return self.records.pop(0)
         self.ran_out = True
         raise ConsumerTimeout("nothing new")
+
+    def next_batch(self) -> list[ConsumerRecord]:
+        first = next(self)
+        more, self.records = self.records[:self.batch - 1], self.records[self.batch - 1:]
+        return [first, *more]
 
     def take_passed(self) -> dict:
         # As a KafkaStream: known once the next record was asked for after the last one.

@@ -144,7 +144,7 @@ def test_the_reader_skips_and_positions_as_one_by_one(tmp_path, fixed_clock):
             want.append(exc.reason)
     counts = CheckpointedCounts(tmp_path / "dc1-events", 10**12, lambda: 0)
     skipped: list[tuple[str, str]] = []
-    connector = ScriptedConnector(list(records))
+    connector = ScriptedConnector(list(records), batch=37)
     counter = EventCounter("datacenter", counts, WINDOW_MS)
     reader = ClusterReader("dc1-events", connector, Whitelist(".*"), counts, counter, checkpoint_s=0.01,
                            on_skip=lambda name, reason: skipped.append((name, reason)))
