@@ -68,11 +68,20 @@ class EventKey(NamedTuple):
 
 
 def _string(data: bytes, position: int) -> tuple[str, int]:
-    length, position = _varint(data, position)
+    byte = data[position]
+    if byte < 0x80:  # a length below 64, one byte as Avro writes it
+        length, position = (byte >> 1) ^ -(byte & 1), position + 1
+    else:
+        length, position = _varint(data, position)
     end = position + length
     if length < 0 or end > len(data):
         raise WireFormatError("an Avro string runs past the message")
     return data[position:end].decode(), end
+
+
+#: The eventId's length (36) as Avro writes it, at the first byte after the Confluent prefix.
+_ID_LENGTH_AT = _PREFIX.size
+_ID_LENGTH = 72
 
 
 def event_key(message: bytes) -> EventKey | None:
@@ -82,11 +91,15 @@ def event_key(message: bytes) -> EventKey | None:
     try:
         if message[0] != MAGIC_BYTE:
             return None
-        length, position = _varint(message, _PREFIX.size)
-        if length != 36:
-            return None
+        if message[_ID_LENGTH_AT] == _ID_LENGTH:
+            position = _ID_LENGTH_AT + 1
+        else:
+            length, position = _varint(message, _ID_LENGTH_AT)
+            if length != 36:
+                return None
         event_id = message[position:position + 36].decode("ascii")
-        event_time, position = _varint(message, position + 36)
+        position += 36
+        event_time, position = _varint(message, position)
         server, position = _string(message, position)
         datacenter, _ = _string(message, position)
     except (IndexError, UnicodeDecodeError, WireFormatError):
