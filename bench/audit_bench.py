@@ -14,6 +14,11 @@ emulator events encoded as the emulators do, one record per call and in fetched 
 --repeat (process_time).
 
     .venv/bin/python -m bench.audit_bench --counting [--events 200000] [--batch 500] [--repeat 3]
+
+With ``--idle S``: the audit's cost with nothing to count -- the same processes, no events, the audit's CPU (from
+/proc) over S seconds after a 20 s warm-up, as a share of one core.
+
+    .venv/bin/python -m bench.audit_bench --idle 60
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import argparse
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -98,12 +105,33 @@ def counting_cost(records: list[ConsumerRecord], batch: int, repeat: int) -> flo
     return best / len(records)
 
 
+def idle_cost(audit: ChildProcess, seconds: float, profile: str | None) -> None:
+    """Print the share of a core ``audit`` uses over ``seconds`` after a warm-up (py-spy's stacks to ``profile``)."""
+    time.sleep(20)
+    if not audit.running:
+        raise SystemExit(f"the audit exited with {audit.returncode}:\n{audit.log_tail()}")
+    spy = None
+    if profile:
+        spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(audit.pid), "-d",
+                                str(int(seconds)), "-r", "50", "-f", "raw", "-o", profile],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    before, started = cpu_seconds(audit.pid), time.monotonic()
+    time.sleep(seconds)
+    used, elapsed = cpu_seconds(audit.pid) - before, time.monotonic() - started
+    print(f"idle audit (one cluster of one broker, no events): {used:.2f} CPU seconds in {elapsed:.0f} s = "
+          f"{used / elapsed:.1%} of a core")
+    if spy is not None:
+        spy.wait(seconds + 30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=None, help="default 1,000,000 (200,000 with --counting)")
     parser.add_argument("--counting", action="store_true", help="the counting's CPU per record, in process")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--idle", type=float, default=0, metavar="S", help="the idle audit's CPU over S seconds")
+    parser.add_argument("--profile", metavar="FILE", help="with --idle: py-spy's collapsed stacks of those seconds")
     args = parser.parse_args()
     if args.counting:
         records = encoded_records(args.events or 200_000)
@@ -117,7 +145,7 @@ def main() -> None:
         with ZooKeeperServer(work / "zookeeper") as zookeeper, \
                 BrokerCluster(work / "dc1", zookeeper.connect_string + "/dc1", 1, {"num.partitions": 1}) as dc1, \
                 RegistryProcess(work / "registry.log", data_dir=work / "registry") as registry:
-            records, size = load_events(dc1, registry.url, args.events, 2)
+            records, size = (0, 0) if args.idle else load_events(dc1, registry.url, args.events, 2)
             print(f"stored {records:,} events ({size / 1e6:.1f} MB of Avro values)", flush=True)
             port = free_port()
             started = time.monotonic()
@@ -128,6 +156,9 @@ def main() -> None:
                 # the events' times lie years back (bench.etl_bench.load_events): keep their windows
                 "--set", f"retain.ms={int(time.time() * 1000) - 1_600_000_000_000}"), work / "audit.log").spawn()
             try:
+                if args.idle:
+                    idle_cost(audit, args.idle, args.profile)
+                    return
                 deadline = started + 1800
                 while counted(port) < records:
                     if not audit.running:
