@@ -36,7 +36,7 @@ from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import TopicFilter
 from schemas.events import AUDIT_NAME, load_schema
 from schemas.registry_client import SchemaRegistryError
-from schemas.serde import AvroDecoder, EventKey, WireFormatError, event_key, schema_id_of
+from schemas.serde import AvroDecoder, EventKey, WireFormatError, event_keys, schema_id_of
 
 __all__ = ["AuditCountReader", "ClusterReader", "EventCounter"]
 
@@ -238,14 +238,13 @@ class EventCounter:
     def count_all(self, records: Sequence[ConsumerRecord]) -> tuple[int, UnreadableRecord | None]:
         """Count ``records`` in order up to the first that is not an event: (how many were counted, why the next
         one cannot be -- None when all were)."""
-        found: list[EventKey] = []
+        values = [record.value for record in records]
         error = None
-        for record in records:
-            value = record.value
-            if value is None:
-                error = UnreadableRecord("null value", "a record without a value")
-                break
-            key = event_key(value)
+        if None in values:
+            values = values[:values.index(None)]
+            error = UnreadableRecord("null value", "a record without a value")
+        found: list[EventKey] = []
+        for key in event_keys(values):  # type: ignore[arg-type]
             if key is None:
                 error = UnreadableRecord("not an event", "no EventHeader in the Confluent wire format")
                 break
@@ -255,31 +254,31 @@ class EventCounter:
         except ValueError:
             ids, bad, error = self._ids_up_to_a_bad_one(found)
             found = found[:bad]
+        if not found:
+            return 0, error
+        counted = records[:len(found)]
         window_ms = self.window_ms
         tier = self.tier
-        now = time.time()
-        sums: dict[CountKey, list[int]] = {}
-        keys: dict[CountKey, list[bytes]] = {}
-        ages: dict[str, list[float]] = {}
-        for n, (record, key) in enumerate(zip(records, found)):
-            event_time = key.event_time
-            where = (tier, record.topic, key.datacenter, event_time - event_time % window_ms)
-            size = len(record.value) + (0 if record.key is None else len(record.key))  # type: ignore[arg-type]
-            counted = sums.get(where)
-            if counted is None:
-                sums[where] = [1, size]
-                keys[where] = [ids[16 * n:16 * n + 16]]
-            else:
-                counted[0] += 1
-                counted[1] += size
-                keys[where].append(ids[16 * n:16 * n + 16])
-            topic_ages = ages.get(record.topic)
-            if topic_ages is None:
-                topic_ages = ages[record.topic] = []
-            topic_ages.append(now - event_time / 1000)
-        if sums:
-            self.counts.count_all({where: (events, size, keys[where]) for where, (events, size) in sums.items()})
+        times = [key.event_time for key in found]
+        wheres = [(tier, record.topic, key.datacenter, t - t % window_ms)
+                  for record, key, t in zip(counted, found, times)]
+        sizes = [len(value) for value in values[:len(found)]]  # type: ignore[arg-type]
+        for n, record in enumerate(counted):
+            if record.key is not None:
+                sizes[n] += len(record.key)
+        if wheres.count(wheres[0]) == len(wheres):  # the usual batch: one partition, one window
+            members = {wheres[0]: range(len(found))}
+        else:
+            members = {}
+            for n, where in enumerate(wheres):
+                members.setdefault(where, []).append(n)  # type: ignore[attr-defined]
+        self.counts.count_all({where: (len(of), sum([sizes[n] for n in of]), [ids[16 * n:16 * n + 16] for n in of])
+                               for where, of in members.items()})
         if self._observe is not None:
+            now = time.time()
+            ages: dict[str, list[float]] = {}
+            for record, t in zip(counted, times):
+                ages.setdefault(record.topic, []).append(now - t / 1000)
             for topic, seconds in ages.items():
                 self._observe(topic, tier, seconds)
         return len(found), error

@@ -10,7 +10,8 @@ window per event-time minute), and the audit process's CPU time (user + system, 
 
 With ``--counting``, no processes: the CPU the audit's counting spends per record (EventCounter into
 CheckpointedCounts, the sketch and the latency histogram, its checkpoint included), in process over --events
-emulator events encoded as the emulators do, one record per call and in fetched batches of --batch, best of
+emulator events encoded as the emulators do (a topic's together, as one partition's), one record per call and in
+batches of --batch, best of
 --repeat (process_time).
 
     .venv/bin/python -m bench.audit_bench --counting [--events 200000] [--batch 500] [--repeat 3]
@@ -81,7 +82,8 @@ def encoded_records(events: int) -> list[ConsumerRecord]:
             schemaless_writer(out, schemas[event.topic], event.value)
             records.append(ConsumerRecord(event.topic, 0, len(records), now_ms, event.key, out.getvalue(), ()))
         now_ms += 1000
-    return records
+    # A reader's batches are one partition's: a topic's records together, in order.
+    return sorted(records, key=lambda record: record.topic)
 
 
 def counting_cost(records: list[ConsumerRecord], batch: int, repeat: int) -> float:
