@@ -85,7 +85,7 @@ class _Settler(CallbackHandler):
 def settle(events: Sequence[EmulatedEvent], acknowledged: bool, audit: AuditCounter, metrics: EmulatorMetrics) -> None:
     """Count `events` (one topic's) as acknowledged or failed in the audit and the metrics."""
     audit.settled([(e.server, e.topic, e.event_time, len(e.encoded)) for e in events], acknowledged,
-                  [e.event_id for e in events])
+                  _id_bytes([e.event_id for e in events]))
     if not events:
         return
     topic = events[0].topic
@@ -95,6 +95,18 @@ def settle(events: Sequence[EmulatedEvent], acknowledged: bool, audit: AuditCoun
         metrics.latency.observe(time.monotonic() - min(e.sent_at for e in events))
     else:
         metrics.failed.labels(topic).inc(len(events))
+
+
+def _id_bytes(event_ids: list[str | None]) -> list[str | bytes | None]:
+    """The events' ids as the 16 bytes the audit's sketches take, converted all at once (any that is not a
+    canonical UUID text, or None, as it is)."""
+    try:
+        raw = bytes.fromhex("".join(event_ids).replace("-", ""))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return list(event_ids)
+    if len(raw) != 16 * len(event_ids):
+        return list(event_ids)
+    return [raw[i:i + 16] for i in range(0, len(raw), 16)]
 
 
 class FrontendEmulator:
@@ -202,10 +214,11 @@ class FrontendEmulator:
 
     def _send(self, events: list[Event], send: Callable[[ProducerData], Any],
               encode_for: Callable[[str, list[dict]], list[bytes]]) -> None:
-        """Hand ``events`` to the producer, a topic's at a time; each is counted by the audit and timestamped under
-        its own eventTime, the time the tiers downstream count it under (the audit service and the ETL read it
-        from the event, the mirror from the record's timestamp). A SystemMetricsEvent's is its due time, which
-        may lie in the window before the one of the moment it is sent."""
+        """Hand ``events`` to the producer, a topic's at a time, one ProducerData per key (in their order); each is
+        counted by the audit and timestamped under its own eventTime, the time the tiers downstream count it under
+        (the audit service and the ETL read it from the event, the mirror from the record's timestamp). A
+        SystemMetricsEvent's is its due time, which may lie in the window before the one of the moment it is
+        sent."""
         audit, metrics = self.audit, self.metrics
         by_topic: dict[str, list[Event]] = {}
         for event in events:
@@ -214,22 +227,30 @@ class FrontendEmulator:
                 by_topic[event.topic] = [event]
             else:
                 group.append(event)
+        headers = [e.value["header"] for e in events]
         # In flight before the producer can call back about any of them.
-        audit.sent_all(collections.Counter((e.server, e.topic, e.value["header"]["eventTime"]) for e in events))
+        audit.sent_all(collections.Counter(zip([e.server for e in events], [e.topic for e in events],
+                                               [h["eventTime"] for h in headers])))
         if self._created_log is not None:
-            self._created_log.add((e.value["header"]["eventId"], e.topic, e.value["header"]["eventTime"])
-                                  for e in events)
+            self._created_log.add((h["eventId"], e.topic, h["eventTime"]) for e, h in zip(events, headers))
         sent_at = time.monotonic()
         for topic, group in by_topic.items():
             values = encode_for(topic, [e.value for e in group])
             metrics.sent.labels(topic).inc(len(group))
+            by_key: dict[bytes, list[EmulatedEvent]] = {}
             for event, value in zip(group, values):
                 header = event.value["header"]
                 emitted = EmulatedEvent(topic, event.server, header["eventTime"], value, sent_at, header["eventId"])
+                same_key = by_key.get(event.key)
+                if same_key is None:
+                    by_key[event.key] = [emitted]
+                else:
+                    same_key.append(emitted)
+            for key, emitted_events in by_key.items():
                 try:
-                    send(ProducerData(topic, event.key, [emitted], timestamps=emitted.event_time))
+                    send(ProducerData(topic, key, emitted_events, timestamps=[e.event_time for e in emitted_events]))
                 except (KafkaClientError, KafkaProtocolError) as exc:
-                    settle([emitted], False, audit, metrics)
+                    settle(emitted_events, False, audit, metrics)
                     self.send_errors += 1
                     if self.send_errors in (1, 10, 100) or self.send_errors % 1000 == 0:
                         log.warning("send failed (%d so far): %s", self.send_errors, exc)

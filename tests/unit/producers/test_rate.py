@@ -222,10 +222,10 @@ def test_the_emulator_counts_and_timestamps_each_event_under_its_own_event_time(
     events = [event("SystemMetricsEvent", 1_999, 0), event("PageViewEvent", 2_004, 1),
               event("SystemMetricsEvent", 2_001, 2)]
     emulator._send(events, sent.append, lambda topic, values: [repr(v).encode() for v in values])
-    assert [(d.topic, d.timestamps, d.messages[0].event_time) for d in sent] == [
-        ("SystemMetricsEvent", [1_999], 1_999), ("SystemMetricsEvent", [2_001], 2_001),
-        ("PageViewEvent", [2_004], 2_004)]
-    emitted: list[EmulatedEvent] = [d.messages[0] for d in sent]
+    # One ProducerData per topic and key, each event timestamped with its own time.
+    assert [(d.topic, d.key, d.timestamps, [m.event_time for m in d.messages]) for d in sent] == [
+        ("SystemMetricsEvent", b"k", [1_999, 2_001], [1_999, 2_001]), ("PageViewEvent", b"k", [2_004], [2_004])]
+    emitted: list[EmulatedEvent] = [m for d in sent for m in d.messages]
     emulator.audit.settled([(e.server, e.topic, e.event_time, len(e.encoded)) for e in emitted], True,
                            [e.event_id for e in emitted])
     assert sorted((r["topic"], r["windowStart"], r["count"]) for r in emulator.audit.close_windows(10_000)) == [
@@ -300,13 +300,14 @@ def test_an_event_refused_at_send_is_counted_failed_with_its_id_and_every_event_
                                                 "schema.registry.url": "http://127.0.0.1:9"}))
     emulator._created_log = CreatedLog(tmp_path / "logs" / "created.log")
     ids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(3)]
-    events = [Event("ClickEvent", b"k", {"header": {"eventId": i, "eventTime": 2_000 + n}}, "fe-1")
+    # Events of one key go in one ProducerData: the second's key is refused.
+    events = [Event("ClickEvent", b"k%d" % n, {"header": {"eventId": i, "eventTime": 2_000 + n}}, "fe-1")
               for n, i in enumerate(ids)]
 
     taken = []
 
     def send(data) -> None:
-        if data.messages[0].event_id == ids[1]:
+        if data.key == b"k1":
             raise KafkaClientError("the queue is full")
         taken.extend(data.messages)
 
