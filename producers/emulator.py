@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -41,7 +42,11 @@ __all__ = ["EmulatedEvent", "EncodedEvents", "FrontendEmulator"]
 
 log = logging.getLogger(__name__)
 
-_MAX_CHUNK_S = 0.01
+# Caught up with the schedule, the emulator sleeps at least _MIN_PAUSE_S, so that at low rates a wake-up makes a
+# chunk of a few events rather than one (their eventTime is when they are made; the rate over any second stays on
+# target); a chunk holds at most _MAX_CHUNK_S of events at the rate, enough for one pause and the wake-up's delay.
+_MIN_PAUSE_S = 0.02
+_MAX_CHUNK_S = 0.05
 _CLOSE_EVERY_S = 0.5
 _STATUS_EVERY_S = 10.0
 
@@ -179,7 +184,7 @@ class FrontendEmulator:
         start = time.monotonic()
         end = None if config["duration.s"] is None else start + config["duration.s"]
         rate = RateController(config["rate"], start)
-        chunk = max(1, int(config["rate"] * _MAX_CHUNK_S))
+        chunk = max(1, math.ceil(config["rate"] * _MAX_CHUNK_S))
         audit, workload = self.audit, self.workload
         send = producer.send
         encode_for = self.encoder.encode_for
@@ -187,6 +192,7 @@ class FrontendEmulator:
         created_log = self._created_log
         next_close = start + close_every_s
         status_at, status_sent, status_skipped = start + _STATUS_EVERY_S, 0, 0
+        resume_at = start
         while not stop.is_set():
             now = time.monotonic()
             if end is not None and now >= end:
@@ -201,8 +207,9 @@ class FrontendEmulator:
                 status_at, status_sent, status_skipped = now + _STATUS_EVERY_S, self.sent, rate.skipped
             due = rate.due(now)
             if due == 0:
-                stop.wait(max(0.0, min(rate.next_due(), next_close, end or next_close) - now))
+                stop.wait(max(0.0, min(max(rate.next_due(), resume_at), next_close, end or next_close) - now))
                 continue
+            resume_at = now + _MIN_PAUSE_S
             events = workload.next_events(int(time.time() * 1000), min(due, chunk))
             self._send(events, send, encode_for)
             self.sent += len(events)

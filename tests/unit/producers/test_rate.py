@@ -342,3 +342,28 @@ def test_audit_counts_are_published_with_acks_all_and_idempotence_by_default() -
     finally:
         publisher.producer.close()
         client.close()
+
+
+def test_at_a_low_rate_the_emulator_makes_chunks_of_events_not_one_per_wake_up() -> None:
+    import threading
+    import types
+
+    from producers.emulator import FrontendEmulator
+
+    emulator = FrontendEmulator(EmulatorConfig({"bootstrap.servers": "h:1", "rate": 400, "duration.s": 1.0,
+                                                "schema.registry.url": "http://127.0.0.1:9"}))
+    emulator.encoder = types.SimpleNamespace(encode_for=lambda topic, values: [b"x"] * len(values))
+    chunks = []
+    next_events = emulator.workload.next_events
+
+    def counted(now_ms: int, count: int) -> list:
+        chunks.append(count)
+        return next_events(now_ms, count)
+
+    emulator.workload.next_events = counted  # type: ignore[method-assign]
+    producer = types.SimpleNamespace(send=lambda data: None)
+    publisher = types.SimpleNamespace(publish=lambda records: None)
+    emulator._publish(producer, publisher, threading.Event())  # type: ignore[arg-type]
+    # 400 events/s over a second: at most one chunk per 20 ms, never more than 50 ms of events (20) in one.
+    assert 0 < len(chunks) <= 51 and max(chunks) <= 20
+    assert sum(chunks) <= 400
