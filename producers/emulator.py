@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 # target); a chunk holds at most _MAX_CHUNK_S of events at the rate, enough for one pause and the wake-up's delay.
 _MIN_PAUSE_S = 0.02
 _MAX_CHUNK_S = 0.05
+# ... and at most this many events, so that windows close and stop is seen on time at any rate.
+_MAX_CHUNK_EVENTS = 10_000
 _CLOSE_EVERY_S = 0.5
 _STATUS_EVERY_S = 10.0
 
@@ -184,7 +186,7 @@ class FrontendEmulator:
         start = time.monotonic()
         end = None if config["duration.s"] is None else start + config["duration.s"]
         rate = RateController(config["rate"], start)
-        chunk = max(1, math.ceil(config["rate"] * _MAX_CHUNK_S))
+        chunk = max(1, min(_MAX_CHUNK_EVENTS, math.ceil(config["rate"] * _MAX_CHUNK_S)))
         audit, workload = self.audit, self.workload
         send = producer.send
         encode_for = self.encoder.encode_for

@@ -344,13 +344,14 @@ def test_audit_counts_are_published_with_acks_all_and_idempotence_by_default() -
         client.close()
 
 
-def test_at_a_low_rate_the_emulator_makes_chunks_of_events_not_one_per_wake_up() -> None:
+def chunks_made(rate: float, duration_s: float) -> list[int]:
+    """The event counts the emulator asked the workload for, running at `rate` for `duration_s` without a broker."""
     import threading
     import types
 
     from producers.emulator import FrontendEmulator
 
-    emulator = FrontendEmulator(EmulatorConfig({"bootstrap.servers": "h:1", "rate": 400, "duration.s": 1.0,
+    emulator = FrontendEmulator(EmulatorConfig({"bootstrap.servers": "h:1", "rate": rate, "duration.s": duration_s,
                                                 "schema.registry.url": "http://127.0.0.1:9"}))
     emulator.encoder = types.SimpleNamespace(encode_for=lambda topic, values: [b"x"] * len(values))
     chunks = []
@@ -364,6 +365,16 @@ def test_at_a_low_rate_the_emulator_makes_chunks_of_events_not_one_per_wake_up()
     producer = types.SimpleNamespace(send=lambda data: None)
     publisher = types.SimpleNamespace(publish=lambda records: None)
     emulator._publish(producer, publisher, threading.Event())  # type: ignore[arg-type]
+    return chunks
+
+
+def test_at_a_low_rate_the_emulator_makes_chunks_of_events_not_one_per_wake_up() -> None:
+    chunks = chunks_made(400, 1.0)
     # 400 events/s over a second: at most one chunk per 20 ms, never more than 50 ms of events (20) in one.
     assert 0 < len(chunks) <= 51 and max(chunks) <= 20
     assert sum(chunks) <= 400
+
+
+def test_at_a_rate_out_of_reach_a_chunk_holds_at_most_ten_thousand_events() -> None:
+    chunks = chunks_made(10_000_000, 0.2)
+    assert chunks and max(chunks) == 10_000
