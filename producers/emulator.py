@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -41,7 +42,13 @@ __all__ = ["EmulatedEvent", "EncodedEvents", "FrontendEmulator"]
 
 log = logging.getLogger(__name__)
 
-_MAX_CHUNK_S = 0.01
+# Caught up with the schedule, the emulator sleeps at least _MIN_PAUSE_S, so that at low rates a wake-up makes a
+# chunk of a few events rather than one (their eventTime is when they are made; the rate over any second stays on
+# target); a chunk holds at most _MAX_CHUNK_S of events at the rate, enough for one pause and the wake-up's delay.
+_MIN_PAUSE_S = 0.02
+_MAX_CHUNK_S = 0.05
+# ... and at most this many events, so that windows close and stop is seen on time at any rate.
+_MAX_CHUNK_EVENTS = 10_000
 _CLOSE_EVERY_S = 0.5
 _STATUS_EVERY_S = 10.0
 
@@ -85,7 +92,7 @@ class _Settler(CallbackHandler):
 def settle(events: Sequence[EmulatedEvent], acknowledged: bool, audit: AuditCounter, metrics: EmulatorMetrics) -> None:
     """Count `events` (one topic's) as acknowledged or failed in the audit and the metrics."""
     audit.settled([(e.server, e.topic, e.event_time, len(e.encoded)) for e in events], acknowledged,
-                  [e.event_id for e in events])
+                  _id_bytes([e.event_id for e in events]))
     if not events:
         return
     topic = events[0].topic
@@ -95,6 +102,18 @@ def settle(events: Sequence[EmulatedEvent], acknowledged: bool, audit: AuditCoun
         metrics.latency.observe(time.monotonic() - min(e.sent_at for e in events))
     else:
         metrics.failed.labels(topic).inc(len(events))
+
+
+def _id_bytes(event_ids: list[str | None]) -> list[str | bytes | None]:
+    """The events' ids as the 16 bytes the audit's sketches take, converted all at once (any that is not a
+    canonical UUID text, or None, as it is)."""
+    try:
+        raw = bytes.fromhex("".join(event_ids).replace("-", ""))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return list(event_ids)
+    if len(raw) != 16 * len(event_ids):
+        return list(event_ids)
+    return [raw[i:i + 16] for i in range(0, len(raw), 16)]
 
 
 class FrontendEmulator:
@@ -167,7 +186,7 @@ class FrontendEmulator:
         start = time.monotonic()
         end = None if config["duration.s"] is None else start + config["duration.s"]
         rate = RateController(config["rate"], start)
-        chunk = max(1, int(config["rate"] * _MAX_CHUNK_S))
+        chunk = max(1, min(_MAX_CHUNK_EVENTS, math.ceil(config["rate"] * _MAX_CHUNK_S)))
         audit, workload = self.audit, self.workload
         send = producer.send
         encode_for = self.encoder.encode_for
@@ -175,6 +194,7 @@ class FrontendEmulator:
         created_log = self._created_log
         next_close = start + close_every_s
         status_at, status_sent, status_skipped = start + _STATUS_EVERY_S, 0, 0
+        resume_at = start
         while not stop.is_set():
             now = time.monotonic()
             if end is not None and now >= end:
@@ -189,8 +209,9 @@ class FrontendEmulator:
                 status_at, status_sent, status_skipped = now + _STATUS_EVERY_S, self.sent, rate.skipped
             due = rate.due(now)
             if due == 0:
-                stop.wait(max(0.0, min(rate.next_due(), next_close, end or next_close) - now))
+                stop.wait(max(0.0, min(max(rate.next_due(), resume_at), next_close, end or next_close) - now))
                 continue
+            resume_at = now + _MIN_PAUSE_S
             events = workload.next_events(int(time.time() * 1000), min(due, chunk))
             self._send(events, send, encode_for)
             self.sent += len(events)
@@ -202,10 +223,11 @@ class FrontendEmulator:
 
     def _send(self, events: list[Event], send: Callable[[ProducerData], Any],
               encode_for: Callable[[str, list[dict]], list[bytes]]) -> None:
-        """Hand ``events`` to the producer, a topic's at a time; each is counted by the audit and timestamped under
-        its own eventTime, the time the tiers downstream count it under (the audit service and the ETL read it
-        from the event, the mirror from the record's timestamp). A SystemMetricsEvent's is its due time, which
-        may lie in the window before the one of the moment it is sent."""
+        """Hand ``events`` to the producer, a topic's at a time, one ProducerData per key (in their order); each is
+        counted by the audit and timestamped under its own eventTime, the time the tiers downstream count it under
+        (the audit service and the ETL read it from the event, the mirror from the record's timestamp). A
+        SystemMetricsEvent's is its due time, which may lie in the window before the one of the moment it is
+        sent."""
         audit, metrics = self.audit, self.metrics
         by_topic: dict[str, list[Event]] = {}
         for event in events:
@@ -214,22 +236,30 @@ class FrontendEmulator:
                 by_topic[event.topic] = [event]
             else:
                 group.append(event)
+        headers = [e.value["header"] for e in events]
         # In flight before the producer can call back about any of them.
-        audit.sent_all(collections.Counter((e.server, e.topic, e.value["header"]["eventTime"]) for e in events))
+        audit.sent_all(collections.Counter(zip([e.server for e in events], [e.topic for e in events],
+                                               [h["eventTime"] for h in headers])))
         if self._created_log is not None:
-            self._created_log.add((e.value["header"]["eventId"], e.topic, e.value["header"]["eventTime"])
-                                  for e in events)
+            self._created_log.add((h["eventId"], e.topic, h["eventTime"]) for e, h in zip(events, headers))
         sent_at = time.monotonic()
         for topic, group in by_topic.items():
             values = encode_for(topic, [e.value for e in group])
             metrics.sent.labels(topic).inc(len(group))
+            by_key: dict[bytes, list[EmulatedEvent]] = {}
             for event, value in zip(group, values):
                 header = event.value["header"]
                 emitted = EmulatedEvent(topic, event.server, header["eventTime"], value, sent_at, header["eventId"])
+                same_key = by_key.get(event.key)
+                if same_key is None:
+                    by_key[event.key] = [emitted]
+                else:
+                    same_key.append(emitted)
+            for key, emitted_events in by_key.items():
                 try:
-                    send(ProducerData(topic, event.key, [emitted], timestamps=emitted.event_time))
+                    send(ProducerData(topic, key, emitted_events, timestamps=[e.event_time for e in emitted_events]))
                 except (KafkaClientError, KafkaProtocolError) as exc:
-                    settle([emitted], False, audit, metrics)
+                    settle(emitted_events, False, audit, metrics)
                     self.send_errors += 1
                     if self.send_errors in (1, 10, 100) or self.send_errors % 1000 == 0:
                         log.warning("send failed (%d so far): %s", self.send_errors, exc)

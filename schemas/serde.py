@@ -21,6 +21,7 @@ import numpy as np
 from fastavro import schemaless_reader, schemaless_writer
 
 from pipeline.client.encoder import Encoder
+from schemas.compiled_writer import WRITE_ERRORS, compile_writer
 from schemas.events import AUDIT_NAME, load_schema, subject_for
 from schemas.registry_client import SchemaRegistryClient
 
@@ -160,7 +161,9 @@ class AvroEncoder(Encoder):
 
     `schemas` maps each topic to its writer schema (a dict); `default_schema`, if given, is used for
     topics not in the map. With `auto_register` (the default, as Confluent's serializer) a schema new to
-    its subject is registered; without it, it must already be registered there.
+    its subject is registered; without it, it must already be registered there. Records are written by the
+    schema's compiled writer (schemas.compiled_writer) where it has one, and by fastavro otherwise (and for
+    any record the compiled writer refuses, so that fastavro's conversions and errors hold).
     """
 
     def __init__(self, registry: SchemaRegistryClient, schemas: Mapping[str, Mapping[str, Any]] | None = None, *,
@@ -172,6 +175,7 @@ class AvroEncoder(Encoder):
         self.auto_register = auto_register
         self.subject_name = subject_name
         self._writers: dict[str, tuple[bytes, Any]] = {}
+        self._compiled: dict[str, Callable[[Any], bytes] | None] = {}
 
     def writer_for(self, topic: str) -> tuple[bytes, Any]:
         """(the 5-byte prefix with the schema id, the parsed schema) for `topic`'s values."""
@@ -183,7 +187,9 @@ class AvroEncoder(Encoder):
             subject = self.subject_name(topic)
             schema = dict(schema)
             schema_id = (self.registry.register if self.auto_register else self.registry.lookup)(subject, schema)
-            found = self._writers[topic] = (_PREFIX.pack(MAGIC_BYTE, schema_id), fastavro.parse_schema(schema))
+            prefix = _PREFIX.pack(MAGIC_BYTE, schema_id)
+            self._compiled[topic] = compile_writer(schema, prefix)
+            found = self._writers[topic] = (prefix, fastavro.parse_schema(schema))
         return found
 
     def schema_id(self, topic: str) -> int:
@@ -192,6 +198,12 @@ class AvroEncoder(Encoder):
 
     def encode_for(self, topic: str, messages: Sequence[Any]) -> list:
         prefix, parsed = self.writer_for(topic)
+        compiled = self._compiled[topic]
+        if compiled is not None:
+            try:
+                return [compiled(record) for record in messages]
+            except WRITE_ERRORS:
+                pass  # a None or a record for fastavro among them: one at a time
         out = []
         buffer = io.BytesIO()
         write, getvalue, seek, truncate = buffer.write, buffer.getvalue, buffer.seek, buffer.truncate
@@ -199,6 +211,12 @@ class AvroEncoder(Encoder):
             if record is None:
                 out.append(None)
                 continue
+            if compiled is not None:
+                try:
+                    out.append(compiled(record))
+                    continue
+                except WRITE_ERRORS:
+                    pass
             write(prefix)
             schemaless_writer(buffer, parsed, record)
             out.append(getvalue())

@@ -222,10 +222,10 @@ def test_the_emulator_counts_and_timestamps_each_event_under_its_own_event_time(
     events = [event("SystemMetricsEvent", 1_999, 0), event("PageViewEvent", 2_004, 1),
               event("SystemMetricsEvent", 2_001, 2)]
     emulator._send(events, sent.append, lambda topic, values: [repr(v).encode() for v in values])
-    assert [(d.topic, d.timestamps, d.messages[0].event_time) for d in sent] == [
-        ("SystemMetricsEvent", [1_999], 1_999), ("SystemMetricsEvent", [2_001], 2_001),
-        ("PageViewEvent", [2_004], 2_004)]
-    emitted: list[EmulatedEvent] = [d.messages[0] for d in sent]
+    # One ProducerData per topic and key, each event timestamped with its own time.
+    assert [(d.topic, d.key, d.timestamps, [m.event_time for m in d.messages]) for d in sent] == [
+        ("SystemMetricsEvent", b"k", [1_999, 2_001], [1_999, 2_001]), ("PageViewEvent", b"k", [2_004], [2_004])]
+    emitted: list[EmulatedEvent] = [m for d in sent for m in d.messages]
     emulator.audit.settled([(e.server, e.topic, e.event_time, len(e.encoded)) for e in emitted], True,
                            [e.event_id for e in emitted])
     assert sorted((r["topic"], r["windowStart"], r["count"]) for r in emulator.audit.close_windows(10_000)) == [
@@ -300,13 +300,14 @@ def test_an_event_refused_at_send_is_counted_failed_with_its_id_and_every_event_
                                                 "schema.registry.url": "http://127.0.0.1:9"}))
     emulator._created_log = CreatedLog(tmp_path / "logs" / "created.log")
     ids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(3)]
-    events = [Event("ClickEvent", b"k", {"header": {"eventId": i, "eventTime": 2_000 + n}}, "fe-1")
+    # Events of one key go in one ProducerData: the second's key is refused.
+    events = [Event("ClickEvent", b"k%d" % n, {"header": {"eventId": i, "eventTime": 2_000 + n}}, "fe-1")
               for n, i in enumerate(ids)]
 
     taken = []
 
     def send(data) -> None:
-        if data.messages[0].event_id == ids[1]:
+        if data.key == b"k1":
             raise KafkaClientError("the queue is full")
         taken.extend(data.messages)
 
@@ -341,3 +342,40 @@ def test_audit_counts_are_published_with_acks_all_and_idempotence_by_default() -
     finally:
         publisher.producer.close()
         client.close()
+
+
+def chunks_made(rate: float, duration_s: float) -> list[int]:
+    """The event counts the emulator asked the workload for, running at `rate` for `duration_s` without a broker."""
+    import threading
+    import types
+
+    from producers.emulator import FrontendEmulator
+
+    emulator = FrontendEmulator(EmulatorConfig({"bootstrap.servers": "h:1", "rate": rate, "duration.s": duration_s,
+                                                "schema.registry.url": "http://127.0.0.1:9"}))
+    emulator.encoder = types.SimpleNamespace(encode_for=lambda topic, values: [b"x"] * len(values))
+    chunks = []
+    next_events = emulator.workload.next_events
+
+    def counted(now_ms: int, count: int) -> list:
+        chunks.append(count)
+        return next_events(now_ms, count)
+
+    emulator.workload.next_events = counted  # type: ignore[method-assign]
+    producer = types.SimpleNamespace(send=lambda data: None)
+    publisher = types.SimpleNamespace(publish=lambda records: None)
+    emulator._publish(producer, publisher, threading.Event())  # type: ignore[arg-type]
+    return chunks
+
+
+def test_at_a_low_rate_the_emulator_makes_chunks_of_events_not_one_per_wake_up() -> None:
+    chunks = chunks_made(400, 1.0)
+    # 400 events/s over a second: a chunk per 20 ms (two, after a wake-up late by more than 50 ms: a chunk holds at
+    # most 50 ms of events, 20) instead of one per event due every 2.5 ms.
+    assert 0 < len(chunks) <= 100 and max(chunks) <= 20
+    assert sum(chunks) <= 400
+
+
+def test_at_a_rate_out_of_reach_a_chunk_holds_at_most_ten_thousand_events() -> None:
+    chunks = chunks_made(10_000_000, 0.2)
+    assert chunks and max(chunks) == 10_000

@@ -345,3 +345,21 @@ def test_weighted_picks_in_proportion_to_the_weights() -> None:
     assert weighted.pick(lambda: 0.999999999999) == "b" and weighted.pick(lambda: 0.0) == "a"
     with pytest.raises(ValueError):
         Weighted([("a", 0.0)])
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 31, 32, 33, 100, 1000])
+def test_uuid_texts_are_the_canonical_form_of_version_4_uuids_of_the_random_bytes(count: int) -> None:
+    from producers.workload import uuid4_texts_of
+
+    rng = random.Random(count)
+    for _ in range(5):
+        raw = rng.randbytes(16 * count)
+        expected = []
+        for n in range(count):
+            chunk = bytearray(raw[16 * n:16 * n + 16])
+            chunk[6] = (chunk[6] & 0x0F) | 0x40
+            chunk[8] = (chunk[8] & 0x3F) | 0x80
+            expected.append(str(uuid.UUID(bytes=bytes(chunk))))
+        texts = uuid4_texts_of(raw)
+        assert texts == expected
+        assert all(uuid.UUID(t).version == 4 and uuid.UUID(t).variant == uuid.RFC_4122 for t in texts)
