@@ -3,7 +3,9 @@
 A consumer that keeps up has a lag that goes up and down (the ETL's rises for a minute and drops at each run, the
 mirror's with its batches) but does not grow: the lowest lag of the step's second half is at most the lowest of
 its first half plus ``slack_s`` seconds' worth of events. Comparing the lows, not the ends, keeps a step that
-happens to end just before an ETL run from being taken for one that falls behind.
+happens to end just before an ETL run from being taken for one that falls behind. A lag that never exceeds its
+tier's allowance (seconds of events: the ETL's is its schedule's period and a run as long) is bounded whatever its
+course within the step: a step shorter than a slow ETL's cycle cannot show its lows.
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ def lag_growth(samples: Sequence[tuple[float, float]]) -> float | None:
     return min(second) - min(first)
 
 
-def lag_bounded(samples: Sequence[tuple[float, float]], rate: float, slack_s: float = DEFAULT_SLACK_S) -> bool | None:
-    """Whether the lag stayed bounded at ``rate`` events per second (None: not enough samples to tell)."""
+def lag_bounded(samples: Sequence[tuple[float, float]], rate: float, slack_s: float = DEFAULT_SLACK_S,
+                allowance_s: float = 0.0) -> bool | None:
+    """Whether the lag stayed bounded at ``rate`` events per second: within ``allowance_s`` seconds of events
+    throughout, or its low grown by at most ``slack_s`` of them (None: not enough samples to tell)."""
     growth = lag_growth(samples)
-    return None if growth is None else growth <= max(rate * slack_s, 1.0)
+    if growth is None:
+        return None
+    return max(lag for _, lag in samples) <= rate * allowance_s or growth <= max(rate * slack_s, 1.0)
 
 
 def windows_complete(states: Iterable[Mapping[str, str]], tiers: Iterable[str]) -> bool | None:

@@ -12,7 +12,8 @@ from typing import Any, Iterable, Mapping
 from infra.deployment.programs import HttpAccess, http_get
 from infra.deployment.topology import Topology
 
-__all__ = ["LAG_QUERIES", "LATENCY_TIERS", "Prometheus", "audit_windows", "window_tier_states"]
+__all__ = ["ALLOWANCE_PERIODS", "ETL_RUN_QUERIES", "LAG_QUERIES", "LATENCY_TIERS", "Prometheus", "audit_windows",
+           "window_tier_states"]
 
 #: Records each consumer tier has yet to read or commit past, all partitions together.
 LAG_QUERIES = {
@@ -20,6 +21,12 @@ LAG_QUERIES = {
     "etl": 'sum(kafka_consumergroup_lag{group="etl"})',
     "audit": "sum(audit_reader_lag_records)",
 }
+#: Per tier, the lag it may have at any time without falling behind, in seconds of its schedule: the ETL's
+#: grows for a period between runs and through a run as long (added to --slack-seconds).
+ALLOWANCE_PERIODS = {"etl": 2.0}
+#: The ETL's runs over a range (format with seconds=...): how many ended, the longest.
+ETL_RUN_QUERIES = {"runs": "sum(increase(etl_runs_total[{seconds}s]))",
+                   "longest_s": "max(max_over_time(etl_last_run_duration_seconds[{seconds}s]))"}
 #: The tiers the audit measures the latency from event time to.
 LATENCY_TIERS = ("mirror", "offline", "warehouse")
 TIMEOUT_S = 10.0

@@ -3,7 +3,8 @@
 A process belongs to the kind of the nearest supervised program above it (a broker, the ETL with its Spark JVM
 and Python workers, ...); supervisord itself is a kind of its own. CPU time is a process's ``utime + stime`` plus
 ``cutime + cstime``, the time of its children that exited and were waited for (Spark's short-lived workers), so
-that a process that lived only between two samples is not missed.
+that a process that lived only between two samples is not missed; a child that was sampled before and exited
+meanwhile brings its whole time into its parent's, so the part before the first sample is taken off again.
 """
 
 from __future__ import annotations
@@ -88,15 +89,26 @@ def kinds_of(processes: Mapping[int, ProcSample], roots: Mapping[int, str]) -> d
 def cpu_seconds_by_kind(before: Mapping[int, ProcSample], after: Mapping[int, ProcSample],
                         kinds: Mapping[int, str]) -> dict[str, float]:
     """CPU seconds each kind used between the two samples: a process in both (same start) by the difference, one
-    started meanwhile by all its time; ``kinds`` names the processes of ``after`` that count."""
+    started meanwhile by all its time, less the time before ``before`` of a child that exited meanwhile (its
+    parent, alive in both, took all of its time into its own); ``kinds`` names the processes of ``after`` that
+    count."""
     used: dict[str, float] = defaultdict(float)
     for pid, kind in kinds.items():
         now = after.get(pid)
         if now is None:
             continue
         then = before.get(pid)
-        used[kind] += now.cpu_s - then.cpu_s if then is not None and then.started == now.started else now.cpu_s
+        used[kind] += now.cpu_s - then.cpu_s if _same(then, now) else now.cpu_s
+    for pid, then in before.items():
+        parent = then.ppid
+        if not _same(then, after.get(pid)) and parent in kinds and _same(before.get(parent), after.get(parent)):
+            used[kinds[parent]] -= then.cpu_s
     return dict(used)
+
+
+def _same(then: ProcSample | None, now: ProcSample | None) -> bool:
+    """Whether two samples are of one process (a pid reused by another process has another start)."""
+    return then is not None and now is not None and then.started == now.started
 
 
 def rss_by_kind(processes: Mapping[int, ProcSample], kinds: Mapping[int, str]) -> dict[str, int]:

@@ -70,8 +70,9 @@ def markdown(document: Mapping[str, Any]) -> str:
              f"after {document['warmup_seconds']} s of warm-up; CPU from /proc for every process of supervisord's "
              "tree; lag from Prometheus; windows and latency from the audit.", "",
              "| events/s asked | sent | CPU cores | us/event | RSS GiB | mirror lag max | ETL lag max | audit lag max "
-             "| offline p50/p99 s | warehouse p50/p99 s | " + " | ".join(f"{t} keeps up" for t in TIER_CHECKS) + " |",
-             "|" + "---|" * (10 + len(TIER_CHECKS))]
+             "| offline p50/p99 s | warehouse p50/p99 s | ETL runs (longest s) | "
+             + " | ".join(f"{t} keeps up" for t in TIER_CHECKS) + " |",
+             "|" + "---|" * (11 + len(TIER_CHECKS))]
     for s in steps:
         lag, latency = s["lag"], s["latency"]
         cells = [_number(s["rate"]), _number(s["achieved_rate"]), f"{s['cpu_total']:.2f}",
@@ -79,6 +80,7 @@ def markdown(document: Mapping[str, Any]) -> str:
                  *(_number(lag.get(t, {}).get("max")) for t in ("mirror", "etl", "audit")),
                  *(f"{_number(latency.get(t, {}).get('p50'), 1)}/{_number(latency.get(t, {}).get('p99'), 1)}"
                    for t in ("offline", "warehouse")),
+                 f"{_number(s.get('etl_runs', {}).get('runs'))} ({_number(s.get('etl_runs', {}).get('longest_s'))})",
                  *(_verdict(s["keeps_up"].get(t)) for t in TIER_CHECKS)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "CPU per process kind: cores (us per event sent), RSS MiB.", "",

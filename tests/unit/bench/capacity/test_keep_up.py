@@ -31,6 +31,14 @@ def test_growth_within_the_slack_is_bounded():
     assert keep_up.lag_bounded(samples, rate=100, slack_s=5) is False
 
 
+def test_a_lag_within_its_allowance_is_bounded_even_while_it_rises():
+    # a slow ETL: one run in the step, the lag rising for the rest of it
+    samples = [(0, 20000.0), (15, 3000.0), (30, 6000.0), (45, 9000.0), (60, 12000.0), (75, 15000.0)]
+    assert keep_up.lag_bounded(samples, rate=200, slack_s=5) is False
+    assert keep_up.lag_bounded(samples, rate=200, slack_s=5, allowance_s=100) is True
+    assert keep_up.lag_bounded(samples, rate=200, slack_s=5, allowance_s=99) is False
+
+
 def test_too_few_samples_tell_nothing():
     assert keep_up.lag_bounded([], rate=10) is None
     assert keep_up.lag_bounded([(0, 5.0)], rate=10) is None

@@ -38,11 +38,25 @@ def test_a_root_that_is_gone_is_left_out():
 def test_cpu_by_kind_counts_differences_new_processes_and_reused_pids():
     before = {11: Sample(10, 100, 5.0, 0), 12: Sample(10, 100, 2.0, 0), 13: Sample(12, 100, 7.0, 0)}
     after = {11: Sample(10, 100, 6.5, 0),   # ran 1.5 s
-             12: Sample(10, 100, 2.25, 0),  # ran 0.25 s
+             12: Sample(10, 100, 9.25, 0),  # ran 0.25 s, and waited for the old 13 (7 s)
              13: Sample(12, 300, 0.5, 0),   # pid reused by a new process: all of its 0.5 s
              14: Sample(13, 400, 1.0, 0)}   # started meanwhile: all of it
     kinds = {11: "broker-dc1", 12: "etl", 13: "etl", 14: "etl"}
     assert proc_cpu.cpu_seconds_by_kind(before, after, kinds) == {"broker-dc1": 1.5, "etl": 1.75}
+
+
+def test_a_child_that_exited_meanwhile_counts_only_its_time_after_the_first_sample():
+    # worker 14 had used 3 s at the first sample, ran 1 s more and exited: its parent 13 waited for it, its
+    # cutime grew by all 4 s
+    before = {13: Sample(12, 100, 10.0, 0), 14: Sample(13, 200, 3.0, 0)}
+    after = {13: Sample(12, 100, 10.5 + 4.0, 0)}
+    assert proc_cpu.cpu_seconds_by_kind(before, after, {13: "etl"}) == {"etl": 1.5}
+
+
+def test_an_exited_child_of_a_process_outside_the_tree_changes_nothing():
+    before = {13: Sample(12, 100, 10.0, 0), 20: Sample(99, 200, 3.0, 0)}
+    after = {13: Sample(12, 100, 11.0, 0), 99: Sample(1, 5, 50.0, 0)}
+    assert proc_cpu.cpu_seconds_by_kind(before, after, {13: "etl"}) == {"etl": 1.0}
 
 
 def test_rss_by_kind_sums_the_processes_of_a_kind():

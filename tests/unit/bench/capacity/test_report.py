@@ -21,7 +21,8 @@ def _step(rate: float, *, achieved: float | None = None, mirror: bool | None = T
                     "etl": {"samples": 10, "max": 60000.0, "last": 0.0, "growth": 0.0, "bounded": etl},
                     "audit": {"samples": 10, "max": 0.0, "last": 0.0, "growth": 0.0, "bounded": audit}},
             "latency": {"mirror": {"p50": 0.4, "p99": 1.2}, "offline": {"p50": 0.5, "p99": 1.5},
-                        "warehouse": {"p50": 40.0, "p99": 75.0}}}
+                        "warehouse": {"p50": 40.0, "p99": 75.0}},
+            "etl_runs": {"runs": 2.0, "longest_s": 31.4}}
 
 
 def test_every_tier_keeps_up_with_bounded_lag_and_complete_windows():
@@ -79,7 +80,7 @@ def test_the_markdown_has_a_row_per_step_and_the_verdicts():
     text = report.markdown(_document())
     rows = [line for line in text.splitlines() if line.startswith("| 4")]
     assert len(rows) == 4  # a row per step in each of the two tables
-    assert "| 4,000 | 4,000 | 0.50 | 500 | 0.29 | 40 | 60,000 | 0 | 0.5/1.5 | 40.0/75.0 |" in text
+    assert "| 4,000 | 4,000 | 0.50 | 500 | 0.29 | 40 | 60,000 | 0 | 0.5/1.5 | 40.0/75.0 | 2 (31) |" in text
     assert "**no**" in rows[1]
     assert "mirror 400, audit 4,000" in text
     header = next(line for line in text.splitlines() if line.startswith("| events/s asked | sent"))
