@@ -56,8 +56,8 @@ RESULTS = REPO_ROOT / "bench" / "results"
 QUICK = {"rates": "200,600", "step_seconds": 60.0, "warmup_seconds": 20.0, "drain_seconds": 150.0, "brokers": 1,
          "security": "off"}
 POLL_S = 5.0
-# The ETL's first load starts Spark's JVM: on a busy machine that takes minutes.
-FIRST_LOAD_TIMEOUT_S = 300.0
+# The ETL's first load starts Spark's JVM: on a busy machine that takes minutes (230 s at a load of 27).
+FIRST_LOAD_TIMEOUT_S = 600.0
 
 
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -231,10 +231,14 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _arguments(argv)
+    # Ctrl-C and SIGTERM end the run through the finally below (SIGINT too when started with it ignored, in the
+    # background of a shell)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _on_sigterm)
     # short: supervisord's unix socket path lives below it
     var_dir = Path(tempfile.mkdtemp(prefix="cap-", dir="/tmp"))
     run: _Run | None = None
+    interrupted = False
     steps: list[dict[str, Any]] = []
     began = time.monotonic()
     try:
@@ -267,7 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             step["windows"]["all"] = len(states)
             step["keeps_up"] = report.keeps_up(step, states)
     except KeyboardInterrupt:
-        _say("interrupted: taking the deployment down")
+        _say("interrupted: taking the deployment down (the ETL first finishes a run in progress)")
+        interrupted = True
         return 130
     finally:
         # a second Ctrl-C must not leave the deployment half stopped
@@ -275,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if run is not None:
             run.down()
+            if interrupted:
+                run.log.unlink(missing_ok=True)
         shutil.rmtree(var_dir, ignore_errors=True)
     document = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "topology": str(args.topology.relative_to(REPO_ROOT) if args.topology.is_relative_to(REPO_ROOT)

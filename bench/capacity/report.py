@@ -104,6 +104,7 @@ def plot(document: Mapping[str, Any], path: Path) -> None:
     steps = document["steps"]
     rates = [s["rate"] for s in steps]
     figure, (cpu, lag) = plt.subplots(1, 2, figsize=(13, 5))
+    cpu.set_prop_cycle(color=plt.cm.tab20.colors)  # more kinds than the default cycle's ten colours
     for kind in sorted({k for s in steps for k in s["cpu_cores"]}):
         cpu.plot(rates, [s["cpu_cores"].get(kind, 0.0) for s in steps], marker="o", label=kind)
     cpu.plot(rates, [s["cpu_total"] for s in steps], marker="o", color="black", linewidth=2, label="all")
