@@ -4,14 +4,14 @@ group's lag: the partition's latest offset minus the group's committed one."""
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from pipeline.zk import layout
 
-__all__ = ["committed_offsets", "group_lags"]
+__all__ = ["committed_offsets", "group_lags", "source_offset_groups", "without_groups"]
 
 GroupPartition = tuple[str, str, int]
 
@@ -54,3 +54,17 @@ def group_lags(committed: Mapping[GroupPartition, int],
         if end is not None:
             lags[(group, topic, partition)] = max(0, end - offset)
     return lags
+
+
+def source_offset_groups(mirror_group: str, clusters: Iterable[str], cluster: str) -> set[str]:
+    """The groups of ``cluster`` that hold another cluster's offsets: an exactly-once mirror keeps the offsets of
+    each source it copies into ``cluster`` in the group MIRROR_GROUP.SOURCE there. Their lag against ``cluster``'s
+    own topics means nothing (the mirror's lag is its group's in each source)."""
+    if not mirror_group:
+        return set()
+    return {f"{mirror_group}.{source}" for source in clusters if source != cluster}
+
+
+def without_groups(committed: Mapping[GroupPartition, int], groups: set[str]) -> dict[GroupPartition, int]:
+    """``committed`` without the offsets of ``groups``."""
+    return {key: offset for key, offset in committed.items() if key[0] not in groups}

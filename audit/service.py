@@ -31,7 +31,7 @@ from typing import Any, Iterable
 from kazoo.exceptions import KazooException
 
 from audit.config import AuditConfig
-from audit.lag import committed_offsets, group_lags
+from audit.lag import committed_offsets, group_lags, source_offset_groups, without_groups
 from audit.measures import parse_measure, unsettled_measure
 from audit.metrics import AuditMetrics
 from audit.readers import AuditCountReader, ClusterReader, EventCounter
@@ -263,6 +263,7 @@ class AuditService:
             if role != "mirror":
                 self.metrics.reader_lag.labels(follower.name).set(sum(follower.lag(t) or 0 for t in topics[role]))
         seen = set()
+        committed = without_groups(committed, source_offset_groups(group, self._followers, name))
         for (group_id, topic, partition), lag in group_lags(
                 committed, lambda t: ends[t] if t in ends else _latest(admin, t, available)).items():
             labels = (name, group_id, topic, str(partition))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kazoo.exceptions import NoNodeError
 
-from audit.lag import committed_offsets, group_lags
+from audit.lag import committed_offsets, group_lags, source_offset_groups, without_groups
 from pipeline.zk import layout
 
 
@@ -54,3 +54,15 @@ def test_a_lag_is_the_latest_offset_minus_the_committed_one_never_negative_and_u
     assert group_lags(committed, ends_of) == {("etl", "clicks", 0): 8, ("etl", "clicks", 1): 0,
                                               ("mirror", "clicks", 0): 0}
     assert asked == ["clicks", "views"]  # each topic's ends are asked for once
+
+
+def test_an_exactly_once_mirrors_source_offsets_in_the_target_are_not_a_lag_of_the_target() -> None:
+    clusters = ["dc1", "dc2", "offline"]
+    assert source_offset_groups("mirror", clusters, "offline") == {"mirror.dc1", "mirror.dc2"}
+    assert source_offset_groups("mirror", clusters, "dc1") == {"mirror.dc2", "mirror.offline"}
+    assert source_offset_groups("", clusters, "offline") == set()
+    committed = {("mirror.dc1", "clicks", 0): 900, ("mirror.dc2", "clicks", 0): 800, ("etl", "clicks", 0): 40,
+                 ("mirror", "clicks", 0): 30}
+    kept = without_groups(committed, source_offset_groups("mirror", clusters, "offline"))
+    assert kept == {("etl", "clicks", 0): 40, ("mirror", "clicks", 0): 30}
+    assert group_lags(kept, lambda topic: {0: 50}) == {("etl", "clicks", 0): 10, ("mirror", "clicks", 0): 20}
