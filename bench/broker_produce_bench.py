@@ -4,7 +4,8 @@ Separates the broker's cost per request from any client's: each of CONNECTIONS c
 same pre-built Produce request (one partition, BATCH records of SIZE bytes) over and over without
 waiting, while a reader thread per connection counts the responses (acks=1) or, with acks=0, the log
 end offset is polled until every record is stored. Prints requests/s and messages/s for each (batch,
-acks) combination. With --flush-interval-messages the broker fsyncs the log after that many messages
+acks) combination, with the broker process's CPU time (/proc) per record and per request -- the figure to
+compare on a shared machine, where throughput depends on the neighbours. With --flush-interval-messages the broker fsyncs the log after that many messages
 (log.flush.interval.messages); several connections then show whether concurrent appends share fsyncs.
 
     .venv/bin/python -m bench.broker_produce_bench [--messages 200000] [--size 200] [--batches 1,50] [--acks 0,1]
@@ -68,7 +69,8 @@ def send_requests(sock: socket.socket, chunk: bytes, times: int) -> None:
 
 
 def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: int, acks: int,
-            connections: int) -> tuple[float, float]:
+            connections: int) -> tuple[float, float, float]:
+    """Requests/s, messages/s and the broker's CPU microseconds per record (from /proc) of one run."""
     create_topic(broker.bootstrap, topic, 1)
     records = encode_batch([b"v" * size] * batch)
     frame = encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 7, "bench", {
@@ -81,6 +83,7 @@ def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: 
     try:
         with socket.create_connection((broker.host, broker.port)) as control:
             started = time.perf_counter()
+            cpu_before = broker.cpu_seconds()
             threads = [threading.Thread(target=send_requests, args=(sock, chunk, chunks_each)) for sock in socks]
             if acks:
                 threads += [threading.Thread(target=count_responses, args=(sock, chunks_each * PIPELINE_CHUNK))
@@ -93,10 +96,11 @@ def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: 
                 while log_end_offset(control, topic) < requests * batch:
                     time.sleep(0.001)
             elapsed = time.perf_counter() - started
+            cpu = broker.cpu_seconds() - cpu_before
     finally:
         for sock in socks:
             sock.close()
-    return requests / elapsed, requests * batch / elapsed
+    return requests / elapsed, requests * batch / elapsed, cpu * 1e6 / (requests * batch)
 
 
 def main() -> None:
@@ -118,9 +122,10 @@ def main() -> None:
             for batch in (int(b) for b in args.batches.split(",")):
                 for acks in (int(a) for a in args.acks.split(",")):
                     messages = args.messages * (10 if batch >= 50 else 1)
-                    rps, mps = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks,
+                    rps, mps, cpu_us = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks,
                                        args.connections)
-                    print(f"  batch {batch:>4}  acks {acks:>2}: {rps:>10,.0f} requests/s {mps:>12,.0f} msg/s")
+                    print(f"  batch {batch:>4}  acks {acks:>2}: {rps:>10,.0f} requests/s {mps:>12,.0f} msg/s "
+                          f"{cpu_us:>8.3f} broker CPU us/record {cpu_us * batch:>9.1f} us/request")
 
 
 if __name__ == "__main__":
