@@ -64,7 +64,7 @@ BENCHMARKS = (
                Figure("kcat consume msg/s", rf"consume: +{_NUMBER} msg/s"))),
     Benchmark("client-produce", "bench.producer_bench",
               ("--messages", "100000", "--batches", "50", "--acks", "1", "--no-kafka-python"),
-              (Figure("{label} msg/s", rf"(?P<label>ours \w+) +batch +50 acks +1: +{_NUMBER} msg/s"),)),
+              (Figure("{label} msg/s", rf"(?P<label>ours-\w+) +batch +50 acks +1: +{_NUMBER} msg/s"),)),
     Benchmark("client-consume", "bench.consumer_bench",
               ("--messages", "200000", "--rounds", "1", "--skip-kafka-python"),
               (Figure("{label} msg/s", rf"(?m)^ +(?P<label>ours [^\n]*?) +{_NUMBER} msg/s"),)),

@@ -69,3 +69,10 @@ def test_the_table_names_missing_sides():
         "rows/s": {**summarize([(None, {"rows/s": 10.0})])["rows/s"].as_dict(), "higher_is_better": True}}}}
     table = format_table(results)
     assert "BASE: missing" in table and "rows/s (higher is better)" in table
+
+
+def test_the_client_produce_figures_by_case():
+    producer = next(b for b in BENCHMARKS if b.name == "client-produce")
+    output = ("  ours-sync     batch  50 acks  1:    120,000 msg/s    24.0 MB/s\n"
+              "  ours-async    batch  50 acks  1:     80,500 msg/s    16.1 MB/s\n")
+    assert parse_figures(producer, output) == {"ours-sync msg/s": 120000.0, "ours-async msg/s": 80500.0}
