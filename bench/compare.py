@@ -174,7 +174,7 @@ def run_once(benchmark: Benchmark, tree: Path, env: dict[str, str]) -> tuple[dic
 
 def format_table(results: dict[str, dict[str, object]]) -> str:
     """The report: per benchmark and figure, the medians, the ratio and its spread, or why there is none."""
-    lines = [f"{'benchmark / figure':<52} {'BASE':>12} {'work':>12} {'ratio':>7}  spread"]
+    lines = [f"{'benchmark / figure':<66} {'BASE':>12} {'work':>12} {'ratio':>7}  spread"]
     for name, result in results.items():
         notes = sorted((set(result["notes"]["base"]) | set(result["notes"]["work"])) - {"ok"})
         lines.append(f"{name}" + (f"  (BASE: {', '.join(set(result['notes']['base']))}; "
@@ -183,7 +183,7 @@ def format_table(results: dict[str, dict[str, object]]) -> str:
             ratio, spread = summary["ratio"], summary["spread"]
             better = "higher is better" if summary["higher_is_better"] else "lower is better"
             lines.append(
-                f"  {figure + ' (' + better + ')':<50} {_fmt(summary['base_median']):>12} "
+                f"  {figure + ' (' + better + ')':<64} {_fmt(summary['base_median']):>12} "
                 f"{_fmt(summary['work_median']):>12} {f'{ratio:.3f}' if ratio else '-':>7}  "
                 + (f"{spread[0]:.3f}-{spread[1]:.3f}" if spread else "-"))
     return "\n".join(lines)
