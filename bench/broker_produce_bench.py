@@ -8,25 +8,33 @@ acks) combination, with the broker process's CPU time (/proc) per record and per
 compare on a shared machine, where throughput depends on the neighbours. With --flush-interval-messages the broker fsyncs the log after that many messages
 (log.flush.interval.messages); several connections then show whether concurrent appends share fsyncs.
 
+With --security SSL the producing connections go to an SSL listener (certificates from a throwaway CA), so
+the CPU figures include the broker's TLS reads; only acks=0 then (a TLS socket cannot be read by one thread
+while another writes it).
+
     .venv/bin/python -m bench.broker_produce_bench [--messages 200000] [--size 200] [--batches 1,50] [--acks 0,1]
-        [--connections 1] [--flush-interval-messages N]
+        [--connections 1] [--flush-interval-messages N] [--security PLAINTEXT|SSL]
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import ssl
 import struct
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import decode_response, encode_request
 from pipeline.records import encode_batch
 from tests.support import BrokerProcess
 from tests.support.clients import create_topic
+from tests.support.ports import free_port
+from tests.support.tls import TestPki, ssl_listener_overrides
 
 PRODUCE_VERSION = 7
 PIPELINE_CHUNK = 100
@@ -69,7 +77,7 @@ def send_requests(sock: socket.socket, chunk: bytes, times: int) -> None:
 
 
 def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: int, acks: int,
-            connections: int) -> tuple[float, float, float]:
+            connections: int, connect: Callable[[], socket.socket]) -> tuple[float, float, float]:
     """Requests/s, messages/s and the broker's CPU microseconds per record (from /proc) of one run."""
     create_topic(broker.bootstrap, topic, 1)
     records = encode_batch([b"v" * size] * batch)
@@ -79,7 +87,7 @@ def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: 
     chunks_each = max(1, messages // batch // PIPELINE_CHUNK // connections)
     requests = chunks_each * PIPELINE_CHUNK * connections
     chunk = frame * PIPELINE_CHUNK
-    socks = [socket.create_connection((broker.host, broker.port)) for _ in range(connections)]
+    socks = [connect() for _ in range(connections)]
     try:
         with socket.create_connection((broker.host, broker.port)) as control:
             started = time.perf_counter()
@@ -103,6 +111,15 @@ def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: 
     return requests / elapsed, requests * batch / elapsed, cpu * 1e6 / (requests * batch)
 
 
+def ssl_connector(directory: Path, port: int, overrides: dict[str, object]) -> Callable[[], socket.socket]:
+    """Add an SSL listener (the tests' throwaway CA) to ``overrides``; return how to connect to it."""
+    pki = TestPki.create(directory / "pki")
+    ssl_port = free_port()
+    overrides.update(ssl_listener_overrides(pki, port, ssl_port))
+    context = ssl.create_default_context(cafile=pki.ca_file)
+    return lambda: context.wrap_socket(socket.create_connection(("127.0.0.1", ssl_port)), server_hostname="127.0.0.1")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
@@ -112,18 +129,26 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=1, help="concurrent pipelined producer connections")
     parser.add_argument("--flush-interval-messages", type=int, default=None,
                         help="the broker's log.flush.interval.messages (default: unset, the page cache decides)")
+    parser.add_argument("--security", choices=("PLAINTEXT", "SSL"), default="PLAINTEXT",
+                        help="the producing connections' listener (SSL: acks=0 only)")
     args = parser.parse_args()
+    if args.security == "SSL" and args.acks != "0":
+        parser.error("--security SSL measures acks=0 only: say --acks 0")
     flush = args.flush_interval_messages
     print(f"broker produce, pre-encoded batches of {args.size}-byte records, {args.connections} pipelined "
-          f"connection(s), log.flush.interval.messages={flush if flush is not None else 'unset'}")
-    overrides = {} if flush is None else {"log.flush.interval.messages": flush}
+          f"connection(s), log.flush.interval.messages={flush if flush is not None else 'unset'}, {args.security}")
+    overrides: dict[str, object] = {} if flush is None else {"log.flush.interval.messages": flush}
     with tempfile.TemporaryDirectory(prefix="produce-bench-") as tmp:
-        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log", overrides=overrides) as broker:
+        port = free_port()
+        connect = ssl_connector(Path(tmp), port, overrides) if args.security == "SSL" else None
+        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log", overrides=overrides,
+                           port=port) as broker:
+            connect = connect or (lambda: socket.create_connection((broker.host, broker.port)))
             for batch in (int(b) for b in args.batches.split(",")):
                 for acks in (int(a) for a in args.acks.split(",")):
                     messages = args.messages * (10 if batch >= 50 else 1)
                     rps, mps, cpu_us = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks,
-                                       args.connections)
+                                               args.connections, connect)
                     print(f"  batch {batch:>4}  acks {acks:>2}: {rps:>10,.0f} requests/s {mps:>12,.0f} msg/s "
                           f"{cpu_us:>8.3f} broker CPU us/record {cpu_us * batch:>9.1f} us/request")
 
