@@ -1,5 +1,7 @@
-"""Paired benchmark comparison (`make bench-compare BASE=<commit>`): the core benchmarks run alternately on
-BASE and on the working tree, in one virtualenv, and each figure's medians, ratio and spread are printed.
+"""Paired benchmark comparison (`make bench-compare BASE=<commit>`): BASE against the working tree.
+
+The core benchmarks run alternately on BASE and on the working tree, in one virtualenv, and each figure's
+medians, ratio and spread are printed.
 
 BASE is checked out into a temporary git worktree. Every run has its tree as working directory and first on
 PYTHONPATH, and a sitecustomize (put on PYTHONPATH, so inherited by the brokers and other children a
