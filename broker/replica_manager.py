@@ -404,11 +404,16 @@ class ReplicaManager:
         watched = [p for tp in topic_partitions if (p := self._partitions.get(tp)) is not None]
         for partition in watched:
             partition.add_waiter(future)
+        # A timer rather than asyncio.wait_for (a task per wait): the waiters' wake sets None, the timer False.
+        timer = loop.call_later(timeout_s, _expire, future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            return False
+            return await future is None
         finally:
+            timer.cancel()
             for partition in watched:
                 partition.remove_waiter(future)
+
+
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(False)
