@@ -8,6 +8,9 @@
 #   make pipeline-clean pipeline-down, then remove the data (var/)
 #   make bench          our broker beside RabbitMQ, ActiveMQ, NATS JetStream -> bench/results/<date>/
 #                       (BENCH_ARGS="--ten-million" for the paper's counts; bench-scripts runs the older scripts)
+#   make bench-compare BASE=<commit>  the core benchmarks (broker produce/fetch, client produce/consume, mirror,
+#                       ETL, audit) alternately on BASE and the working tree: medians, ratios, spreads
+#                       (COMPARE_ARGS="--pairs 5 --only broker-produce"; JSON in bench/results/)
 #   make docs           regenerate docs/operations.md from the settings tables, programs and metrics
 #   make clean          pipeline-clean and remove generated files (keeps .venv; `make distclean` drops it)
 
@@ -22,6 +25,7 @@ SETUP_STAMP := $(VENV)/.setup-stamp
 # tests), and the benchmark's peers.
 DEBIAN_PACKAGES ?= kcat zookeeper prometheus chromium rabbitmq-server activemq nats-server
 BENCH_ARGS ?=
+COMPARE_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` (0: one process). Most tests wait on processes, sessions and timeouts, so two
 # workers on two cores nearly halve the wall time; each test module runs whole on one worker (--dist loadfile), so
@@ -52,7 +56,7 @@ BENCH_COMMANDS := \
 	"-m bench.log_cleaner_throughput" \
 	"-m bench.cleaner_bench"
 
-.PHONY: setup debian-packages test docs pipeline-up pipeline-down pipeline-clean bench bench-scripts clean distclean
+.PHONY: setup debian-packages test docs pipeline-up pipeline-down pipeline-clean bench bench-scripts bench-compare clean distclean
 
 setup: $(SETUP_STAMP) debian-packages
 
@@ -86,6 +90,10 @@ bench: setup
 
 bench-scripts: setup
 	@set -e; for command in $(BENCH_COMMANDS); do echo "== $$command"; $(PY) $$command; done
+
+bench-compare: setup
+	@test -n "$(BASE)" || { echo "make bench-compare: say BASE=<commit>" >&2; exit 2; }
+	$(PY) -m bench.compare --base $(BASE) $(COMPARE_ARGS)
 
 clean: pipeline-clean
 	rm -rf build dist .pytest_cache *.egg-info bench/results/tmp

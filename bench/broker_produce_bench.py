@@ -4,28 +4,37 @@ Separates the broker's cost per request from any client's: each of CONNECTIONS c
 same pre-built Produce request (one partition, BATCH records of SIZE bytes) over and over without
 waiting, while a reader thread per connection counts the responses (acks=1) or, with acks=0, the log
 end offset is polled until every record is stored. Prints requests/s and messages/s for each (batch,
-acks) combination. With --flush-interval-messages the broker fsyncs the log after that many messages
+acks) combination, with the broker process's CPU time (/proc) per record and per request -- the figure to
+compare on a shared machine, where throughput depends on the neighbours. With --flush-interval-messages the broker fsyncs the log after that many messages
 (log.flush.interval.messages); several connections then show whether concurrent appends share fsyncs.
 
+With --security SSL the producing connections go to an SSL listener (certificates from a throwaway CA), so
+the CPU figures include the broker's TLS reads; only acks=0 then (a TLS socket cannot be read by one thread
+while another writes it).
+
     .venv/bin/python -m bench.broker_produce_bench [--messages 200000] [--size 200] [--batches 1,50] [--acks 0,1]
-        [--connections 1] [--flush-interval-messages N]
+        [--connections 1] [--flush-interval-messages N] [--security PLAINTEXT|SSL]
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import ssl
 import struct
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from pipeline.protocol.api_keys import ApiKey
 from pipeline.protocol.codec import decode_response, encode_request
 from pipeline.records import encode_batch
 from tests.support import BrokerProcess
 from tests.support.clients import create_topic
+from tests.support.ports import free_port
+from tests.support.tls import TestPki, ssl_listener_overrides
 
 PRODUCE_VERSION = 7
 PIPELINE_CHUNK = 100
@@ -68,7 +77,8 @@ def send_requests(sock: socket.socket, chunk: bytes, times: int) -> None:
 
 
 def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: int, acks: int,
-            connections: int) -> tuple[float, float]:
+            connections: int, connect: Callable[[], socket.socket]) -> tuple[float, float, float]:
+    """Requests/s, messages/s and the broker's CPU microseconds per record (from /proc) of one run."""
     create_topic(broker.bootstrap, topic, 1)
     records = encode_batch([b"v" * size] * batch)
     frame = encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 7, "bench", {
@@ -77,10 +87,11 @@ def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: 
     chunks_each = max(1, messages // batch // PIPELINE_CHUNK // connections)
     requests = chunks_each * PIPELINE_CHUNK * connections
     chunk = frame * PIPELINE_CHUNK
-    socks = [socket.create_connection((broker.host, broker.port)) for _ in range(connections)]
+    socks = [connect() for _ in range(connections)]
     try:
         with socket.create_connection((broker.host, broker.port)) as control:
             started = time.perf_counter()
+            cpu_before = broker.cpu_seconds()
             threads = [threading.Thread(target=send_requests, args=(sock, chunk, chunks_each)) for sock in socks]
             if acks:
                 threads += [threading.Thread(target=count_responses, args=(sock, chunks_each * PIPELINE_CHUNK))
@@ -93,10 +104,20 @@ def measure(broker: BrokerProcess, topic: str, messages: int, size: int, batch: 
                 while log_end_offset(control, topic) < requests * batch:
                     time.sleep(0.001)
             elapsed = time.perf_counter() - started
+            cpu = broker.cpu_seconds() - cpu_before
     finally:
         for sock in socks:
             sock.close()
-    return requests / elapsed, requests * batch / elapsed
+    return requests / elapsed, requests * batch / elapsed, cpu * 1e6 / (requests * batch)
+
+
+def ssl_connector(directory: Path, port: int, overrides: dict[str, object]) -> Callable[[], socket.socket]:
+    """Add an SSL listener (the tests' throwaway CA) to ``overrides``; return how to connect to it."""
+    pki = TestPki.create(directory / "pki")
+    ssl_port = free_port()
+    overrides.update(ssl_listener_overrides(pki, port, ssl_port))
+    context = ssl.create_default_context(cafile=pki.ca_file)
+    return lambda: context.wrap_socket(socket.create_connection(("127.0.0.1", ssl_port)), server_hostname="127.0.0.1")
 
 
 def main() -> None:
@@ -108,19 +129,28 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=1, help="concurrent pipelined producer connections")
     parser.add_argument("--flush-interval-messages", type=int, default=None,
                         help="the broker's log.flush.interval.messages (default: unset, the page cache decides)")
+    parser.add_argument("--security", choices=("PLAINTEXT", "SSL"), default="PLAINTEXT",
+                        help="the producing connections' listener (SSL: acks=0 only)")
     args = parser.parse_args()
+    if args.security == "SSL" and args.acks != "0":
+        parser.error("--security SSL measures acks=0 only: say --acks 0")
     flush = args.flush_interval_messages
     print(f"broker produce, pre-encoded batches of {args.size}-byte records, {args.connections} pipelined "
-          f"connection(s), log.flush.interval.messages={flush if flush is not None else 'unset'}")
-    overrides = {} if flush is None else {"log.flush.interval.messages": flush}
+          f"connection(s), log.flush.interval.messages={flush if flush is not None else 'unset'}, {args.security}")
+    overrides: dict[str, object] = {} if flush is None else {"log.flush.interval.messages": flush}
     with tempfile.TemporaryDirectory(prefix="produce-bench-") as tmp:
-        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log", overrides=overrides) as broker:
+        port = free_port()
+        connect = ssl_connector(Path(tmp), port, overrides) if args.security == "SSL" else None
+        with BrokerProcess(Path(tmp) / "logs", log_path=Path(tmp) / "broker.log", overrides=overrides,
+                           port=port) as broker:
+            connect = connect or (lambda: socket.create_connection((broker.host, broker.port)))
             for batch in (int(b) for b in args.batches.split(",")):
                 for acks in (int(a) for a in args.acks.split(",")):
                     messages = args.messages * (10 if batch >= 50 else 1)
-                    rps, mps = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks,
-                                       args.connections)
-                    print(f"  batch {batch:>4}  acks {acks:>2}: {rps:>10,.0f} requests/s {mps:>12,.0f} msg/s")
+                    rps, mps, cpu_us = measure(broker, f"b{batch}-a{acks}", messages, args.size, batch, acks,
+                                               args.connections, connect)
+                    print(f"  batch {batch:>4}  acks {acks:>2}: {rps:>10,.0f} requests/s {mps:>12,.0f} msg/s "
+                          f"{cpu_us:>8.3f} broker CPU us/record {cpu_us * batch:>9.1f} us/request")
 
 
 if __name__ == "__main__":

@@ -298,11 +298,21 @@ class ReplicaManager:
             joining = partition.update_follower(replica_id, offset, monotonic_ms())
             if joining is not None and not self._is_shutting_down(joining):
                 self._propose_isr(partition, partition.isr | {joining})
-            max_offset = None
+            bound = log_.log_end_offset
         else:
-            max_offset = last_stable if read_committed else partition.high_watermark
-            if max_offset >= log_.log_end_offset:
-                max_offset = None
+            bound = last_stable if read_committed else partition.high_watermark
+        if offset == bound and log_.log_start_offset <= offset <= log_.log_end_offset:
+            # Nothing past the offset (an idle long poll): log_.read's empty answer without its lock or a slice.
+            return FetchResult(ErrorCode.NONE, partition.high_watermark, log_.log_start_offset,
+                               last_stable_offset=last_stable, aborted=[] if read_committed else None)
+        return self._read_log(partition, offset, max_bytes, min_one_batch, replica_id < 0, read_committed, bound,
+                              last_stable)
+
+    def _read_log(self, partition: Partition, offset: int, max_bytes: int, min_one_batch: bool, consumer: bool,
+                  read_committed: bool, bound: int, last_stable: int) -> FetchResult:
+        """The read of :meth:`read` from the log, up to ``bound`` (the log end for a follower)."""
+        topic, index, log_ = partition.topic, partition.index, partition.log
+        max_offset = bound if consumer and bound < log_.log_end_offset else None
         try:
             region = log_.read(offset, max_bytes, min_one_batch, max_offset=max_offset)
         except OffsetOutOfRangeError:
@@ -320,7 +330,7 @@ class ReplicaManager:
         if read_committed:
             aborted = log_.collect_aborted_transactions(offset, last_stable)
         return FetchResult(ErrorCode.NONE, partition.high_watermark, log_.log_start_offset, region, region.size,
-                           partition.stats if replica_id < 0 else None, last_stable, aborted)
+                           partition.stats if consumer else None, last_stable, aborted)
 
     # -- transaction markers ---------------------------------------------------------------------
 
@@ -394,11 +404,16 @@ class ReplicaManager:
         watched = [p for tp in topic_partitions if (p := self._partitions.get(tp)) is not None]
         for partition in watched:
             partition.add_waiter(future)
+        # A timer rather than asyncio.wait_for (a task per wait): the waiters' wake sets None, the timer False.
+        timer = loop.call_later(timeout_s, _expire, future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            return False
+            return await future is None
         finally:
+            timer.cancel()
             for partition in watched:
                 partition.remove_waiter(future)
+
+
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(False)

@@ -49,6 +49,8 @@ class LogManager:
         self._lock = threading.RLock()
         # Checkpoint files are rewritten through one temporary name each: one writer at a time.
         self._checkpoint_lock = threading.Lock()
+        # What each checkpoint file was last written with: an idle broker does not rewrite (and fsync) it unchanged.
+        self._checkpointed: dict[Path, dict[tuple[str, int], int]] = {}
         self.cleaner = None if cleaner_config is None else LogCleaner(cleaner_config, self.log_dirs, self.all_logs, time_ms)
 
     def startup(self) -> None:
@@ -187,7 +189,12 @@ class LogManager:
         with self._checkpoint_lock:
             for log_dir in self.log_dirs if log_dirs is None else log_dirs:
                 offsets = {tp: offset_of(log) for tp, log in logs.items() if log.dir.parent == log_dir}
-                OffsetCheckpointFile(log_dir / name).write(offsets)
+                path = log_dir / name
+                if self._checkpointed.get(path) == offsets and path.exists():
+                    continue
+                self._checkpointed.pop(path, None)
+                OffsetCheckpointFile(path).write(offsets)
+                self._checkpointed[path] = offsets
 
     def _on_truncated(self, log: Log) -> None:
         # Kafka checkpoints right after a truncation: data appended above the new end must not be

@@ -1,9 +1,12 @@
 """The broker's check that a produced batch's records parse as Kafka parses them (the record half
 of Kafka's DefaultRecordBatch validation), without building any record.
 
-A batch whose records all have one key length, one value length and no headers is matched by a
-regular expression compiled for that shape, so the per-record work runs in C; any other batch, or
-one the expression does not match, is walked varint by varint, and the walk decides.
+A batch whose records all have one key length, one value length, one timestamp delta width and no
+headers -- what producers write -- lies in runs of equal-sized records (one run per offset delta
+width), so each field is checked for a whole run at once by one strided slice per byte (see
+_has_uniform_layout), whatever the records' size. Other batches with one key and value length are
+matched by a regular expression compiled for that shape, so the per-record work still runs in C;
+any other batch, or one neither matches, is walked varint by varint, and the walk decides.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ def validate_records(buf: Buffer, pos: int, header: BatchHeader, max_decompresse
     count = header.record_count
     if count <= 0:
         raise InvalidRecordsError(f"the batch declares {count} records")
-    if count < _SHAPED_FROM or not _has_one_shape(data, start, end, count):
+    first = _record_shape(data, start, end) if _SHAPED_FROM <= count <= _MAX_SHAPED_RECORDS else None
+    if first is None or not (_has_uniform_layout(data, start, end, count, first)
+                             or _has_one_shape(data, start, end, count, first)):
         _walk_records(data, start, end, count)
 
 
@@ -56,14 +61,97 @@ _CONTINUATION = rb"[\x80-\xff]"
 _LAST_BYTE = rb"[\x00-\x7f]"
 
 
-def _has_one_shape(data: bytes, start: int, end: int, count: int) -> bool:
-    """True if ``data[start:end]`` is ``count`` valid records of the first record's shape (see
-    _shape_pattern); False if it is not, or not proven so: the caller then walks it."""
-    if count > _MAX_SHAPED_RECORDS:
+# Offset delta varints are one byte below 64, two below 8192, three up to _MAX_SHAPED_RECORDS.
+_OFFSET_DELTA_RUNS = ((0, 64), (64, 8192), (8192, 1 << 16))
+# bytes.translate deletes these: what is left of a slice of continuation bytes (or of last bytes) is
+# what is not one.
+_CONTINUATION_BYTES = bytes(range(0x80, 0x100))
+_LAST_BYTES = bytes(range(0x80))
+# (run start, byte) -> that byte of the offset delta varints of the run's indices, one per index.
+_OFFSET_DELTA_COLUMNS: dict[tuple[int, int], bytes] = {}
+
+
+def _has_uniform_layout(data: bytes, start: int, end: int, count: int, first: tuple[int, int, int]) -> bool:
+    """True if ``data[start:end]`` is ``count`` valid headerless records of the first record's key
+    and value lengths and timestamp delta width, with offset deltas 0, 1, ..., count - 1, all varints
+    minimal but the free timestamp delta. Records of one offset delta width then have one size, so
+    each run of them is checked field by field with strided slices (one C call per byte position, not
+    per record; see _uniform_layout). ``first`` is the first record's _record_shape. False if not
+    proven so: the caller then tries the other ways."""
+    klen, vlen, _ = first
+    length_size = read_varint(data, start)[1] - start
+    timestamp_width = read_varint(data, start + length_size + 1)[1] - start - length_size - 1
+    if timestamp_width > _MAX_TIMESTAMP_DELTA_BYTES:
         return False
-    first = _record_shape(data, start, end)
-    if first is None:
-        return False
+    layout = _UNIFORM_LAYOUTS.get((klen, vlen, timestamp_width, count))
+    if layout is None:
+        if len(_UNIFORM_LAYOUTS) >= _MAX_SHAPE_PATTERNS:
+            _UNIFORM_LAYOUTS.clear()
+        layout = _UNIFORM_LAYOUTS[(klen, vlen, timestamp_width, count)] = _uniform_layout(
+            klen, vlen, timestamp_width, count)
+    pos = start
+    for stride, run_size, timestamp_continuations, timestamp_last, fixed in layout:
+        run_end = pos + run_size
+        if run_end > end:
+            return False
+        for offset in timestamp_continuations:
+            if data[pos + offset : run_end : stride].translate(None, _CONTINUATION_BYTES):
+                return False
+        if data[pos + timestamp_last : run_end : stride].translate(None, _LAST_BYTES):
+            return False
+        for offset, expected in fixed:
+            if data[pos + offset : run_end : stride] != expected:
+                return False
+        pos = run_end
+    return pos == end
+
+
+_UNIFORM_LAYOUTS: dict[tuple[int, int, int, int], list[tuple[int, int, range, int, list[tuple[int, bytes]]]]] = {}
+
+
+def _uniform_layout(klen: int, vlen: int, timestamp_width: int,
+                    count: int) -> list[tuple[int, int, range, int, list[tuple[int, bytes]]]]:
+    """Per run of one offset delta width: (record size, run size, offsets in a record of the
+    timestamp delta's continuation bytes, offset of its last byte, [(offset of a fixed byte, its
+    expected value in each record of the run)])."""
+    key = encode_varint(klen) + b"\x00" * max(klen, 0)
+    value = encode_varint(vlen) + b"\x00" * max(vlen, 0)
+    runs = []
+    for width, (low, high) in enumerate(_OFFSET_DELTA_RUNS, 1):
+        if low >= count:
+            break
+        n = min(count, high) - low
+        body_size = 1 + timestamp_width + width + len(key) + len(value) + 1
+        length = encode_varint(body_size)
+        at = len(length) + 1
+        fixed = [(i, bytes((b,)) * n) for i, b in enumerate(length)]
+        timestamps = range(at, at + timestamp_width - 1)
+        at += timestamp_width
+        fixed += [(at + i, _offset_delta_column(low, i)[:n]) for i in range(width)]
+        at += width
+        fixed += [(at + i, bytes((key[i],)) * n) for i in range(len(encode_varint(klen)))]
+        at += len(key)
+        fixed += [(at + i, bytes((value[i],)) * n) for i in range(len(encode_varint(vlen)))]
+        at += len(value)
+        fixed.append((at, bytes(n)))
+        stride = at + 1
+        runs.append((stride, n * stride, timestamps, timestamps.stop, fixed))
+    return runs
+
+
+def _offset_delta_column(low: int, byte: int) -> bytes:
+    """Byte ``byte`` of the offset delta varints of low, low + 1, ... up to the end of its run."""
+    column = _OFFSET_DELTA_COLUMNS.get((low, byte))
+    if column is None:
+        high = next(h for lo, h in _OFFSET_DELTA_RUNS if lo == low)
+        column = _OFFSET_DELTA_COLUMNS[(low, byte)] = bytes(encode_varint(i)[byte] for i in range(low, high))
+    return column
+
+
+def _has_one_shape(data: bytes, start: int, end: int, count: int, first: tuple[int, int, int]) -> bool:
+    """True if ``data[start:end]`` is ``count`` valid records of the first record's shape (``first``,
+    its _record_shape; see _shape_pattern); False if it is not, or not proven so: the caller then
+    walks it."""
     klen, vlen, first_end = first
     pattern = _SHAPE_PATTERNS.get((klen, vlen))
     if pattern is None:

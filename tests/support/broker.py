@@ -167,6 +167,10 @@ class BrokerProcess:
         """The largest resident set size the broker process has had since it started (VmHWM)."""
         return rss_bytes(self.pid, "VmHWM")
 
+    def cpu_seconds(self) -> float:
+        """User plus system CPU seconds the broker process has used so far (its threads included)."""
+        return cpu_seconds(self.pid)
+
     def child_pids(self) -> list[int]:
         """The processes the broker started that are still running (its log cleaner workers)."""
         return child_pids(self.pid)
@@ -191,6 +195,12 @@ def rss_bytes(pid: int, field: str = "VmRSS") -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     raise BrokerError(f"no {field} for pid {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a process has used so far: utime and stime of /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def child_pids(pid: int) -> list[int]:

@@ -282,3 +282,23 @@ def test_high_watermarks_are_checkpointed_and_loaded_clamped_to_the_log(dirs):
         assert reloaded.get_log("events", 0).high_watermark == 0
     finally:
         reloaded.shutdown()
+
+
+def test_a_checkpoint_is_rewritten_only_when_its_offsets_change_or_it_is_gone(dirs):
+    manager = started(dirs[:1])
+    try:
+        log = manager.get_or_create_log("t", 0)
+        path = dirs[0] / RECOVERY_POINT_CHECKPOINT_FILE
+        manager.checkpoint_recovery_points()
+        written = path.stat().st_ino
+        manager.checkpoint_recovery_points()
+        assert path.stat().st_ino == written  # unchanged: not replaced
+        log.append_as_leader(make_batch(3))
+        log.flush()
+        manager.checkpoint_recovery_points()
+        assert path.stat().st_ino != written and OffsetCheckpointFile(path).read() == {("t", 0): 3}
+        path.unlink()
+        manager.checkpoint_recovery_points()
+        assert OffsetCheckpointFile(path).read() == {("t", 0): 3}
+    finally:
+        manager.shutdown()

@@ -17,6 +17,7 @@ from kafka.record.util import encode_varint
 from pipeline.records import validate as records
 from pipeline.records.batch import CorruptBatchError, parse_header
 from pipeline.records import InvalidRecordsError, encode_batch, validate_records
+from tests.support.record_mutations import mutate
 
 
 def zz(n: int) -> bytes:
@@ -188,24 +189,7 @@ def test_random_mutations_are_never_accepted_where_the_walk_refuses(key, value):
     n = 70
     accepted_both = refused_both = 0
     for trial in range(600):
-        data = bytearray(area(n, key, value, mixed_deltas(n, rng)))
-        count = n
-        for _ in range(rng.choice((1, 1, 1, 2, 3))):
-            op = rng.randrange(6)
-            pos = rng.randrange(len(data) + 1)
-            if op == 0 and pos < len(data):
-                data[pos] = rng.randrange(256)
-            elif op == 1 and pos < len(data):
-                data[pos] ^= 1 << rng.randrange(8)
-            elif op == 2:
-                data[pos:pos] = bytes([rng.randrange(256)])
-            elif op == 3 and pos < len(data):
-                del data[pos]
-            elif op == 4:
-                count += rng.choice((-1, 1))
-            else:
-                del data[pos:]
-        data = bytes(data)
+        data, count = mutate(area(n, key, value, mixed_deltas(n, rng)), n, rng)
         fast = records._matches_shape(pattern, data, 0, len(data), count)
         walked = walk_accepts(data, count)
         assert walked or not fast, f"trial {trial}: the pattern accepts what the walk refuses"
