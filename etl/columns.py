@@ -162,13 +162,13 @@ def _source(topic: str, headers: Any) -> tuple[str, int, int] | None:
     return None if lineage is None else (lineage.cluster, lineage.partition, lineage.offset)
 
 
-def _header(event: pa.RecordBatch, kafka_ms: np.ndarray) -> tuple[np.ndarray, list[str], list[str | None]]:
+def _header(event: pa.RecordBatch, kafka_ms: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """Per row: the event time (ms; the Kafka timestamp where the header has none), the datacenter as the row
-    path's ``str(header.get("datacenter", ""))`` and the event id if it is a 36-character string."""
+    path's ``str(header.get("datacenter", ""))`` and the event id if it is a 36-character string (else null)."""
     count = len(kafka_ms)
     index = event.schema.get_field_index("header")
     if index < 0:
-        return kafka_ms, [""] * count, [None] * count
+        return kafka_ms, pa.array([""] * count, pa.string()), pa.nulls(count, pa.string())
     header = event.column(index)
     names = [header.type.field(i).name for i in range(header.type.num_fields)]
     fields = dict(zip(names, header.flatten()))
@@ -187,29 +187,33 @@ def _header(event: pa.RecordBatch, kafka_ms: np.ndarray) -> tuple[np.ndarray, li
         datacenters = pc.if_else(present, datacenter.fill_null("None"), "")
     event_id = fields.get("eventId")
     if event_id is None:
-        ids: list[str | None] = [None] * count
+        ids = pa.nulls(count, pa.string())
     else:
-        ids = pc.if_else(pc.equal(pc.utf8_length(event_id), 36), event_id, None).to_pylist()
-    return event_ms.astype(np.int64), datacenters.to_pylist(), ids
+        ids = pc.if_else(pc.equal(pc.utf8_length(event_id), 36), event_id, None)
+    return event_ms.astype(np.int64), datacenters, ids
 
 
-def _windows(event_ms: np.ndarray, datacenters: list[str], ids: list[str | None], sizes: np.ndarray,
+def _windows(event_ms: np.ndarray, datacenters: pa.Array, ids: pa.Array, sizes: np.ndarray,
              window_ms: int, now_s: float) -> dict[tuple[str, int], WindowCounts]:
     """Rows, bytes, event ids and latency buckets per (datacenter, window start), rows in fetch order."""
-    starts = event_ms - event_ms % window_ms
-    names, codes = np.unique(np.array(datacenters, dtype=object), return_inverse=True)
-    keys, group = np.unique(np.stack([codes.ravel().astype(np.int64), starts], axis=1), axis=0,
+    encoded = datacenters.dictionary_encode()
+    names = encoded.dictionary.to_pylist()
+    window_numbers = event_ms // window_ms
+    keys, group = np.unique(window_numbers * len(names) + encoded.indices.to_numpy(zero_copy_only=False),
                             return_inverse=True)
     group = group.ravel()
     seconds = np.maximum(0.0, now_s - event_ms / 1000)
     buckets = np.searchsorted(_BOUNDS, seconds, side="left")
     windows = {}
-    for g, (code, window_start) in enumerate(keys):
-        rows = np.flatnonzero(group == g)
-        counts = WindowCounts(len(rows), int(sizes[rows].sum()),
-                              [ids[i] for i in rows.tolist() if ids[i] is not None])
-        counts.latency = LatencyBuckets(np.bincount(buckets[rows], minlength=len(BUCKETS) + 1).tolist(),
-                                        float(sum(seconds[rows].tolist())))
-        windows[(str(names[code]), int(window_start))] = counts
+    for g, key in enumerate(keys.tolist()):
+        if len(keys) == 1:
+            rows, chosen = slice(None), ids
+        else:
+            mask = group == g
+            rows, chosen = mask, ids.filter(pa.array(mask))
+        counts = WindowCounts(len(event_ms[rows]), int(sizes[rows].sum()), chosen.drop_null().to_pylist(),
+                              LatencyBuckets(np.bincount(buckets[rows], minlength=len(BUCKETS) + 1).tolist(),
+                                             float(sum(seconds[rows].tolist()))))
+        window_number, code = divmod(key, len(names))
+        windows[(names[code], window_number * window_ms)] = counts
     return windows
-
