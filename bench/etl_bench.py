@@ -10,7 +10,7 @@ the sum of their RSS, sampled every 100 ms), and the CPU the run used per row: t
 getrusage, over the run) and the Spark JVM's with its Python workers (from /proc, the JVM started with the run),
 the figure to compare across changes on a busy machine.
 
-    .venv/bin/python -m bench.etl_bench [--events 1000000] [--partitions 2] [--master local[2]] [--task-cpu 3]
+    .venv/bin/python -m bench.etl_bench [--events 1000000] [--partitions 2] [--master local[2]] [--task-cpu 3] [--idle 60]
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 def _tree_sum(root: int, of_stat: Callable[[list[str]], float]) -> float:
     """The sum of ``of_stat`` (given the fields of /proc/PID/stat after the command name) over ``root`` and all
     its descendants."""
+    return sum(_tree_values(root, of_stat).values())
+
+
+def _tree_values(root: int, of_stat: Callable[[list[str]], float]) -> dict[int, float]:
+    """``of_stat`` of ``root`` and of each of its descendants, by pid."""
     children: dict[int, list[int]] = {}
     values: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -59,12 +64,13 @@ def _tree_sum(root: int, of_stat: Callable[[list[str]], float]) -> float:
         pid = int(entry)
         children.setdefault(int(fields[1]), []).append(pid)
         values[pid] = of_stat(fields)
-    total, todo = 0.0, [root]
+    found, todo = {}, [root]
     while todo:
         pid = todo.pop()
-        total += values.get(pid, 0.0)
+        if pid in values:
+            found[pid] = values[pid]
         todo.extend(children.get(pid, []))
-    return total
+    return found
 
 
 def tree_rss(root: int) -> int:
@@ -191,6 +197,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="emulator events to load (default 1,000,000)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions per topic")
     parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
+                        help="after the run keep its SparkSession SECONDS with nothing to do and print the CPU it used")
+    parser.add_argument("--no-spark", action="store_true", help="no ETL run (with --task-cpu: that figure only)")
     parser.add_argument("--task-cpu", type=int, default=0, metavar="REPEAT",
                         help="also run the task's function in this process REPEAT times, no Spark, and print its "
                              "CPU per row (best of them)")
@@ -212,12 +221,16 @@ def main() -> None:
             driver_before = _own_cpu_s()
             if args.task_cpu:
                 task_cpu(config, args.task_cpu)
+            if args.no_spark:
+                return
             with PeakMemory() as memory:
                 try:
                     report = run_once(config)  # builds its SparkSession, as `python -m etl load` does
                     driver_s = _own_cpu_s() - driver_before - memory.cpu_s
                     jvm = spark_jvm_pid()
                     spark_s = tree_cpu_s(jvm) if jvm is not None else 0.0
+                    if args.idle:
+                        idle(args.idle, jvm, memory)
                 finally:
                     session = SparkSession.getActiveSession()
                     if session is not None:
@@ -232,6 +245,23 @@ def main() -> None:
             rows = max(report.rows, 1)
             print(f"cpu of the run: {(driver_s + spark_s) / rows * 1e6:.1f} us/row ({driver_s + spark_s:.1f} s: "
                   f"driver {driver_s:.1f} s, Spark JVM + Python workers {spark_s:.1f} s)", flush=True)
+
+
+def idle(seconds: float, jvm: int | None, memory: PeakMemory) -> None:
+    """Keep the run's SparkSession up ``seconds`` with nothing to do (as the ETL service between runs) and print
+    the CPU the driver (less ``memory``'s sampling) and the Spark JVM with its Python workers used meanwhile."""
+    def own_cpu_s(fields: list[str]) -> float:
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+
+    driver, before = _own_cpu_s() - memory.cpu_s, _tree_values(jvm, own_cpu_s) if jvm is not None else {}
+    time.sleep(seconds)
+    driver = _own_cpu_s() - memory.cpu_s - driver
+    after = _tree_values(jvm, own_cpu_s) if jvm is not None else {}
+    # Only the processes alive throughout: Spark stops Python workers idle for a minute (what they used is gone).
+    spark = sum(after[pid] - before[pid] for pid in before.keys() & after.keys())
+    print(f"idle between runs ({seconds:.0f} s, the session kept): {(driver + spark) / seconds * 100:.2f}% of a core "
+          f"(driver {driver / seconds * 100:.2f}%, Spark JVM + Python workers {spark / seconds * 100:.2f}%)",
+          flush=True)
 
 
 def _own_cpu_s() -> float:
