@@ -1,7 +1,7 @@
 """The Spark side of loading one topic: one task per range, Parquet written into the run's staging directory.
 
-The ranges become a DataFrame of one row per partition (``parallelize(ranges, len(ranges))``, no shuffle
-after it), so task (and Spark output file) ``part-NNNNN`` is range NNNNN; ``mapInArrow`` runs
+The ranges become a DataFrame of one row per partition (``spark.range`` with one partition per range, made in
+the JVM, no shuffle after it), so task (and Spark output file) ``part-NNNNN`` is range NNNNN; ``mapInArrow`` runs
 :func:`etl.task.load_ranges` on each, and the rows are written partitioned by date and hour. Afterwards
 ``staged_moves`` names every staged file's published place, deterministic per range:
 ``<topic>/date=D/hour=H/<topic>-<partition>-<start>-<end>-<n>.parquet``, and ``staged_quarantine_moves`` those of
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
@@ -30,8 +31,6 @@ from pipeline.warehouse_state import QUARANTINE_DIR
 
 __all__ = ["ColumnClash", "load_topic", "staged_moves", "staged_quarantine_moves", "table_schema"]
 
-_RANGE_ROWS = T.StructType([T.StructField("index", T.IntegerType()), T.StructField("partition", T.IntegerType()),
-                            T.StructField("start", T.LongType()), T.StructField("end", T.LongType())])
 _PART_FILE = re.compile(r"part-([0-9]+)-.*?\.c([0-9]+)(?:\.[a-z0-9]+)?\.parquet")
 _QUARANTINE_FILE = re.compile(r"part-([0-9]+)\.parquet")
 
@@ -59,10 +58,22 @@ def load_topic(spark: SparkSession, context: TaskContext, ranges: list[OffsetRan
     make_private_dir(staging.parent)
     schema = table_schema(json.loads(context.reader_schema))
     target = to_arrow_schema(schema, timezone="UTC")
-    rows = [(first_index + i, r.partition, r.start, r.end) for i, r in enumerate(ranges)]
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), _RANGE_ROWS)
-    loaded = frame.mapInArrow(functools.partial(load_ranges, context, window_ms, accumulator, target), schema)
+    loaded = range_frame(spark, ranges, first_index).mapInArrow(functools.partial(load_ranges, context, window_ms, accumulator, target), schema)
     loaded.write.partitionBy("date", "hour").mode("errorifexists").parquet(str(staging))
+
+
+def range_frame(spark: SparkSession, ranges: list[OffsetRange], first_index: int) -> DataFrame:
+    """One row per range -- (index in the run, partition, start, end) -- in a partition of its own, partition i
+    holding range i; made in the JVM (``spark.range`` over literal arrays), so no Python worker serves it."""
+    number = F.col("id").cast("int")
+    rows = spark.range(0, len(ranges), 1, len(ranges))
+
+    def pick(values: list[int], kind: str) -> Column:
+        return F.element_at(F.array(*(F.lit(v).cast(kind) for v in values)), number + 1)
+
+    return rows.select((number + first_index).alias("index"), pick([r.partition for r in ranges], "int").alias(
+        "partition"), pick([r.start for r in ranges], "long").alias("start"),
+        pick([r.end for r in ranges], "long").alias("end"))
 
 
 def staged_moves(warehouse: Path, staging: Path, topic: str, ranges: list[OffsetRange],

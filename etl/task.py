@@ -22,7 +22,6 @@ keyed by range index, so a task run twice reports once.
 from __future__ import annotations
 
 import base64
-import datetime
 import io
 import json
 import socket
@@ -39,6 +38,7 @@ from fastavro.schema import SchemaParseException
 from pyspark.accumulators import AccumulatorParam
 
 from etl.avro_types import raw_arrow_schema, without_logical_types
+from etl.columns import FetchColumns, day_text, fetch_columns, header_columns_fit
 from etl.quarantine import (
     NOT_WIRE_FORMAT,
     NULL_VALUE,
@@ -78,7 +78,6 @@ PARTITION_COLUMNS = (("date", pa.string()), ("hour", pa.int32()))
 
 TASK_ERROR = "etl task error: "
 _PREFIX_SIZE = 5
-_EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 _NOT_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _ATTEMPTS = 10
 #: What fastavro and our checks raise for bytes that do not decode into the reader schema.
@@ -151,12 +150,17 @@ def _registry(url: str, settings: RegistryClientSettings = NO_REGISTRY_SECURITY)
 
 class Decoder:
     """Wire-format values of one topic into reader-schema dicts (raw logical values), writers cached by id, ids the
-    registry does not know remembered (one look-up per id per task)."""
+    registry does not know remembered (one look-up per id per task).
+
+    A writer schema identical to the reader's (the usual case: the events were written with the subject's latest
+    version) decodes without fastavro's schema resolution, which would map every field onto itself (measured: 40%
+    of the decode's CPU)."""
 
     def __init__(self, registry: SchemaRegistryClient, reader_schema: str) -> None:
         self.registry = registry
         self.reader = fastavro.parse_schema(without_logical_types(json.loads(reader_schema)))
-        self.writers: dict[int, Any] = {}
+        #: schema id -> (the parsed writer schema, the reader schema to resolve it into or None if they are equal).
+        self.writers: dict[int, tuple[Any, Any]] = {}
         self.unknown: dict[int, str] = {}
 
     def decode(self, value: bytes | None) -> dict[str, Any]:
@@ -168,13 +172,13 @@ class Decoder:
             schema_id = schema_id_of(value)
         except WireFormatError as error:
             raise BadRecord(NOT_WIRE_FORMAT, f"cannot decode the value: {error}") from None
-        writer = self.writers.get(schema_id)
-        if writer is None:
-            writer = self._writer(schema_id)
+        found = self.writers.get(schema_id)
+        if found is None:
+            found = self._writer(schema_id)
         stream = io.BytesIO(value)
         stream.seek(_PREFIX_SIZE)
         try:
-            record = fastavro.schemaless_reader(stream, writer, self.reader)
+            record = fastavro.schemaless_reader(stream, *found)
         except _UNDECODABLE as error:
             raise BadRecord(UNDECODABLE, f"cannot decode the value: {type(error).__name__}: {error}",
                             schema_id) from None
@@ -183,7 +187,7 @@ class Decoder:
                                          f"the record (schema id {schema_id})", schema_id)
         return record
 
-    def _writer(self, schema_id: int) -> Any:
+    def _writer(self, schema_id: int) -> tuple[Any, Any]:
         known = self.unknown.get(schema_id)
         if known is not None:
             raise BadRecord(UNKNOWN_SCHEMA_ID, known, schema_id)
@@ -199,16 +203,8 @@ class Decoder:
         except (SchemaParseException, ValueError, TypeError, KeyError) as error:
             raise BadRecord(UNDECODABLE, f"cannot decode the value: the writer schema {schema_id} does not parse: "
                                          f"{error}", schema_id) from None
-        self.writers[schema_id] = writer
-        return writer
-
-
-def _day(ms: int, cache: dict[int, str]) -> str:
-    days = ms // 86_400_000
-    text = cache.get(days)
-    if text is None:
-        text = cache[days] = datetime.date.fromordinal(_EPOCH_ORDINAL + days).isoformat()
-    return text
+        found = self.writers[schema_id] = (writer, None if writer == self.reader else self.reader)
+        return found
 
 
 #: What the audit counts a row under: ((datacenter, window start), event id or None, message bytes, event time ms).
@@ -227,7 +223,8 @@ class RowBuilder:
         self.decoder = decoder
         self.window_ms = window_ms
         self.drop = drop
-        self._days: dict[int, str] = {}
+        #: The text of each day seen (etl.columns.day_text).
+        self.days: dict[int, str] = {}
 
     def row(self, record: Any) -> tuple[dict[str, Any], Mark] | None:
         """The row of ``record`` (a fetched Record) and its mark; None for an event the fault injection drops.
@@ -244,7 +241,7 @@ class RowBuilder:
         if not isinstance(event_ms, int):
             event_ms = record.timestamp
         try:
-            day = _day(event_ms, self._days)
+            day = day_text(event_ms, self.days)
         except (ValueError, OverflowError):
             raise BadRecord(UNCONVERTIBLE, f"cannot convert the value to a row: its event time {event_ms} ms is "
                                            f"outside the calendar", schema_id_of(value)) from None
@@ -302,6 +299,10 @@ class _RangeLoader:
         self.builder = RowBuilder(context.topic, partition, decoder, window_ms, context.faults.drop_event_ids)
         self.arrow_schema = arrow_schema
         self.target = target
+        added = len(LINEAGE_FIELDS) + len(PARTITION_COLUMNS)
+        self.event_schema = pa.schema(list(arrow_schema)[:-added])
+        #: Whether fetches are loaded column by column (etl.columns) rather than row by row (RowBuilder).
+        self.columnar = not context.faults.drop_event_ids and header_columns_fit(self.event_schema)
         self.window_ms = window_ms
         self.partition = partition
         self.start = start
@@ -329,7 +330,9 @@ class _RangeLoader:
                     if consumer is None:
                         consumer = self._consumer(cluster)
                     messages = consumer.fetch(FetchRequest(context.topic, self.partition, offset, context.fetch_size))
-                    rows, marks, sources, bad = self._rows(messages, offset)
+                    loaded = self._columns(messages, offset) if self.columnar else None
+                    if loaded is None:
+                        rows, marks, sources, bad = self._rows(messages, offset)
                 except OffsetOutOfRange as error:
                     offset = self._out_of_range(offset, error)
                     continue
@@ -357,7 +360,10 @@ class _RangeLoader:
                 stuck = 0
                 offset = messages.next_offset
                 batch = None
-                if rows:
+                if loaded is not None:
+                    batch, bad = loaded.batch, loaded.bad
+                    self._add(loaded)
+                elif rows:
                     batch, refused = convertible(rows, self.arrow_schema, self.target)
                     if refused:
                         gone = {index for index, _ in refused}
@@ -397,6 +403,32 @@ class _RangeLoader:
 
     def _where(self, offset: int) -> str:
         return f"{self.context.topic}-{self.partition} offset {offset}"
+
+    def _columns(self, messages: Any, offset: int) -> FetchColumns | None:
+        """One fetch loaded column by column (None: take the row path for it); with on.bad.record=fail the first
+        record that cannot be a row fails the task."""
+        loaded = fetch_columns(messages, offset, self.end, self.context.topic, self.partition,
+                               self.builder.decoder.decode, self.event_schema, self.arrow_schema, self.target,
+                               self.window_ms, time.time(), self.builder.days)
+        if loaded is not None and loaded.bad and self.quarantine is None:
+            record, error = loaded.bad[0]
+            raise TaskError(f"{self._where(record.offset)}: {error.message}")
+        return loaded
+
+    def _add(self, loaded: FetchColumns) -> None:
+        """Count the rows of a fetch loaded column by column under their datacenter and window."""
+        for key, counts in loaded.windows.items():
+            found = self.windows.get(key)
+            if found is None:
+                found = self.windows[key] = [0, 0]
+                self.window_ids[key] = []
+                self.window_latency[key] = LatencyBuckets()
+            found[0] += counts.rows
+            found[1] += counts.bytes
+            self.window_ids[key] += counts.ids
+            self.window_latency[key].merge(counts.latency)
+            self.rows += counts.rows
+            self.bytes += counts.bytes
 
     def _rows(self, messages: Any, offset: int) -> tuple[list[dict[str, Any]], list[Mark], list[Any],
                                                          list[tuple[Any, BadRecord]]]:

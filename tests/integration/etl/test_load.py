@@ -10,6 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from etl.job import EtlError, LockLost, run_once
+from etl.load import range_frame
+from etl.plan import OffsetRange
 from etl.query import QueryError, show_query
 from etl.store import Warehouse
 from pipeline.auditing.latency import LatencyBuckets
@@ -323,3 +325,11 @@ def test_closed_hours_are_compacted_by_the_runs_exactly_once_with_lineage_and_ev
     show_query(spark, warehouse, "SELECT count(*) AS n, count(DISTINCT kafka_partition, kafka_offset) AS d "
                                  "FROM compacted", 5)
     assert "|27 |27 |" in capsys.readouterr().out
+
+
+def test_the_range_frame_holds_range_i_alone_in_partition_i_with_its_index_in_the_run(spark: SparkSession) -> None:
+    ranges = [OffsetRange("t", p, 10 * p + 2 ** 40, 10 * p + 5 + 2 ** 40) for p in range(5)]
+    frame = range_frame(spark, ranges, 7)
+    assert frame.rdd.getNumPartitions() == 5
+    assert frame.rdd.glom().map(lambda rows: [tuple(r) for r in rows]).collect() == \
+        [[(7 + i, r.partition, r.start, r.end)] for i, r in enumerate(ranges)]
