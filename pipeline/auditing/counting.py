@@ -54,6 +54,17 @@ class _Window:
         self.latency = LatencyBuckets()
 
 
+class _Settled:
+    """The outcomes of one window in a call of ``settled``: how many, their bytes, latencies and ids."""
+
+    __slots__ = ("count", "bytes", "latencies", "ids")
+
+    def __init__(self) -> None:
+        self.count = self.bytes = 0
+        self.latencies: list[float] = []
+        self.ids: list[str | bytes] = []
+
+
 class _Quarantined:
     """The records of one (server, topic, window, reason) set aside for good."""
 
@@ -114,37 +125,46 @@ class AuditCounter:
                 event_ids: Sequence[str | bytes | None] | None = None) -> None:
         """Events (server, topic, event time, encoded bytes) the broker acknowledged, or that failed for good;
         ``event_ids`` (one per outcome, None where unknown) go into the windows' sketches: the acknowledged ones'
-        or the failed ones'."""
+        or the failed ones'. Grouped by window first (a batch's events mostly share one), the lock held only to
+        add each window's sums."""
         window_ms = self.window_ms
-        by_window: dict[tuple[str, str, int], list[str | bytes]] = {}
         now_s = time.time()
+        groups: dict[tuple[str, str, int], _Settled] = {}
+        last_key: tuple[str, str, int] | None = None
+        group = _Settled()
+        for n, (server, topic, event_time_ms, size) in enumerate(outcomes):
+            key = (server, topic, event_time_ms - event_time_ms % window_ms)
+            if key != last_key:
+                last_key = key
+                group = groups.get(key)  # type: ignore[assignment]
+                if group is None:
+                    group = groups[key] = _Settled()
+            group.count += 1
+            group.bytes += size
+            if acknowledged:
+                group.latencies.append(now_s - event_time_ms / 1000)
+            if event_ids is not None and event_ids[n] is not None:
+                group.ids.append(event_ids[n])  # type: ignore[arg-type]
         with self._lock:
             windows = self._windows
-            for n, (server, topic, event_time_ms, size) in enumerate(outcomes):
-                key = (server, topic, event_time_ms - event_time_ms % window_ms)
+            for key, group in groups.items():
                 window = windows[key]
-                window.in_flight -= 1
+                window.in_flight -= group.count
                 if acknowledged:
-                    window.count += 1
-                    window.bytes += size
-                    window.latency.add(now_s - event_time_ms / 1000)
-                    if event_ids is not None and event_ids[n] is not None:
-                        by_window.setdefault(key, []).append(event_ids[n])  # type: ignore[arg-type]
+                    window.count += group.count
+                    window.bytes += group.bytes
+                    window.latency.add_all(group.latencies)
+                    if group.ids:
+                        if window.sketch is None:
+                            window.sketch = EventSketch()
+                        window.sketch.add(group.ids)
                 else:
-                    window.failed += 1
-                    window.failed_bytes += size
-                    if event_ids is not None and event_ids[n] is not None:
-                        by_window.setdefault(key, []).append(event_ids[n])  # type: ignore[arg-type]
-            for key, ids in by_window.items():
-                window = windows[key]
-                if acknowledged:
-                    if window.sketch is None:
-                        window.sketch = EventSketch()
-                    window.sketch.add(ids)
-                else:
-                    if window.failed_sketch is None:
-                        window.failed_sketch = EventSketch()
-                    window.failed_sketch.add(ids)
+                    window.failed += group.count
+                    window.failed_bytes += group.bytes
+                    if group.ids:
+                        if window.failed_sketch is None:
+                            window.failed_sketch = EventSketch()
+                        window.failed_sketch.add(group.ids)
 
     def quarantined(self, server: str, topic: str, event_time_ms: int, size: int, reason: str,
                     event_id: str | bytes | None, *, in_flight: bool = False) -> None:

@@ -33,6 +33,17 @@ class LatencyBuckets:
         self.counts[bisect.bisect_left(BUCKETS, seconds)] += n
         self.total += seconds * n
 
+    def add_all(self, seconds: Iterable[float]) -> None:
+        """``add`` of each of ``seconds``, in order (the same counts and the same float sum)."""
+        counts = self.counts
+        total = self.total
+        for s in seconds:
+            if s < 0.0:
+                s = 0.0
+            counts[bisect.bisect_left(BUCKETS, s)] += 1
+            total += s
+        self.total = total
+
     def merge(self, other: "LatencyBuckets") -> None:
         for i, count in enumerate(other.counts):
             self.counts[i] += count

@@ -34,6 +34,15 @@ _VERSION = 1
 _HEADER = struct.Struct("<BH")
 _KEY = b"kafka-pipeline-audit-sketch-v1"
 _MASK64 = (1 << 64) - 1
+#: Ids added once are hashed into the cells this many at a time (or when the cells are read).
+_FLUSH_IDS = 4096
+#: Text ids are read in one pass from this many on (below, one by one costs less).
+_BULK_TEXT_IDS = 16
+_SEEDED = hashlib.blake2b(digest_size=24, key=_KEY)
+_TABLE_STARTS = np.arange(HASHES, dtype=np.uint32)
+#: Where a canonical UUID text (36 characters) has its dashes, and where its 32 hex digits.
+_DASHES = np.zeros(36, dtype=bool)
+_DASHES[[8, 13, 18, 23]] = True
 
 
 class SketchError(ValueError):
@@ -43,6 +52,48 @@ class SketchError(ValueError):
 def id_bytes(event_id: str) -> bytes:
     """The 16 bytes of a UUID given in its canonical text form."""
     return bytes.fromhex(event_id.replace("-", ""))
+
+
+def _joined_keys(ids: Iterable[bytes | str]) -> bytes:
+    """The 16-byte ids of ``ids`` back to back; SketchError for an id that is not 16 bytes (or a UUID's text)."""
+    if not isinstance(ids, (list, tuple)):
+        ids = list(ids)
+    if not ids:
+        return b""
+    if all(type(i) is bytes for i in ids):
+        if set(map(len, ids)) != {16}:
+            raise SketchError(f"an event id is 16 bytes, got {next(len(i) for i in ids if len(i) != 16)}")
+        return b"".join(ids)
+    if len(ids) >= _BULK_TEXT_IDS and all(type(i) is str for i in ids):
+        joined = _canonical_uuids(ids)
+        if joined is not None:
+            return joined
+    keys = [i if isinstance(i, bytes) else id_bytes(i) for i in ids]
+    for key in keys:
+        if len(key) != 16:
+            raise SketchError(f"an event id is 16 bytes, got {len(key)}")
+    return b"".join(keys)
+
+
+def _canonical_uuids(ids: list[str]) -> bytes | None:
+    """The bytes of ``ids`` when every one is a UUID in canonical text form (8-4-4-4-12 hex digits), read in one
+    pass; None when any is not (the caller then reads them one by one, as ``id_bytes``)."""
+    try:
+        text = "".join(ids).encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    if len(text) != 36 * len(ids):
+        return None
+    chars = np.frombuffer(text, dtype=np.uint8).reshape(-1, 36)
+    if not (chars[:, _DASHES] == ord("-")).all():
+        return None
+    digits = chars[:, ~_DASHES].tobytes()
+    try:
+        joined = bytes.fromhex(digits.decode("ascii"))
+    except ValueError:
+        return None
+    # fromhex skips whitespace: anything but 32 hex digits per id comes out short.
+    return joined if len(joined) == 16 * len(ids) else None
 
 
 def _digest(key: bytes) -> tuple[int, ...]:
@@ -79,37 +130,75 @@ class EventSketch:
         if not 1 <= cells_per_table <= 0xFFFF:
             raise SketchError(f"cells per table must be 1..65535, got {cells_per_table}")
         self.cells_per_table = cells_per_table
-        cells = HASHES * cells_per_table
         # Columns: count, four id lanes, check hash.
-        self.cells = np.zeros((cells, 6), dtype=np.int64)
+        self._cells = np.zeros((HASHES * cells_per_table, 6), dtype=np.int64)
+        #: Ids added once and not yet in the cells: 16 bytes each, back to back, and how many.
+        self._pending: list[bytes] = []
+        self._pending_ids = 0
 
     @property
     def size_bytes(self) -> int:
-        return _HEADER.size + self.cells.nbytes
+        return _HEADER.size + self._cells.nbytes
 
     def _indices(self, h: tuple[int, ...]) -> list[int]:
         t = self.cells_per_table
         return [j * t + h[1 + j] % t for j in range(HASHES)]
 
+    @property
+    def cells(self) -> np.ndarray:
+        """The cells (rows of count, four id lanes, check hash), every id added so far in them."""
+        if self._pending:
+            self._flush()
+        return self._cells
+
+    @cells.setter
+    def cells(self, value: np.ndarray) -> None:
+        self._pending = []
+        self._pending_ids = 0
+        self._cells = value
+
     def add(self, ids: Iterable[bytes | str], copies: int = 1) -> None:
-        """Count each id ``copies`` times (negative to take copies away)."""
-        keys = [i if isinstance(i, bytes) else id_bytes(i) for i in ids]
+        """Count each id ``copies`` times (negative to take copies away).
+
+        Ids added once are kept as bytes and hashed into the cells in bulk (``_FLUSH_IDS`` at a time, or when the
+        cells are read), so that many small calls cost about what one large call does."""
+        keys = _joined_keys(ids)
         if not keys:
             return
-        for key in keys:
-            if len(key) != 16:
-                raise SketchError(f"an event id is 16 bytes, got {len(key)}")
+        if copies == 1:
+            self._pending.append(keys)
+            self._pending_ids += len(keys) >> 4
+            if self._pending_ids >= _FLUSH_IDS:
+                self._flush()
+        else:
+            self._put(keys, copies)
+
+    def _flush(self) -> None:
+        keys = b"".join(self._pending)
+        self._pending = []
+        self._pending_ids = 0
+        self._put(keys, 1)
+
+    def _put(self, keys: bytes, copies: int) -> None:
+        """Add the ids of ``keys`` (16 bytes each, back to back) ``copies`` times to the cells."""
         t = self.cells_per_table
-        rows = np.empty((len(keys), 6), dtype=np.int64)
+        view = memoryview(keys)
+        seed = _SEEDED.copy
+        digests = []
+        for i in range(0, len(keys), 16):
+            h = seed()
+            h.update(view[i:i + 16])
+            digests.append(h.digest())
+        n = len(digests)
+        rows = np.empty((n, 6), dtype=np.int64)
         rows[:, 0] = copies
         with np.errstate(over="ignore"):
-            rows[:, 1:5] = np.frombuffer(b"".join(keys), dtype="<u4").reshape(-1, 4).astype(np.int64) * copies
-            digests = np.frombuffer(b"".join(hashlib.blake2b(k, digest_size=24, key=_KEY).digest() for k in keys),
-                                    dtype="<u8").reshape(-1, 3)
-            rows[:, 5] = digests[:, 0].view(np.int64) * copies
-            hashes = digests[:, 1:].copy().view("<u4")
-            for j in range(HASHES):
-                np.add.at(self.cells, (j * t + hashes[:, j] % t).astype(np.int64), rows)
+            rows[:, 1:5] = np.frombuffer(keys, dtype="<u4").reshape(-1, 4).astype(np.int64) * copies
+            hashed = np.frombuffer(b"".join(digests), dtype="<u8").reshape(-1, 3)
+            rows[:, 5] = hashed[:, 0].view(np.int64) * copies
+            # One cell per sub-table: the j-th 32-bit index hash modulo t, in sub-table j (t cells from j * t).
+            indices = hashed[:, 1:].copy().view("<u4")[:, :HASHES] % t + _TABLE_STARTS[:HASHES] * t
+            np.add.at(self._cells, indices.T.ravel().astype(np.intp), np.tile(rows, (HASHES, 1)))
 
     def __add__(self, other: "EventSketch") -> "EventSketch":
         return self._combined(other, 1)
