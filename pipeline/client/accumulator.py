@@ -45,11 +45,11 @@ class PendingBatch:
     def __repr__(self) -> str:
         return f"PendingBatch({self.topic}-{self.partition}, {len(self.values)} messages)"
 
-    def add(self, key: bytes | None, values: list, messages: list, timestamps: list[int] | None,
+    def add(self, keys: list, values: list, messages: list, timestamps: list[int] | None,
             headers: list | None) -> None:
-        """Append messages, with or without timestamps and headers. Once one message has a timestamp, the
-        others get the time they were queued (Kafka stamps a record when send() is called); messages
-        without headers get None."""
+        """Append messages (one key each), with or without timestamps and headers. Once one message has a
+        timestamp, the others get the time they were queued (Kafka stamps a record when send() is called);
+        messages without headers get None."""
         n = len(values)
         if timestamps is not None or self.timestamps is not None:
             if self.timestamps is None:
@@ -60,7 +60,7 @@ class PendingBatch:
                 self.headers = [None] * len(self.values)
             self.headers += [None] * n if headers is None else headers
         self.values += values
-        self.keys += [key] * n
+        self.keys += keys
         self.messages += messages
 
 
@@ -92,6 +92,12 @@ class RecordAccumulator:
                timestamps: list[int] | None = None, headers: list | None = None) -> None:
         """Queue the messages of one ProducerData (all with the same key) for ``topic``-``partition``,
         with their timestamps and headers if they have them."""
+        self.append_all(topic, partition, [key] * len(values), values, messages, timestamps, headers)
+
+    def append_all(self, topic: str, partition: int, keys: list, values: list, messages: list,
+                   timestamps: list[int] | None = None, headers: list | None = None) -> None:
+        """Queue messages for ``topic``-``partition``, one key each, with their timestamps and headers if they
+        have them, under one take of the lock."""
         n = len(values)
         with self._lock:
             if self._queued + n > self.max_messages or self.closed:
@@ -108,22 +114,17 @@ class RecordAccumulator:
             if n < room:
                 if plain and batch.timestamps is None and batch.headers is None:
                     batch.values += values
-                    batch.keys += [key] * n
+                    batch.keys += keys
                     batch.messages += messages
                 else:
-                    batch.add(key, values, messages, timestamps, headers)
+                    batch.add(keys, values, messages, timestamps, headers)
                 return
             start = 0
             while start < n:
                 end = start + min(room, n - start)
-                if plain and batch.timestamps is None and batch.headers is None:
-                    batch.values.extend(values[start:end])
-                    batch.keys.extend([key] * (end - start))
-                    batch.messages.extend(messages[start:end])
-                else:
-                    batch.add(key, values[start:end], messages[start:end],
-                              None if timestamps is None else timestamps[start:end],
-                              None if headers is None else headers[start:end])
+                batch.add(keys[start:end], values[start:end], messages[start:end],
+                          None if timestamps is None else timestamps[start:end],
+                          None if headers is None else headers[start:end])
                 start = end
                 if len(batch.values) >= self.batch_size:
                     self._full.append(batch)

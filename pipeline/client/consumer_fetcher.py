@@ -109,7 +109,7 @@ class ConsumerFetcher:
 
     def _deliver(self, info: PartitionTopicInfo, result: MessageSet) -> None:
         if info.active:
-            self._put(info, Chunk(info, iter(result), result.next_offset))
+            self._put(info, Chunk(info, result.record_batches(), result.next_offset))
 
     def _fail(self, info: PartitionTopicInfo, error: BaseException) -> None:
         """Stop fetching the partition and hand the error to its reader."""

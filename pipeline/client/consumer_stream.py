@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from itertools import repeat
 from typing import Iterator
 
 from pipeline.client.consumer import ConsumerRecord
@@ -25,6 +26,7 @@ from pipeline.records import Record
 __all__ = ["ConsumerTimeout", "KafkaStream", "PartitionTopicInfo"]
 
 _SHUTDOWN = object()
+_new_tuple = tuple.__new__
 
 
 class ConsumerTimeout(KafkaClientError):
@@ -51,16 +53,34 @@ class PartitionTopicInfo(FetchPosition):
 
 
 class Chunk:
-    """One fetch result of one partition, handed out record by record."""
+    """One fetch result of one partition, handed out one decoded record batch at a time.
 
-    __slots__ = ("info", "records", "end")
+    ``records`` is the current record batch as ConsumerRecords and ``taken`` how many of them were handed out;
+    ``batches`` yields the next record batches' records (decoded when asked for).
+    """
 
-    def __init__(self, info: PartitionTopicInfo, records: Iterator[Record], end: int | None = None) -> None:
+    __slots__ = ("info", "batches", "records", "taken", "end")
+
+    def __init__(self, info: PartitionTopicInfo, batches: Iterator[list[Record]], end: int | None = None) -> None:
         self.info = info
-        self.records = records
+        self.batches = batches
+        self.records: list[ConsumerRecord] = []
+        self.taken = 0
         #: The offset after the fetch: past its last record, and past the control batches and aborted
         #: transactions a read_committed fetch left out after it.
         self.end = end
+
+    def advance(self) -> bool:
+        """Decode the next record batch into ``records``; False when none is left."""
+        for records in self.batches:
+            if records:
+                tp = (self.info.topic, self.info.partition)
+                self.records = list(map(_new_tuple, repeat(ConsumerRecord), map(tp.__add__, records)))
+                self.taken = 0
+                return True
+        self.records = []
+        self.taken = 0
+        return False
 
 
 class KafkaStream:
@@ -106,21 +126,38 @@ class KafkaStream:
             info.consumed_offset = self._unacked_offset
 
     def __next__(self) -> ConsumerRecord:
+        return self._take(1)[0]
+
+    def next_batch(self) -> list[ConsumerRecord]:
+        """The next records of one partition, in offset order: what is left of the record batch the stream is
+        handing out (at least one record). Waits, times out and ends as ``next()`` does; the records count
+        as consumed once the next ``next()`` / ``next_batch()`` (or ``acknowledge()``) is called, as a
+        record handed out by ``next()`` does."""
+        return self._take(0)
+
+    def _take(self, limit: int) -> list[ConsumerRecord]:
+        """Up to ``limit`` records (0: all that are left of the current record batch) of one partition."""
         if self._unacked is not None:
             self.acknowledge()
         deadline = None if self._timeout_ms < 0 else time.monotonic() + self._timeout_ms / 1000
         while True:
             chunk = self._chunk
             if chunk is not None:
-                record = next(chunk.records, None)
-                if record is not None:
+                records = chunk.records
+                taken = chunk.taken
+                if taken < len(records) or chunk.advance():
+                    records = chunk.records
+                    taken = chunk.taken
+                    stop = len(records) if limit == 0 else min(taken + limit, len(records))
                     info = chunk.info
                     with self._lock:
                         if info.active:
+                            chunk.taken = stop
+                            out = records[taken:stop] if taken or stop < len(records) else records
                             if self._acknowledge_on_next:
                                 self._unacked = info
-                                self._unacked_offset = record.offset + 1
-                            return ConsumerRecord(info.topic, info.partition, *record)
+                                self._unacked_offset = out[-1].offset + 1
+                            return out
                 if chunk.end is not None:
                     self._passed(chunk)
                 self._chunk = None

@@ -101,29 +101,35 @@ class ProducerData:
         self.timestamps: list[int] | None = None
         self.headers: list[list[Header] | None] | None = None
         if partition is not None or timestamps is not None or headers is not None:
-            self._check_extras(partition, timestamps, headers)
-
-    def _check_extras(self, partition: int | None, timestamps: int | Sequence[int] | None,
-                      headers: Sequence[Sequence[Header] | Mapping[str, bytes | None] | None] | None) -> None:
-        n = len(self.messages)
-        if partition is not None and (type(partition) is not int or partition < 0):
-            raise ValueError(f"partition must be an int >= 0, got {partition!r}")
-        if timestamps is not None:
-            stamps = [timestamps] * n if isinstance(timestamps, int) else list(timestamps)
-            if len(stamps) != n:
-                raise ValueError(f"{len(stamps)} timestamps for {n} messages")
-            for stamp in stamps:
-                if type(stamp) is not int or stamp < 0:
-                    raise ValueError(f"a timestamp must be an int >= 0 (ms since the epoch), got {stamp!r}")
-            self.timestamps = stamps
-        if headers is not None:
-            checked = [None if h is None else _checked_headers(h) for h in headers]
-            if len(checked) != n:
-                raise ValueError(f"{len(checked)} header lists for {n} messages")
-            self.headers = checked if any(checked) else None
+            self.timestamps, self.headers = _checked_extras(len(self.messages), partition, timestamps, headers)
 
     def __repr__(self) -> str:
         return f"ProducerData({self.topic!r}, {self.key!r}, {len(self.messages)} messages)"
+
+
+def _checked_extras(n: int, partition: int | None, timestamps: int | Sequence[int] | None,
+                    headers: Sequence[Sequence[Header] | Mapping[str, bytes | None] | None] | None
+                    ) -> tuple[list[int] | None, list[list[Header] | None] | None]:
+    """The partition, timestamps and headers given for ``n`` messages checked: the timestamps as a list (or
+    None), the headers as (str, bytes | None) lists (or None when no message has any); ValueError otherwise."""
+    if partition is not None and (type(partition) is not int or partition < 0):
+        raise ValueError(f"partition must be an int >= 0, got {partition!r}")
+    stamps = None
+    if timestamps is not None:
+        stamps = [timestamps] * n if isinstance(timestamps, int) else list(timestamps)
+        if len(stamps) != n:
+            raise ValueError(f"{len(stamps)} timestamps for {n} messages")
+        for stamp in stamps:
+            if type(stamp) is not int or stamp < 0:
+                raise ValueError(f"a timestamp must be an int >= 0 (ms since the epoch), got {stamp!r}")
+    checked = None
+    if headers is not None:
+        checked = [None if h is None else _checked_headers(h) for h in headers]
+        if len(checked) != n:
+            raise ValueError(f"{len(checked)} header lists for {n} messages")
+        if not any(checked):
+            checked = None
+    return stamps, checked
 
 
 def _checked_headers(headers: Sequence[Header] | Mapping[str, bytes | None]) -> list[Header]:
@@ -193,6 +199,11 @@ class _Run(NamedTuple):
     values: list
     timestamps: list | None
     headers: list | None
+
+    def pick(self, indices: list[int]) -> "_Run":
+        return _Run([self.messages[i] for i in indices], [self.values[i] for i in indices],
+                    None if self.timestamps is None else [self.timestamps[i] for i in indices],
+                    None if self.headers is None else [self.headers[i] for i in indices])
 
     def cut(self, start: int, end: int) -> "_Run":
         return _Run(self.messages[start:end], self.values[start:end],
@@ -301,18 +312,122 @@ class Producer:
                 batches = [b for item in ([data] if type(data) is ProducerData else data) for b in self._batches(item)]
             for batch in batches:
                 batch.created = taken
-            failures, _ = self._sender.send(batches)
-            failed = sum(b.count for b, _ in failures)
-            self.failed_messages += failed
-            self.sent_messages += sum(b.count for b in batches) - failed
-            if failures:
-                raise ProduceError(failures)
+            self._send_sync(batches)
         except (KafkaClientError, KafkaProtocolError) as exc:
             # Inside a transaction any failed send (a record too large included, as Kafka's doSend) makes it
             # abortable; the sender already said so for what it sent.
             if self._transactions is not None:
                 self._transactions.on_send_failures([(data, exc)], unknown_outcome=False)
             raise
+
+    def send_batch(self, topic: str, messages: Sequence[Any], *, keys: Sequence[Any] | None = None,
+                   partition: int | None = None, timestamps: int | Sequence[int] | None = None,
+                   headers: Sequence[Sequence[Header] | Mapping[str, bytes | None] | None] | None = None) -> None:
+        """Send many messages of ``topic`` in one call, for callers that already hold them as lists: what
+        ``send`` does with one ProducerData per message, without building those (async: one take of the queue's
+        lock per partition).
+
+        ``keys``: one key per message (None: all keyless); ``partition``: all go there, else each keyed message
+        goes where the partitioner puts its key and the keyless ones together to one partition, as a keyless
+        ProducerData; ``timestamps`` and ``headers`` as in ProducerData. Each partition's messages keep their
+        order. The callback handler's on_enqueue gets one ProducerData per partition (its key None when the
+        messages' keys differ); its ProducerBatches hold the original messages, as with send().
+        """
+        if self.closed:
+            raise KafkaClientError("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
+        try:
+            self._send_batch(topic, messages, keys, partition, timestamps, headers)
+        except (KafkaClientError, KafkaProtocolError) as exc:
+            if self._transactions is not None:
+                self._transactions.on_send_failures([(topic, exc)], unknown_outcome=False)
+            raise
+
+    def _send_batch(self, topic: str, messages: Sequence[Any], keys: Sequence[Any] | None, partition: int | None,
+                    timestamps: int | Sequence[int] | None, headers: Sequence[Any] | None) -> None:
+        messages = messages if type(messages) is list else list(messages)
+        n = len(messages)
+        if n == 0:
+            return
+        stamps, checked = _checked_extras(n, partition, timestamps, headers)
+        values = self.encoder.encode_for(topic, messages)
+        if keys is None:
+            encoded_keys: list = [None] * n
+            klen = 0
+        else:
+            if len(keys) != n:
+                raise ValueError(f"{len(keys)} keys for {n} messages")
+            encoded_keys = self.key_encoder.encode_all(keys)
+            klen = max(map(len, filter(None, encoded_keys)), default=0)
+        partitions = self._known_partitions(topic)
+        self._check_sizes(topic, encoded_keys, klen, values, checked)
+        if partition is not None:
+            if partition >= partitions:
+                self._check_partition(topic, partition)
+            groups: dict[int, list[int] | None] = {partition: None}
+        else:
+            groups = self._group_by_partition(topic, encoded_keys, partitions)
+        taken = time.monotonic()
+        batches: list[ProducerBatch] = []
+        for target, indices in groups.items():
+            run, run_keys = _Run(messages, values, stamps, checked), encoded_keys
+            if indices is not None:
+                run, run_keys = run.pick(indices), [encoded_keys[i] for i in indices]
+            if self.callback_handler is not None:
+                data = ProducerData(topic, run_keys[0] if run_keys.count(run_keys[0]) == len(run_keys) else None,
+                                    run.messages)
+                data.partition, data.timestamps, data.headers = target, run.timestamps, run.headers
+                self.callback_handler.on_enqueue(data)
+            if self._accumulator is not None:
+                self._append_run(topic, target, run_keys, run)
+                continue
+            pending = PendingBatch(topic, target, taken)
+            pending.keys, pending.values, pending.messages = run_keys, run.values, run.messages
+            pending.timestamps, pending.headers = run.timestamps, run.headers
+            batches.extend(self._encode_pending(pending))
+        if batches:
+            self._send_sync(batches)
+
+    def _send_sync(self, batches: list[ProducerBatch]) -> None:
+        """Send on the caller's thread; ProduceError names what was not stored."""
+        failures, _ = self._sender.send(batches)
+        failed = sum(b.count for b, _ in failures)
+        self.failed_messages += failed
+        self.sent_messages += sum(b.count for b in batches) - failed
+        if failures:
+            raise ProduceError(failures)
+
+    def _append_run(self, topic: str, partition: int, keys: list, run: "_Run") -> None:
+        """Queue a run in one piece, or in pieces of queue.buffering.max.messages when it is longer."""
+        accumulator = self._accumulator
+        assert accumulator is not None
+        step = max(accumulator.max_messages, 1)
+        n = len(keys)
+        for start in range(0, n, step):
+            part, part_keys = (run, keys) if n <= step else (run.cut(start, start + step), keys[start:start + step])
+            accumulator.append_all(topic, partition, part_keys, part.values, part.messages, part.timestamps,
+                                   part.headers)
+
+    def _group_by_partition(self, topic: str, keys: list, partitions: int) -> dict[int, list[int] | None]:
+        """Partition -> the positions of the messages bound there (None: all of them, in one partition)."""
+        keyless: int | None = None
+        groups: dict[int, list[int]] = {}
+        for i, key in enumerate(keys):
+            if key is None:
+                if keyless is None:
+                    keyless = self._partition(topic, None, partitions)
+                target = keyless
+            else:
+                target = self._partition(topic, key, partitions)
+            group = groups.get(target)
+            if group is None:
+                groups[target] = [i]
+            else:
+                group.append(i)
+        if len(groups) == 1:
+            return dict.fromkeys(groups)
+        return groups  # type: ignore[return-value]
 
     # -- transactions (Kafka's KIP-98 producer API) -----------------------------------------------------
 
@@ -580,26 +695,10 @@ class Producer:
             key = self.key_encoder.encode(key)
             klen = len(key)
         topic = data.topic
-        state = self._topics.get(topic)
-        partitions = state.partitions if state is not None and time.monotonic() < state.expires \
-            else self._partitions(topic)
+        keys = [key] * len(values)
+        partitions = self._known_partitions(topic)
         headers = data.headers
-        if headers is None:
-            limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
-            for value in values:
-                if value is not None and len(value) > limit:
-                    self._check_size(topic, key, value)
-        else:
-            limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
-            for value, value_headers in zip(values, headers):
-                # An upper bound first (a header: two varints of at most 5 bytes, at most 4 bytes a character of
-                # its name, its value); the exact size only for a record that may not fit.
-                bound = 0 if value is None else len(value)
-                if value_headers:
-                    for name, header_value in value_headers:
-                        bound += 10 + 4 * len(name) + (0 if header_value is None else len(header_value))
-                if bound > limit:
-                    self._check_size(topic, key, value, value_headers)
+        self._check_sizes(topic, keys, klen, values, headers)
         partition = data.partition
         if partition is None:
             partition = self._partition(topic, key, partitions)
@@ -607,8 +706,30 @@ class Producer:
             self._check_partition(topic, partition)
         if self.callback_handler is not None:
             self.callback_handler.on_enqueue(data)
-        self._accumulator.append(topic, partition, key, values, data.messages,  # type: ignore[union-attr]
-                                 data.timestamps, headers)
+        self._accumulator.append_all(topic, partition, keys, values, data.messages,  # type: ignore[union-attr]
+                                     data.timestamps, headers)
+
+    def _known_partitions(self, topic: str) -> int:
+        state = self._topics.get(topic)
+        return state.partitions if state is not None and time.monotonic() < state.expires else self._partitions(topic)
+
+    def _check_sizes(self, topic: str, keys: list, klen: int, values: list, headers: list | None) -> None:
+        """Refuse a record that cannot fit a request before it is queued (MessageSizeTooLargeError): an upper
+        bound per record first (``klen``: the longest key), the exact size only for a record that may not fit."""
+        limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
+        if headers is None:
+            for i, value in enumerate(values):
+                if value is not None and len(value) > limit:
+                    self._check_size(topic, keys[i], value)
+            return
+        for i, (value, value_headers) in enumerate(zip(values, headers)):
+            # A header: two varints of at most 5 bytes, at most 4 bytes a character of its name, its value.
+            bound = 0 if value is None else len(value)
+            if value_headers:
+                for name, header_value in value_headers:
+                    bound += 10 + 4 * len(name) + (0 if header_value is None else len(header_value))
+            if bound > limit:
+                self._check_size(topic, keys[i], value, value_headers)
 
     def _check_size(self, topic: str, key: bytes | None, value: bytes | None,
                     headers: list[Header] | None = None) -> None:

@@ -116,10 +116,20 @@ class MessageSet:
         return self._decode()
 
     def _decode(self) -> Iterator[Record]:
+        for records in self.record_batches():
+            yield from records
+
+    def record_batches(self) -> Iterator[list[Record]]:
+        """The records one record batch at a time (each decoded when asked for); raises the fetch's error."""
+        if self.error is not None:
+            raise self.error
+        if self._messages is not None:
+            yield self._messages
+            return
         data = self.data
         offset = self.offset
         for pos, header in self.batches:
-            yield from batch_records(data, pos, header, offset)
+            yield batch_records(data, pos, header, offset)
 
     @property
     def messages(self) -> list[Record]:

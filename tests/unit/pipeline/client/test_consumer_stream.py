@@ -25,7 +25,7 @@ def make_stream(timeout_ms: int = 50) -> tuple[KafkaStream, threading.Lock]:
 def test_a_record_counts_as_consumed_once_the_next_one_is_asked_for() -> None:
     stream, _ = make_stream()
     info = PartitionTopicInfo("t", 3, stream.queue, 10, 1024)
-    stream.queue.put(Chunk(info, iter(records(10, 3))))
+    stream.queue.put(Chunk(info, iter([records(10, 3)])))
     first = next(stream)
     assert (first.topic, first.partition, first.offset, first.value, first.timestamp) == ("t", 3, 10, b"v10", 1010)
     assert info.consumed_offset == 10, "a record still in processing is not committed"
@@ -41,7 +41,7 @@ def test_past_what_read_committed_left_out_the_position_moves_to_the_fetch_s_end
     stream, _ = make_stream()
     info = PartitionTopicInfo("t", 3, stream.queue, 10, 1024)
     # Records 10-11, then a control batch at 12 and an aborted transaction 13-14: the fetch ends at 15.
-    stream.queue.put(Chunk(info, iter(records(10, 2)), 15))
+    stream.queue.put(Chunk(info, iter([records(10, 2)]), 15))
     stream.queue.put(Chunk(info, iter([]), 20))  # a fetch of nothing but markers and aborted batches
     assert [next(stream).offset, next(stream).offset] == [10, 11]
     assert info.consumed_offset == 11 and stream.take_passed() == {}
@@ -52,7 +52,7 @@ def test_past_what_read_committed_left_out_the_position_moves_to_the_fetch_s_end
     # A stream whose application commits its own offsets is told, its consumed offsets left alone.
     own = KafkaStream("t-1", threading.Lock(), 4, 50, acknowledge_on_next=False)
     mine = PartitionTopicInfo("t", 1, own.queue, 0, 1024)
-    own.queue.put(Chunk(mine, iter(records(0, 1)), 3))
+    own.queue.put(Chunk(mine, iter([records(0, 1)]), 3))
     assert next(own).offset == 0
     with pytest.raises(ConsumerTimeout):
         next(own)
@@ -62,7 +62,7 @@ def test_past_what_read_committed_left_out_the_position_moves_to_the_fetch_s_end
 def test_acknowledge_finishes_the_last_record_without_asking_for_another() -> None:
     stream, _ = make_stream()
     info = PartitionTopicInfo("t", 0, stream.queue, 5, 1024)
-    stream.queue.put(Chunk(info, iter(records(5, 2))))
+    stream.queue.put(Chunk(info, iter([records(5, 2)])))
     next(stream)
     stream.acknowledge()
     assert info.consumed_offset == 6
@@ -73,12 +73,12 @@ def test_acknowledge_finishes_the_last_record_without_asking_for_another() -> No
 def test_a_released_partition_hands_out_nothing_more() -> None:
     stream, lock = make_stream()
     old = PartitionTopicInfo("t", 0, stream.queue, 0, 1024)
-    stream.queue.put(Chunk(old, iter(records(0, 5))))
+    stream.queue.put(Chunk(old, iter([records(0, 5)])))
     assert next(stream).offset == 0
     with lock:
         old.active = False  # what a rebalance does before committing
     new = PartitionTopicInfo("t", 1, stream.queue, 7, 1024)
-    stream.queue.put(Chunk(new, iter(records(7, 1))))
+    stream.queue.put(Chunk(new, iter([records(7, 1)])))
     assert next(stream).partition == 1, "the rest of the released chunk is dropped"
     assert old.consumed_offset == 1, "the record taken before the release is finished by asking for the next"
 
@@ -88,19 +88,19 @@ def test_idle_stream_raises_consumer_timeout_and_stays_usable() -> None:
     with pytest.raises(ConsumerTimeout):
         next(stream)
     info = PartitionTopicInfo("t", 0, stream.queue, 0, 1024)
-    stream.queue.put(Chunk(info, iter(records(0, 1))))
+    stream.queue.put(Chunk(info, iter([records(0, 1)])))
     assert next(stream).offset == 0
 
 
 def test_clear_drops_queued_chunks_and_shutdown_ends_every_iteration() -> None:
     stream, _ = make_stream()
     info = PartitionTopicInfo("t", 0, stream.queue, 0, 1024)
-    stream.queue.put(Chunk(info, iter(records(0, 2))))
+    stream.queue.put(Chunk(info, iter([records(0, 2)])))
     stream.clear()
     with pytest.raises(ConsumerTimeout):
         next(stream)
     for _ in range(4):
-        stream.queue.put(Chunk(info, iter(records(0, 1))))
+        stream.queue.put(Chunk(info, iter([records(0, 1)])))
     stream.shutdown()
     assert list(stream) == []
     with pytest.raises(StopIteration):
