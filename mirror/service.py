@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import itemgetter
 from typing import Any, Iterator, NamedTuple, Sequence
 
@@ -51,6 +51,7 @@ from kazoo.exceptions import KazooException
 
 from pipeline.client.admin import AdminClient
 from pipeline.client.cluster import Cluster, StaticBrokerList
+from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.consumer_connector import ConsumerConnector, ConsumerRebalanceListener
 from pipeline.client.consumer_stream import ConsumerTimeout, KafkaStream
 from pipeline.client.offset_store import FileOffsetStore
@@ -64,7 +65,7 @@ from pipeline.client.topic_filter import whitelist_except
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
 from pipeline.lineage import LineageStamp, lineage_overhead
 from pipeline.protocol.errors import KafkaProtocolError
-from pipeline.records import Header, Record
+from pipeline.records import Header
 from pipeline.security.client_settings import security_settings
 from pipeline.testing_faults import Faults
 from pipeline.zk import layout
@@ -115,10 +116,12 @@ class _Stopped(Exception):
 
 
 class _Pending(NamedTuple):
-    """One record on its way to the target: where it came from and the record (what acknowledging or
-    quarantining it needs). Built with ``_pending`` from the source partition and the fetched Record."""
+    """One record on its way to the target: where it came from and the record as it was read (what acknowledging
+    or quarantining it needs). Built with ``_pending`` from the source partition and the ConsumerRecord."""
 
     where: SourcePartition
+    topic: str
+    partition: int
     offset: int
     timestamp: int
     key: bytes | None
@@ -133,15 +136,12 @@ class _Pending(NamedTuple):
 
 
 _new_tuple = tuple.__new__
+_WHERE, _OFFSET, _TIMESTAMP, _KEY, _VALUE = (itemgetter(i) for i in (0, 3, 4, 5, 6))
 
 
-def _pending(where: SourcePartition, records: list[Record]) -> list[_Pending]:
-    """The records of ``where`` as _Pending, each built in C from the fetched Record."""
-    head = (where,)
-    return [_new_tuple(_Pending, head + record) for record in records]
-
-
-_WHERE, _OFFSET, _TIMESTAMP, _VALUE = (itemgetter(i) for i in (0, 1, 2, 4))
+def _pending(where: SourcePartition, records: list[ConsumerRecord]) -> list[_Pending]:
+    """The records of ``where`` as _Pending, each built in C from the ConsumerRecord."""
+    return list(map(_new_tuple, repeat(_Pending), map((where,).__add__, records)))
 
 
 def _runs(messages: list[_Pending]) -> Iterator[tuple[SourcePartition, list[_Pending]]]:
@@ -152,42 +152,48 @@ def _runs(messages: list[_Pending]) -> Iterator[tuple[SourcePartition, list[_Pen
 
 
 def _sizes(messages: Sequence[_Pending]) -> list[int]:
-    return [(0 if key is None else len(key)) + (0 if value is None else len(value)) for _, _, _, key, value, _ in messages]
+    return [(0 if key is None else len(key)) + (0 if value is None else len(value))
+            for _, _, _, _, _, key, value, _ in messages]
 
 
-def take_batch(stream: KafkaStream) -> tuple[str, int, list[Record]]:
-    """The next records of one source partition from ``stream``: the next record and the rest of the fetched chunk it
-    came in, in offset order. The one place where the mirror reads its streams.
-
-    (Until the client's stream has a batch call, this drains the stream's current chunk the way ``next`` does: the
-    records decoded outside the connector's lock, handed out only while their partition is still owned.)"""
-    first = next(stream)
-    records = [Record(first.offset, first.timestamp, first.key, first.value, first.headers)]
-    chunk = stream._chunk
-    if chunk is not None:
-        rest = list(chunk.records)
-        if rest:
-            with stream._lock:
-                if chunk.info.active:
-                    records += rest
-        if chunk.end is not None:
-            stream._passed(chunk)
-        stream._chunk = None
+def take_batch(stream: KafkaStream) -> tuple[str, int, list[ConsumerRecord]]:
+    """The next records of one source partition from ``stream`` (what is left of the record batch it is handing
+    out), in offset order. The one place where the mirror reads its streams."""
+    records = stream.next_batch()
+    first = records[0]
     return first.topic, first.partition, records
 
 
-def hand_off(producer: Producer, topic: str, partition: int, messages: list[_Pending], stamp: LineageStamp
-             ) -> list[tuple[_Pending, MessageSizeTooLargeError]]:
+def hand_off(producer: Producer, topic: str, partition: int, messages: list[_Pending], stamp: LineageStamp, *,
+             transactional: bool = False) -> list[tuple[_Pending, MessageSizeTooLargeError]]:
     """Give the records of one source partition to the producer for the same partition of the target, each with its
     key, value, timestamp and headers and this hop's lineage; the records refused before sending (larger than the
-    target takes), with why. The one place where the mirror hands records to its producers."""
+    target takes), with why. The one place where the mirror hands records to its producers.
+
+    A refused record leaves the whole list unsent; a ``transactional`` producer's transaction can then only abort,
+    so only the record refused is returned; otherwise the others are sent one by one and each refused one returned.
+    """
+    headers = stamp.headers
+    timestamps = list(map(_TIMESTAMP, messages))
+    if min(timestamps) >= 0:
+        try:
+            producer.send_batch(topic, messages, keys=list(map(_KEY, messages)), partition=partition,
+                                timestamps=timestamps, headers=[headers(m.headers, m.offset) for m in messages])
+            return []
+        except MessageSizeTooLargeError as exc:
+            if transactional:
+                values = {id(value) for batch, _ in exc.failures for value in batch.messages}
+                found = [(m, exc) for m in messages if id(m.value) in values]
+                if not found:
+                    raise
+                return found[:1]
     refused = []
     for message in messages:
         timestamp = message.timestamp
         try:
             producer.send(ProducerData(topic, message.key, [message], partition=partition,
                                        timestamps=[timestamp] if timestamp >= 0 else None,
-                                       headers=[stamp.headers(message.headers, message.offset)]))
+                                       headers=[headers(message.headers, message.offset)]))
         except MessageSizeTooLargeError as exc:
             refused.append((message, exc))
     return refused
@@ -488,7 +494,7 @@ class MirrorService(CallbackHandler):
                 return
 
     def _mirror_in_transaction(self, source: _Source, state: _StreamThread, topic: str, partition: int,
-                               records: list[Record], audit_topic: str) -> None:
+                               records: list[ConsumerRecord], audit_topic: str) -> None:
         """exactly.once: the records join the open transaction of their source, unless their partition was released
         meanwhile (its next owner copies them); those quarantined in a transaction aborted before are skipped."""
         txn = source.txn
@@ -497,7 +503,7 @@ class MirrorService(CallbackHandler):
                 state.tracked = True
                 return
             if self._quarantined:
-                run: list[Record] = []
+                run: list[ConsumerRecord] = []
                 for record in records:
                     reason = self._quarantined.get((source.name, topic, partition, record.offset))
                     if reason is None:
@@ -514,7 +520,7 @@ class MirrorService(CallbackHandler):
             self._mirror(source, state, topic, partition, records, audit_topic)
             txn.sent += len(records)
 
-    def _skip_quarantined(self, source: _Source, state: _StreamThread, topic: str, partition: int, record: Record,
+    def _skip_quarantined(self, source: _Source, state: _StreamThread, topic: str, partition: int, record: ConsumerRecord,
                           audit_topic: str, reason: str) -> None:
         """A record quarantined when an earlier (aborted) transaction sent it: counted as quarantined again, in
         this transaction, and acknowledged unsent."""
@@ -529,7 +535,7 @@ class MirrorService(CallbackHandler):
                                     None if found is None else found.event_id)
         self.tracker.acknowledged(where, [record.offset])
 
-    def _track(self, source: _Source, where: SourcePartition, records: list[Record]) -> None:
+    def _track(self, source: _Source, where: SourcePartition, records: list[ConsumerRecord]) -> None:
         """Track the records handed out (one step for a run of consecutive offsets in turn); a gap before one
         of them stops the mirror (LostOffsetsError) or, skip.lost.offsets, is skipped; a rewind stops it."""
         first, count = records[0].offset, len(records)
@@ -546,7 +552,7 @@ class MirrorService(CallbackHandler):
                     raise LostOffsetsError(outcome)
                 self._skipped(outcome)
 
-    def _mirror(self, source: _Source, state: _StreamThread, topic: str, partition: int, records: list[Record],
+    def _mirror(self, source: _Source, state: _StreamThread, topic: str, partition: int, records: list[ConsumerRecord],
                 audit_topic: str) -> None:
         """Hand the records of one source partition (in offset order) to the target: tracked, counted as sent
         to the audit, then given to the producer with this hop's lineage headers, all in one step each."""
@@ -564,7 +570,7 @@ class MirrorService(CallbackHandler):
         pending = _pending(where, records)
         if self._audit is not None and topic != audit_topic:
             self._audit.sent(source.name, topic, [r.timestamp for r in records])
-        refused = hand_off(producer, topic, partition, pending, shared.stamp)
+        refused = hand_off(producer, topic, partition, pending, shared.stamp, transactional=source.txn is not None)
         if refused:
             # Larger than any request the target topic takes: refused before they were sent.
             for message, exc in refused:
@@ -576,7 +582,7 @@ class MirrorService(CallbackHandler):
                                   f"target takes (quarantined); its transaction is aborted and the mirror restarts "
                                   f"from the offsets committed in the target") from None
 
-    def _dropped(self, where: SourcePartition, record: Record) -> bool:
+    def _dropped(self, where: SourcePartition, record: ConsumerRecord) -> bool:
         """Fault injection (testing.drop.event.ids): lose the record if its event is one to drop."""
         found = event_key(record.value) if record.value else None
         if found is None or found.event_id not in self._drop:
