@@ -89,6 +89,9 @@ _COMMIT_ERRORS = (KazooException, OSError)
 # every as long while it lasts): this many seconds, or commit intervals if that is shorter.
 _STALL_WARNING_S = 10.0
 
+# How often the lag of the partitions is asked for while nothing was mirrored since the last time (else every commit).
+_IDLE_LAG_INTERVAL_S = 30.0
+
 # Longest wait for the audit counts to be published before a commit (none is made without them).
 _AUDIT_PUBLISH_TIMEOUT_S = 10.0
 
@@ -342,6 +345,7 @@ class MirrorService(CallbackHandler):
             interval_s = config["offset.commit.interval.ms"] / 1000
             # The producer retries a target that is away without a word: say so while nothing is acknowledged.
             acknowledged, stalled_since, warned_at = self.mirrored, time.monotonic(), time.monotonic()
+            lag_at, lag_mirrored = float("-inf"), -1
             while not self._wake.wait(interval_s):
                 try:
                     self.commit()
@@ -349,8 +353,12 @@ class MirrorService(CallbackHandler):
                     # A source's ZooKeeper (or offsets file) slow or away: the next commit writes the offsets then.
                     self.metrics.errors.labels("CommitFailed").inc()
                     log.warning("offset commit failed (retried at the next interval): %r", exc)
-                self._update_lag()
-                now, outstanding = time.monotonic(), self.tracker.outstanding()
+                now = time.monotonic()
+                # Asking every source for its latest offsets costs requests: while nothing moves, less often.
+                if self.mirrored != lag_mirrored or now - lag_at >= _IDLE_LAG_INTERVAL_S:
+                    lag_at, lag_mirrored = now, self.mirrored
+                    self._update_lag()
+                outstanding = self.tracker.outstanding()
                 if self.mirrored != acknowledged or not outstanding:
                     acknowledged, stalled_since, warned_at = self.mirrored, now, now
                 elif now - warned_at >= min(_STALL_WARNING_S, 10 * interval_s):
