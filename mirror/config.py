@@ -119,12 +119,9 @@ _CONSUMER_FIXED_STATIC = {k: v for k, v in _CONSUMER_FIXED.items() if k != "auto
 # Property names (aliases included) of each kind of source's consumer.
 _CONNECTOR_NAMES = frozenset(n for p in CONSUMER_CONNECTOR_CONFIG for n in (p.name, *p.aliases))
 _STATIC_NAMES = frozenset(n for p in STATIC_CONNECTOR_CONFIG for n in (p.name, *p.aliases))
-# A fetch of a source with nothing new waits this long at its broker (Kafka's consumer default): an idle mirror polls
-# each source broker twice a second, while records flowing are answered at once.
-_CONSUMER_DEFAULTS = {"rebalance.backoff.ms": 500, "client.id": "mirror", "fetch.message.max.bytes": 4 << 20,
-                      "fetch.wait.max.ms": 500}
+_CONSUMER_DEFAULTS = {"rebalance.backoff.ms": 500, "client.id": "mirror", "fetch.message.max.bytes": 4 << 20}
 # A source given by brokers finds new topics and partitions by asking for metadata this often.
-_STATIC_DEFAULTS = {"client.id": "mirror", "fetch.message.max.bytes": 4 << 20, "fetch.wait.max.ms": 500,
+_STATIC_DEFAULTS = {"client.id": "mirror", "fetch.message.max.bytes": 4 << 20,
                     "topic.metadata.refresh.interval.ms": 10_000}
 
 
