@@ -95,10 +95,10 @@ class AuditMetrics:
         self._latency_lock = threading.Lock()
         r.register(_LatencyCollector(self))
 
-    def observe_latency(self, topic: str, tier: str, seconds: float) -> None:
-        """One event seen at a cluster tier ``seconds`` after its event time."""
+    def observe_latencies(self, topic: str, tier: str, seconds: list[float]) -> None:
+        """Events seen at a cluster tier, each ``seconds`` after its event time."""
         with self._latency_lock:
-            self._buckets(topic, tier).add(seconds)
+            self._buckets(topic, tier).add_all(seconds)
 
     def add_latency(self, topic: str, tier: str, latency: LatencyBuckets) -> None:
         """A tier's own latency counts (from its AuditCount) added in."""

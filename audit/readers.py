@@ -22,20 +22,21 @@ import hashlib
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from fastavro.read import SchemaResolutionError
 
 from audit.records import RetriableError, UnreadableRecord, read_audit_count
-from audit.state import CheckpointedCounts
+from audit.state import CheckpointedCounts, CountKey
 from pipeline.auditing.latency import LatencyBuckets
+from pipeline.auditing.sketch import ids_bytes
 from pipeline.client.consumer import ConsumerRecord
 from pipeline.client.consumer_stream import ConsumerTimeout
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import TopicFilter
 from schemas.events import AUDIT_NAME, load_schema
 from schemas.registry_client import SchemaRegistryError
-from schemas.serde import AvroDecoder, WireFormatError, event_key, schema_id_of
+from schemas.serde import AvroDecoder, EventKey, WireFormatError, event_keys, schema_id_of
 
 __all__ = ["AuditCountReader", "ClusterReader", "EventCounter"]
 
@@ -61,6 +62,8 @@ class ClusterReader:
         self.counts = counts
         self._topics = topics
         self._handle = handle
+        self._count_all: Callable[[list[ConsumerRecord]], tuple[int, Exception | None]] = (
+            getattr(handle, "count_all", None) or _one_by_one(handle))
         self._checkpoint_s = checkpoint_s
         self._on_skip = on_skip
         self._backoff = retry_backoff_s
@@ -104,9 +107,9 @@ class ClusterReader:
             self._next_checkpoint = time.monotonic() + self._checkpoint_s
             while not stop.is_set():
                 try:
-                    record = next(stream)
+                    batch = stream.next_batch()
                 except ConsumerTimeout:
-                    record = None
+                    batch = []
                 except StopIteration:
                     break
                 passed = stream.take_passed()
@@ -116,15 +119,8 @@ class ClusterReader:
                     for key, offset in passed.items():
                         if offset > positions.get(key, 0):
                             positions[key] = offset
-                if record is not None:
-                    try:
-                        self._handle(record)
-                        self.records += 1
-                    except (RetriableError, UnreadableRecord) as exc:
-                        if not self._count_again(record, exc, stop):
-                            break
-                    # (A plain store: ``positions`` copies the dict whole, which no other thread interleaves with.)
-                    self._positions[(record.topic, record.partition)] = record.offset + 1
+                if batch and not self._count(batch, stop):
+                    break
                 if time.monotonic() >= self._next_checkpoint:
                     self._checkpoint_when_due()
             self.checkpoint()
@@ -135,6 +131,32 @@ class ClusterReader:
         finally:
             self.connector.shutdown()
             self.counts.close()
+
+    def _count(self, records: list[ConsumerRecord], stop: threading.Event) -> bool:
+        """Count ``records`` in order (one that cannot be counted retried or skipped as ``_count_again`` says), each
+        partition's position moved past those done before anything else happens (a checkpoint while retrying
+        stands at the record retried); False when the service stops meanwhile."""
+        start = 0
+        while start < len(records):
+            done, error = self._count_all(records[start:] if start else records)
+            self.records += done
+            end = start + done
+            self._advance(records[start:end])
+            if error is None:
+                return True
+            if not isinstance(error, (RetriableError, UnreadableRecord)):
+                raise error
+            if not self._count_again(records[end], error, stop):
+                return False
+            self._advance(records[end:end + 1])
+            start = end + 1
+        return True
+
+    def _advance(self, records: list[ConsumerRecord]) -> None:
+        # (Plain stores: ``positions`` copies the dict whole, which no other thread interleaves with.)
+        positions = self._positions
+        for record in records:
+            positions[(record.topic, record.partition)] = record.offset + 1
 
     def _count_again(self, record: ConsumerRecord, error: Exception, stop: threading.Event) -> bool:
         """After ``record`` could not be counted (``error``): retry it with backoff while that cannot be done now,
@@ -181,30 +203,96 @@ class ClusterReader:
             self.counts.expire()
 
 
+def _one_by_one(handle: Callable[[ConsumerRecord], None]) -> Callable[[list[ConsumerRecord]],
+                                                                     tuple[int, Exception | None]]:
+    """``count_all`` of a handler of one record at a time: (records handled, the error of the next or None)."""
+    def count_all(records: list[ConsumerRecord]) -> tuple[int, Exception | None]:
+        for n, record in enumerate(records):
+            try:
+                handle(record)
+            except Exception as exc:  # noqa: BLE001 -- the reader raises what is not Retriable/Unreadable
+                return n, exc
+        return len(records), None
+    return count_all
+
+
 class EventCounter:
     """Counts the events a cluster holds under (tier, topic, datacenter, window), ids into the sketch, and
-    observes each event's age as the audit sees it. A record that is not an event is skipped."""
+    observes each event's age as the audit sees it. A record that is not an event is skipped.
+
+    Batch-shaped: ``count_all`` reads the header of each record of a fetched batch, sums them per window and
+    hands the sums to the counts and the ages to the latency histogram once."""
 
     def __init__(self, tier: str, counts: CheckpointedCounts, window_ms: int,
-                 observe_latency: Callable[[str, str, float], None] | None = None) -> None:
+                 observe_latencies: Callable[[str, str, list[float]], None] | None = None) -> None:
         self.tier = tier
         self.counts = counts
         self.window_ms = window_ms
-        self._observe = observe_latency
+        self._observe = observe_latencies
 
     def __call__(self, record: ConsumerRecord) -> None:
-        value = record.value
-        if value is None:
-            raise UnreadableRecord("null value", "a record without a value")
-        found = event_key(value)
-        if found is None:
-            raise UnreadableRecord("not an event", "no EventHeader in the Confluent wire format")
-        start = found.event_time - found.event_time % self.window_ms
-        size = len(value) + (0 if record.key is None else len(record.key))
-        self.counts.count((self.tier, record.topic, found.datacenter, start), size,
-                          bytes.fromhex(found.event_id.replace("-", "")))
+        _, error = self.count_all([record])
+        if error is not None:
+            raise error
+
+    def count_all(self, records: Sequence[ConsumerRecord]) -> tuple[int, UnreadableRecord | None]:
+        """Count ``records`` in order up to the first that is not an event: (how many were counted, why the next
+        one cannot be -- None when all were)."""
+        values = [record.value for record in records]
+        error = None
+        if None in values:
+            values = values[:values.index(None)]
+            error = UnreadableRecord("null value", "a record without a value")
+        found: list[EventKey] = []
+        for key in event_keys(values):  # type: ignore[arg-type]
+            if key is None:
+                error = UnreadableRecord("not an event", "no EventHeader in the Confluent wire format")
+                break
+            found.append(key)
+        try:
+            ids = ids_bytes([key.event_id for key in found])
+        except ValueError:
+            ids, bad, error = self._ids_up_to_a_bad_one(found)
+            found = found[:bad]
+        if not found:
+            return 0, error
+        counted = records[:len(found)]
+        window_ms = self.window_ms
+        tier = self.tier
+        times = [key.event_time for key in found]
+        wheres = [(tier, record.topic, key.datacenter, t - t % window_ms)
+                  for record, key, t in zip(counted, found, times)]
+        sizes = [len(value) for value in values[:len(found)]]  # type: ignore[arg-type]
+        for n, record in enumerate(counted):
+            if record.key is not None:
+                sizes[n] += len(record.key)
+        if wheres.count(wheres[0]) == len(wheres):  # the usual batch: one partition, one window
+            members = {wheres[0]: range(len(found))}
+        else:
+            members = {}
+            for n, where in enumerate(wheres):
+                members.setdefault(where, []).append(n)  # type: ignore[attr-defined]
+        self.counts.count_all({where: (len(of), sum([sizes[n] for n in of]), [ids[16 * n:16 * n + 16] for n in of])
+                               for where, of in members.items()})
         if self._observe is not None:
-            self._observe(record.topic, self.tier, time.time() - found.event_time / 1000)
+            now = time.time()
+            ages: dict[str, list[float]] = {}
+            for record, t in zip(counted, times):
+                ages.setdefault(record.topic, []).append(now - t / 1000)
+            for topic, seconds in ages.items():
+                self._observe(topic, tier, seconds)
+        return len(found), error
+
+    @staticmethod
+    def _ids_up_to_a_bad_one(found: list[EventKey]) -> tuple[bytes, int, UnreadableRecord]:
+        """The ids before the first that is not a UUID's text, its index, and why its record is no event."""
+        ids = []
+        for n, key in enumerate(found):
+            try:
+                ids.append(ids_bytes([key.event_id]))
+            except ValueError:
+                return b"".join(ids), n, UnreadableRecord("not an event", f"event id {key.event_id!r} is not a UUID")
+        raise AssertionError("ids_bytes refused the ids it accepts one by one")
 
 
 class AuditCountReader:

@@ -186,7 +186,7 @@ class AuditService:
             followers = self._followers[name] = {}
             for role, topics in (("events", Whitelist(config["topics"])), ("audit", Whitelist(config["audit.topic"]))):
                 counts = CheckpointedCounts(config.state_dir / f"{name}-{role}", retain_ms, _now_ms)
-                handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latency) if role == "events"
+                handle: Any = (EventCounter(tier, counts, window_ms, self.metrics.observe_latencies) if role == "events"
                                else AuditCountReader(counts, decoder, config["audit.topic"], _CLUSTER_TIERS,
                                                      window_ms, self.metrics.add_latency))
                 reader_discovery = ZooKeeperBrokerDiscovery(connect)

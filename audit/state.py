@@ -137,7 +137,6 @@ class CheckpointedCounts:
         self._now_ms = now_ms
         self._lock = threading.Lock()
         self._counts: dict[CountKey, TierCount] = {}
-        self._pending: dict[CountKey, list[bytes]] = {}
         self._offsets: dict[TopicPartition, int] = {}
         self._seen: dict[str, int] = {}
         #: Changed since the last save (for the journal), and since the last ``take_changed`` (for the reconciler).
@@ -162,20 +161,25 @@ class CheckpointedCounts:
 
     def count(self, key: CountKey, size: int, event_id: bytes | None, copies: int = 1) -> None:
         """One event (``copies`` times) counted under ``key``."""
+        self.count_all({key: (copies, size * copies, [] if event_id is None else [event_id] * copies)})
+
+    def count_all(self, counted: dict[CountKey, tuple[int, int, list[bytes]]]) -> None:
+        """Events counted in bulk: ``counted[key]`` = (events, their bytes, their ids) under each key, as ``count``
+        of each event would count them (the ids join the key's sketch)."""
         with self._lock:
-            counted = self._counts.get(key)
-            if counted is None:
-                counted = self._counts[key] = TierCount(hosts=1)
-                self._note_start(key[3])
-            counted.count += copies
-            counted.bytes += size * copies
-            self._unsaved.add(key)
-            self._changed.add(key)
-            if event_id is not None:
-                pending = self._pending.setdefault(key, [])
-                pending.extend([event_id] * copies)
-                if len(pending) >= 2000:
-                    self._flush(key)
+            for key, (events, size, ids) in counted.items():
+                mine = self._counts.get(key)
+                if mine is None:
+                    mine = self._counts[key] = TierCount(hosts=1)
+                    self._note_start(key[3])
+                mine.count += events
+                mine.bytes += size
+                self._unsaved.add(key)
+                self._changed.add(key)
+                if ids:
+                    if mine.sketch is None:
+                        mine.sketch = EventSketch()
+                    mine.sketch.add(ids)
 
     def add(self, key: CountKey, counted: TierCount) -> None:
         """A whole count (an AuditCount record of a host) added under ``key``."""
@@ -201,8 +205,6 @@ class CheckpointedCounts:
         """Copies of the counts (of ``keys``, or all), sketches up to date."""
         with self._lock:
             wanted = list(self._counts) if keys is None else [k for k in keys if k in self._counts]
-            for key in wanted:
-                self._flush(key)
             return {k: _copy(self._counts[k]) for k in wanted}
 
     def take_changed(self) -> set[CountKey]:
@@ -210,14 +212,6 @@ class CheckpointedCounts:
         with self._lock:
             changed, self._changed = self._changed, set()
             return changed
-
-    def _flush(self, key: CountKey) -> None:
-        ids = self._pending.pop(key, None)
-        if ids:
-            counted = self._counts[key]
-            if counted.sketch is None:
-                counted.sketch = EventSketch()
-            counted.sketch.add(ids)
 
     def _note_start(self, start: int) -> None:
         if self._oldest is None or start < self._oldest:
@@ -236,8 +230,6 @@ class CheckpointedCounts:
             dropped = self._drop_before(horizon)
             if not (self._unsaved or self._unsaved_seen or dropped) and offsets == self._offsets:
                 return
-            for key in list(self._pending):
-                self._flush(key)
             self._offsets = dict(offsets)
             self._sequence += 1
             record = _encode(_State(self._sequence, self._offsets, {k: self._counts[k] for k in self._unsaved},
@@ -267,7 +259,6 @@ class CheckpointedCounts:
             return False
         for key in [k for k in self._counts if k[3] < horizon]:
             del self._counts[key]
-            self._pending.pop(key, None)
             self._unsaved.discard(key)
         for record_id in [r for r, start in self._seen.items() if start < horizon]:
             del self._seen[record_id]

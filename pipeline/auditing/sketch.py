@@ -26,7 +26,7 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["DEFAULT_CELLS_PER_TABLE", "Difference", "EventSketch", "HASHES", "SketchError", "id_bytes"]
+__all__ = ["DEFAULT_CELLS_PER_TABLE", "Difference", "EventSketch", "HASHES", "SketchError", "id_bytes", "ids_bytes"]
 
 HASHES = 4
 DEFAULT_CELLS_PER_TABLE = 30
@@ -54,8 +54,9 @@ def id_bytes(event_id: str) -> bytes:
     return bytes.fromhex(event_id.replace("-", ""))
 
 
-def _joined_keys(ids: Iterable[bytes | str]) -> bytes:
-    """The 16-byte ids of ``ids`` back to back; SketchError for an id that is not 16 bytes (or a UUID's text)."""
+def ids_bytes(ids: Iterable[bytes | str]) -> bytes:
+    """The 16-byte ids of ``ids`` back to back (text ids as ``id_bytes`` reads them, in one pass when canonical);
+    SketchError (or ValueError from ``id_bytes``) for an id that is not 16 bytes or a UUID's text."""
     if not isinstance(ids, (list, tuple)):
         ids = list(ids)
     if not ids:
@@ -162,7 +163,7 @@ class EventSketch:
 
         Ids added once are kept as bytes and hashed into the cells in bulk (``_FLUSH_IDS`` at a time, or when the
         cells are read), so that many small calls cost about what one large call does."""
-        keys = _joined_keys(ids)
+        keys = ids_bytes(ids)
         if not keys:
             return
         if copies == 1:

@@ -26,6 +26,7 @@ from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
+from pipeline.zk.handler import PollingHandler
 from pipeline.zk.security import OPEN_ZOOKEEPER, ZooKeeperSecurity
 
 DEFAULT_SESSION_TIMEOUT_S = 6.0
@@ -145,8 +146,8 @@ class _SecuredTransaction(TransactionRequest):
 
 def _client(hosts: str, session_timeout_s: float, security: ZooKeeperSecurity) -> KazooClient:
     if security == OPEN_ZOOKEEPER:
-        return KazooClient(hosts=hosts, timeout=session_timeout_s)
-    return SecuredKazooClient(hosts=hosts, timeout=session_timeout_s, security=security)
+        return KazooClient(hosts=hosts, timeout=session_timeout_s, handler=PollingHandler())
+    return SecuredKazooClient(hosts=hosts, timeout=session_timeout_s, security=security, handler=PollingHandler())
 
 
 def connect(connect_string: str, *, timeout_s: float = 15.0,

@@ -7,55 +7,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Iterator
-
 from audit.records import RetriableError, UnreadableRecord
 from audit.readers import ClusterReader
 from audit.state import CheckpointedCounts
 from pipeline.client.consumer import ConsumerRecord
-from pipeline.client.consumer_stream import ConsumerTimeout
 from pipeline.client.topic_filter import Whitelist
+from tests.support.audit_streams import ScriptedConnector
 from tests.support.polling import wait_until
-
-
-class ScriptedConnector:
-    """A connector handing out ``records`` once, then nothing (as a caught-up stream does)."""
-
-    def __init__(self, records: list[ConsumerRecord], passed: dict | None = None) -> None:
-        self.records = records
-        self.committed: list[dict] = []
-        self.shut = False
-        #: Passed once the records ran out (read_committed: markers after the last of them).
-        self.passed = passed or {}
-        self.ran_out = False
-
-    def create_message_streams_by_filter(self, topics, n):
-        return [self]
-
-    def __iter__(self) -> Iterator[ConsumerRecord]:
-        return self
-
-    def __next__(self) -> ConsumerRecord:
-        if self.shut:
-            raise StopIteration
-        if self.records:
-            return self.records.pop(0)
-        self.ran_out = True
-        raise ConsumerTimeout("nothing new")
-
-    def take_passed(self) -> dict:
-        # As a KafkaStream: known once the next record was asked for after the last one.
-        if not self.ran_out:
-            return {}
-        passed, self.passed = self.passed, {}
-        return passed
-
-    def commit_offsets(self, offsets):
-        self.committed.append(dict(offsets))
-        return dict(offsets)
-
-    def shutdown(self) -> None:
-        self.shut = True
 
 
 def records(n: int) -> list[ConsumerRecord]:
