@@ -126,6 +126,23 @@ class KafkaStream:
             info.consumed_offset = self._unacked_offset
 
     def __next__(self) -> ConsumerRecord:
+        chunk = self._chunk
+        if chunk is not None:
+            # The common case inline: the next record of the record batch being handed out.
+            taken = chunk.taken
+            records = chunk.records
+            if taken < len(records):
+                if self._unacked is not None:
+                    self.acknowledge()
+                info = chunk.info
+                with self._lock:
+                    if info.active:
+                        chunk.taken = taken + 1
+                        record = records[taken]
+                        if self._acknowledge_on_next:
+                            self._unacked = info
+                            self._unacked_offset = record.offset + 1
+                        return record
         return self._take(1)[0]
 
     def next_batch(self) -> list[ConsumerRecord]:

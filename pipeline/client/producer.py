@@ -696,9 +696,17 @@ class Producer:
             klen = len(key)
         topic = data.topic
         keys = [key] * len(values)
-        partitions = self._known_partitions(topic)
+        state = self._topics.get(topic)
+        partitions = state.partitions if state is not None and time.monotonic() < state.expires \
+            else self._partitions(topic)
         headers = data.headers
-        self._check_sizes(topic, keys, klen, values, headers)
+        if headers is None:
+            limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
+            for value in values:
+                if value is not None and len(value) > limit:
+                    self._check_size(topic, key, value)
+        else:
+            self._check_sizes(topic, keys, klen, values, headers)
         partition = data.partition
         if partition is None:
             partition = self._partition(topic, key, partitions)
@@ -718,18 +726,18 @@ class Producer:
         bound per record first (``klen``: the longest key), the exact size only for a record that may not fit."""
         limit = self._max_request - self._request_overhead - len(topic) - _BATCH_HEADER - _RECORD_OVERHEAD - klen
         if headers is None:
-            for i, value in enumerate(values):
+            for key, value in zip(keys, values):
                 if value is not None and len(value) > limit:
-                    self._check_size(topic, keys[i], value)
+                    self._check_size(topic, key, value)
             return
-        for i, (value, value_headers) in enumerate(zip(values, headers)):
+        for key, value, value_headers in zip(keys, values, headers):
             # A header: two varints of at most 5 bytes, at most 4 bytes a character of its name, its value.
             bound = 0 if value is None else len(value)
             if value_headers:
                 for name, header_value in value_headers:
                     bound += 10 + 4 * len(name) + (0 if header_value is None else len(header_value))
             if bound > limit:
-                self._check_size(topic, keys[i], value, value_headers)
+                self._check_size(topic, key, value, value_headers)
 
     def _check_size(self, topic: str, key: bytes | None, value: bytes | None,
                     headers: list[Header] | None = None) -> None:

@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.protocol.states import KazooState, WatchedEvent
 
 from pipeline.client.errors import KafkaConnectionError
 from pipeline.protocol.errors import ErrorCode
@@ -51,6 +51,10 @@ class ZooKeeperBrokerDiscovery:
         self.version = 0
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
+        # (the topics asked for, None: all) -> (version it was read at, the answer): while no watch fired and the
+        # connection stayed up, ZooKeeper holds the same, and the answer is given again without reading it.
+        self._answers: dict[tuple[str, ...] | None, tuple[int, dict]] = {}
+        self.zk.add_listener(self._connection_changed)
 
     def __repr__(self) -> str:
         hosts = ",".join(f"{host}:{port}" for host, port in self.zk.hosts)
@@ -63,9 +67,17 @@ class ZooKeeperBrokerDiscovery:
         with self._lock:
             self._listeners.append(listener)
 
+    def _connection_changed(self, state: str) -> None:
+        # Watches may be lost with the session: nothing read before can be trusted to be current.
+        if state != KazooState.CONNECTED:
+            with self._lock:
+                self.version += 1
+                self._answers.clear()
+
     def _changed(self, event: WatchedEvent | None = None) -> None:
         with self._lock:
             self.version += 1
+            self._answers.clear()
             listeners = list(self._listeners)
         for listener in listeners:
             try:
@@ -126,12 +138,24 @@ class ZooKeeperBrokerDiscovery:
     def metadata(self, topics: Iterable[str] | None = None) -> dict:
         """What a Metadata response would say about ``topics`` (None: all topics), read from ZooKeeper.
 
-        Raises KafkaConnectionError (retriable) when ZooKeeper cannot be read.
+        Answered again without reading ZooKeeper while no watch fired and the connection stayed up since it was
+        read (callers must not change it). Raises KafkaConnectionError (retriable) when ZooKeeper cannot be read.
         """
+        key = None if topics is None else tuple(sorted(set(topics)))
+        version = self.version
+        with self._lock:
+            known = self._answers.get(key)
+        if known is not None and known[0] == version:
+            return known[1]
         try:
-            return self._metadata(topics)
+            answer = self._metadata(key)
         except KazooException as exc:
             raise KafkaConnectionError(f"cannot read the cluster metadata from ZooKeeper: {exc!r}") from exc
+        with self._lock:
+            # Kept only if nothing changed while it was read (a watch that fired meanwhile bumped the version).
+            if self.version == version and self.zk.state == KazooState.CONNECTED:
+                self._answers[key] = (version, answer)
+        return answer
 
     def _metadata(self, topics: Iterable[str] | None) -> dict:
         brokers = self.brokers()
@@ -166,6 +190,7 @@ class ZooKeeperBrokerDiscovery:
         """Close the ZooKeeper client if this object opened it."""
         with self._lock:
             self._listeners.clear()
+        self.zk.remove_listener(self._connection_changed)
         if self._owns_client:
             self.zk.stop()
             self.zk.close()

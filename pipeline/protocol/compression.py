@@ -15,6 +15,7 @@ What each codec writes, matching what the Java client and librdkafka write and r
 from __future__ import annotations
 
 import struct
+import threading
 from typing import Iterator
 
 import cramjam
@@ -84,7 +85,7 @@ def decompress(codec: int, data: Buffer) -> bytes:
                 return _xerial_decompress(data)
             return bytes(cramjam.snappy.decompress_raw(data))
         if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _lz4_frame_decompress(data)
         if codec == ZSTD:
             return bytes(cramjam.zstd.decompress(data))
     except cramjam.DecompressionError as exc:
@@ -144,6 +145,53 @@ def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
             parts.append(bytes(chunk))
     parts.append(b"\x00\x00\x00\x00")  # end mark
     return b"".join(parts)
+
+
+# FLG bits the block-wise reader handles: version 01 and independent blocks; anything else (linked blocks, block or
+# content checksums, a content size, a dictionary id) goes to cramjam's frame decoder.
+_LZ4_PLAIN_FLG = 0x60
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+_lz4_buffers = threading.local()
+
+
+def _lz4_frame_decompress(data: Buffer) -> bytes:
+    """An LZ4 frame's content. Frames as Kafka's writer (and ours) writes them are read block by block straight
+    into a reused buffer with cramjam's block decoder (about 3x cheaper than its frame decoder, which allocates
+    and checks as it goes); other frames go to that frame decoder."""
+    view = memoryview(data)
+    if len(view) < 11 or view[:4] != LZ4_FRAME_MAGIC or view[4] != _LZ4_PLAIN_FLG or view[5] & 0x8F:
+        return bytes(cramjam.lz4.decompress(data))
+    block_max = _LZ4_BLOCK_MAX.get(view[5] >> 4)
+    if block_max is None:
+        return bytes(cramjam.lz4.decompress(data))
+    out = getattr(_lz4_buffers, "out", None)
+    if out is None or len(out) < block_max:
+        out = _lz4_buffers.out = bytearray(block_max)
+    parts = []
+    pos = 7
+    end = len(view)
+    unpack = _UINT32_LE.unpack_from
+    decompress_into = cramjam.lz4.decompress_block_into
+    while True:
+        if pos + 4 > end:
+            raise CompressionError("lz4 frame truncated: no end mark")
+        (size,) = unpack(view, pos)
+        pos += 4
+        if size == 0:
+            break
+        stored = size & _LZ4_UNCOMPRESSED_BLOCK
+        size &= ~_LZ4_UNCOMPRESSED_BLOCK
+        if size > block_max or pos + size > end:
+            raise CompressionError(f"lz4 block at byte {pos - 4} declares {size} bytes, {end - pos} remain")
+        if stored:
+            parts.append(bytes(view[pos : pos + size]))
+        else:
+            written = decompress_into(view[pos : pos + size], out)
+            parts.append(bytes(memoryview(out)[:written]))
+        pos += size
+    if pos != end:
+        raise CompressionError(f"lz4 frame has {end - pos} bytes after its end mark")
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _xerial_compress(data: Buffer) -> bytes:

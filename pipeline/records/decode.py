@@ -268,27 +268,57 @@ def _decode_record_area(
     return list(map(_new_record, repeat(Record, count), out))
 
 
+# Header keys as read (bytes) -> as str: the same few names recur on every record (lineage, tracing).
+_HEADER_NAMES: dict[bytes, str] = {}
+_HEADER_NAMES_MAX = 4096
+
+
 def _read_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
-    count, pos = read_varint(data, pos)
+    """The headers at ``pos`` (their count first) and the position after them; one-byte varints inlined, the
+    keys' UTF-8 decoding cached."""
+    zz1 = ZIGZAG_BYTE
+    b = data[pos]
+    if b < 0x80:
+        count = zz1[b]
+        pos += 1
+    else:
+        count, pos = read_varint(data, pos)
     if count < 0:
         raise CorruptBatchError(f"negative header count {count}")
+    names = _HEADER_NAMES
+    size = len(data)
     headers = []
     for _ in range(count):
-        klen, pos = read_varint(data, pos)
-        if klen < 0 or pos + klen > len(data):
-            raise CorruptBatchError(f"bad header key length {klen}")
-        try:
-            hkey = data[pos : pos + klen].decode()
-        except UnicodeDecodeError as exc:
-            raise CorruptBatchError(f"header key is not UTF-8: {exc}") from None
-        pos += klen
-        vlen, pos = read_varint(data, pos)
-        if vlen < 0:
-            hvalue = None
+        b = data[pos]
+        if b < 0x80:
+            klen = zz1[b]
+            pos += 1
         else:
-            hvalue = data[pos : pos + vlen]
+            klen, pos = read_varint(data, pos)
+        if klen < 0 or pos + klen > size:
+            raise CorruptBatchError(f"bad header key length {klen}")
+        raw = data[pos : pos + klen]
+        hkey = names.get(raw)
+        if hkey is None:
+            try:
+                hkey = raw.decode()
+            except UnicodeDecodeError as exc:
+                raise CorruptBatchError(f"header key is not UTF-8: {exc}") from None
+            if len(names) >= _HEADER_NAMES_MAX:
+                names.clear()
+            names[raw] = hkey
+        pos += klen
+        b = data[pos]
+        if b < 0x80:
+            vlen = zz1[b]
+            pos += 1
+        else:
+            vlen, pos = read_varint(data, pos)
+        if vlen < 0:
+            headers.append((hkey, None))
+        else:
+            headers.append((hkey, data[pos : pos + vlen]))
             pos += vlen
-        headers.append((hkey, hvalue))
     return tuple(headers), pos
 
 

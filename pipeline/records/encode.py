@@ -161,6 +161,21 @@ def join_keys_and_values(keys: Sequence[bytes], values: Sequence[bytes], ts_delt
     return b"".join(parts)
 
 
+class _HeaderKeys(dict):
+    """Header key (str) -> its encoding in a record: the varint of its UTF-8 length, then those bytes. The same
+    few keys recur on every record; at most 4096 are kept."""
+
+    def __missing__(self, name: str) -> bytes:
+        raw = name.encode()
+        if len(self) >= 4096:
+            self.clear()
+        encoded = self[name] = encode_varint(len(raw)) + raw
+        return encoded
+
+
+_HEADER_KEYS = _HeaderKeys()
+
+
 def _encode_record(
     offset_delta: int,
     timestamp_delta: int,
@@ -185,10 +200,14 @@ def _encode_record(
         parts.append(b"\x00")
     else:
         parts.append(varint(len(headers)))
+        names = _HEADER_KEYS
         for hkey, hvalue in headers:
-            hk = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
-            parts.append(varint(len(hk)))
-            parts.append(hk)
+            if type(hkey) is str:
+                parts.append(names[hkey])
+            else:
+                hk = bytes(hkey)
+                parts.append(varint(len(hk)))
+                parts.append(hk)
             if hvalue is None:
                 parts.append(b"\x01")
             else:

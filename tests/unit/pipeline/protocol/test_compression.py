@@ -147,3 +147,28 @@ def test_gzip_and_zstd_interop() -> None:
 def test_garbage_is_a_compression_error(codec: int) -> None:
     with pytest.raises(CompressionError):
         decompress(codec, b"\x82SNAPPY\x00 this is not compressed data at all" if codec == SNAPPY else b"garbage!" * 4)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lz4_block_wise_reader_matches_the_reference_decoder(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    size = rng.choice([0, 1, 100, 5000, compression.LZ4_BLOCK_SIZE, 3 * compression.LZ4_BLOCK_SIZE + 17])
+    data = bytes(rng.choice(b"abc \x00") if rng.random() < 0.8 else rng.randrange(256) for _ in range(size))
+    ours = compress(LZ4, data)
+    frames = [ours, lz4.frame.compress(data, block_linked=False, content_checksum=False, store_size=False),
+              lz4.frame.compress(data, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX256KB,
+                                 content_checksum=False, store_size=False),
+              lz4.frame.compress(data), kafka_codec.lz4_encode(data)]
+    for frame in frames:
+        assert decompress(LZ4, frame) == data
+        assert decompress(LZ4, bytearray(frame)) == data
+        assert decompress(LZ4, memoryview(frame)) == data
+
+
+def test_lz4_block_wise_reader_refuses_broken_frames() -> None:
+    packed = compress(LZ4, TEXT)
+    for broken in (packed[:-4], packed[:-1], packed + b"\x00", packed[:7] + struct.pack("<I", 70_000) + packed[11:]):
+        with pytest.raises(CompressionError):
+            decompress(LZ4, broken)
