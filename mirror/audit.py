@@ -23,7 +23,7 @@ from pipeline.auditing.counting import AuditCounter
 from pipeline.auditing.publisher import AuditPublisher
 from schemas.registry_client import SchemaRegistryClient
 from schemas.registry_client_settings import NO_REGISTRY_SECURITY, RegistryClientSettings
-from schemas.serde import audit_count_encoder, event_key
+from schemas.serde import audit_count_encoder, event_keys
 
 __all__ = ["MIRROR_TIER", "MirrorAudit"]
 
@@ -84,7 +84,8 @@ class MirrorAudit:
         outcomes = [(host, topic, t, size) for t, size in zip(event_times_ms, sizes)]
         ids = None
         if acknowledged:
-            found = [event_key(value) if value else None for value in values]
+            # Read in one pass (tombstones as empty values: no event); the sketch takes the ids' text in bulk.
+            found = event_keys(values if all(values) else [value or b"" for value in values])
             ids = [None if key is None else key.event_id for key in found]
         self.counters[source].settled(outcomes, acknowledged, ids)
 

@@ -11,7 +11,6 @@ import pytest
 from mirror.audit import MirrorAudit
 from mirror.metrics import MirrorMetrics
 from pipeline.auditing.counting import AuditCounter
-from pipeline.auditing.sketch import EventSketch
 from schemas.serde import MAGIC_BYTE
 
 
@@ -44,30 +43,31 @@ def test_batches_count_in_the_windows_records_counted_one_by_one_fall_in(audit: 
     rng = random.Random(3)
     expected = AuditCounter(window_ms=1_000, datacenter="dc1", application="mirror", tier="mirror")
     ids = []
-    for _ in range(20):
+    for _ in range(40):
+        # Small batches (read one by one) and large ones (read at once), with tombstones and values that are no
+        # event among them.
         times = sorted(rng.randint(0, 5_000) if rng.random() < 0.3 else 2_000 + rng.randint(0, 999)
-                       for _ in range(rng.randint(1, 10)))
+                       for _ in range(rng.randint(1, 10) if rng.random() < 0.5 else rng.randint(8, 300)))
         batch_ids = [str(uuid.uuid4()) for _ in times]
         values = [event(i, t) if n % 5 else None for n, (i, t) in enumerate(zip(batch_ids, times))]
+        for n in rng.sample(range(len(values)), len(values) // 7):
+            values[n] = rng.choice([b"", b"not an event", event(batch_ids[n], times[n])[:30]])
         sizes = [0 if v is None else len(v) for v in values]
         audit.sent("dc1", "T", times)
         for t in times:
             expected.sent(audit.host, "T", t)
         acknowledged = rng.random() < 0.8
         audit.settled("dc1", "T", times, sizes, values, acknowledged)
-        known = [i if v is not None and acknowledged else None for i, v in zip(batch_ids, values)]
+        known = [i if v and len(v) > 30 and acknowledged else None for i, v in zip(batch_ids, values)]
         expected.settled([(audit.host, "T", t, s) for t, s in zip(times, sizes)], acknowledged, known)
         ids += [i for i in known if i is not None]
     got, want = audit.counters["dc1"].close_windows(None), expected.close_windows(None)
     for record in got + want:
         record["properties"].pop("recordId", None)
         record["properties"].pop("latency", None)
+    # The expected sketches hold the ids the values were made with (too many to decode from sketches this size).
     assert got == want, "the same counts, bytes and sketches (of the ids read from the values)"
-    found: dict[str, int] = {}
-    for record in got:
-        if record["sketch"]:
-            found.update(EventSketch.from_bytes(record["sketch"]).decode().counts)
-    assert found == {i: 1 for i in ids}
+    assert sum(1 for record in got if record["sketch"]) and len(ids) > 1_000
 
 
 def test_an_empty_batch_counts_nothing(audit: MirrorAudit) -> None:
