@@ -14,12 +14,17 @@ registry) for --avro-seconds at full speed: the emulators' Avro events, lz4-comp
 event type (each with --partitions partitions).
 
     .venv/bin/python -m bench.mirror_bench [--messages 200000] [--size 200] [--rate 1000] [--seconds 10]
-    .venv/bin/python -m bench.mirror_bench --avro [--avro-seconds 5]
+    .venv/bin/python -m bench.mirror_bench --avro [--avro-seconds 5] [--audit]
+
+The mirror's CPU (user + system, from /proc) is reported per record copied over the throughput phase, and
+with --idle-seconds over that long with no traffic at the end (the cost of an idle mirror). With --audit (only
+with --avro) the schema registry stays up and the mirror counts its tier-mirror audit as it does when deployed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import struct
@@ -47,6 +52,12 @@ TOPIC = "mirror-bench"
 LATENCY_TOPIC = "mirror-bench-latency"
 MiB = 1024 * 1024
 _STAMP = struct.Struct(">q")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def end_total(cluster: BrokerCluster, topics: list[str], partitions: int) -> int:
@@ -81,19 +92,20 @@ def load(source: BrokerCluster, messages: int, size: int) -> tuple[int, int]:
     return messages, messages * size
 
 
-def load_avro(source: BrokerCluster, seconds: float, workdir: Path) -> tuple[int, int]:
+def load_avro(source: BrokerCluster, seconds: float, registry_url: str) -> tuple[int, int]:
     """(events, encoded bytes) the emulator stored in ``seconds`` at full speed."""
-    with RegistryProcess(workdir / "registry.log", data_dir=workdir / "registry") as registry:
-        config = EmulatorConfig({"bootstrap.servers": source.bootstrap, "schema.registry.url": registry.url,
-                                 "rate": 10_000_000, "duration.s": seconds})
-        emulator = FrontendEmulator(config)
-        emulator.run(threading.Event())
+    config = EmulatorConfig({"bootstrap.servers": source.bootstrap, "schema.registry.url": registry_url,
+                             "rate": 10_000_000, "duration.s": seconds})
+    emulator = FrontendEmulator(config)
+    emulator.run(threading.Event())
     return total(emulator.metrics.acknowledged), total(emulator.metrics.bytes)
 
 
 def throughput(target: BrokerCluster, topics: list[str], messages: int, value_bytes: int, partitions: int,
                mirror: MirrorProcess) -> None:
     first = None
+    assert mirror.process is not None
+    pid = mirror.process.pid
     deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
         if not mirror.running:
@@ -101,17 +113,28 @@ def throughput(target: BrokerCluster, topics: list[str], messages: int, value_by
         count = end_total(target, topics, partitions)
         now = time.perf_counter()
         if count and first is None:
-            first = (now, count)
+            first = (now, count, cpu_seconds(pid))
         if count >= messages:
             break
         time.sleep(0.05)
     assert first is not None
+    cpu = cpu_seconds(pid) - first[2]
     elapsed = now - first[0]
     copied = messages - first[1]
     size = value_bytes / messages
     print(f"  throughput: {copied / elapsed:,.0f} records/s, {copied * size / elapsed / MiB:.1f} MB/s of values "
           f"(average {size:.0f} bytes) "
           f"({copied:,} records in {elapsed:.1f} s after the first arrived)", flush=True)
+    print(f"  mirror CPU: {cpu * 1e6 / max(1, copied):.1f} us per record ({cpu:.2f} s for {copied:,} records, "
+          f"{cpu / elapsed:.2f} cores)", flush=True)
+
+
+def idle(pid: int, seconds: float) -> None:
+    before, started = cpu_seconds(pid), time.perf_counter()
+    time.sleep(seconds)
+    cpu, elapsed = cpu_seconds(pid) - before, time.perf_counter() - started
+    print(f"  idle mirror CPU: {100 * cpu / elapsed:.2f}% of a core ({cpu:.2f} s over {elapsed:.0f} s without "
+          f"traffic)", flush=True)
 
 
 def latency(source: BrokerCluster, target: BrokerCluster, size: int, rate: int, seconds: float) -> None:
@@ -162,38 +185,48 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rate", type=int, default=1000, help="latency phase: records per second")
-    parser.add_argument("--seconds", type=float, default=10.0, help="latency phase: how long")
+    parser.add_argument("--seconds", type=float, default=10.0, help="latency phase: how long (0: no latency phase)")
     parser.add_argument("--avro", action="store_true", help="load the emulators' Avro events instead")
     parser.add_argument("--avro-seconds", type=float, default=5.0, help="--avro: how long the emulator loads")
+    parser.add_argument("--audit", action="store_true", help="--avro: the mirror counts its tier-mirror audit")
+    parser.add_argument("--idle-seconds", type=float, default=0.0,
+                        help="at the end, the mirror's CPU over this long without traffic")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="mirror settings")
     args = parser.parse_args()
+    if args.audit and not args.avro:
+        parser.error("--audit needs --avro (the audit counts the emulators' events)")
     what = "the emulators' Avro events" if args.avro else f"{args.messages:,} records of {args.size} bytes"
     print(f"mirror bench: {what}, {args.partitions} partitions per topic, one source and one target broker, "
-          f"one mirror process")
+          f"one mirror process{' with its audit' if args.audit else ''}")
     topics = list(EVENT_TOPICS) if args.avro else [TOPIC]
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
-        with ZooKeeperServer(Path(tmp) / "zk") as zookeeper:
-            base = zookeeper.connect_string
-            with BrokerCluster(Path(tmp) / "src", base + "/src", 1) as source, \
-                    BrokerCluster(Path(tmp) / "dst", base + "/dst", 1) as target:
-                started = time.perf_counter()
-                create_topics(source, topics, args.partitions)
-                messages, value_bytes = (load_avro(source, args.avro_seconds, Path(tmp)) if args.avro
-                                         else load(source, args.messages, args.size))
-                print(f"  loaded {messages:,} records into the source in {time.perf_counter() - started:.1f} s",
-                      flush=True)
-                settings = [item for pair in args.set for item in ("--set", pair)]
-                mirror = MirrorProcess(Path(tmp) / "mirror.log",
-                                       ["--source", f"src={source.zk_connect}", "--target", target.zk_connect,
-                                        "--whitelist", ",".join([*topics, LATENCY_TOPIC]), "--no-audit",
-                                        *settings]).start()
-                try:
-                    throughput(target, topics, messages, value_bytes, args.partitions, mirror)
-                    latency(source, target, args.size, args.rate, args.seconds)
-                    if mirror.stop() != 0:
-                        print(mirror.log_tail())
-                finally:
-                    mirror.kill()
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp, contextlib.ExitStack() as stack:
+        zookeeper = stack.enter_context(ZooKeeperServer(Path(tmp) / "zk"))
+        base = zookeeper.connect_string
+        source = stack.enter_context(BrokerCluster(Path(tmp) / "src", base + "/src", 1))
+        target = stack.enter_context(BrokerCluster(Path(tmp) / "dst", base + "/dst", 1))
+        registry = stack.enter_context(RegistryProcess(Path(tmp) / "registry.log", data_dir=Path(tmp) / "registry")) \
+            if args.avro else None
+        started = time.perf_counter()
+        create_topics(source, topics, args.partitions)
+        messages, value_bytes = (load_avro(source, args.avro_seconds, registry.url) if registry is not None
+                                 else load(source, args.messages, args.size))
+        print(f"  loaded {messages:,} records into the source in {time.perf_counter() - started:.1f} s", flush=True)
+        settings = [item for pair in args.set for item in ("--set", pair)]
+        audit = ["--registry", registry.url] if args.audit and registry is not None else ["--no-audit"]
+        mirror = MirrorProcess(Path(tmp) / "mirror.log",
+                               ["--source", f"src={source.zk_connect}", "--target", target.zk_connect,
+                                "--whitelist", ",".join([*topics, LATENCY_TOPIC]), *audit, *settings]).start()
+        try:
+            throughput(target, topics, messages, value_bytes, args.partitions, mirror)
+            if args.seconds > 0:
+                latency(source, target, args.size, args.rate, args.seconds)
+            if args.idle_seconds > 0:
+                assert mirror.process is not None
+                idle(mirror.process.pid, args.idle_seconds)
+            if mirror.stop() != 0:
+                print(mirror.log_tail())
+        finally:
+            mirror.kill()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 two one-broker clusters on this machine, each mode on fresh clusters.
 
 MESSAGES records of SIZE bytes are loaded into the source topic first (PARTITIONS partitions); then one mirror
-copies them, committing every INTERVAL ms. The rate is of records committed -- the source offsets in the source's
+copies them, committing every INTERVAL ms. The mirror's CPU (user + system, from /proc) is reported per record committed
+over the same span. The rate is of records committed -- the source offsets in the source's
 ZooKeeper at least once, in the target's group ``mirror.src`` exactly once (there they commit with the records, so a
 record counts once read_committed readers can see it) -- from the first commit that moved to the last one.
 
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.mirror_bench import create_topics, load
+from bench.mirror_bench import cpu_seconds, create_topics, load
 from pipeline.client.admin import AdminClient
 from pipeline.zk.server import ZooKeeperServer
 from tests.support.cluster import BrokerCluster
@@ -62,11 +63,12 @@ def run(mode: str, args: argparse.Namespace, tmp: Path) -> float:
                     count = progress()
                     now = time.perf_counter()
                     if count and first is None:
-                        first = (now, count)
+                        first = (now, count, cpu_seconds(mirror.process.pid))
                     if count >= messages:
                         break
                     time.sleep(0.02)
                 assert first is not None, "nothing was committed"
+                cpu = cpu_seconds(mirror.process.pid) - first[2]
                 if mirror.stop() != 0:
                     print(mirror.log_tail())
             finally:
@@ -74,7 +76,8 @@ def run(mode: str, args: argparse.Namespace, tmp: Path) -> float:
     elapsed, copied = now - first[0], messages - first[1]
     rate = copied / elapsed if elapsed > 0 else float("inf")
     print(f"  {mode}: {rate:,.0f} records/s, {rate * value_bytes / messages / MiB:.1f} MB/s of values "
-          f"({copied:,} records committed in {elapsed:.1f} s after the first commit)", flush=True)
+          f"({copied:,} records committed in {elapsed:.1f} s after the first commit); mirror CPU "
+          f"{cpu * 1e6 / max(1, copied):.1f} us per record", flush=True)
     return rate
 
 

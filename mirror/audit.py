@@ -16,13 +16,14 @@ mirror quarantined is counted in a quarantine record (properties.quarantined = t
 from __future__ import annotations
 
 import socket
-from typing import Any, Iterable
+from collections import Counter
+from typing import Any, Iterable, Sequence
 
 from pipeline.auditing.counting import AuditCounter
 from pipeline.auditing.publisher import AuditPublisher
 from schemas.registry_client import SchemaRegistryClient
 from schemas.registry_client_settings import NO_REGISTRY_SECURITY, RegistryClientSettings
-from schemas.serde import audit_count_encoder, event_key
+from schemas.serde import audit_count_encoder, event_keys
 
 __all__ = ["MIRROR_TIER", "MirrorAudit"]
 
@@ -62,20 +63,31 @@ class MirrorAudit:
         values = self.encoder.encode_for(self.topic, records)
         return [(record["topic"].encode(), value) for record, value in zip(records, values)]
 
-    def sent(self, source: str, topic: str, event_time_ms: int) -> None:
-        self.counters[source].sent(self.host, topic, event_time_ms)
+    def sent(self, source: str, topic: str, event_times_ms: Sequence[int]) -> None:
+        """Records of ``source`` ``topic`` with these event times were handed to the target: in flight."""
+        if not event_times_ms:
+            return
+        counter = self.counters[source]
+        window_ms = counter.window_ms
+        low, high = min(event_times_ms), max(event_times_ms)
+        if low - low % window_ms == high - high % window_ms:
+            # All in one window (a fetched batch usually is): one count.
+            counter.sent_all({(self.host, topic, low): len(event_times_ms)})
+        else:
+            counter.sent_all({(self.host, topic, t): n for t, n in Counter(event_times_ms).items()})
 
-    def settled(self, records: list[tuple[str, str, int, int, bytes | None]], acknowledged: bool) -> None:
-        """(source, topic, event time, bytes, value) of records the target acknowledged, or that failed for good;
-        the event ids of acknowledged values that are events go into the windows' sketches."""
-        by_source: dict[str, tuple[list[tuple[str, str, int, int]], list[str | None]]] = {}
-        for source, topic, event_time_ms, size, value in records:
-            outcomes, ids = by_source.setdefault(source, ([], []))
-            outcomes.append((self.host, topic, event_time_ms, size))
-            found = event_key(value) if acknowledged and value else None
-            ids.append(None if found is None else found.event_id)
-        for source, (outcomes, ids) in by_source.items():
-            self.counters[source].settled(outcomes, acknowledged, ids)
+    def settled(self, source: str, topic: str, event_times_ms: Sequence[int], sizes: Sequence[int],
+                values: Sequence[bytes | None], acknowledged: bool) -> None:
+        """Records of ``source`` ``topic`` (event time, bytes, value) the target acknowledged, or that failed for
+        good; the event ids of acknowledged values that are events go into the windows' sketches."""
+        host = self.host
+        outcomes = [(host, topic, t, size) for t, size in zip(event_times_ms, sizes)]
+        ids = None
+        if acknowledged:
+            # Read in one pass (tombstones as empty values: no event); the sketch takes the ids' text in bulk.
+            found = event_keys(values if all(values) else [value or b"" for value in values])
+            ids = [None if key is None else key.event_id for key in found]
+        self.counters[source].settled(outcomes, acknowledged, ids)
 
     def quarantined(self, source: str, topic: str, event_time_ms: int, size: int, reason: str,
                     event_id: str | None) -> None:

@@ -43,7 +43,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Sequence
+from itertools import groupby, repeat
+from operator import itemgetter
+from typing import Any, Iterator, NamedTuple, Sequence
 
 from kazoo.exceptions import KazooException
 
@@ -61,7 +63,7 @@ from pipeline.client.sender import ProducerBatch, is_record_refusal
 from pipeline.client.static_connector import StaticConsumerConnector
 from pipeline.client.topic_filter import whitelist_except
 from pipeline.client.zk_discovery import ZooKeeperBrokerDiscovery
-from pipeline.lineage import lineage_headers, lineage_overhead
+from pipeline.lineage import LineageStamp, lineage_overhead
 from pipeline.protocol.errors import KafkaProtocolError
 from pipeline.records import Header
 from pipeline.security.client_settings import security_settings
@@ -86,6 +88,9 @@ _COMMIT_ERRORS = (KazooException, OSError)
 # How long the target may acknowledge nothing of the records in flight before the mirror says so (and again
 # every as long while it lasts): this many seconds, or commit intervals if that is shorter.
 _STALL_WARNING_S = 10.0
+
+# How often the lag of the partitions is asked for while nothing was mirrored since the last time (else every commit).
+_IDLE_LAG_INTERVAL_S = 30.0
 
 # Longest wait for the audit counts to be published before a commit (none is made without them).
 _AUDIT_PUBLISH_TIMEOUT_S = 10.0
@@ -113,21 +118,88 @@ class _Stopped(Exception):
     """The mirror stopped while a stream thread waited (for the target)."""
 
 
-class _Pending:
-    """One record on its way to the target: what acknowledging (or quarantining) it needs."""
+class _Pending(NamedTuple):
+    """One record on its way to the target: where it came from and the record as it was read (what acknowledging
+    or quarantining it needs). Built with ``_pending`` from the source partition and the ConsumerRecord."""
 
-    __slots__ = ("where", "offset", "key", "value", "headers", "size", "timestamp", "taken_at")
+    where: SourcePartition
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[Header]
 
-    def __init__(self, where: SourcePartition, offset: int, key: bytes | None, value: bytes | None,
-                 headers: Sequence[Header], size: int, timestamp: int, taken_at: float) -> None:
-        self.where = where
-        self.offset = offset
-        self.key = key
-        self.value = value
-        self.headers = headers
-        self.size = size
-        self.timestamp = timestamp
-        self.taken_at = taken_at
+    @property
+    def size(self) -> int:
+        """Bytes of key and value."""
+        key, value = self.key, self.value
+        return (0 if key is None else len(key)) + (0 if value is None else len(value))
+
+
+_new_tuple = tuple.__new__
+_WHERE, _OFFSET, _TIMESTAMP, _KEY, _VALUE = (itemgetter(i) for i in (0, 3, 4, 5, 6))
+
+
+def _pending(where: SourcePartition, records: list[ConsumerRecord]) -> list[_Pending]:
+    """The records of ``where`` as _Pending, each built in C from the ConsumerRecord."""
+    return list(map(_new_tuple, repeat(_Pending), map((where,).__add__, records)))
+
+
+def _runs(messages: list[_Pending]) -> Iterator[tuple[SourcePartition, list[_Pending]]]:
+    """The messages of one target batch in runs of the same source partition (several sources share a target
+    partition)."""
+    for where, run in groupby(messages, _WHERE):
+        yield where, list(run)
+
+
+def _sizes(messages: Sequence[_Pending]) -> list[int]:
+    return [(0 if key is None else len(key)) + (0 if value is None else len(value))
+            for _, _, _, _, _, key, value, _ in messages]
+
+
+def take_batch(stream: KafkaStream) -> tuple[str, int, list[ConsumerRecord]]:
+    """The next records of one source partition from ``stream`` (what is left of the record batch it is handing
+    out), in offset order. The one place where the mirror reads its streams."""
+    records = stream.next_batch()
+    first = records[0]
+    return first.topic, first.partition, records
+
+
+def hand_off(producer: Producer, topic: str, partition: int, messages: list[_Pending], stamp: LineageStamp, *,
+             transactional: bool = False) -> list[tuple[_Pending, MessageSizeTooLargeError]]:
+    """Give the records of one source partition to the producer for the same partition of the target, each with its
+    key, value, timestamp and headers and this hop's lineage; the records refused before sending (larger than the
+    target takes), with why. The one place where the mirror hands records to its producers.
+
+    A refused record leaves the whole list unsent; a ``transactional`` producer's transaction can then only abort,
+    so only the record refused is returned; otherwise the others are sent one by one and each refused one returned.
+    """
+    headers = stamp.headers
+    timestamps = list(map(_TIMESTAMP, messages))
+    if min(timestamps) >= 0:
+        try:
+            producer.send_batch(topic, messages, keys=list(map(_KEY, messages)), partition=partition,
+                                timestamps=timestamps, headers=[headers(m.headers, m.offset) for m in messages])
+            return []
+        except MessageSizeTooLargeError as exc:
+            if transactional:
+                values = {id(value) for batch, _ in exc.failures for value in batch.messages}
+                found = [(m, exc) for m in messages if id(m.value) in values]
+                if not found:
+                    raise
+                return found[:1]
+    refused = []
+    for message in messages:
+        timestamp = message.timestamp
+        try:
+            producer.send(ProducerData(topic, message.key, [message], partition=partition,
+                                       timestamps=[timestamp] if timestamp >= 0 else None,
+                                       headers=[headers(message.headers, message.offset)]))
+        except MessageSizeTooLargeError as exc:
+            refused.append((message, exc))
+    return refused
 
 
 class _PendingValues(Encoder):
@@ -138,6 +210,16 @@ class _PendingValues(Encoder):
 
     def encode_all(self, messages: Sequence[_Pending]) -> list:
         return [m.value for m in messages]
+
+
+class _SourcePartitionState:
+    """What the records of one source partition share: its SourcePartition and this hop's lineage stamp."""
+
+    __slots__ = ("where", "stamp")
+
+    def __init__(self, where: SourcePartition, cluster: bytes) -> None:
+        self.where = where
+        self.stamp = LineageStamp(cluster, where.partition)
 
 
 class _StreamThread:
@@ -163,6 +245,8 @@ class _Source(ConsumerRebalanceListener):
         self.name = name
         self.service = service
         self.encoded_name = name.encode()
+        #: (topic, partition) -> what its records share, made on first use.
+        self.partitions: dict[tuple[str, int], _SourcePartitionState] = {}
         self.threads: list[_StreamThread] = []
         #: exactly.once: this source's transactions (mirror.transactions.SourceTransactions), else None.
         self.txn: Any = None
@@ -188,6 +272,13 @@ class _Source(ConsumerRebalanceListener):
             self.topics = ZooKeeperSourceTopics(self.connector.zookeeper, self.admin)  # type: ignore[union-attr]
         else:
             self.topics = BrokerSourceTopics(self.admin)
+
+    def partition(self, topic: str, partition: int) -> _SourcePartitionState:
+        state = self.partitions.get((topic, partition))
+        if state is None:
+            state = self.partitions[(topic, partition)] = _SourcePartitionState(
+                SourcePartition(self.name, topic, partition), self.encoded_name)
+        return state
 
     def before_starting_fetchers(self, partitions: dict[TopicPartition, int | None]
                                  ) -> dict[TopicPartition, int | None] | None:
@@ -254,6 +345,7 @@ class MirrorService(CallbackHandler):
             interval_s = config["offset.commit.interval.ms"] / 1000
             # The producer retries a target that is away without a word: say so while nothing is acknowledged.
             acknowledged, stalled_since, warned_at = self.mirrored, time.monotonic(), time.monotonic()
+            lag_at, lag_mirrored = float("-inf"), -1
             while not self._wake.wait(interval_s):
                 try:
                     self.commit()
@@ -261,8 +353,12 @@ class MirrorService(CallbackHandler):
                     # A source's ZooKeeper (or offsets file) slow or away: the next commit writes the offsets then.
                     self.metrics.errors.labels("CommitFailed").inc()
                     log.warning("offset commit failed (retried at the next interval): %r", exc)
-                self._update_lag()
-                now, outstanding = time.monotonic(), self.tracker.outstanding()
+                now = time.monotonic()
+                # Asking every source for its latest offsets costs requests: while nothing moves, less often.
+                if self.mirrored != lag_mirrored or now - lag_at >= _IDLE_LAG_INTERVAL_S:
+                    lag_at, lag_mirrored = now, self.mirrored
+                    self._update_lag()
+                outstanding = self.tracker.outstanding()
                 if self.mirrored != acknowledged or not outstanding:
                     acknowledged, stalled_since, warned_at = self.mirrored, now, now
                 elif now - warned_at >= min(_STALL_WARNING_S, 10 * interval_s):
@@ -375,7 +471,7 @@ class MirrorService(CallbackHandler):
             state.turns += 1
             state.tracked = False
             try:
-                record = next(stream)
+                topic, partition, records = take_batch(stream)
             except ConsumerTimeout:
                 continue
             except StopIteration:
@@ -383,11 +479,14 @@ class MirrorService(CallbackHandler):
             except (KafkaClientError, KafkaProtocolError) as exc:
                 self.fail(MirrorError(f"source {source.name}: reading stopped: {exc}"))
                 return
+            if not records:
+                state.tracked = True
+                continue
             try:
                 if source.txn is None:
-                    self._mirror(source, state, record, audit_topic)
+                    self._mirror(source, state, topic, partition, records, audit_topic)
                 else:
-                    self._mirror_in_transaction(source, state, record, audit_topic)
+                    self._mirror_in_transaction(source, state, topic, partition, records, audit_topic)
             except MirrorError as exc:
                 self.fail(exc)
                 return
@@ -398,86 +497,105 @@ class MirrorService(CallbackHandler):
                 return
             except (KafkaClientError, KafkaProtocolError) as exc:
                 if not self._stopping.is_set():
-                    self.fail(MirrorError(f"source {source.name}: cannot send {record.topic}-{record.partition}@"
-                                          f"{record.offset}: {exc}"))
+                    self.fail(MirrorError(f"source {source.name}: cannot send {topic}-{partition} offsets "
+                                          f"{records[0].offset}..{records[-1].offset}: {exc}"))
                 return
 
-    def _mirror_in_transaction(self, source: _Source, state: _StreamThread, record: ConsumerRecord,
-                               audit_topic: str) -> None:
-        """exactly.once: the record joins the open transaction of its source, unless its partition was released
-        meanwhile (its next owner copies it) or it was quarantined in a transaction aborted before."""
+    def _mirror_in_transaction(self, source: _Source, state: _StreamThread, topic: str, partition: int,
+                               records: list[ConsumerRecord], audit_topic: str) -> None:
+        """exactly.once: the records join the open transaction of their source, unless their partition was released
+        meanwhile (its next owner copies them); those quarantined in a transaction aborted before are skipped."""
         txn = source.txn
         with txn.lock:
-            if (record.topic, record.partition) not in txn.owned or self._stopping.is_set():
+            if (topic, partition) not in txn.owned or self._stopping.is_set():
                 state.tracked = True
                 return
-            reason = self._quarantined.get((source.name, record.topic, record.partition, record.offset)) \
-                if self._quarantined else None
-            if reason is not None:
-                self._skip_quarantined(source, state, record, audit_topic, reason)
-                return
-            self._mirror(source, state, record, audit_topic)
-            txn.sent += 1
+            if self._quarantined:
+                run: list[ConsumerRecord] = []
+                for record in records:
+                    reason = self._quarantined.get((source.name, topic, partition, record.offset))
+                    if reason is None:
+                        run.append(record)
+                        continue
+                    if run:
+                        self._mirror(source, state, topic, partition, run, audit_topic)
+                        txn.sent += len(run)
+                        run = []
+                    self._skip_quarantined(source, state, topic, partition, record, audit_topic, reason)
+                records = run
+                if not records:
+                    return
+            self._mirror(source, state, topic, partition, records, audit_topic)
+            txn.sent += len(records)
 
-    def _skip_quarantined(self, source: _Source, state: _StreamThread, record: ConsumerRecord, audit_topic: str,
-                          reason: str) -> None:
+    def _skip_quarantined(self, source: _Source, state: _StreamThread, topic: str, partition: int, record: ConsumerRecord,
+                          audit_topic: str, reason: str) -> None:
         """A record quarantined when an earlier (aborted) transaction sent it: counted as quarantined again, in
         this transaction, and acknowledged unsent."""
-        where = SourcePartition(source.name, record.topic, record.partition)
+        where = source.partition(topic, partition).where
         self.tracker.track(where, record.offset, allow_gap=True)
         state.tracked = True
-        if self._audit is not None and record.topic != audit_topic:
+        if self._audit is not None and topic != audit_topic:
             found = event_key(record.value) if record.value else None
             size = (0 if record.key is None else len(record.key)) + (0 if record.value is None else len(record.value))
-            self._audit.sent(source.name, record.topic, record.timestamp)
-            self._audit.quarantined(source.name, record.topic, record.timestamp, size, reason,
+            self._audit.sent(source.name, topic, [record.timestamp])
+            self._audit.quarantined(source.name, topic, record.timestamp, size, reason,
                                     None if found is None else found.event_id)
         self.tracker.acknowledged(where, [record.offset])
 
-    def _mirror(self, source: _Source, state: _StreamThread, record: ConsumerRecord, audit_topic: str) -> None:
-        where = SourcePartition(source.name, record.topic, record.partition)
-        outcome = self.tracker.track(where, record.offset, allow_gap=self.skip_lost)
+    def _track(self, source: _Source, where: SourcePartition, records: list[ConsumerRecord]) -> None:
+        """Track the records handed out (one step for a run of consecutive offsets in turn); a gap before one
+        of them stops the mirror (LostOffsetsError) or, skip.lost.offsets, is skipped; a rewind stops it."""
+        first, count = records[0].offset, len(records)
+        if records[-1].offset - first == count - 1 and self.tracker.track_run(where, first, count):
+            return
+        for record in records:
+            outcome = self.tracker.track(where, record.offset, allow_gap=self.skip_lost)
+            if type(outcome) is Rewind:
+                raise MirrorError(f"source {source.name}: {where.topic}-{where.partition} went back from offset "
+                                  f"{outcome.expected} to {outcome.offset} (was the topic deleted and created "
+                                  f"again?); to mirror it from its start, delete {source.offsets_at}")
+            if type(outcome) is Gap:
+                if not self.skip_lost:
+                    raise LostOffsetsError(outcome)
+                self._skipped(outcome)
+
+    def _mirror(self, source: _Source, state: _StreamThread, topic: str, partition: int, records: list[ConsumerRecord],
+                audit_topic: str) -> None:
+        """Hand the records of one source partition (in offset order) to the target: tracked, counted as sent
+        to the audit, then given to the producer with this hop's lineage headers, all in one step each."""
+        shared = source.partition(topic, partition)
+        where = shared.where
+        self._track(source, where, records)
         state.tracked = True
-        if type(outcome) is Rewind:
-            raise MirrorError(f"source {source.name}: {record.topic}-{record.partition} went back from offset "
-                              f"{outcome.expected} to {outcome.offset} (was the topic deleted and created again?); to "
-                              f"mirror it from its start, delete {source.offsets_at}")
-        if type(outcome) is Gap:
-            if not self.skip_lost:
-                raise LostOffsetsError(outcome)
-            self._skipped(outcome)
         producer = source.producer
         assert producer is not None
-        if self._drop and self._dropped(where, record):
-            return
-        self._ensure_topic(record.topic, record.partition)
-        value = record.value
-        key = record.key
-        size = (0 if key is None else len(key)) + (0 if value is None else len(value))
-        timestamp = record.timestamp
-        pending = _Pending(where, record.offset, key, value, record.headers, size, timestamp, time.monotonic())
-        if self._audit is not None and record.topic != audit_topic:
-            self._audit.sent(source.name, record.topic, timestamp)
-        try:
-            producer.send(ProducerData(
-                record.topic, key, [pending], partition=record.partition,
-                timestamps=[timestamp] if timestamp >= 0 else None,
-                headers=[lineage_headers(record.headers, source.encoded_name, record.partition, record.offset)]))
-        except MessageSizeTooLargeError as exc:
-            # Larger than any request the target topic takes: refused before it was sent.
-            self._quarantine([pending], exc)
+        if self._drop:
+            records = [r for r in records if not self._dropped(where, r)]
+            if not records:
+                return
+        self._ensure_topic(topic, partition)
+        pending = _pending(where, records)
+        if self._audit is not None and topic != audit_topic:
+            self._audit.sent(source.name, topic, [r.timestamp for r in records])
+        refused = hand_off(producer, topic, partition, pending, shared.stamp, transactional=source.txn is not None)
+        if refused:
+            # Larger than any request the target topic takes: refused before they were sent.
+            for message, exc in refused:
+                self._quarantine([message], exc)
             if source.txn is not None and self.quarantine is not None:
                 # A refused send makes the transaction abortable: restart from the target's offsets, skipping it.
-                raise MirrorError(f"source {source.name}: {record.topic}-{record.partition}@{record.offset} is larger "
-                                  f"than the target takes (quarantined); its transaction is aborted and the mirror "
-                                  f"restarts from the offsets committed in the target") from None
+                message = refused[0][0]
+                raise MirrorError(f"source {source.name}: {topic}-{partition}@{message.offset} is larger than the "
+                                  f"target takes (quarantined); its transaction is aborted and the mirror restarts "
+                                  f"from the offsets committed in the target") from None
 
     def _dropped(self, where: SourcePartition, record: ConsumerRecord) -> bool:
         """Fault injection (testing.drop.event.ids): lose the record if its event is one to drop."""
         found = event_key(record.value) if record.value else None
         if found is None or found.event_id not in self._drop:
             return False
-        log.warning("fault injection: event %s (%s-%d@%d) dropped", found.event_id, record.topic, record.partition,
+        log.warning("fault injection: event %s (%s-%d@%d) dropped", found.event_id, where.topic, where.partition,
                     record.offset)
         self.tracker.acknowledged(where, [record.offset])
         return True
@@ -550,25 +668,23 @@ class MirrorService(CallbackHandler):
                 f"{first.where.topic}-{first.where.partition} offsets {offsets[0]}..{offsets[-1]}"
                 f"{' and others' if len(offsets) < len(messages) else ''}): {result}"))
             return
-        # A target partition takes the same partition of every source: one batch may hold several sources.
-        by_where: dict[SourcePartition, list[int]] = {}
-        size_by_source: dict[str, int] = {}
         metrics = self.metrics
-        for message in messages:
-            where = message.where
-            by_where.setdefault(where, []).append(message.offset)
-            size_by_source[where.source] = size_by_source.get(where.source, 0) + message.size
         # Latency and age per batch, of its oldest record (an observation per record costs more than the rest).
-        metrics.latency.observe(time.monotonic() - messages[0].taken_at)
-        oldest = min(m.timestamp for m in messages)
+        if batch.created:
+            metrics.latency.observe(time.monotonic() - batch.created)
+        oldest = min(map(_TIMESTAMP, messages))
         if oldest >= 0:
             metrics.age.observe(max(0.0, (time.time() * 1000 - oldest) / 1000))
-        for where, offsets in by_where.items():
-            self.tracker.acknowledged(where, offsets)
-            metrics.records.labels(where.source, where.topic).inc(len(offsets))
-        for source, size in size_by_source.items():
-            metrics.bytes.labels(source, batch.topic).inc(size)
-        self._settle_audit(messages, True)
+        audit, audit_topic = self._audit, self.config["audit.topic"]
+        # A target partition takes the same partition of every source: one batch may hold several sources.
+        for where, run in _runs(messages):
+            self.tracker.acknowledged(where, list(map(_OFFSET, run)))
+            sizes = _sizes(run)
+            metrics.records.labels(where.source, where.topic).inc(len(run))
+            metrics.bytes.labels(where.source, where.topic).inc(sum(sizes))
+            if audit is not None and where.topic != audit_topic:
+                audit.settled(where.source, where.topic, list(map(_TIMESTAMP, run)), sizes, list(map(_VALUE, run)),
+                              True)
         with self._lock:
             self.mirrored += len(messages)
 
@@ -801,8 +917,10 @@ class MirrorService(CallbackHandler):
         audit = self._audit
         if audit is not None:
             audit_topic = self.config["audit.topic"]
-            audit.settled([(m.where.source, m.where.topic, m.timestamp, m.size, m.value) for m in messages
-                           if m.where.topic != audit_topic], acknowledged)
+            for where, run in _runs(messages):
+                if where.topic != audit_topic:
+                    audit.settled(where.source, where.topic, list(map(_TIMESTAMP, run)), _sizes(run),
+                                  list(map(_VALUE, run)), acknowledged)
 
     def _stop_audit(self, timeout_s: float) -> None:
         if self._audit is not None:

@@ -99,6 +99,20 @@ class OffsetTracker:
             progress.expected = offset + 1
             return gap
 
+    def track_run(self, where: SourcePartition, first: int, count: int) -> bool:
+        """The ``count`` records at ``first`` and after (consecutive offsets) were handed out: True when tracked in
+        turn; False (nothing tracked) when ``first`` is not the offset expected -- then :meth:`track` them one by
+        one to learn the gap or rewind."""
+        with self._lock:
+            progress = self._partitions.get(where)
+            if progress is None:
+                progress = self._partitions[where] = _Progress(None)
+            if progress.expected is not None and first != progress.expected:
+                return False
+            progress.outstanding.extend(range(first, first + count))
+            progress.expected = first + count
+            return True
+
     def acknowledged(self, where: SourcePartition, offsets: list[int]) -> None:
         """The target stored the records of ``where`` at these source offsets."""
         with self._lock:
@@ -106,12 +120,15 @@ class OffsetTracker:
             if progress is None:
                 return
             outstanding, acked = progress.outstanding, progress.acked
-            if not outstanding:
+            if not outstanding or not offsets:
                 return
             # Only offsets tracked now: an acknowledgement of a send from before the partition was claimed
             # again says nothing about what is outstanding since.
             low, high = outstanding[0], outstanding[-1]
-            acked.update(o for o in offsets if low <= o <= high)
+            if low <= min(offsets) and max(offsets) <= high:
+                acked.update(offsets)
+            else:
+                acked.update(o for o in offsets if low <= o <= high)
             while outstanding and outstanding[0] in acked:
                 acked.discard(outstanding.popleft())
 

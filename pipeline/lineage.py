@@ -16,8 +16,8 @@ from pipeline.client.cluster import Cluster
 from pipeline.client.simple_consumer import FetchRequest, SimpleConsumer
 from pipeline.records import Header
 
-__all__ = ["CLUSTER_HEADER", "LINEAGE_HEADERS", "Lineage", "OFFSET_HEADER", "PARTITION_HEADER", "lineage_headers",
-           "lineage_of", "lineage_overhead", "look_up"]
+__all__ = ["CLUSTER_HEADER", "LINEAGE_HEADERS", "Lineage", "LineageStamp", "OFFSET_HEADER", "PARTITION_HEADER",
+           "lineage_headers", "lineage_of", "lineage_overhead", "look_up"]
 
 CLUSTER_HEADER = "mirror.cluster"
 PARTITION_HEADER = "mirror.partition"
@@ -45,13 +45,28 @@ def lineage_overhead(cluster: str) -> int:
     return names + len(cluster.encode()) + 10 + 19 + 3 * (5 + 5) + 5 + 5
 
 
+class LineageStamp:
+    """This hop's lineage headers for the records of one source partition: the cluster and partition headers are
+    the same for all of them and built once; only the offset header is built per record."""
+
+    __slots__ = ("_cluster", "_partition")
+
+    def __init__(self, cluster: bytes, partition: int) -> None:
+        self._cluster = (CLUSTER_HEADER, cluster)
+        self._partition = (PARTITION_HEADER, b"%d" % partition)
+
+    def headers(self, headers: Sequence[Header], offset: int) -> list[Header]:
+        """``headers`` without earlier lineage, followed by this hop's for the record at ``offset``."""
+        if not headers:
+            return [self._cluster, self._partition, (OFFSET_HEADER, b"%d" % offset)]
+        kept = [h for h in headers if h[0] not in LINEAGE_HEADERS]
+        kept += (self._cluster, self._partition, (OFFSET_HEADER, b"%d" % offset))
+        return kept
+
+
 def lineage_headers(headers: Sequence[Header], cluster: bytes, partition: int, offset: int) -> list[Header]:
     """``headers`` without earlier lineage, followed by this hop's (``cluster`` already encoded)."""
-    kept = [h for h in headers if h[0] not in LINEAGE_HEADERS] if headers else []
-    kept.append((CLUSTER_HEADER, cluster))
-    kept.append((PARTITION_HEADER, b"%d" % partition))
-    kept.append((OFFSET_HEADER, b"%d" % offset))
-    return kept
+    return LineageStamp(cluster, partition).headers(headers, offset)
 
 
 def lineage_of(topic: str, headers: Sequence[Header]) -> Lineage | None:

@@ -10,7 +10,7 @@ from mirror.__main__ import main
 from mirror.config import MirrorConfig
 from pipeline.client.topic_filter import whitelist_except
 from pipeline.config import ConfigError
-from pipeline.lineage import Lineage, lineage_headers, lineage_of
+from pipeline.lineage import Lineage, LineageStamp, lineage_headers, lineage_of
 from pipeline.named_clusters import parse_sources
 
 BASE = {"source.clusters": "dc1=zk1:2181/dc1", "target.zookeeper.connect": "zk:2181/offline", "whitelist": "ev.*"}
@@ -73,3 +73,18 @@ def test_a_properties_file_with_command_line_options_over_it(tmp_path: Path) -> 
     assert config["target.zookeeper.connect"] == "zk:2181/offline" and config["target.bootstrap.servers"] is None
     assert (config["num.streams"], config["skip.lost.offsets"], config["audit.enable"]) == (3, True, False)
     assert config.producer_config()["compression.codec"] == "lz4"
+
+
+def test_a_partition_s_lineage_stamp_gives_each_record_its_own_headers_as_lineage_headers_does() -> None:
+    stamp = LineageStamp(b"dc1", 3)
+    own = [(), (("trace", b"x"),), (("mirror.offset", b"1"), ("trace", None), ("mirror.cluster", b"dc0"))]
+    for offset in (0, 41, 2**62):
+        for headers in own:
+            stamped = stamp.headers(headers, offset)
+            assert stamped == lineage_headers(headers, b"dc1", 3, offset)
+            assert stamped == [h for h in headers if not h[0].startswith("mirror.")] + [
+                ("mirror.cluster", b"dc1"), ("mirror.partition", b"3"), ("mirror.offset", str(offset).encode())]
+            assert lineage_of("t", stamped) == Lineage("dc1", "t", 3, offset)
+    first, second = stamp.headers((), 1), stamp.headers((), 2)
+    first.append(("extra", b""))
+    assert second == lineage_headers((), b"dc1", 3, 2), "every record gets a list of its own"

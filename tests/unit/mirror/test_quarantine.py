@@ -39,9 +39,8 @@ def test_a_quarantined_record_leaves_the_mirror_count_for_a_quarantine_record() 
                         registry_url="http://127.0.0.1:9", topic="AuditCount", metrics=MirrorMetrics())
     try:
         event_id = str(uuid.uuid4())
-        audit.sent("dc1", "T", 1_500)
-        audit.sent("dc1", "T", 1_600)
-        audit.settled([("dc1", "T", 1_500, 10, None)], True)
+        audit.sent("dc1", "T", [1_500, 1_600])
+        audit.settled("dc1", "T", [1_500], [10], [None], True)
         audit.quarantined("dc1", "T", 1_600, 2_000_000, "too large for the target", event_id)
         counter = audit.counters["dc1"]
         assert counter.in_flight() == 0

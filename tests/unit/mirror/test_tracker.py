@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from mirror.tracker import Gap, OffsetTracker, Rewind, SourcePartition
 
 P0 = SourcePartition("dc1", "events", 0)
@@ -70,3 +72,40 @@ def test_acknowledgements_of_offsets_not_outstanding_are_ignored() -> None:
     assert tracker.committable() == {P0: 50} and tracker.outstanding() == 1
     tracker.acknowledged(P0, [50])
     assert tracker.committable() == {P0: 52} and tracker.outstanding() == 0
+
+
+def test_a_run_tracked_in_one_step_is_tracked_as_its_records_one_by_one() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        one_by_one, by_runs = OffsetTracker(), OffsetTracker()
+        start = rng.choice([None, 0, 50])
+        one_by_one.start(P0, start)
+        by_runs.start(P0, start)
+        offset = 50 if start is None else start
+        for _ in range(rng.randint(1, 6)):
+            count = rng.randint(1, 20)
+            offset += rng.choice([0, 0, 0, 3, -2])  # in turn, past a gap, back
+            outcomes = [one_by_one.track(P0, o) for o in range(offset, offset + count)]
+            in_turn = all(outcome is None for outcome in outcomes)
+            assert by_runs.track_run(P0, offset, count) is (outcomes[0] is None)
+            if not in_turn:
+                break
+            offset += count
+            done = rng.sample(range(offset - count, offset), rng.randint(0, count))
+            one_by_one.acknowledged(P0, done)
+            by_runs.acknowledged(P0, done)
+            assert by_runs.committable() == one_by_one.committable()
+            assert by_runs.outstanding() == one_by_one.outstanding()
+
+
+def test_a_run_not_in_turn_is_not_tracked() -> None:
+    tracker = OffsetTracker()
+    tracker.start(P0, 10)
+    assert tracker.track_run(P0, 10, 5)
+    assert not tracker.track_run(P0, 17, 3)
+    assert not tracker.track_run(P0, 12, 3)
+    assert tracker.committable() == {P0: 10} and tracker.outstanding() == 5
+    assert tracker.track(P0, 17, allow_gap=True) == Gap(P0, 15, 17)
+    tracker.acknowledged(P0, [10, 11, 12, 13, 14, 17, 99, 3])
+    assert tracker.committable() == {P0: 18} and tracker.outstanding() == 0
+    tracker.acknowledged(P0, [])
