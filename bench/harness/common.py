@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
+from tests.support.ports import free_port
 from tests.support.process import ChildProcess as HarnessProcess
 
 MESSAGE_SIZE = 200
@@ -31,13 +32,6 @@ _STAMP = struct.Struct(">q")
 
 class BenchError(RuntimeError):
     """A system could not be started, measured or stopped."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -43,10 +44,22 @@ def classpath() -> str:
     return ":".join(map(str, parts))
 
 
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port the OS finds free on ``host`` now, never one this process was given before (the OS may offer a
+    just-released port again, and the server that asked for the first one may not have bound it yet)."""
+    with _HANDED_OUT_LOCK:
+        for _ in range(100):
+            with socket.socket() as sock:
+                sock.bind((host, 0))
+                port = sock.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise RuntimeError(f"the OS kept offering ports this process was given before on {host}")
 
 
 def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:

@@ -13,6 +13,7 @@ from pipeline.zk.server import ZooKeeperEnsemble, ZooKeeperServer
 from tests.support import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.consumer_groups import start_cluster
+from tests.support.ports import free_port
 from tests.support.mirror import start_clusters
 from tests.support.process import stop_all
 from tests.support.registry import RegistryProcess, standalone_registry
@@ -57,7 +58,7 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
     """One real ZooKeeper server for the whole test session; tests isolate themselves by chroot. Its tick is
     short so that a killed broker's session ends within half a second of its timeout (sessions expire on tick
     boundaries), with the session range of ZooKeeper's default 2-second tick kept (4 to 40 s)."""
-    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500,
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), free_port(), tick_ms=500,
                          session_timeout_range_ms=(4000, 40000)) as server:
         yield server
 

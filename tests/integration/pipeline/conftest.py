@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 
 from tests.support.fault_proxy import FaultProxy
-from tests.support.ports import consecutive_free_ports
+from tests.support.ports import free_port
 
 
 @pytest.fixture
 def proxied_broker(broker_factory):
     """A broker on 127.0.0.2 advertising 127.0.0.1, where a FaultProxy listens on the same port.
 
-    The proxy takes its port on 127.0.0.1 first, from below the ephemeral range, and the broker is started
-    behind it: a port free on 127.0.0.2 is not necessarily free on 127.0.0.1 (another test's connection or
-    listener may hold it there)."""
+    The proxy takes its port on 127.0.0.1 first and the broker is started behind it: a port free on 127.0.0.2
+    is not necessarily free on 127.0.0.1."""
     for _ in range(50):
-        port = consecutive_free_ports(1, "127.0.0.2")
+        port = free_port("127.0.0.2")
         try:
             proxy = FaultProxy("127.0.0.1", "127.0.0.2", port)
         except OSError:
