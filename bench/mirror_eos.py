@@ -5,7 +5,8 @@ MESSAGES records of SIZE bytes are loaded into the source topic first (PARTITION
 copies them, committing every INTERVAL ms. The mirror's CPU (user + system, from /proc) is reported per record committed
 over the same span. The rate is of records committed -- the source offsets in the source's
 ZooKeeper at least once, in the target's group ``mirror.src`` exactly once (there they commit with the records, so a
-record counts once read_committed readers can see it) -- from the first commit that moved to the last one.
+record counts once read_committed readers can see it) -- from the mirror's first write into the target (its start-up
+left out) to the commit that covers the last record. A run too short to be timed that way is an error, not a figure.
 
     .venv/bin/python -m bench.mirror_eos [--messages 100000] [--size 200] [--partitions 4] [--interval-ms 1000]
 """
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.mirror_bench import cpu_seconds, create_topics, load
+from bench.mirror_bench import cpu_seconds, create_topics, end_total, load
 from pipeline.client.admin import AdminClient
 from pipeline.zk.server import ZooKeeperServer
 from tests.support.cluster import BrokerCluster
@@ -60,24 +61,27 @@ def run(mode: str, args: argparse.Namespace, tmp: Path) -> float:
                 while time.monotonic() < deadline:
                     if not mirror.running:
                         sys.exit(f"mirror exited: {mirror.log_tail()}")
-                    count = progress()
-                    now = time.perf_counter()
-                    if count and first is None:
-                        first = (now, count, cpu_seconds(mirror.process.pid))
-                    if count >= messages:
+                    if first is None and end_total(target, [TOPIC], args.partitions):
+                        first = (time.perf_counter(), cpu_seconds(mirror.process.pid))
+                    if first is not None and progress() >= messages:
                         break
                     time.sleep(0.02)
-                assert first is not None, "nothing was committed"
-                cpu = cpu_seconds(mirror.process.pid) - first[2]
+                now = time.perf_counter()
+                if first is None:
+                    sys.exit("the mirror wrote nothing into the target")
+                cpu = cpu_seconds(mirror.process.pid) - first[1]
                 if mirror.stop() != 0:
                     print(mirror.log_tail())
             finally:
                 mirror.kill()
-    elapsed, copied = now - first[0], messages - first[1]
-    rate = copied / elapsed if elapsed > 0 else float("inf")
+    elapsed = now - first[0]
+    if elapsed < 0.1:
+        sys.exit(f"{mode}: {messages:,} records were committed {elapsed * 1000:.0f} ms after the first one reached the "
+                 "target, too short to time: give more --messages")
+    rate = messages / elapsed
     print(f"  {mode}: {rate:,.0f} records/s, {rate * value_bytes / messages / MiB:.1f} MB/s of values "
-          f"({copied:,} records committed in {elapsed:.1f} s after the first commit); mirror CPU "
-          f"{cpu * 1e6 / max(1, copied):.1f} us per record", flush=True)
+          f"({messages:,} records committed in {elapsed:.1f} s after the first reached the target); mirror CPU "
+          f"{cpu * 1e6 / messages:.1f} us per record", flush=True)
     return rate
 
 
