@@ -418,11 +418,13 @@ class KafkaApis:
     async def _delayed_fetch(self, request: dict, results: list, max_wait_ms: int) -> dict:
         deadline = time.monotonic() + max_wait_ms / 1000
         watched = [(topic, index) for topic, index, _ in results]
+        follower = request.get("replica_id", -1) >= 0
         while True:
             for _, _, result in results:
                 result.release()
             remaining = deadline - time.monotonic()
-            woken = remaining > 0 and await self.replica_manager.wait_for_data(watched, remaining)
+            woken = remaining > 0 and await self.replica_manager.wait_for_data(watched, remaining,
+                                                                                follower=follower)
             results = self._read_fetch(request)
             total = sum(r.size for _, _, r in results)
             if not woken or total >= request["min_bytes"] or any(r.error_code for _, _, r in results):

@@ -45,7 +45,7 @@ class Partition:
 
     __slots__ = ("topic", "index", "log", "leader_epoch", "stats", "broker_id", "is_leader", "leader_id",
                  "replicas", "isr", "zk_version", "controller_epoch", "followers", "isr_change_pending",
-                 "_waiters", "_acks_waiters")
+                 "_waiters", "_hw_waiters", "_acks_waiters")
 
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = -1,
                  stats: TopicStats | None = None, broker_id: int = -1) -> None:
@@ -64,7 +64,10 @@ class Partition:
         self.controller_epoch = 0
         self.followers: dict[int, FollowerState] = {}
         self.isr_change_pending = False
+        # Long-polling fetches: followers' (any append gives them something to read) and consumers' (they read
+        # below the high watermark only, so an append that leaves it where it was gives them nothing).
         self._waiters: list[asyncio.Future] = []
+        self._hw_waiters: list[asyncio.Future] = []
         # (offset the high watermark must reach, future) of acks=all produces.
         self._acks_waiters: list[tuple[int, asyncio.Future]] = []
 
@@ -193,8 +196,7 @@ class Partition:
         log.update_high_watermark(new)
         if self._acks_waiters:
             self._complete_acks_waiters()
-        if self._waiters:
-            self.wake_waiters()
+        self.wake_waiters()
         return True
 
     # -- acks=all --------------------------------------------------------------------------------
@@ -246,21 +248,37 @@ class Partition:
 
     # -- fetches waiting for data ----------------------------------------------------------------
 
-    def add_waiter(self, future: asyncio.Future) -> None:
-        self._waiters.append(future)
+    def add_waiter(self, future: asyncio.Future, *, follower: bool = True) -> None:
+        """Wake ``future`` (set None) at the next append (a follower's fetch) or the next move of the high
+        watermark (a consumer's), or when this replica stops leading."""
+        (self._waiters if follower else self._hw_waiters).append(future)
 
     def remove_waiter(self, future: asyncio.Future) -> None:
-        try:
-            self._waiters.remove(future)
-        except ValueError:
-            pass
+        for waiters in (self._waiters, self._hw_waiters):
+            try:
+                waiters.remove(future)
+            except ValueError:
+                pass
 
     def wake_waiters(self) -> None:
+        """Wake every waiting fetch (the high watermark moved, or the role changed)."""
+        if self._waiters:
+            self.wake_follower_waiters()
+        if self._hw_waiters:
+            waiters, self._hw_waiters = self._hw_waiters, []
+            _wake(waiters)
+
+    def wake_follower_waiters(self) -> None:
+        """Wake the followers' waiting fetches (an append that left the high watermark where it was)."""
         if self._waiters:
             waiters, self._waiters = self._waiters, []
-            for future in waiters:
-                if not future.done():
-                    future.set_result(None)
+            _wake(waiters)
+
+
+def _wake(waiters: list[asyncio.Future]) -> None:
+    for future in waiters:
+        if not future.done():
+            future.set_result(None)
 
 
 IsrProposer = Callable[[Partition, frozenset[int]], None]

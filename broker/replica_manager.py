@@ -224,7 +224,7 @@ class ReplicaManager:
             stats.messages_in += info.last_offset - info.first_offset + 1
             stats.bytes_in += len(records)
             if not partition.maybe_increment_high_watermark():
-                partition.wake_waiters()
+                partition.wake_follower_waiters()
         if info.sync is not None and syncs is not None:
             syncs.append(PendingSync(topic, index, info.sync))
         return AppendResult(ErrorCode.NONE, info.first_offset, info.log_start_offset, last_offset=info.last_offset)
@@ -358,7 +358,7 @@ class ReplicaManager:
             log.info("transaction marker for producer %d refused by %s-%d: %s", producer_id, topic, index, exc)
             return code, -1
         if not partition.maybe_increment_high_watermark():
-            partition.wake_waiters()
+            partition.wake_follower_waiters()
         return ErrorCode.NONE, info.first_offset
 
     async def write_txn_markers(self, markers: list[tuple[str, int, int, int, bool, int]],
@@ -397,13 +397,15 @@ class ReplicaManager:
                          partition.index, sorted(partition.isr), sorted(lagging), max_lag_ms)
                 self._propose_isr(partition, partition.isr - lagging)
 
-    async def wait_for_data(self, topic_partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Wait until one of the partitions gets an append, or the timeout passes; True if woken."""
+    async def wait_for_data(self, topic_partitions: Iterable[TopicPartition], timeout_s: float, *,
+                            follower: bool = True) -> bool:
+        """Wait until one of the partitions gets an append (a follower's fetch) or a higher high watermark (a
+        consumer's), or the timeout passes; True if woken."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         watched = [p for tp in topic_partitions if (p := self._partitions.get(tp)) is not None]
         for partition in watched:
-            partition.add_waiter(future)
+            partition.add_waiter(future, follower=follower)
         # A timer rather than asyncio.wait_for (a task per wait): the waiters' wake sets None, the timer False.
         timer = loop.call_later(timeout_s, _expire, future)
         try:
