@@ -16,7 +16,10 @@ from typing import Callable
 from pipeline.client.errors import KafkaClientError
 from pipeline.records import now_ms
 
-__all__ = ["QueueFullError", "PendingBatch", "RecordAccumulator"]
+__all__ = ["NodeOf", "QueueFullError", "PendingBatch", "RecordAccumulator"]
+
+#: A partition's leader broker id, as the sender last routed it (None when it does not know it yet).
+NodeOf = Callable[[str, int], "int | None"]
 
 
 class QueueFullError(KafkaClientError):
@@ -156,16 +159,25 @@ class RecordAccumulator:
                                          f"for {timeout_ms} ms")
                 self._space.wait(left)
 
-    def drain(self, now: float | None = None) -> list[PendingBatch]:
-        """Take every batch that is ready now: full, lingered long enough, or all when flushing/closing."""
+    def drain(self, now: float | None = None, node_of: NodeOf | None = None) -> list[PendingBatch]:
+        """Take every batch that is ready now: full, lingered long enough, or all when flushing/closing; with
+        ``node_of`` (a partition's leader broker, None when unknown), also every open batch for a broker that
+        one of those goes to (Kafka's drain: a broker with something to send is sent all it has queued)."""
         with self._lock:
-            return self._drain_locked(self._clock() if now is None else now)
+            return self._drain_locked(self._clock() if now is None else now, node_of)
 
-    def _drain_locked(self, now: float) -> list[PendingBatch]:
+    def _drain_locked(self, now: float, node_of: NodeOf | None = None) -> list[PendingBatch]:
         ready = self._full
         self._full = []
         everything = self.closed or self._flushing > 0
         expired = [key for key, batch in self._open.items() if everything or now - batch.created >= self.linger_s]
+        if node_of is not None and (expired or ready) and len(expired) < len(self._open):
+            nodes = {node_of(*key) for key in expired}
+            nodes.update(node_of(batch.topic, batch.partition) for batch in ready)
+            nodes.discard(None)
+            if nodes:
+                due = set(expired)
+                expired += [key for key in self._open if key not in due and node_of(*key) in nodes]
         for key in expired:
             ready.append(self._open.pop(key))
         return ready
@@ -177,13 +189,13 @@ class RecordAccumulator:
                 return None
             return min(batch.created for batch in self._open.values()) + self.linger_s
 
-    def wait_for_batches(self, max_wait_s: float) -> list[PendingBatch]:
-        """The sender's wait: block until a batch is ready (or ``max_wait_s`` passes), then drain."""
+    def wait_for_batches(self, max_wait_s: float, node_of: NodeOf | None = None) -> list[PendingBatch]:
+        """The sender's wait: block until a batch is ready (or ``max_wait_s`` passes), then drain (see drain)."""
         with self._lock:
             deadline = self._clock() + max_wait_s
             while True:
                 now = self._clock()
-                ready = self._drain_locked(now)
+                ready = self._drain_locked(now, node_of)
                 if ready or self.closed:
                     return ready
                 wake = deadline

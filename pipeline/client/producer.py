@@ -798,8 +798,9 @@ class Producer:
         accumulator = self._accumulator
         assert accumulator is not None
         handler = self.callback_handler
+        node_of = self._sender.node_of
         while True:
-            pending = accumulator.wait_for_batches(1.0)
+            pending = accumulator.wait_for_batches(1.0, node_of)
             if not pending:
                 if accumulator.closed and accumulator.queued == 0:
                     if self._release_on_exit:

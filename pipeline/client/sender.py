@@ -192,6 +192,11 @@ class Sender:
             self._routes[(topic, partition)] = route
         return route
 
+    def node_of(self, topic: str, partition: int) -> int | None:
+        """The broker a partition's batches last went to (None when not routed yet); looks nothing up."""
+        route = self._routes.get((topic, partition))
+        return None if route is None else route.node_id
+
     def forget_routes(self, topic: str | None = None) -> None:
         """Drop cached leaders (of one topic, or all) so the next send looks them up again."""
         if topic is None:

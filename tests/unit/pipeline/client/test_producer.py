@@ -155,6 +155,29 @@ def test_accumulator_cuts_batches_by_time() -> None:
     assert acc.next_deadline() is None
 
 
+def test_a_broker_with_a_batch_due_is_sent_every_batch_queued_for_it() -> None:
+    """Kafka's drain: one lingered (or full) batch for a broker takes that broker's other open batches along, so
+    a broker gets one request per linger, not one per partition whose batch happens to be due; batches for other
+    brokers, or for partitions not routed yet, keep lingering."""
+    clock = FakeClock()
+    acc = RecordAccumulator(batch_size=2, linger_s=0.5, max_messages=100, enqueue_timeout_ms=-1, clock=clock)
+    leaders = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2, ("u", 0): 1}
+    node_of = lambda topic, partition: leaders.get((topic, partition))  # noqa: E731
+    acc.append("t", 0, None, [b"a"], ["a"])
+    clock.now += 0.3
+    for topic, partition in (("t", 1), ("t", 2), ("t", 3), ("u", 0)):
+        acc.append(topic, partition, None, [b"b"], ["b"])
+    clock.now += 0.2
+    assert sorted((b.topic, b.partition) for b in acc.drain(node_of=node_of)) == [("t", 0), ("t", 1), ("u", 0)]
+    assert acc.drain(node_of=node_of) == []
+    acc.append("t", 2, None, [b"c"], ["c"])  # a full batch for broker 2 takes nothing of broker 1's along
+    acc.append("t", 0, None, [b"d"], ["d"])
+    assert sorted((b.topic, b.partition) for b in acc.drain(node_of=node_of)) == [("t", 2)]
+    assert sorted((b.topic, b.partition) for b in acc.drain()) == []
+    clock.now += 0.3
+    assert sorted((b.topic, b.partition) for b in acc.drain()) == [("t", 3)]
+
+
 def test_accumulator_flush_and_close_drain_everything() -> None:
     acc = RecordAccumulator(batch_size=100, linger_s=60.0, max_messages=100, enqueue_timeout_ms=-1, clock=FakeClock())
     acc.append("t", 0, None, [b"a"], ["a"])
