@@ -162,7 +162,10 @@ def test_a_broker_with_a_batch_due_is_sent_every_batch_queued_for_it() -> None:
     clock = FakeClock()
     acc = RecordAccumulator(batch_size=2, linger_s=0.5, max_messages=100, enqueue_timeout_ms=-1, clock=clock)
     leaders = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2, ("u", 0): 1}
-    node_of = lambda topic, partition: leaders.get((topic, partition))  # noqa: E731
+
+    def node_of(topic: str, partition: int) -> int | None:
+        return leaders.get((topic, partition))
+
     acc.append("t", 0, None, [b"a"], ["a"])
     clock.now += 0.3
     for topic, partition in (("t", 1), ("t", 2), ("t", 3), ("u", 0)):
